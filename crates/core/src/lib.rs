@@ -1,2 +1,11 @@
 //! Tessera's pure domain: no I/O, no clock, no async. Builds for wasm32 so the
 //! browser validates with the same rules as the server.
+
+pub mod catalogue;
+pub mod lifecycle;
+pub mod mig;
+pub mod placement;
+pub mod plan;
+pub mod quota;
+pub mod sharing;
+pub mod units;

@@ -1,0 +1,197 @@
+//! Simulated GPU hosts, described in a small TOML file:
+//!
+//! ```toml
+//! hostname = "gpu-h100-01"
+//! cpu_cores = 96
+//! memory_gib = 1024
+//!
+//! [[gpus]]
+//! model = "H100-80GB"
+//! count = 8
+//! mig_enabled = true
+//! nvlink_groups = [[0, 1, 2, 3], [4, 5, 6, 7]]
+//! ```
+//!
+//! Models come from `tessera_core::catalogue`; an unknown model is a generic GPU
+//! with `memory_gib` of memory.
+
+use super::{BackendError, GpuBackend, Inventory};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use tessera_core::catalogue;
+use tessera_protocol::agent::GpuReport;
+
+/// One simulated host file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimHost {
+    /// Host name.
+    pub hostname: String,
+    /// CPU cores.
+    pub cpu_cores: u64,
+    /// Host memory in GiB.
+    pub memory_gib: u64,
+    /// Driver version to report.
+    #[serde(default = "default_driver")]
+    pub driver_version: String,
+    /// GPU groups.
+    pub gpus: Vec<SimGpus>,
+}
+
+fn default_driver() -> String {
+    "550.90.07 (simulated)".to_owned()
+}
+
+/// A group of identical GPUs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimGpus {
+    /// Catalogue model name.
+    pub model: String,
+    /// How many.
+    pub count: u32,
+    /// Memory for models the catalogue does not know.
+    #[serde(default)]
+    pub memory_gib: Option<u64>,
+    /// Start with MIG mode on (MIG-capable models only).
+    #[serde(default)]
+    pub mig_enabled: bool,
+    /// NVLink islands, as GPU indices within this group.
+    #[serde(default)]
+    pub nvlink_groups: Vec<Vec<u32>>,
+}
+
+/// A simulated host.
+#[derive(Debug, Clone)]
+pub struct SimBackend {
+    host: SimHost,
+    gpus: Vec<GpuReport>,
+}
+
+impl SimBackend {
+    /// Reads and checks a host file.
+    pub fn from_file(path: &Path) -> Result<Self, BackendError> {
+        let err = |message: String| BackendError::SimConfig {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let host: SimHost = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+        Self::new(host).map_err(err)
+    }
+
+    /// Builds the simulated GPUs, rejecting what no real host could have.
+    pub fn new(host: SimHost) -> Result<Self, String> {
+        if host.cpu_cores == 0 || host.memory_gib == 0 {
+            return Err("cpu_cores and memory_gib must be greater than 0".to_owned());
+        }
+        let mut gpus = Vec::new();
+        for (g, group) in host.gpus.iter().enumerate() {
+            let reported = group.memory_gib.unwrap_or(0) * 1024;
+            let model = catalogue::lookup(&group.model, reported);
+            if model.generic && group.memory_gib.is_none() {
+                return Err(format!(
+                    "gpus[{g}].model '{}' is not in the catalogue; add memory_gib for it",
+                    group.model
+                ));
+            }
+            if group.mig_enabled && model.mig.is_none() {
+                return Err(format!("gpus[{g}]: {} does not support MIG", group.model));
+            }
+            let base = gpus.len() as u32;
+            for i in 0..group.count {
+                let peers = group
+                    .nvlink_groups
+                    .iter()
+                    .find(|island| island.contains(&i))
+                    .map(|island| island.iter().filter(|p| **p != i).map(|p| base + p).collect())
+                    .unwrap_or_default();
+                gpus.push(GpuReport {
+                    index: base + i,
+                    uuid: sim_uuid(&host.hostname, base + i),
+                    name: if model.generic { group.model.clone() } else { model.name.to_owned() },
+                    memory_mib: if model.generic { reported } else { model.memory_mib },
+                    mig_capable: model.mig.is_some(),
+                    mig_enabled: group.mig_enabled,
+                    nvlink_peers: peers,
+                    health: "healthy".to_owned(),
+                });
+            }
+            for island in &group.nvlink_groups {
+                if let Some(bad) = island.iter().find(|p| **p >= group.count) {
+                    return Err(format!("gpus[{g}].nvlink_groups: GPU {bad} does not exist in a group of {}", group.count));
+                }
+            }
+        }
+        Ok(Self { host, gpus })
+    }
+}
+
+/// A stable UUID for a simulated GPU (same host and index, same UUID).
+pub fn sim_uuid(hostname: &str, index: u32) -> String {
+    let h = hex::encode(Sha256::digest(format!("{hostname}/{index}").as_bytes()));
+    format!("GPU-{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+impl GpuBackend for SimBackend {
+    fn name(&self) -> &'static str {
+        "simulated"
+    }
+
+    fn hostname(&self) -> String {
+        self.host.hostname.clone()
+    }
+
+    fn inventory(&self) -> Result<Inventory, BackendError> {
+        Ok(Inventory {
+            cpu_milli: self.host.cpu_cores * 1000,
+            memory_mib: self.host.memory_gib * 1024,
+            driver_version: Some(self.host.driver_version.clone()),
+            gpus: self.gpus.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn host(model: &str, count: u32, mig: bool, islands: Vec<Vec<u32>>) -> SimHost {
+        SimHost {
+            hostname: "h1".into(),
+            cpu_cores: 32,
+            memory_gib: 256,
+            driver_version: default_driver(),
+            gpus: vec![SimGpus {
+                model: model.into(),
+                count,
+                memory_gib: None,
+                mig_enabled: mig,
+                nvlink_groups: islands,
+            }],
+        }
+    }
+
+    #[test]
+    fn builds_catalogue_gpus_with_nvlink_peers() {
+        let b = SimBackend::new(host("H100-80GB", 4, true, vec![vec![0, 1], vec![2, 3]])).unwrap();
+        let inv = b.inventory().unwrap();
+        assert_eq!(inv.gpus.len(), 4);
+        assert!(inv.gpus.iter().all(|g| g.mig_capable && g.mig_enabled));
+        assert_eq!(inv.gpus[0].nvlink_peers, vec![1]);
+        assert_eq!(inv.gpus[3].nvlink_peers, vec![2]);
+        assert_eq!(inv.memory_mib, 256 * 1024);
+        assert!(inv.gpus[0].memory_mib > 79_000);
+        assert_ne!(inv.gpus[0].uuid, inv.gpus[1].uuid);
+        assert_eq!(inv.gpus[0].uuid, sim_uuid("h1", 0));
+    }
+
+    #[test]
+    fn rejects_what_no_real_host_has() {
+        assert!(SimBackend::new(host("L4", 2, true, vec![])).unwrap_err().contains("does not support MIG"));
+        assert!(SimBackend::new(host("H100-80GB", 2, false, vec![vec![0, 5]])).unwrap_err().contains("does not exist"));
+        assert!(SimBackend::new(host("Mystery-GPU", 1, false, vec![])).unwrap_err().contains("memory_gib"));
+    }
+}

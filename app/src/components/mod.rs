@@ -1,0 +1,4 @@
+//! Reusable pieces of the pages.
+
+pub mod error_panel;
+pub mod layout;

@@ -1,0 +1,68 @@
+//! The error that crosses the wire from server functions to the page.
+
+use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
+use serde::{Deserialize, Serialize};
+use server_fn_codec::JsonEncoding;
+
+mod server_fn_codec {
+    pub use leptos::server_fn::codec::JsonEncoding;
+}
+
+/// A refusal or failure, with the HTTP status, a stable code and a message for people.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct AppError {
+    /// HTTP status the page should answer with.
+    pub status: u16,
+    /// Stable code (`forbidden`, `not_found`, ...).
+    pub code: String,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl AppError {
+    /// Is this a "not allowed" answer?
+    pub fn is_forbidden(&self) -> bool {
+        self.status == 403
+    }
+}
+
+impl FromServerFnError for AppError {
+    type Encoder = JsonEncoding;
+
+    fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
+        let (status, message) = match &value {
+            ServerFnErrorErr::Request(_) => (
+                503,
+                "Tessera could not be reached; check your connection and try again".to_owned(),
+            ),
+            ServerFnErrorErr::Args(m) | ServerFnErrorErr::MissingArg(m) => {
+                (400, format!("the form was incomplete: {m}"))
+            }
+            _ => (
+                500,
+                "something went wrong; try again, and tell the platform team if it persists"
+                    .to_owned(),
+            ),
+        };
+        Self {
+            status,
+            code: "transport".to_owned(),
+            message,
+        }
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl From<tessera_service::ServiceError> for AppError {
+    fn from(e: tessera_service::ServiceError) -> Self {
+        if e.status() >= 500 {
+            leptos::logging::error!("server function failed: {e:?}");
+        }
+        Self {
+            status: e.status(),
+            code: e.code().to_owned(),
+            message: e.public_message(),
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Tessera's pages. Server functions in [`api`] are thin adapters over
+//! `tessera-service`; the components only render.
+
+pub mod api;
+pub mod components;
+pub mod error;
+pub mod format;
+pub mod pages;
+
+use components::layout::Layout;
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::{path, SsrMode};
+use pages::{
+    fleet::FleetPage, home::HomePage, join_tokens::JoinTokensPage, not_found::NotFound,
+    signed_out::SignedOutPage, tenant::TenantPage,
+};
+
+/// The HTML document around the app.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="color-scheme" content="light dark"/>
+                <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+/// The app: routes inside the layout.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    // Lets tests (and curious users) see when the page has become interactive.
+    Effect::new(move |_| {
+        if let Some(body) = document().body() {
+            let _ = body.set_attribute("data-hydrated", "true");
+        }
+    });
+    view! {
+        <Stylesheet id="tessera" href="/pkg/tessera.css"/>
+        <Title formatter=|text: String| if text.is_empty() { "Tessera".to_owned() } else { format!("{text} · Tessera") }/>
+        <Router>
+            <Layout>
+                <Routes fallback=|| view! { <NotFound/> }>
+                    <Route path=path!("/") view=HomePage ssr=SsrMode::Async/>
+                    <Route path=path!("/t/:slug") view=TenantPage ssr=SsrMode::Async/>
+                    <Route path=path!("/fleet") view=FleetPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/join-tokens") view=JoinTokensPage ssr=SsrMode::Async/>
+                    <Route path=path!("/signed-out") view=SignedOutPage ssr=SsrMode::Async/>
+                </Routes>
+            </Layout>
+        </Router>
+    }
+}

@@ -1,0 +1,94 @@
+//! Join tokens: create (secret shown once) and revoke.
+
+use crate::api::{list_join_tokens, CreateJoinToken, RevokeJoinToken};
+use crate::components::error_panel::ErrorPanel;
+use crate::format;
+use leptos::prelude::*;
+use leptos_meta::Title;
+
+/// `/admin/join-tokens` (platform admins).
+#[component]
+pub fn JoinTokensPage() -> impl IntoView {
+    let create = ServerAction::<CreateJoinToken>::new();
+    let revoke = ServerAction::<RevokeJoinToken>::new();
+    let tokens = Resource::new(
+        move || (create.version().get(), revoke.version().get()),
+        |_| list_join_tokens(),
+    );
+    view! {
+        <Title text="Join tokens"/>
+        <section class="page-head">
+            <p class="eyebrow">"Platform"</p>
+            <h1>"Join tokens"</h1>
+            <p class="muted">"A join token enrols one GPU host. The agent trades it for its own credential on first start; the token then stops working."</p>
+        </section>
+        <section class="card">
+            <h2 class="section-title">"Create a token"</h2>
+            <ActionForm action=create attr:class="form-row" attr:data-test="create-token-form">
+                <label class="field grow">
+                    <span>"What is it for?"</span>
+                    <input type="text" name="description" required maxlength="200" placeholder="gpu-node-17 in rack B" data-test="token-description"/>
+                </label>
+                <label class="field">
+                    <span>"Expires after"</span>
+                    <select name="ttl_hours" data-test="token-ttl">
+                        <option value="1">"1 hour"</option>
+                        <option value="24" selected>"1 day"</option>
+                        <option value="168">"7 days"</option>
+                    </select>
+                </label>
+                <button class="button primary" type="submit" data-test="create-token">"Create token"</button>
+            </ActionForm>
+            {move || create.value().get().map(|result| match result {
+                Ok(created) => view! {
+                    <div class="callout success" data-test="token-created">
+                        <p><strong>"Copy this token now — it will not be shown again."</strong></p>
+                        <pre class="secret" data-test="token-secret">{created.secret.clone()}</pre>
+                        <p class="muted small">"Start the agent with "<code>{format!("tessera-agent --server <URL> --join-token {}", created.secret)}</code></p>
+                    </div>
+                }.into_any(),
+                Err(err) => view! { <p class="callout danger" data-test="form-error">{err.message}</p> }.into_any(),
+            })}
+        </section>
+        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match tokens.await {
+                    Err(err) => view! { <ErrorPanel err/> }.into_any(),
+                    Ok(list) if list.is_empty() => view! {
+                        <div class="card empty"><p>"No join tokens yet."</p></div>
+                    }.into_any(),
+                    Ok(list) => view! {
+                        <section class="card table-card">
+                            <table data-test="tokens">
+                                <thead><tr><th>"Description"</th><th>"Status"</th><th>"Created"</th><th>"Expires"</th><th>"Used by"</th><th></th></tr></thead>
+                                <tbody>
+                                    {list.into_iter().map(|t| {
+                                        let active = t.status == "active";
+                                        let badge = match t.status.as_str() { "active" => "badge accent", "used" => "badge", _ => "badge subtle" };
+                                        view! {
+                                            <tr data-test="token-row">
+                                                <td>{t.description}<div class="muted small">{t.created_by.unwrap_or_default()}</div></td>
+                                                <td><span class=badge data-test="token-status">{t.status.clone()}</span></td>
+                                                <td class="muted">{format::when(t.created_at)}</td>
+                                                <td class="muted">{format::when(t.expires_at)}</td>
+                                                <td>{t.used_by_host.unwrap_or_else(|| "—".into())}</td>
+                                                <td class="actions">
+                                                    {active.then(|| view! {
+                                                        <ActionForm action=revoke>
+                                                            <input type="hidden" name="id" value=t.id/>
+                                                            <button class="button ghost danger" type="submit" data-test="revoke-token">"Revoke"</button>
+                                                        </ActionForm>
+                                                    })}
+                                                </td>
+                                            </tr>
+                                        }
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                        </section>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}

@@ -1,0 +1,280 @@
+//! Lifecycles of allocations and quota requests as pure transition functions.
+//!
+//! Allocation:
+//!
+//! ```text
+//! requested ──place──▶ placed ──start_provisioning──▶ provisioning ──provisioned──▶ active
+//!     │                  ▲  │                              │                          │
+//!     └─no_capacity─▶ queued┘  └─capacity_lost─▶ queued     │                       release
+//!                                                          │                          ▼
+//!         release from requested / queued / placed ─▶ released ◀──released── releasing
+//!         fail from any live state ─▶ failed(reason); expire from any live state ─▶ expired
+//! ```
+//!
+//! `released`, `failed` and `expired` are terminal. Only `placed`,
+//! `provisioning`, `active` and `releasing` hold capacity; the agent tears
+//! down whatever a terminal allocation left on a GPU by reconciling against
+//! the desired state, which no longer contains it.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Where an allocation is in its life.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum AllocationState {
+    /// Asked for; not yet placed.
+    Requested,
+    /// Waiting for capacity.
+    Queued,
+    /// Assigned a GPU (and MIG start / MPS limits); nothing on the GPU yet.
+    Placed,
+    /// The agent is creating the slice.
+    Provisioning,
+    /// Usable by the tenant.
+    Active,
+    /// The agent is tearing the slice down.
+    Releasing,
+    /// Gone, on request.
+    Released,
+    /// Could not be provisioned or broke.
+    Failed {
+        /// What went wrong, for the tenant.
+        reason: String,
+    },
+    /// Its deadline passed (queued too long, or the lease ended).
+    Expired,
+}
+
+impl AllocationState {
+    /// Snake-case name, as serialized.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::Queued => "queued",
+            Self::Placed => "placed",
+            Self::Provisioning => "provisioning",
+            Self::Active => "active",
+            Self::Releasing => "releasing",
+            Self::Released => "released",
+            Self::Failed { .. } => "failed",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// No transition leaves this state.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::Released | Self::Failed { .. } | Self::Expired)
+    }
+
+    /// The allocation occupies GPU capacity (counts against placement and quota).
+    pub fn holds_capacity(&self) -> bool {
+        matches!(
+            self,
+            Self::Placed | Self::Provisioning | Self::Active | Self::Releasing
+        )
+    }
+}
+
+impl fmt::Display for AllocationState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Something that happens to an allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum AllocationEvent {
+    /// Placement found no capacity.
+    NoCapacity,
+    /// Placement chose a GPU.
+    Place,
+    /// A placed allocation lost its GPU (drained, unhealthy) before provisioning.
+    CapacityLost,
+    /// The agent picked up the desired state.
+    StartProvisioning,
+    /// The agent reported the slice ready.
+    Provisioned,
+    /// The tenant (or an admin) gives it back.
+    Release,
+    /// The agent reported the slice gone.
+    Released,
+    /// Something broke.
+    Fail {
+        /// What went wrong.
+        reason: String,
+    },
+    /// The deadline passed.
+    Expire,
+}
+
+impl AllocationEvent {
+    /// Snake-case name, as serialized.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::NoCapacity => "no_capacity",
+            Self::Place => "place",
+            Self::CapacityLost => "capacity_lost",
+            Self::StartProvisioning => "start_provisioning",
+            Self::Provisioned => "provisioned",
+            Self::Release => "release",
+            Self::Released => "released",
+            Self::Fail { .. } => "fail",
+            Self::Expire => "expire",
+        }
+    }
+}
+
+/// An event that is not allowed in the current state.
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
+#[error("cannot {event} {subject} that is {from}")]
+pub struct TransitionError {
+    /// `"an allocation"` or `"a quota request"`.
+    pub subject: String,
+    /// The current state's name.
+    pub from: String,
+    /// The event's name.
+    pub event: String,
+}
+
+impl TransitionError {
+    fn allocation(from: &AllocationState, event: &AllocationEvent) -> Self {
+        Self {
+            subject: "an allocation".into(),
+            from: from.name().into(),
+            event: event.name().replace('_', " "),
+        }
+    }
+}
+
+/// The state after `event`, or a [`TransitionError`] when the event is not
+/// allowed in `state`.
+pub fn transition(
+    state: &AllocationState,
+    event: &AllocationEvent,
+) -> Result<AllocationState, TransitionError> {
+    use AllocationEvent as E;
+    use AllocationState as S;
+    let next = match (state, event) {
+        (S::Requested, E::NoCapacity) => S::Queued,
+        (S::Requested | S::Queued, E::Place) => S::Placed,
+        (S::Placed, E::CapacityLost) => S::Queued,
+        (S::Placed, E::StartProvisioning) => S::Provisioning,
+        (S::Provisioning, E::Provisioned) => S::Active,
+        (S::Requested | S::Queued | S::Placed, E::Release) => S::Released,
+        (S::Provisioning | S::Active, E::Release) => S::Releasing,
+        (S::Releasing, E::Released) => S::Released,
+        (s, E::Fail { reason }) if !s.is_terminal() => S::Failed {
+            reason: reason.clone(),
+        },
+        (s, E::Expire) if !s.is_terminal() && *s != S::Releasing => S::Expired,
+        _ => return Err(TransitionError::allocation(state, event)),
+    };
+    Ok(next)
+}
+
+/// Where a quota request is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum QuotaRequestState {
+    /// Waiting for a platform admin.
+    Pending,
+    /// Granted; the quota changed.
+    Approved,
+    /// Refused, with the admin's reason.
+    Rejected {
+        /// Why, for the tenant.
+        reason: String,
+    },
+    /// Taken back by the tenant.
+    Withdrawn,
+}
+
+impl QuotaRequestState {
+    /// Snake-case name, as serialized.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Rejected { .. } => "rejected",
+            Self::Withdrawn => "withdrawn",
+        }
+    }
+
+    /// Decided or withdrawn.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, Self::Pending)
+    }
+}
+
+/// A decision on a quota request.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum QuotaRequestEvent {
+    /// A platform admin grants it.
+    Approve,
+    /// A platform admin refuses it.
+    Reject {
+        /// Why (required).
+        reason: String,
+    },
+    /// The tenant takes it back.
+    Withdraw,
+}
+
+impl QuotaRequestEvent {
+    /// Snake-case name, as serialized.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::Reject { .. } => "reject",
+            Self::Withdraw => "withdraw",
+        }
+    }
+}
+
+/// Why a quota-request event is refused.
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum QuotaRequestError {
+    /// Not allowed in the current state.
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// A rejection needs a reason the tenant can act on.
+    #[error("give a reason when rejecting a quota request")]
+    ReasonRequired,
+}
+
+/// The quota request's state after `event`.
+pub fn quota_request_transition(
+    state: &QuotaRequestState,
+    event: &QuotaRequestEvent,
+) -> Result<QuotaRequestState, QuotaRequestError> {
+    if state.is_terminal() {
+        return Err(TransitionError {
+            subject: "a quota request".into(),
+            from: state.name().into(),
+            event: event.name().into(),
+        }
+        .into());
+    }
+    Ok(match event {
+        QuotaRequestEvent::Approve => QuotaRequestState::Approved,
+        QuotaRequestEvent::Reject { reason } => {
+            if reason.trim().is_empty() {
+                return Err(QuotaRequestError::ReasonRequired);
+            }
+            QuotaRequestState::Rejected {
+                reason: reason.trim().to_string(),
+            }
+        }
+        QuotaRequestEvent::Withdraw => QuotaRequestState::Withdrawn,
+    })
+}
+
+#[cfg(test)]
+#[path = "lifecycle_tests.rs"]
+mod tests;

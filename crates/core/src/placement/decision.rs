@@ -1,0 +1,90 @@
+//! The outcome of a placement and why it was chosen.
+
+use serde::{Deserialize, Serialize};
+
+use crate::mig::MigPlacement;
+use crate::units::{ComputeMilli, CpuMilli, MemMiB};
+
+/// What the allocation gets on its GPU(s).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Slice {
+    /// CPU and memory only.
+    HostOnly,
+    /// The listed GPUs, whole.
+    Whole,
+    /// A share of one shared (MPS / time-sliced) GPU.
+    Shared {
+        /// Compute share.
+        compute: ComputeMilli,
+        /// GPU memory reserved.
+        memory: MemMiB,
+    },
+    /// A new MIG instance on one GPU, created without touching existing ones.
+    Mig(MigPlacement),
+}
+
+/// Why this place: the numbers the admin UI shows next to a decision.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScoreBreakdown {
+    /// Policy that chose (`pack`, `spread`, ...).
+    pub policy: String,
+    /// Candidate places evaluated (after de-duplicating identical GPUs).
+    pub candidates: u32,
+    /// Workload-weighted fragmentation of the host before, in GPUs.
+    pub fragmentation_before: f64,
+    /// The same after this placement.
+    pub fragmentation_after: f64,
+    /// `fragmentation_after - fragmentation_before`; negative when the
+    /// placement uses up capacity that was stranded. `pack` minimises this
+    /// plus `gpu_waste` (in GPUs).
+    pub fragmentation_delta: f64,
+    /// Compute taken beyond the request (a MIG profile rounding a share up),
+    /// in thousandths; `pack` counts it as fragmentation.
+    pub gpu_waste: ComputeMilli,
+    /// Free compute left on the chosen GPU(s), in thousandths.
+    pub gpu_leftover: ComputeMilli,
+    /// Free GPU compute left on the host.
+    pub host_gpu_free_after: ComputeMilli,
+    /// CPU left on the host.
+    pub host_cpu_free_after: CpuMilli,
+    /// Memory left on the host.
+    pub host_memory_free_after: MemMiB,
+}
+
+/// Where a request goes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Host id.
+    pub host: String,
+    /// Position of the host in the fleet (a hint; `host` is authoritative).
+    pub host_index: usize,
+    /// Device indices of the GPUs used (empty for host-only requests).
+    pub gpus: Vec<u32>,
+    /// What is taken on those GPUs.
+    pub slice: Slice,
+    /// Host CPU taken.
+    pub cpu: CpuMilli,
+    /// Host memory taken.
+    pub memory: MemMiB,
+    /// Explanation.
+    pub score: ScoreBreakdown,
+}
+
+impl Decision {
+    /// The MIG start slice, for MIG slices.
+    pub fn mig_start(&self) -> Option<u8> {
+        match &self.slice {
+            Slice::Mig(p) => Some(p.start),
+            _ => None,
+        }
+    }
+
+    /// The MIG profile, for MIG slices.
+    pub fn profile(&self) -> Option<&str> {
+        match &self.slice {
+            Slice::Mig(p) => Some(&p.profile),
+            _ => None,
+        }
+    }
+}

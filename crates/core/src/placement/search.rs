@@ -1,0 +1,389 @@
+//! Finding the best place for one request: scan hosts (rejecting most on
+//! their aggregates), enumerate the distinct ways the request fits on each,
+//! and rank them by the policy.
+
+use super::fleet::Fleet;
+use super::frag::{delta, Change};
+use super::index::{Slot, SlotKind, NO_GROUP};
+use super::policy::Policy;
+use super::rng::SplitMix64;
+use super::shape::{Shape, ShapeKind, NO_PROFILE};
+
+/// GPUs per host compared for de-duplication; beyond this, no de-duplication.
+const DEDUP: usize = 16;
+
+/// Hosts already evaluated in this search, by state signature (an
+/// open-addressing set of host indices; a signature match is confirmed by
+/// comparing the hosts).
+struct SeenHosts<'a> {
+    fleet: &'a Fleet,
+    table: Vec<u32>,
+    mask: usize,
+}
+
+impl<'a> SeenHosts<'a> {
+    fn new(fleet: &'a Fleet, policy: Policy) -> Self {
+        // Random needs every candidate; first-fit stops at the first.
+        let wanted = !matches!(policy, Policy::Random { .. } | Policy::FirstFit);
+        let size = if wanted {
+            (fleet.aggs.len() * 2).next_power_of_two()
+        } else {
+            0
+        };
+        Self {
+            fleet,
+            table: vec![u32::MAX; size],
+            mask: size.saturating_sub(1),
+        }
+    }
+
+    /// True when a host identical to `h` was seen; otherwise records `h`.
+    fn repeat(&mut self, h: usize) -> bool {
+        if self.table.is_empty() {
+            return false;
+        }
+        let aggs = &self.fleet.aggs;
+        let signature = aggs[h].signature;
+        let mut i = signature as usize & self.mask;
+        loop {
+            let other = self.table[i];
+            if other == u32::MAX {
+                self.table[i] = h as u32;
+                return false;
+            }
+            let other = other as usize;
+            if aggs[other].signature == signature && self.same_host(other, h) {
+                return true;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    fn same_host(&self, a: usize, b: usize) -> bool {
+        let (x, y) = (&self.fleet.aggs[a], &self.fleet.aggs[b]);
+        x.cpu_free == y.cpu_free
+            && x.mem_free == y.mem_free
+            && x.len == y.len
+            && self
+                .fleet
+                .host_slots(a)
+                .iter()
+                .zip(self.fleet.host_slots(b))
+                .all(|(s, t)| s.same_state(t) && s.nvlink == t.nvlink)
+    }
+}
+
+/// The best candidate so far.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Best {
+    pub host: usize,
+    /// Host-relative positions of the changed slots.
+    pub positions: Vec<usize>,
+    /// What those slots become.
+    pub changes: Vec<Change>,
+    pub mig_start: Option<u8>,
+    pub key: [i64; 3],
+    /// Fragmentation delta, when the policy computed it.
+    pub delta: Option<i64>,
+}
+
+/// One search over the fleet.
+pub(crate) struct Search<'a> {
+    fleet: &'a Fleet,
+    shape: &'a Shape,
+    policy: Policy,
+    rng: SplitMix64,
+    pub candidates: u32,
+    pub best: Option<Best>,
+    positions: Vec<usize>,
+    scratch: Vec<Change>,
+    idle: Vec<usize>,
+    order: Vec<(usize, u32, usize)>,
+    done: bool,
+}
+
+impl<'a> Search<'a> {
+    pub fn new(fleet: &'a Fleet, shape: &'a Shape, policy: Policy) -> Self {
+        let seed = match policy {
+            Policy::Random { seed } => seed,
+            _ => 0,
+        };
+        Self {
+            fleet,
+            shape,
+            policy,
+            rng: SplitMix64::new(seed),
+            candidates: 0,
+            best: None,
+            positions: Vec::with_capacity(8),
+            scratch: Vec::with_capacity(8),
+            idle: Vec::with_capacity(16),
+            order: Vec::with_capacity(16),
+            done: false,
+        }
+    }
+
+    /// Scans every host; leaves the winner in `best`.
+    pub fn run(&mut self) {
+        let shape = self.shape;
+        let mut seen = SeenHosts::new(self.fleet, self.policy);
+        for h in 0..self.fleet.aggs.len() {
+            let agg = &self.fleet.aggs[h];
+            if agg.cpu_free < shape.cpu || agg.mem_free < shape.mem {
+                continue;
+            }
+            let gpu_ok = agg.models & shape.models != 0 && agg.pools & shape.pools != 0;
+            if shape.kind != ShapeKind::None && !gpu_ok {
+                continue;
+            }
+            // An identical earlier host gives identical candidates and keys,
+            // and earlier hosts win ties: skip this one.
+            if seen.repeat(h) {
+                continue;
+            }
+            match shape.kind {
+                ShapeKind::None => {
+                    self.clear();
+                    self.consider(h, None);
+                }
+                ShapeKind::Whole(k) => {
+                    if gpu_ok && agg.idle >= k {
+                        self.whole(h, k);
+                    }
+                }
+                ShapeKind::Frac(c) => {
+                    if gpu_ok && agg.max_share_free >= c {
+                        self.share(h);
+                    }
+                }
+                ShapeKind::Mig => {
+                    if gpu_ok && agg.has_mig {
+                        self.share(h);
+                    }
+                }
+            }
+            if self.done {
+                break;
+            }
+        }
+    }
+
+    /// Candidates for a fraction or MIG profile on host `h`.
+    fn share(&mut self, h: usize) {
+        let fleet = self.fleet;
+        let shape = self.shape;
+        let slots = fleet.host_slots(h);
+        let dedup = !matches!(self.policy, Policy::Random { .. });
+        let mut seen = [0usize; DEDUP];
+        let mut n_seen = 0;
+        for (i, slot) in slots.iter().enumerate() {
+            if shape.can_host(slot, &fleet.models) != Some(true) {
+                continue;
+            }
+            if dedup {
+                if seen[..n_seen].iter().any(|&j| slots[j].same_state(slot)) {
+                    continue;
+                }
+                if n_seen < DEDUP {
+                    seen[n_seen] = i;
+                    n_seen += 1;
+                }
+            }
+            let m = usize::from(slot.model);
+            match slot.kind {
+                SlotKind::Shared => {
+                    let ShapeKind::Frac(compute) = shape.kind else {
+                        continue;
+                    };
+                    let mut new = *slot;
+                    new.free -= compute;
+                    new.mem_free -= shape.gpu_mem[m];
+                    new.clients += 1;
+                    self.clear();
+                    self.push(i, Change { old: *slot, new });
+                    self.consider(h, None);
+                }
+                SlotKind::Mig => {
+                    let profile = shape.profile[m];
+                    let Some(table) = fleet.models[m].mig.as_ref() else {
+                        continue;
+                    };
+                    if profile == NO_PROFILE {
+                        continue;
+                    }
+                    let mut mask = table.free_mask(slot.layout, profile);
+                    while mask != 0 {
+                        let start = mask.trailing_zeros() as u8;
+                        mask &= mask - 1;
+                        let mut new = *slot;
+                        new.layout = table.next(slot.layout, profile, start);
+                        new.free = table.free_milli(new.layout);
+                        self.clear();
+                        self.push(i, Change { old: *slot, new });
+                        self.consider(h, Some(start));
+                        if self.done {
+                            return;
+                        }
+                    }
+                }
+                SlotKind::Exclusive => {}
+            }
+            if self.done {
+                return;
+            }
+        }
+    }
+
+    /// Candidates for `k` whole GPUs on host `h`.
+    fn whole(&mut self, h: usize, k: u32) {
+        let fleet = self.fleet;
+        let slots = fleet.host_slots(h);
+        let k = k as usize;
+        self.idle.clear();
+        for (i, slot) in slots.iter().enumerate() {
+            if self.shape.can_host(slot, &fleet.models) == Some(true) {
+                self.idle.push(i);
+            }
+        }
+        if self.idle.len() < k {
+            return;
+        }
+        let take = |slot: &Slot| {
+            let mut new = *slot;
+            new.allocated = true;
+            new.free = 0;
+            new
+        };
+        if self.shape.nvlink && k > 1 {
+            // One candidate per NVLink group with room: its first k idle GPUs.
+            for a in 0..self.idle.len() {
+                let group = slots[self.idle[a]].nvlink;
+                let first_of_group = !self.idle[..a].iter().any(|&j| slots[j].nvlink == group);
+                if group == NO_GROUP || !first_of_group {
+                    continue;
+                }
+                self.clear();
+                for b in a..self.idle.len() {
+                    let j = self.idle[b];
+                    if slots[j].nvlink == group && self.scratch.len() < k {
+                        self.push(
+                            j,
+                            Change {
+                                old: slots[j],
+                                new: take(&slots[j]),
+                            },
+                        );
+                    }
+                }
+                if self.scratch.len() == k {
+                    self.consider(h, None);
+                    if self.done {
+                        return;
+                    }
+                }
+            }
+            return;
+        }
+        // Take GPUs from the smallest NVLink groups first, keeping large
+        // groups whole for NVLink-local requests.
+        self.order.clear();
+        for &i in &self.idle {
+            let group = slots[i].nvlink;
+            let size = if group == NO_GROUP {
+                0
+            } else {
+                self.idle
+                    .iter()
+                    .filter(|&&j| slots[j].nvlink == group)
+                    .count()
+            };
+            self.order.push((size, group, i));
+        }
+        self.order.sort_unstable();
+        self.clear();
+        for o in 0..k {
+            let i = self.order[o].2;
+            self.push(
+                i,
+                Change {
+                    old: slots[i],
+                    new: take(&slots[i]),
+                },
+            );
+        }
+        self.consider(h, None);
+    }
+
+    /// Ranks the candidate in `scratch` on host `h`.
+    fn consider(&mut self, h: usize, mig_start: Option<u8>) {
+        self.candidates += 1;
+        let fleet = self.fleet;
+        let shape = self.shape;
+        let agg = &fleet.aggs[h];
+        let cpu_after = agg.cpu_free - shape.cpu;
+        let mem_after = agg.mem_free - shape.mem;
+        let mut leftover = 0i64;
+        let mut consumed = 0i64;
+        for change in &self.scratch {
+            leftover += i64::from(change.new.free);
+            consumed += i64::from(change.old.free) - i64::from(change.new.free);
+        }
+        let host_after = i64::from(agg.free_total) - consumed;
+        // Compute taken beyond the demand (a MIG profile rounding a share
+        // up) is capacity lost to every class: it counts as fragmentation.
+        let waste = match shape.kind {
+            ShapeKind::Frac(compute) => (consumed - i64::from(compute)).max(0),
+            _ => 0,
+        };
+        let mut frag_delta = None;
+        let key = match self.policy {
+            Policy::Pack => {
+                let d = delta(
+                    &fleet.classes,
+                    fleet.host_cells(h),
+                    &self.scratch,
+                    cpu_after,
+                    mem_after,
+                    &fleet.models,
+                );
+                frag_delta = Some(d);
+                [d + fleet.total_weight * waste, leftover, host_after]
+            }
+            Policy::BestFit => [leftover, host_after, i64::from(cpu_after)],
+            Policy::Spread => [-host_after, -leftover, -i64::from(cpu_after)],
+            Policy::FirstFit => {
+                self.done = true;
+                [0, 0, 0]
+            }
+            Policy::Random { .. } => {
+                if self.rng.below(u64::from(self.candidates)) != 0 {
+                    return;
+                }
+                [0, 0, 0]
+            }
+        };
+        let better = match (&self.best, self.policy) {
+            (None, _) | (_, Policy::Random { .. }) => true,
+            (Some(best), _) => key < best.key,
+        };
+        if better {
+            let best = self.best.get_or_insert_with(Best::default);
+            best.host = h;
+            best.positions.clone_from(&self.positions);
+            best.changes.clone_from(&self.scratch);
+            best.mig_start = mig_start;
+            best.key = key;
+            best.delta = frag_delta;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.positions.clear();
+        self.scratch.clear();
+    }
+
+    fn push(&mut self, position: usize, change: Change) {
+        self.positions.push(position);
+        self.scratch.push(change);
+    }
+}

@@ -1,0 +1,112 @@
+//! The mix of shapes the fleet sees. Fragmentation is measured against it:
+//! free GPU capacity counts as fragmented for a shape when that shape cannot
+//! use it (Weng et al., USENIX ATC '23).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::{CpuMilli, MemMiB};
+
+use super::request::{Demand, PlacementRequest};
+
+/// Default number of classes kept by [`Workload::from_requests`]: enough to
+/// cover the common shapes, few enough to keep a decision fast.
+pub const DEFAULT_MAX_CLASSES: usize = 24;
+
+/// One shape of the workload and how often it occurs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadClass {
+    /// The GPU demand of the shape (never [`Demand::None`]).
+    pub demand: Demand,
+    /// Typical (median) host CPU of the shape.
+    pub cpu: CpuMilli,
+    /// Typical (median) host memory of the shape.
+    pub memory: MemMiB,
+    /// Allowed models (sorted); empty = any.
+    pub allowed_models: Vec<String>,
+    /// Pool constraint.
+    pub pool: Option<String>,
+    /// Relative frequency (e.g. a count of requests).
+    pub weight: u64,
+}
+
+/// A distribution of request shapes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    classes: Vec<WorkloadClass>,
+}
+
+type ClassKey = (Demand, Vec<String>, Option<String>);
+
+fn median<T: Ord + Copy + Default>(values: &mut [T]) -> T {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied().unwrap_or_default()
+}
+
+impl Workload {
+    /// A workload from explicit classes; classes with no GPU demand or zero
+    /// weight are dropped, since they cannot strand GPU capacity.
+    pub fn new(classes: Vec<WorkloadClass>) -> Self {
+        let classes = classes
+            .into_iter()
+            .filter(|c| c.weight > 0 && c.demand != Demand::None)
+            .collect();
+        Self { classes }
+    }
+
+    /// Groups requests by GPU demand, models and pool; each class takes the
+    /// median CPU and memory of its requests. Keeps the `max_classes` most
+    /// frequent classes (ties broken by shape, so the result is deterministic).
+    pub fn from_requests<'a, I>(requests: I, max_classes: usize) -> Self
+    where
+        I: IntoIterator<Item = &'a PlacementRequest>,
+    {
+        let mut groups: BTreeMap<ClassKey, (Vec<CpuMilli>, Vec<MemMiB>)> = BTreeMap::new();
+        for request in requests {
+            if request.demand == Demand::None {
+                continue;
+            }
+            let mut models = request.allowed_models.clone();
+            models.sort_unstable();
+            models.dedup();
+            let entry = groups
+                .entry((request.demand.clone(), models, request.pool.clone()))
+                .or_default();
+            entry.0.push(request.cpu);
+            entry.1.push(request.memory);
+        }
+        let mut classes: Vec<WorkloadClass> = groups
+            .into_iter()
+            .map(
+                |((demand, allowed_models, pool), (mut cpus, mut mems))| WorkloadClass {
+                    weight: cpus.len() as u64,
+                    cpu: median(&mut cpus),
+                    memory: median(&mut mems),
+                    demand,
+                    allowed_models,
+                    pool,
+                },
+            )
+            .collect();
+        // Stable sort: equal weights keep the BTreeMap (shape) order.
+        classes.sort_by_key(|c| std::cmp::Reverse(c.weight));
+        classes.truncate(max_classes);
+        Self { classes }
+    }
+
+    /// The classes.
+    pub fn classes(&self) -> &[WorkloadClass] {
+        &self.classes
+    }
+
+    /// True when there is no class: `pack` then degrades to best-fit.
+    pub fn is_empty(&self) -> bool {
+        self.classes.is_empty()
+    }
+
+    /// Sum of all weights.
+    pub fn total_weight(&self) -> u64 {
+        self.classes.iter().map(|c| c.weight).sum()
+    }
+}

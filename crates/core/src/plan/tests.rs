@@ -1,0 +1,397 @@
+//! Named planning scenarios.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use crate::catalogue::{lookup, GpuModel};
+use crate::mig::{LayoutError, MigPlacement};
+use crate::units::MemMiB;
+
+fn a100() -> GpuModel {
+    lookup("NVIDIA A100-SXM4-40GB", 40960)
+}
+
+fn gi(profile: &str, start: u8, compute: u8) -> DesiredInstance {
+    DesiredInstance {
+        placement: MigPlacement::new(profile, start),
+        compute_instances: vec![ComputeInstance::whole(compute)],
+    }
+}
+
+fn obs(profile: &str, start: u8, compute: u8, in_use: bool) -> ObservedInstance {
+    ObservedInstance {
+        placement: MigPlacement::new(profile, start),
+        compute_instances: vec![ComputeInstance::whole(compute)],
+        in_use,
+    }
+}
+
+fn mig_on(instances: Vec<ObservedInstance>) -> GpuObserved {
+    GpuObserved {
+        mig_enabled: true,
+        instances,
+        ..GpuObserved::default()
+    }
+}
+
+fn want(instances: Vec<DesiredInstance>) -> GpuDesired {
+    GpuDesired {
+        mig_enabled: true,
+        instances,
+        ..GpuDesired::default()
+    }
+}
+
+fn run(model: GpuModel, observed: &GpuObserved, desired: &GpuDesired) -> Vec<Op> {
+    let ops = plan(&model, observed, desired).unwrap();
+    let mut sim = SimGpu::from_observed(model, observed.clone()).unwrap();
+    sim.apply_all(&ops).unwrap();
+    assert!(sim.satisfies(desired), "{ops:#?}");
+    assert_eq!(plan(&model, sim.observed(), desired), Ok(vec![]));
+    ops
+}
+
+#[test]
+fn keeping_the_state_is_a_no_op() {
+    let observed = mig_on(vec![
+        obs("3g.20gb", 0, 3, true),
+        obs("2g.10gb", 4, 2, false),
+    ]);
+    assert_eq!(
+        plan(&a100(), &observed, &GpuDesired::keep(&observed)),
+        Ok(vec![])
+    );
+    let plain = GpuObserved::default();
+    assert_eq!(plan(&a100(), &plain, &GpuDesired::keep(&plain)), Ok(vec![]));
+}
+
+#[test]
+fn enabling_mig_and_partitioning_a_fresh_gpu() {
+    let ops = run(
+        a100(),
+        &GpuObserved::default(),
+        &want(vec![gi("3g.20gb", 4, 3), gi("4g.20gb", 0, 4)]),
+    );
+    assert_eq!(
+        ops,
+        vec![
+            Op::EnableMig,
+            Op::CreateGpuInstance {
+                profile: "4g.20gb".into(),
+                start: 0
+            },
+            Op::CreateComputeInstance {
+                gi_start: 0,
+                ci: ComputeInstance { start: 0, size: 4 }
+            },
+            Op::CreateGpuInstance {
+                profile: "3g.20gb".into(),
+                start: 4
+            },
+            Op::CreateComputeInstance {
+                gi_start: 4,
+                ci: ComputeInstance { start: 0, size: 3 }
+            },
+        ]
+    );
+}
+
+#[test]
+fn repartitioning_destroys_before_creating_and_leaves_the_rest_alone() {
+    let observed = mig_on(vec![
+        obs("1g.5gb", 0, 1, false),
+        obs("1g.5gb", 1, 1, false),
+        obs("2g.10gb", 2, 2, false),
+        obs("3g.20gb", 4, 3, true),
+    ]);
+    let desired = want(vec![gi("4g.20gb", 0, 4), gi("3g.20gb", 4, 3)]);
+    let ops = run(a100(), &observed, &desired);
+    let first_create = ops
+        .iter()
+        .position(|o| matches!(o, Op::CreateGpuInstance { .. }))
+        .unwrap();
+    assert!(ops[..first_create].iter().all(|o| matches!(
+        o,
+        Op::DestroyComputeInstance { .. } | Op::DestroyGpuInstance { .. }
+    )));
+    // The busy 3g.20gb at 4 stays untouched.
+    assert!(!ops.iter().any(|o| matches!(
+        o,
+        Op::DestroyGpuInstance { start: 4 }
+            | Op::DestroyComputeInstance { gi_start: 4, .. }
+            | Op::StopProcesses { .. }
+    )));
+}
+
+#[test]
+fn in_use_instances_are_only_destroyed_when_released() {
+    let observed = mig_on(vec![obs("7g.40gb", 0, 7, true)]);
+    let mut desired = want(vec![gi("3g.20gb", 0, 3), gi("3g.20gb", 4, 3)]);
+    assert_eq!(
+        plan(&a100(), &observed, &desired),
+        Err(PlanError::InUse {
+            placement: MigPlacement::new("7g.40gb", 0)
+        })
+    );
+    desired.released.instances = vec![0];
+    let ops = run(a100(), &observed, &desired);
+    assert_eq!(ops[0], Op::StopProcesses { gi_start: Some(0) });
+}
+
+#[test]
+fn disabling_mig_needs_no_instances_and_no_processes() {
+    let observed = mig_on(vec![
+        obs("3g.20gb", 0, 3, false),
+        obs("3g.20gb", 4, 3, true),
+    ]);
+    let mut desired = GpuDesired {
+        time_slice_replicas: 4,
+        ..GpuDesired::default()
+    };
+    assert!(matches!(
+        plan(&a100(), &observed, &desired),
+        Err(PlanError::InUse { .. })
+    ));
+    desired.released.whole_gpu = true;
+    let ops = run(a100(), &observed, &desired);
+    assert_eq!(ops.last(), Some(&Op::SetReplicas { replicas: 4 }));
+    assert!(ops.contains(&Op::DisableMig));
+    let mut sim = SimGpu::from_observed(a100(), observed).unwrap();
+    assert_eq!(sim.apply(&Op::DisableMig), Err(SimError::InstancesPresent));
+}
+
+#[test]
+fn mode_changes_with_processes_need_the_whole_gpu_released() {
+    let busy = GpuObserved {
+        processes_running: true,
+        ..GpuObserved::default()
+    };
+    let mut desired = want(vec![gi("7g.40gb", 0, 7)]);
+    assert_eq!(plan(&a100(), &busy, &desired), Err(PlanError::GpuInUse));
+    desired.released.whole_gpu = true;
+    let ops = run(a100(), &busy, &desired);
+    assert_eq!(
+        ops[..2],
+        [Op::StopProcesses { gi_start: None }, Op::EnableMig]
+    );
+    let mut sim = SimGpu::from_observed(a100(), busy).unwrap();
+    assert!(matches!(
+        sim.apply(&Op::EnableMig),
+        Err(SimError::ProcessesRunning { .. })
+    ));
+}
+
+#[test]
+fn mps_is_started_reconfigured_and_stopped() {
+    let l4 = lookup("NVIDIA L4", 23034);
+    let settings = MpsSettings {
+        default_active_thread_percentage: 50,
+        default_pinned_mem_limit: Some(MemMiB(4096)),
+    };
+    let on = GpuDesired {
+        mps: Some(settings),
+        ..GpuDesired::default()
+    };
+    assert_eq!(
+        run(l4, &GpuObserved::default(), &on),
+        vec![Op::SetMps {
+            settings: Some(settings)
+        }]
+    );
+    // Changing defaults while clients run is fine; stopping the daemon is not.
+    let running = GpuObserved {
+        mps: Some(settings),
+        processes_running: true,
+        ..GpuObserved::default()
+    };
+    let retuned = GpuDesired {
+        mps: Some(MpsSettings {
+            default_active_thread_percentage: 25,
+            ..settings
+        }),
+        ..GpuDesired::default()
+    };
+    assert_eq!(run(l4, &running, &retuned).len(), 1);
+    assert_eq!(
+        plan(&l4, &running, &GpuDesired::default()),
+        Err(PlanError::GpuInUse)
+    );
+}
+
+#[test]
+fn mps_to_mig_stops_the_daemon_first() {
+    let observed = GpuObserved {
+        mps: Some(MpsSettings {
+            default_active_thread_percentage: 100,
+            default_pinned_mem_limit: None,
+        }),
+        ..GpuObserved::default()
+    };
+    let ops = run(a100(), &observed, &want(vec![gi("7g.40gb", 0, 7)]));
+    assert_eq!(ops[..2], [Op::SetMps { settings: None }, Op::EnableMig]);
+}
+
+#[test]
+fn compute_instances_change_inside_a_kept_instance() {
+    let observed = mig_on(vec![obs("3g.20gb", 0, 3, false)]);
+    let desired = want(vec![DesiredInstance {
+        placement: MigPlacement::new("3g.20gb", 0),
+        compute_instances: vec![
+            ComputeInstance { start: 0, size: 1 },
+            ComputeInstance { start: 1, size: 1 },
+            ComputeInstance { start: 2, size: 1 },
+        ],
+    }]);
+    let ops = run(a100(), &observed, &desired);
+    assert_eq!(
+        ops[0],
+        Op::DestroyComputeInstance {
+            gi_start: 0,
+            ci: ComputeInstance { start: 0, size: 3 }
+        }
+    );
+    assert_eq!(ops.len(), 4);
+    assert!(!ops
+        .iter()
+        .any(|o| matches!(o, Op::DestroyGpuInstance { .. })));
+}
+
+#[test]
+fn invalid_desired_states_are_refused() {
+    let fresh = GpuObserved::default();
+    assert!(matches!(
+        plan(
+            &a100(),
+            &fresh,
+            &want(vec![gi("3g.20gb", 0, 3), gi("4g.20gb", 0, 4)])
+        ),
+        Err(PlanError::InvalidLayout(LayoutError::Overlap { .. }))
+    ));
+    assert!(matches!(
+        plan(&lookup("Tesla T4", 15360), &fresh, &want(vec![])),
+        Err(PlanError::InvalidLayout(LayoutError::NotMigCapable { .. }))
+    ));
+    let no_mig = GpuDesired {
+        instances: vec![gi("7g.40gb", 0, 7)],
+        ..GpuDesired::default()
+    };
+    assert_eq!(
+        plan(&a100(), &fresh, &no_mig),
+        Err(PlanError::InstancesWithoutMig)
+    );
+    let mut mps_mig = want(vec![]);
+    mps_mig.mps = Some(MpsSettings {
+        default_active_thread_percentage: 10,
+        default_pinned_mem_limit: None,
+    });
+    assert_eq!(plan(&a100(), &fresh, &mps_mig), Err(PlanError::MpsWithMig));
+    let bad_ci = want(vec![DesiredInstance {
+        placement: MigPlacement::new("4g.20gb", 0),
+        compute_instances: vec![ComputeInstance { start: 0, size: 3 }],
+    }]);
+    assert!(matches!(
+        plan(&a100(), &fresh, &bad_ci),
+        Err(PlanError::InvalidComputeInstances { gi_start: 0, .. })
+    ));
+    let replicas = GpuDesired {
+        time_slice_replicas: 0,
+        ..GpuDesired::default()
+    };
+    assert!(matches!(
+        plan(&a100(), &fresh, &replicas),
+        Err(PlanError::ReplicasOutOfRange { .. })
+    ));
+}
+
+#[test]
+fn compute_instance_tables() {
+    assert_eq!(compute_instance_starts(7, 3), vec![0, 4]);
+    assert_eq!(compute_instance_starts(7, 2), vec![0, 2, 4]);
+    assert_eq!(compute_instance_starts(7, 4), Vec::<u8>::new());
+    assert_eq!(compute_instance_starts(4, 2), vec![0, 2]);
+    assert_eq!(compute_instance_starts(3, 2), vec![0]);
+    assert_eq!(compute_instance_starts(2, 1), vec![0, 1]);
+    assert_eq!(compute_instance_starts(1, 1), vec![0]);
+}
+
+#[test]
+fn sim_rejects_what_the_driver_rejects() {
+    let mut sim = SimGpu::new(a100());
+    let create = |p: &str, s: u8| Op::CreateGpuInstance {
+        profile: p.into(),
+        start: s,
+    };
+    assert_eq!(sim.apply(&create("1g.5gb", 0)), Err(SimError::MigDisabled));
+    sim.apply(&Op::EnableMig).unwrap();
+    sim.apply(&create("4g.20gb", 0)).unwrap();
+    assert!(matches!(
+        sim.apply(&create("3g.20gb", 0)),
+        Err(SimError::Layout(LayoutError::Overlap { .. }))
+    ));
+    assert!(matches!(
+        sim.apply(&create("1g.20gb", 4)),
+        Err(SimError::Layout(LayoutError::UnknownProfile { .. }))
+    ));
+    sim.apply(&create("1g.5gb+me", 4)).unwrap();
+    assert!(matches!(
+        sim.apply(&create("1g.5gb+me", 5)),
+        Err(SimError::Layout(LayoutError::TooMany { .. }))
+    ));
+    sim.apply(&Op::CreateComputeInstance {
+        gi_start: 0,
+        ci: ComputeInstance::whole(4),
+    })
+    .unwrap();
+    sim.start_process(Some(0)).unwrap();
+    assert!(matches!(
+        sim.apply(&Op::DestroyComputeInstance {
+            gi_start: 0,
+            ci: ComputeInstance::whole(4)
+        }),
+        Err(SimError::ProcessesRunning { .. })
+    ));
+    sim.apply(&Op::StopProcesses { gi_start: Some(0) }).unwrap();
+    assert_eq!(
+        sim.apply(&Op::DestroyGpuInstance { start: 0 }),
+        Err(SimError::ComputeInstancesPresent { start: 0 })
+    );
+    assert_eq!(
+        sim.apply(&Op::DestroyGpuInstance { start: 2 }),
+        Err(SimError::NoSuchInstance { start: 2 })
+    );
+    assert_eq!(sim.apply(&Op::DisableMig), Err(SimError::InstancesPresent));
+    assert_eq!(
+        sim.apply(&Op::SetMps {
+            settings: Some(MpsSettings {
+                default_active_thread_percentage: 50,
+                default_pinned_mem_limit: None
+            })
+        }),
+        Err(SimError::MpsWithMig)
+    );
+    let mut t4 = SimGpu::new(lookup("Tesla T4", 15360));
+    assert!(matches!(
+        t4.apply(&Op::EnableMig),
+        Err(SimError::NotMigCapable { .. })
+    ));
+    assert_eq!(
+        t4.apply(&Op::SetReplicas { replicas: 65 }),
+        Err(SimError::ReplicasOutOfRange)
+    );
+}
+
+#[test]
+fn ops_serialize_for_the_wire() {
+    let op = Op::CreateGpuInstance {
+        profile: "1g.10gb".into(),
+        start: 6,
+    };
+    assert_eq!(
+        serde_json::to_string(&op).unwrap(),
+        r#"{"op":"create_gpu_instance","profile":"1g.10gb","start":6}"#
+    );
+    let desired: GpuDesired = serde_json::from_str(
+        r#"{"mig_enabled":true,"instances":[],"mps":null,"time_slice_replicas":1}"#,
+    )
+    .unwrap();
+    assert_eq!(desired.released, Released::default());
+}

@@ -1,0 +1,125 @@
+//! Who is acting, and proofs of what they may do.
+
+use crate::ServiceError;
+use tessera_protocol::views::{MembershipView, TenantRole, ViewerView};
+
+/// A signed-in user with the roles of their latest login.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// User id.
+    pub user_id: i64,
+    /// Display name.
+    pub name: String,
+    /// E-mail, when known.
+    pub email: Option<String>,
+    /// Platform admin?
+    pub platform_admin: bool,
+    /// Tenant memberships: (tenant id, view).
+    pub memberships: Vec<(i64, MembershipView)>,
+}
+
+/// Proof that the holder is a platform admin; only [`Principal::platform_admin`] makes one.
+#[derive(Debug, Clone, Copy)]
+pub struct PlatformAdmin<'a> {
+    principal: &'a Principal,
+}
+
+impl PlatformAdmin<'_> {
+    /// The admin acting.
+    pub fn principal(&self) -> &Principal {
+        self.principal
+    }
+}
+
+impl Principal {
+    /// A proof of the platform-admin role, or `Forbidden`.
+    pub fn require_platform_admin(&self) -> Result<PlatformAdmin<'_>, ServiceError> {
+        if self.platform_admin {
+            Ok(PlatformAdmin { principal: self })
+        } else {
+            Err(ServiceError::Forbidden(
+                "this page is for platform admins; ask your platform team if you need access"
+                    .to_owned(),
+            ))
+        }
+    }
+
+    /// The caller's role in a tenant, if any.
+    pub fn role_in(&self, tenant_id: i64) -> Option<TenantRole> {
+        self.memberships
+            .iter()
+            .find(|(id, _)| *id == tenant_id)
+            .map(|(_, m)| m.role)
+    }
+
+    /// How the audit log names this actor.
+    pub fn audit_name(&self) -> String {
+        match &self.email {
+            Some(email) => format!("{} <{email}>", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// The layout's view of the user.
+    pub fn view(&self) -> ViewerView {
+        ViewerView {
+            id: self.user_id,
+            name: self.name.clone(),
+            email: self.email.clone(),
+            platform_admin: self.platform_admin,
+            tenants: self.memberships.iter().map(|(_, m)| m.clone()).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(admin: bool) -> Principal {
+        Principal {
+            user_id: 1,
+            name: "Ada".into(),
+            email: Some("ada@example.com".into()),
+            platform_admin: admin,
+            memberships: vec![(
+                7,
+                MembershipView {
+                    slug: "ml".into(),
+                    name: "ML".into(),
+                    role: TenantRole::TenantAdmin,
+                },
+            )],
+        }
+    }
+
+    #[test]
+    fn only_platform_admins_get_the_proof() {
+        assert!(principal(true).require_platform_admin().is_ok());
+        let err = principal(false)
+            .require_platform_admin()
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(err.status(), 403);
+    }
+
+    #[test]
+    fn role_lookup() {
+        let p = principal(false);
+        assert_eq!(p.role_in(7), Some(TenantRole::TenantAdmin));
+        assert_eq!(p.role_in(8), None);
+        assert_eq!(p.audit_name(), "Ada <ada@example.com>");
+    }
+}
+
+/// The request's signed-in user, if any; the server's middleware puts it in the
+/// request extensions for handlers and server functions.
+#[derive(Debug, Clone, Default)]
+pub struct Viewer(pub Option<Principal>);
+
+impl Viewer {
+    /// The principal, or `Unauthenticated`.
+    pub fn require(&self) -> Result<&Principal, ServiceError> {
+        self.0.as_ref().ok_or(ServiceError::Unauthenticated)
+    }
+}

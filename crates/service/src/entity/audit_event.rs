@@ -1,0 +1,23 @@
+//! `audit_events`: append-only record of every state change.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "audit_events")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub at: DateTimeUtc,
+    pub actor_user_id: Option<i64>,
+    pub actor: String,
+    pub tenant_id: Option<i64>,
+    pub action: String,
+    pub target_type: String,
+    pub target_id: String,
+    pub before: Option<Json>,
+    pub after: Option<Json>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

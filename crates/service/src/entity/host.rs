@@ -1,0 +1,25 @@
+//! `hosts`: GPU machines with an enrolled agent.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "hosts")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    #[sea_orm(unique)]
+    pub hostname: String,
+    #[sea_orm(unique)]
+    pub credential_hash: String,
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+    pub agent_version: Option<String>,
+    pub backend: Option<String>,
+    pub driver_version: Option<String>,
+    pub enrolled_at: DateTimeUtc,
+    pub last_seen_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,23 @@
+//! `join_tokens`: one-time, expiring tokens that enrol a host.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "join_tokens")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    #[sea_orm(unique)]
+    pub token_hash: String,
+    pub description: String,
+    pub created_by: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub expires_at: DateTimeUtc,
+    pub used_at: Option<DateTimeUtc>,
+    pub used_by_host_id: Option<i64>,
+    pub revoked_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,9 @@
+//! sea-orm entities, one per table (mirrors `migrations`).
+
+pub mod audit_event;
+pub mod gpu;
+pub mod host;
+pub mod join_token;
+pub mod membership;
+pub mod tenant;
+pub mod user;

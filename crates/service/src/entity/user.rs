@@ -1,0 +1,21 @@
+//! `users`: people, identified by the IdP's (issuer, subject).
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "users")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub issuer: String,
+    pub subject: String,
+    pub email: Option<String>,
+    pub name: String,
+    pub platform_admin: bool,
+    pub created_at: DateTimeUtc,
+    pub last_login_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,137 @@
+//! The one error type of the use-cases, and its mapping to HTTP.
+
+use thiserror::Error;
+
+/// Everything a use-case can refuse or fail with.
+#[derive(Debug, Error)]
+pub enum ServiceError {
+    /// No signed-in user.
+    #[error("sign in to continue")]
+    Unauthenticated,
+    /// Signed in, but not allowed.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The thing does not exist, or the caller may not know it exists.
+    #[error("{what} not found")]
+    NotFound {
+        /// What was looked for (e.g. `tenant 'ml-research'`).
+        what: String,
+    },
+    /// Bad input: names the field and says what to change.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The offending field, as the caller named it.
+        field: String,
+        /// What is wrong and what would be right.
+        message: String,
+    },
+    /// The request conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// A join token that is unknown, used, revoked or expired.
+    #[error("the join token is invalid, already used, revoked or expired; create a new one on the Admin page")]
+    InvalidJoinToken,
+    /// A host credential that is unknown.
+    #[error("the host credential is not valid; enrol the agent again with a new join token")]
+    InvalidCredential,
+    /// The database failed; the detail is logged, never shown.
+    #[error("database error")]
+    Database(#[from] sea_orm::DbErr),
+}
+
+impl ServiceError {
+    /// Shorthand for [`ServiceError::Invalid`].
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`ServiceError::NotFound`].
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::NotFound { what: what.into() }
+    }
+
+    /// HTTP status code for this error.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::Unauthenticated | Self::InvalidJoinToken | Self::InvalidCredential => 401,
+            Self::Forbidden(_) => 403,
+            Self::NotFound { .. } => 404,
+            Self::Invalid { .. } => 400,
+            Self::Conflict(_) => 409,
+            Self::Database(_) => 500,
+        }
+    }
+
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden(_) => "forbidden",
+            Self::NotFound { .. } => "not_found",
+            Self::Invalid { .. } => "invalid_request",
+            Self::Conflict(_) => "conflict",
+            Self::InvalidJoinToken => "invalid_join_token",
+            Self::InvalidCredential => "invalid_credential",
+            Self::Database(_) => "internal",
+        }
+    }
+
+    /// The message a user sees. Internal failures say only that something went wrong.
+    pub fn public_message(&self) -> String {
+        match self {
+            Self::Database(_) => {
+                "something went wrong on our side; try again, and tell the platform team if it persists"
+                    .to_owned()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_and_code_table() {
+        let cases: Vec<(ServiceError, u16, &str)> = vec![
+            (ServiceError::Unauthenticated, 401, "unauthenticated"),
+            (ServiceError::Forbidden("no".into()), 403, "forbidden"),
+            (ServiceError::not_found("tenant 'x'"), 404, "not_found"),
+            (
+                ServiceError::invalid("ttl", "too long"),
+                400,
+                "invalid_request",
+            ),
+            (ServiceError::Conflict("busy".into()), 409, "conflict"),
+            (ServiceError::InvalidJoinToken, 401, "invalid_join_token"),
+            (ServiceError::InvalidCredential, 401, "invalid_credential"),
+            (
+                ServiceError::Database(sea_orm::DbErr::Custom("secret detail".into())),
+                500,
+                "internal",
+            ),
+        ];
+        for (err, status, code) in cases {
+            assert_eq!(err.status(), status, "{err:?}");
+            assert_eq!(err.code(), code, "{err:?}");
+        }
+    }
+
+    #[test]
+    fn internal_errors_do_not_leak_detail() {
+        let err = ServiceError::Database(sea_orm::DbErr::Custom("password=hunter2".into()));
+        assert!(!err.public_message().contains("hunter2"));
+        assert_eq!(
+            ServiceError::invalid("hostname", "must not be empty").public_message(),
+            "hostname: must not be empty"
+        );
+        assert_eq!(
+            ServiceError::not_found("tenant 'a'").public_message(),
+            "tenant 'a' not found"
+        );
+    }
+}

@@ -1,0 +1,398 @@
+//! Users, tenants and roles: how IdP groups become tenant roles at each login.
+
+use crate::audit::{self, Actor, Event};
+use crate::entity::{membership, tenant, user};
+use crate::{Principal, Service, ServiceError};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+use tessera_protocol::views::{MembershipView, TenantRole};
+
+/// A tenant as configured, with the IdP groups that grant its roles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantSpec {
+    /// URL slug (lower-case letters, digits, dashes).
+    pub slug: String,
+    /// Display name.
+    pub name: String,
+    /// Cost centre for chargeback.
+    #[serde(default)]
+    pub cost_centre: Option<String>,
+    /// Members of any of these groups are tenant members.
+    #[serde(default)]
+    pub member_groups: Vec<String>,
+    /// Members of any of these groups are tenant admins.
+    #[serde(default)]
+    pub admin_groups: Vec<String>,
+}
+
+/// Tenants and the platform-admin groups.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Directory {
+    /// Members of any of these groups are platform admins.
+    #[serde(default)]
+    pub platform_admin_groups: Vec<String>,
+    /// The tenants.
+    #[serde(default)]
+    pub tenants: Vec<TenantSpec>,
+}
+
+/// Roles a set of groups grants: platform admin?, and slug → role (admin wins over member).
+pub fn map_groups(
+    directory: &Directory,
+    groups: &[String],
+) -> (bool, BTreeMap<String, TenantRole>) {
+    let has = |wanted: &[String]| wanted.iter().any(|g| groups.contains(g));
+    let platform_admin = has(&directory.platform_admin_groups);
+    let mut roles = BTreeMap::new();
+    for t in &directory.tenants {
+        if has(&t.admin_groups) {
+            roles.insert(t.slug.clone(), TenantRole::TenantAdmin);
+        } else if has(&t.member_groups) {
+            roles.insert(t.slug.clone(), TenantRole::Member);
+        }
+    }
+    (platform_admin, roles)
+}
+
+/// Checks a directory for mistakes a config author would make.
+pub fn validate_directory(directory: &Directory) -> Result<(), ServiceError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, t) in directory.tenants.iter().enumerate() {
+        let field = format!("tenants[{i}].slug");
+        let ok = !t.slug.is_empty()
+            && t.slug.len() <= 64
+            && t.slug
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !ok {
+            return Err(ServiceError::invalid(
+                field,
+                format!(
+                    "'{}' must be 1-64 lower-case letters, digits or dashes",
+                    t.slug
+                ),
+            ));
+        }
+        if !seen.insert(t.slug.clone()) {
+            return Err(ServiceError::invalid(
+                field,
+                format!("'{}' appears twice", t.slug),
+            ));
+        }
+        if t.name.trim().is_empty() {
+            return Err(ServiceError::invalid(
+                format!("tenants[{i}].name"),
+                "must not be empty",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the IdP said about the user, after the id_token was verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginClaims {
+    /// `iss`.
+    pub issuer: String,
+    /// `sub`.
+    pub subject: String,
+    /// `email`, if sent.
+    pub email: Option<String>,
+    /// `name`, `preferred_username` or the e-mail, whichever came first.
+    pub name: String,
+    /// Group names from the configured claim.
+    pub groups: Vec<String>,
+}
+
+impl Service {
+    /// Creates or updates the configured tenants (at start-up).
+    pub async fn sync_tenants(&self) -> Result<(), ServiceError> {
+        validate_directory(&self.settings.directory)?;
+        let now = self.now();
+        let txn = self.db.begin().await?;
+        for spec in &self.settings.directory.tenants {
+            let existing = tenant::Entity::find()
+                .filter(tenant::Column::Slug.eq(&spec.slug))
+                .one(&txn)
+                .await?;
+            match existing {
+                Some(t) if t.name == spec.name && t.cost_centre == spec.cost_centre => {}
+                Some(t) => {
+                    let before = json!({"name": t.name, "cost_centre": t.cost_centre});
+                    let id = t.id;
+                    let mut active: tenant::ActiveModel = t.into();
+                    active.name = Set(spec.name.clone());
+                    active.cost_centre = Set(spec.cost_centre.clone());
+                    active.update(&txn).await?;
+                    audit::record(
+                        &txn,
+                        Event {
+                            actor: Actor::System,
+                            tenant_id: Some(id),
+                            action: "tenant.update",
+                            target_type: "tenant",
+                            target_id: spec.slug.clone(),
+                            before: Some(before),
+                            after: Some(
+                                json!({"name": spec.name, "cost_centre": spec.cost_centre}),
+                            ),
+                        },
+                        now,
+                    )
+                    .await?;
+                }
+                None => {
+                    let t = tenant::ActiveModel {
+                        slug: Set(spec.slug.clone()),
+                        name: Set(spec.name.clone()),
+                        cost_centre: Set(spec.cost_centre.clone()),
+                        created_at: Set(now),
+                        ..Default::default()
+                    }
+                    .insert(&txn)
+                    .await?;
+                    audit::record(
+                        &txn,
+                        Event {
+                            actor: Actor::System,
+                            tenant_id: Some(t.id),
+                            action: "tenant.create",
+                            target_type: "tenant",
+                            target_id: spec.slug.clone(),
+                            before: None,
+                            after: Some(
+                                json!({"name": spec.name, "cost_centre": spec.cost_centre}),
+                            ),
+                        },
+                        now,
+                    )
+                    .await?;
+                }
+            }
+        }
+        txn.commit().await?;
+        Ok(())
+    }
+
+    /// Records a login: creates or updates the user and replaces their roles with
+    /// the ones their groups grant now. Returns the user id.
+    pub async fn login(&self, claims: &LoginClaims) -> Result<i64, ServiceError> {
+        let now = self.now();
+        let (platform_admin, roles) = map_groups(&self.settings.directory, &claims.groups);
+        let txn = self.db.begin().await?;
+        let existing = user::Entity::find()
+            .filter(user::Column::Issuer.eq(&claims.issuer))
+            .filter(user::Column::Subject.eq(&claims.subject))
+            .one(&txn)
+            .await?;
+        let (user_id, before_admin) = match existing {
+            Some(u) => {
+                let id = u.id;
+                let was_admin = u.platform_admin;
+                let mut active: user::ActiveModel = u.into();
+                active.email = Set(claims.email.clone());
+                active.name = Set(claims.name.clone());
+                active.platform_admin = Set(platform_admin);
+                active.last_login_at = Set(Some(now));
+                active.update(&txn).await?;
+                (id, Some(was_admin))
+            }
+            None => {
+                let u = user::ActiveModel {
+                    issuer: Set(claims.issuer.clone()),
+                    subject: Set(claims.subject.clone()),
+                    email: Set(claims.email.clone()),
+                    name: Set(claims.name.clone()),
+                    platform_admin: Set(platform_admin),
+                    created_at: Set(now),
+                    last_login_at: Set(Some(now)),
+                    ..Default::default()
+                }
+                .insert(&txn)
+                .await?;
+                (u.id, None)
+            }
+        };
+
+        let tenants: BTreeMap<String, i64> = tenant::Entity::find()
+            .all(&txn)
+            .await?
+            .into_iter()
+            .map(|t| (t.slug, t.id))
+            .collect();
+        let old: BTreeMap<i64, String> = membership::Entity::find()
+            .filter(membership::Column::UserId.eq(user_id))
+            .all(&txn)
+            .await?
+            .into_iter()
+            .map(|m| (m.tenant_id, m.role))
+            .collect();
+        let new: BTreeMap<i64, String> = roles
+            .iter()
+            .filter_map(|(slug, role)| tenants.get(slug).map(|id| (*id, role.as_str().to_owned())))
+            .collect();
+
+        let actor_name = match &claims.email {
+            Some(e) => format!("{} <{e}>", claims.name),
+            None => claims.name.clone(),
+        };
+        if old != new {
+            membership::Entity::delete_many()
+                .filter(membership::Column::UserId.eq(user_id))
+                .exec(&txn)
+                .await?;
+            for (tenant_id, role) in &new {
+                membership::ActiveModel {
+                    user_id: Set(user_id),
+                    tenant_id: Set(*tenant_id),
+                    role: Set(role.clone()),
+                    ..Default::default()
+                }
+                .insert(&txn)
+                .await?;
+            }
+        }
+        let roles_before = before_admin.map(|a| json!({"platform_admin": a, "memberships": old}));
+        let roles_after = json!({"platform_admin": platform_admin, "memberships": new});
+        if roles_before.as_ref() != Some(&roles_after) {
+            audit::record(
+                &txn,
+                Event {
+                    actor: Actor::Login {
+                        user_id,
+                        name: actor_name.clone(),
+                    },
+                    tenant_id: None,
+                    action: "user.roles_change",
+                    target_type: "user",
+                    target_id: user_id.to_string(),
+                    before: roles_before,
+                    after: Some(roles_after),
+                },
+                now,
+            )
+            .await?;
+        }
+        audit::record(
+            &txn,
+            Event {
+                actor: Actor::Login {
+                    user_id,
+                    name: actor_name,
+                },
+                tenant_id: None,
+                action: "user.login",
+                target_type: "user",
+                target_id: user_id.to_string(),
+                before: None,
+                after: None,
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        Ok(user_id)
+    }
+
+    /// Loads the principal for a session's user id; `Unauthenticated` if the user is gone.
+    pub async fn principal(&self, user_id: i64) -> Result<Principal, ServiceError> {
+        let u = user::Entity::find_by_id(user_id)
+            .one(&self.db)
+            .await?
+            .ok_or(ServiceError::Unauthenticated)?;
+        let ms = membership::Entity::find()
+            .filter(membership::Column::UserId.eq(user_id))
+            .all(&self.db)
+            .await?;
+        let tenants = tenant::Entity::find()
+            .order_by_asc(tenant::Column::Name)
+            .all(&self.db)
+            .await?;
+        let memberships = tenants
+            .into_iter()
+            .filter_map(|t| {
+                let m = ms.iter().find(|m| m.tenant_id == t.id)?;
+                let role = TenantRole::parse(&m.role)?;
+                Some((
+                    t.id,
+                    MembershipView {
+                        slug: t.slug,
+                        name: t.name,
+                        role,
+                    },
+                ))
+            })
+            .collect();
+        Ok(Principal {
+            user_id: u.id,
+            name: u.name,
+            email: u.email,
+            platform_admin: u.platform_admin,
+            memberships,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn directory() -> Directory {
+        Directory {
+            platform_admin_groups: vec!["platform".into()],
+            tenants: vec![
+                TenantSpec {
+                    slug: "vision".into(),
+                    name: "Vision".into(),
+                    cost_centre: None,
+                    member_groups: vec!["vision".into()],
+                    admin_groups: vec!["vision-leads".into()],
+                },
+                TenantSpec {
+                    slug: "nlp".into(),
+                    name: "NLP".into(),
+                    cost_centre: Some("CC-2".into()),
+                    member_groups: vec!["nlp".into()],
+                    admin_groups: vec![],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn groups_map_to_roles_admin_wins() {
+        let (admin, roles) = map_groups(
+            &directory(),
+            &["vision".into(), "vision-leads".into(), "nlp".into()],
+        );
+        assert!(!admin);
+        assert_eq!(roles.get("vision"), Some(&TenantRole::TenantAdmin));
+        assert_eq!(roles.get("nlp"), Some(&TenantRole::Member));
+        let (admin, roles) = map_groups(&directory(), &["platform".into()]);
+        assert!(admin);
+        assert!(roles.is_empty());
+        let (admin, roles) = map_groups(&directory(), &[]);
+        assert!(!admin && roles.is_empty());
+    }
+
+    #[test]
+    fn directory_validation_names_the_field() {
+        let mut d = directory();
+        assert!(validate_directory(&d).is_ok());
+        d.tenants[1].slug = "Bad Slug".into();
+        let err = validate_directory(&d).unwrap_err();
+        assert!(err.to_string().starts_with("tenants[1].slug"), "{err}");
+        let mut d = directory();
+        d.tenants[1].slug = "vision".into();
+        assert!(validate_directory(&d)
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
+    }
+}

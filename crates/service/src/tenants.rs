@@ -1,0 +1,55 @@
+//! Tenant pages.
+
+use crate::entity::{membership, tenant, user};
+use crate::{Principal, Service, ServiceError};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use tessera_protocol::views::{MemberView, TenantRole, TenantView};
+
+impl Service {
+    /// A tenant's home: visible to its members and to platform admins. Anyone
+    /// else gets `NotFound`, so tenant names don't leak.
+    pub async fn tenant_view(
+        &self,
+        who: &Principal,
+        slug: &str,
+    ) -> Result<TenantView, ServiceError> {
+        let not_found = || ServiceError::not_found(format!("tenant '{slug}'"));
+        let t = tenant::Entity::find()
+            .filter(tenant::Column::Slug.eq(slug))
+            .one(&self.db)
+            .await?
+            .ok_or_else(not_found)?;
+        if who.role_in(t.id).is_none() && !who.platform_admin {
+            return Err(not_found());
+        }
+        let ms = membership::Entity::find()
+            .filter(membership::Column::TenantId.eq(t.id))
+            .all(&self.db)
+            .await?;
+        let user_ids: Vec<i64> = ms.iter().map(|m| m.user_id).collect();
+        let users = user::Entity::find()
+            .filter(user::Column::Id.is_in(user_ids))
+            .all(&self.db)
+            .await?;
+        let mut members: Vec<MemberView> = ms
+            .iter()
+            .filter_map(|m| {
+                let u = users.iter().find(|u| u.id == m.user_id)?;
+                Some(MemberView {
+                    name: u.name.clone(),
+                    email: u.email.clone(),
+                    role: TenantRole::parse(&m.role)?,
+                    last_login_at: u.last_login_at,
+                })
+            })
+            .collect();
+        members.sort_by(|a, b| b.role.cmp(&a.role).then_with(|| a.name.cmp(&b.name)));
+        Ok(TenantView {
+            slug: t.slug,
+            name: t.name,
+            cost_centre: t.cost_centre,
+            members,
+            allocations: Vec::new(),
+        })
+    }
+}

@@ -1,0 +1,20 @@
+//! Tessera's schema history. Each migration has `up` and `down`; the server applies
+//! pending ones at start.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261129_000001_create_identity;
+mod m20261129_000002_create_fleet;
+
+/// All migrations, oldest first.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![
+            Box::new(m20261129_000001_create_identity::Migration),
+            Box::new(m20261129_000002_create_fleet::Migration),
+        ]
+    }
+}

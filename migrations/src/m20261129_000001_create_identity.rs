@@ -1,0 +1,246 @@
+//! Tenants, users, memberships and the audit log.
+
+use sea_orm_migration::prelude::*;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum Tenants {
+    Table,
+    Id,
+    Slug,
+    Name,
+    CostCentre,
+    CreatedAt,
+}
+
+#[derive(DeriveIden)]
+enum Users {
+    Table,
+    Id,
+    Issuer,
+    Subject,
+    Email,
+    Name,
+    PlatformAdmin,
+    CreatedAt,
+    LastLoginAt,
+}
+
+#[derive(DeriveIden)]
+enum Memberships {
+    Table,
+    Id,
+    UserId,
+    TenantId,
+    Role,
+}
+
+#[derive(DeriveIden)]
+enum AuditEvents {
+    Table,
+    Id,
+    At,
+    ActorUserId,
+    Actor,
+    TenantId,
+    Action,
+    TargetType,
+    TargetId,
+    Before,
+    After,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(Tenants::Table)
+                    .col(
+                        ColumnDef::new(Tenants::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(Tenants::Slug)
+                            .string_len(64)
+                            .not_null()
+                            .unique_key(),
+                    )
+                    .col(ColumnDef::new(Tenants::Name).string_len(200).not_null())
+                    .col(ColumnDef::new(Tenants::CostCentre).string_len(100).null())
+                    .col(
+                        ColumnDef::new(Tenants::CreatedAt)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(Users::Table)
+                    .col(
+                        ColumnDef::new(Users::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(ColumnDef::new(Users::Issuer).string_len(500).not_null())
+                    .col(ColumnDef::new(Users::Subject).string_len(255).not_null())
+                    .col(ColumnDef::new(Users::Email).string_len(320).null())
+                    .col(ColumnDef::new(Users::Name).string_len(200).not_null())
+                    .col(
+                        ColumnDef::new(Users::PlatformAdmin)
+                            .boolean()
+                            .not_null()
+                            .default(false),
+                    )
+                    .col(
+                        ColumnDef::new(Users::CreatedAt)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(Users::LastLoginAt)
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("ux_users_issuer_subject")
+                    .table(Users::Table)
+                    .col(Users::Issuer)
+                    .col(Users::Subject)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(Memberships::Table)
+                    .col(
+                        ColumnDef::new(Memberships::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(ColumnDef::new(Memberships::UserId).big_integer().not_null())
+                    .col(
+                        ColumnDef::new(Memberships::TenantId)
+                            .big_integer()
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(Memberships::Role).string_len(32).not_null())
+                    .foreign_key(
+                        ForeignKey::create()
+                            .from(Memberships::Table, Memberships::UserId)
+                            .to(Users::Table, Users::Id)
+                            .on_delete(ForeignKeyAction::Cascade),
+                    )
+                    .foreign_key(
+                        ForeignKey::create()
+                            .from(Memberships::Table, Memberships::TenantId)
+                            .to(Tenants::Table, Tenants::Id)
+                            .on_delete(ForeignKeyAction::Cascade),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("ux_memberships_user_tenant")
+                    .table(Memberships::Table)
+                    .col(Memberships::UserId)
+                    .col(Memberships::TenantId)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(AuditEvents::Table)
+                    .col(
+                        ColumnDef::new(AuditEvents::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::At)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::ActorUserId)
+                            .big_integer()
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::Actor)
+                            .string_len(300)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(AuditEvents::TenantId).big_integer().null())
+                    .col(
+                        ColumnDef::new(AuditEvents::Action)
+                            .string_len(100)
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::TargetType)
+                            .string_len(50)
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::TargetId)
+                            .string_len(200)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(AuditEvents::Before).json().null())
+                    .col(ColumnDef::new(AuditEvents::After).json().null())
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("ix_audit_events_at")
+                    .table(AuditEvents::Table)
+                    .col(AuditEvents::At)
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(AuditEvents::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(Memberships::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(Users::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(Tenants::Table).to_owned())
+            .await
+    }
+}

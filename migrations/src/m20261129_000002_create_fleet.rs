@@ -1,0 +1,229 @@
+//! Join tokens, hosts and their GPUs.
+
+use sea_orm_migration::prelude::*;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum JoinTokens {
+    Table,
+    Id,
+    TokenHash,
+    Description,
+    CreatedBy,
+    CreatedAt,
+    ExpiresAt,
+    UsedAt,
+    UsedByHostId,
+    RevokedAt,
+}
+
+#[derive(DeriveIden)]
+enum Hosts {
+    Table,
+    Id,
+    Hostname,
+    CredentialHash,
+    CpuMilli,
+    MemoryMib,
+    AgentVersion,
+    Backend,
+    DriverVersion,
+    EnrolledAt,
+    LastSeenAt,
+}
+
+#[derive(DeriveIden)]
+enum Gpus {
+    Table,
+    Id,
+    HostId,
+    Idx,
+    Uuid,
+    Name,
+    Model,
+    MemoryMib,
+    MigCapable,
+    MigEnabled,
+    NvlinkPeers,
+    Health,
+    UpdatedAt,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(Hosts::Table)
+                    .col(
+                        ColumnDef::new(Hosts::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(Hosts::Hostname)
+                            .string_len(253)
+                            .not_null()
+                            .unique_key(),
+                    )
+                    .col(
+                        ColumnDef::new(Hosts::CredentialHash)
+                            .string_len(64)
+                            .not_null()
+                            .unique_key(),
+                    )
+                    .col(
+                        ColumnDef::new(Hosts::CpuMilli)
+                            .big_integer()
+                            .not_null()
+                            .default(0),
+                    )
+                    .col(
+                        ColumnDef::new(Hosts::MemoryMib)
+                            .big_integer()
+                            .not_null()
+                            .default(0),
+                    )
+                    .col(ColumnDef::new(Hosts::AgentVersion).string_len(64).null())
+                    .col(ColumnDef::new(Hosts::Backend).string_len(32).null())
+                    .col(ColumnDef::new(Hosts::DriverVersion).string_len(64).null())
+                    .col(
+                        ColumnDef::new(Hosts::EnrolledAt)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(Hosts::LastSeenAt)
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(JoinTokens::Table)
+                    .col(
+                        ColumnDef::new(JoinTokens::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(JoinTokens::TokenHash)
+                            .string_len(64)
+                            .not_null()
+                            .unique_key(),
+                    )
+                    .col(
+                        ColumnDef::new(JoinTokens::Description)
+                            .string_len(200)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(JoinTokens::CreatedBy).string_len(300).null())
+                    .col(
+                        ColumnDef::new(JoinTokens::CreatedAt)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(JoinTokens::ExpiresAt)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(JoinTokens::UsedAt)
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new(JoinTokens::UsedByHostId)
+                            .big_integer()
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new(JoinTokens::RevokedAt)
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .foreign_key(
+                        ForeignKey::create()
+                            .from(JoinTokens::Table, JoinTokens::UsedByHostId)
+                            .to(Hosts::Table, Hosts::Id)
+                            .on_delete(ForeignKeyAction::SetNull),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(Gpus::Table)
+                    .col(
+                        ColumnDef::new(Gpus::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(ColumnDef::new(Gpus::HostId).big_integer().not_null())
+                    .col(ColumnDef::new(Gpus::Idx).integer().not_null())
+                    .col(
+                        ColumnDef::new(Gpus::Uuid)
+                            .string_len(100)
+                            .not_null()
+                            .unique_key(),
+                    )
+                    .col(ColumnDef::new(Gpus::Name).string_len(200).not_null())
+                    .col(ColumnDef::new(Gpus::Model).string_len(100).not_null())
+                    .col(ColumnDef::new(Gpus::MemoryMib).big_integer().not_null())
+                    .col(ColumnDef::new(Gpus::MigCapable).boolean().not_null())
+                    .col(ColumnDef::new(Gpus::MigEnabled).boolean().not_null())
+                    .col(ColumnDef::new(Gpus::NvlinkPeers).json().not_null())
+                    .col(ColumnDef::new(Gpus::Health).string_len(200).not_null())
+                    .col(
+                        ColumnDef::new(Gpus::UpdatedAt)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .foreign_key(
+                        ForeignKey::create()
+                            .from(Gpus::Table, Gpus::HostId)
+                            .to(Hosts::Table, Hosts::Id)
+                            .on_delete(ForeignKeyAction::Cascade),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("ux_gpus_host_idx")
+                    .table(Gpus::Table)
+                    .col(Gpus::HostId)
+                    .col(Gpus::Idx)
+                    .unique()
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(Gpus::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(JoinTokens::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(Hosts::Table).to_owned())
+            .await
+    }
+}

@@ -1,0 +1,113 @@
+//! Building the state and the router. All routes are registered here.
+
+use crate::auth::{oidc, session::DbSessionStore, viewer};
+use crate::config::Config;
+use crate::routes::{agent, health};
+use crate::state::AppState;
+use axum::routing::{get, post};
+use axum::Router;
+use leptos::config::LeptosOptions;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use std::sync::Arc;
+use tessera_app::{shell, App};
+use tessera_protocol::agent::AGENT_API_PREFIX;
+use tessera_service::{Clock, Service, Settings};
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, SessionManagerLayer};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Database connection or migration.
+    #[error("database: {0}")]
+    Database(#[from] sea_orm::DbErr),
+    /// Session store.
+    #[error("session store: {0}")]
+    Sessions(#[from] sea_orm::sqlx::Error),
+    /// Tenants in the configuration.
+    #[error("configuration: {0}")]
+    Directory(#[from] tessera_service::ServiceError),
+    /// OIDC settings.
+    #[error("single sign-on: {0}")]
+    Oidc(#[from] oidc::AuthError),
+}
+
+/// Connects, migrates, syncs tenants and builds the shared state.
+pub async fn build_state(
+    config: Config,
+    clock: Arc<dyn Clock>,
+) -> Result<(AppState, DbSessionStore), StartError> {
+    let db = tessera_service::connect(config.database.url.expose()).await?;
+    tessera_service::migrate(&db).await?;
+    let store = DbSessionStore::new(&db).await?;
+    let settings = Settings {
+        directory: config.directory.clone(),
+        host_offline_after: chrono::Duration::seconds(config.agents.offline_after_seconds),
+        report_interval: chrono::Duration::seconds(config.agents.report_interval_seconds),
+    };
+    let service = Service::new(db, settings, clock);
+    service.sync_tenants().await?;
+    let oidc = Arc::new(oidc::Oidc::new(&config)?);
+    let leptos_options = LeptosOptions::builder()
+        .output_name("tessera")
+        .site_root(config.server.site_root.clone())
+        .site_pkg_dir("pkg")
+        .site_addr(config.server.listen)
+        .env(leptos::config::Env::PROD)
+        .build();
+    Ok((
+        AppState {
+            service,
+            oidc,
+            config: Arc::new(config),
+            leptos_options,
+        },
+        store,
+    ))
+}
+
+/// The whole HTTP app.
+pub fn router(state: AppState, store: DbSessionStore) -> Router {
+    let sessions = SessionManagerLayer::new(store)
+        .with_name("tessera_session")
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(state.config.secure_cookies())
+        .with_expiry(Expiry::OnInactivity(
+            tower_sessions::cookie::time::Duration::minutes(
+                state.config.session.idle_timeout_minutes,
+            ),
+        ));
+
+    let agent_api = Router::new()
+        .route("/enroll", post(agent::enroll))
+        .route("/report", post(agent::report));
+
+    let routes = generate_route_list(App);
+    let service = state.service.clone();
+    let leptos_options = state.leptos_options.clone();
+    let pages = Router::new()
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || leptos::prelude::provide_context(service.clone()),
+            move || shell(leptos_options.clone()),
+        )
+        .route("/auth/login", get(oidc::login))
+        .route("/auth/callback", get(oidc::callback))
+        .route("/auth/logout", post(oidc::logout))
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            viewer::resolve_viewer,
+        ))
+        .layer(sessions);
+
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .nest(AGENT_API_PREFIX, agent_api)
+        .merge(pages)
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}

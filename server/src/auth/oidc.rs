@@ -1,0 +1,482 @@
+//! OpenID Connect sign-in (authorization code + PKCE S256) and logout.
+//!
+//! `state`, `nonce` and the PKCE verifier live in the session only between the
+//! redirect to the IdP and the callback, and the callback *removes* them before
+//! looking at them, so each is good for one use. The id_token's signature,
+//! issuer, audience, expiry and nonce are verified by `openidconnect`; the
+//! groups claim is then read from the same verified token.
+
+use super::session::keys;
+use super::viewer::safe_next;
+use crate::config::Config;
+use crate::error::error_page;
+use crate::state::AppState;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use base64::Engine;
+use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken};
+use openidconnect::{
+    AuthorizationCode, ClientId, ClientSecret, CsrfToken, IssuerUrl, LogoutRequest, Nonce,
+    PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl, ProviderMetadataWithLogout,
+    RedirectUrl, Scope, TokenResponse,
+};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+use tessera_service::LoginClaims;
+use thiserror::Error;
+use tokio::sync::RwLock;
+use tower_sessions::Session;
+
+/// How long discovered provider metadata (and keys) are reused.
+const METADATA_TTL: Duration = Duration::from_secs(300);
+
+/// What can go wrong while signing in; each maps to a status and a page.
+#[derive(Debug, Error)]
+pub enum AuthError {
+    /// The IdP could not be reached or answered nonsense.
+    #[error("the sign-in service at {issuer} is not reachable right now; try again in a minute, and tell the platform team if it persists")]
+    IdpUnavailable {
+        /// Issuer URL.
+        issuer: String,
+        /// Detail (logged).
+        detail: String,
+    },
+    /// Tessera's OIDC settings are wrong.
+    #[error("single sign-on is misconfigured ({0}); tell the platform team")]
+    Misconfigured(String),
+    /// The callback's state is unknown, already used, or does not match.
+    #[error("this sign-in link is invalid or was already used; start again from the sign-in page")]
+    BadState,
+    /// The IdP reported an error.
+    #[error("the sign-in service refused: {0}")]
+    IdpRefused(String),
+    /// Token exchange or verification failed.
+    #[error("the sign-in could not be verified; start again from the sign-in page")]
+    BadToken(String),
+    /// Session store failure.
+    #[error("sessions are unavailable right now; try again")]
+    Session(String),
+    /// Database failure while recording the login.
+    #[error("{0}")]
+    Service(#[from] tessera_service::ServiceError),
+}
+
+impl AuthError {
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::IdpUnavailable { .. } | Self::Misconfigured(_) | Self::Session(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::BadState | Self::IdpRefused(_) | Self::BadToken(_) => StatusCode::BAD_REQUEST,
+            Self::Service(e) => {
+                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
+        }
+    }
+}
+
+impl IntoResponse for AuthError {
+    fn into_response(self) -> Response {
+        tracing::warn!(error = ?self, "sign-in failed");
+        let message = match &self {
+            Self::Service(e) => e.public_message(),
+            other => other.to_string(),
+        };
+        error_page(self.status(), "Sign-in failed", &message)
+    }
+}
+
+impl From<tower_sessions::session::Error> for AuthError {
+    fn from(e: tower_sessions::session::Error) -> Self {
+        Self::Session(e.to_string())
+    }
+}
+
+/// A login between redirect and callback.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PendingLogin {
+    state: String,
+    nonce: String,
+    pkce_verifier: String,
+    next: String,
+}
+
+/// The relying party: settings, HTTP client and cached discovery.
+#[derive(Debug)]
+pub struct Oidc {
+    issuer: String,
+    client_id: String,
+    client_secret: String,
+    redirect_url: String,
+    post_logout_url: String,
+    groups_claim: String,
+    scopes: Vec<String>,
+    http: reqwest::Client,
+    metadata: RwLock<Option<(ProviderMetadataWithLogout, Instant)>>,
+}
+
+impl Oidc {
+    /// Builds the relying party from configuration (no network yet).
+    pub fn new(config: &Config) -> Result<Self, AuthError> {
+        let http = reqwest::ClientBuilder::new()
+            // Following redirects during token exchange would open SSRF holes.
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| AuthError::Misconfigured(format!("HTTP client: {e}")))?;
+        Ok(Self {
+            issuer: config.oidc.issuer_url.clone(),
+            client_id: config.oidc.client_id.clone(),
+            client_secret: config.oidc.client_secret.expose().to_owned(),
+            redirect_url: config.redirect_url(),
+            post_logout_url: format!(
+                "{}/signed-out",
+                config.server.public_url.trim_end_matches('/')
+            ),
+            groups_claim: config.oidc.groups_claim.clone(),
+            scopes: config.oidc.scopes.clone(),
+            http,
+            metadata: RwLock::new(None),
+        })
+    }
+
+    /// Provider metadata, discovered at most every [`METADATA_TTL`].
+    async fn metadata(&self) -> Result<ProviderMetadataWithLogout, AuthError> {
+        if let Some((m, at)) = self.metadata.read().await.as_ref() {
+            if at.elapsed() < METADATA_TTL {
+                return Ok(m.clone());
+            }
+        }
+        let issuer = IssuerUrl::new(self.issuer.clone())
+            .map_err(|e| AuthError::Misconfigured(format!("oidc.issuer_url: {e}")))?;
+        let m = ProviderMetadataWithLogout::discover_async(issuer, &self.http)
+            .await
+            .map_err(|e| AuthError::IdpUnavailable {
+                issuer: self.issuer.clone(),
+                detail: format!("{e:?}"),
+            })?;
+        *self.metadata.write().await = Some((m.clone(), Instant::now()));
+        Ok(m)
+    }
+
+    async fn client(&self) -> Result<(ProviderMetadataWithLogout, ConfiguredClient), AuthError> {
+        let metadata = self.metadata().await?;
+        let redirect = RedirectUrl::new(self.redirect_url.clone())
+            .map_err(|e| AuthError::Misconfigured(format!("oidc.redirect_url: {e}")))?;
+        let client = CoreClient::from_provider_metadata(
+            metadata.clone(),
+            ClientId::new(self.client_id.clone()),
+            Some(ClientSecret::new(self.client_secret.clone())),
+        )
+        .set_redirect_uri(redirect);
+        Ok((metadata, client))
+    }
+
+    /// Discovers the provider now, for `/readyz`-style checks and early warnings.
+    pub async fn check(&self) -> Result<(), AuthError> {
+        self.metadata().await.map(|_| ())
+    }
+
+    /// Reads the configured groups claim from a verified id_token.
+    fn groups_from(&self, raw_id_token: &str) -> Vec<String> {
+        let payload = raw_id_token.split('.').nth(1).unwrap_or("");
+        let Ok(bytes) =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('='))
+        else {
+            return Vec::new();
+        };
+        let Ok(claims) =
+            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
+        else {
+            return Vec::new();
+        };
+        groups_in(&claims, &self.groups_claim)
+    }
+}
+
+/// Group names from a claim that is an array of strings or a single string.
+fn groups_in(claims: &serde_json::Map<String, serde_json::Value>, claim: &str) -> Vec<String> {
+    match claims.get(claim) {
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        Some(serde_json::Value::String(s)) => vec![s.clone()],
+        _ => Vec::new(),
+    }
+}
+
+/// The subset of the (heavily generic) client type that the handlers use.
+trait OidcClientOps {
+    fn authorize(
+        &self,
+        scopes: &[String],
+        challenge: PkceCodeChallenge,
+    ) -> (url::Url, CsrfToken, Nonce);
+    fn exchange(
+        &self,
+        code: AuthorizationCode,
+    ) -> Result<
+        openidconnect::CodeTokenRequest<
+            '_,
+            openidconnect::StandardErrorResponse<openidconnect::core::CoreErrorResponseType>,
+            openidconnect::core::CoreTokenResponse,
+        >,
+        AuthError,
+    >;
+    fn verify(
+        &self,
+        id_token: &CoreIdToken,
+        nonce: &Nonce,
+    ) -> Result<LoginClaimsPartial, AuthError>;
+}
+
+struct LoginClaimsPartial {
+    issuer: String,
+    subject: String,
+    email: Option<String>,
+    name: String,
+}
+
+type ConfiguredClient = openidconnect::Client<
+    openidconnect::EmptyAdditionalClaims,
+    openidconnect::core::CoreAuthDisplay,
+    openidconnect::core::CoreGenderClaim,
+    openidconnect::core::CoreJweContentEncryptionAlgorithm,
+    openidconnect::core::CoreJsonWebKey,
+    openidconnect::core::CoreAuthPrompt,
+    openidconnect::StandardErrorResponse<openidconnect::core::CoreErrorResponseType>,
+    openidconnect::core::CoreTokenResponse,
+    openidconnect::core::CoreTokenIntrospectionResponse,
+    openidconnect::core::CoreRevocableToken,
+    openidconnect::core::CoreRevocationErrorResponse,
+    openidconnect::EndpointSet,
+    openidconnect::EndpointNotSet,
+    openidconnect::EndpointNotSet,
+    openidconnect::EndpointNotSet,
+    openidconnect::EndpointMaybeSet,
+    openidconnect::EndpointMaybeSet,
+>;
+
+impl OidcClientOps for ConfiguredClient {
+    fn authorize(
+        &self,
+        scopes: &[String],
+        challenge: PkceCodeChallenge,
+    ) -> (url::Url, CsrfToken, Nonce) {
+        let mut req = self
+            .authorize_url(
+                CoreAuthenticationFlow::AuthorizationCode,
+                CsrfToken::new_random,
+                Nonce::new_random,
+            )
+            .set_pkce_challenge(challenge);
+        for s in scopes {
+            req = req.add_scope(Scope::new(s.clone()));
+        }
+        req.url()
+    }
+
+    fn exchange(
+        &self,
+        code: AuthorizationCode,
+    ) -> Result<
+        openidconnect::CodeTokenRequest<
+            '_,
+            openidconnect::StandardErrorResponse<openidconnect::core::CoreErrorResponseType>,
+            openidconnect::core::CoreTokenResponse,
+        >,
+        AuthError,
+    > {
+        self.exchange_code(code)
+            .map_err(|e| AuthError::Misconfigured(format!("token endpoint: {e}")))
+    }
+
+    fn verify(
+        &self,
+        id_token: &CoreIdToken,
+        nonce: &Nonce,
+    ) -> Result<LoginClaimsPartial, AuthError> {
+        let verifier = self.id_token_verifier();
+        let claims = id_token
+            .claims(&verifier, nonce)
+            .map_err(|e| AuthError::BadToken(format!("id_token: {e}")))?;
+        let email = claims.email().map(|e| e.as_str().to_owned());
+        let name = claims
+            .name()
+            .and_then(|n| n.get(None))
+            .map(|n| n.as_str().to_owned())
+            .or_else(|| claims.preferred_username().map(|u| u.as_str().to_owned()))
+            .or_else(|| email.clone())
+            .unwrap_or_else(|| claims.subject().as_str().to_owned());
+        Ok(LoginClaimsPartial {
+            issuer: claims.issuer().as_str().to_owned(),
+            subject: claims.subject().as_str().to_owned(),
+            email,
+            name,
+        })
+    }
+}
+
+/// `?next=` of the login route.
+#[derive(Debug, Deserialize)]
+pub struct LoginQuery {
+    next: Option<String>,
+}
+
+/// `GET /auth/login`: start a login at the IdP.
+pub async fn login(
+    State(state): State<AppState>,
+    session: Session,
+    Query(q): Query<LoginQuery>,
+) -> Result<Response, AuthError> {
+    let (_, client) = state.oidc.client().await?;
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let (url, csrf, nonce) = client.authorize(&state.oidc.scopes, challenge);
+    let pending = PendingLogin {
+        state: csrf.secret().clone(),
+        nonce: nonce.secret().clone(),
+        pkce_verifier: verifier.secret().clone(),
+        next: safe_next(q.next.as_deref()),
+    };
+    session.insert(keys::PENDING_LOGIN, pending).await?;
+    Ok(Redirect::to(url.as_str()).into_response())
+}
+
+/// The IdP's answer.
+#[derive(Debug, Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// `GET /auth/callback`: finish the login.
+pub async fn callback(
+    State(state): State<AppState>,
+    session: Session,
+    Query(q): Query<CallbackQuery>,
+) -> Result<Response, AuthError> {
+    // Single use: take the pending login out before anything else.
+    let pending: Option<PendingLogin> = session.remove(keys::PENDING_LOGIN).await?;
+    let pending = pending.ok_or(AuthError::BadState)?;
+    let state_ok = q
+        .state
+        .as_deref()
+        .is_some_and(|s| constant_time_eq(s.as_bytes(), pending.state.as_bytes()));
+    if !state_ok {
+        return Err(AuthError::BadState);
+    }
+    if let Some(err) = q.error {
+        return Err(AuthError::IdpRefused(q.error_description.unwrap_or(err)));
+    }
+    let code = q
+        .code
+        .ok_or_else(|| AuthError::BadToken("no code in callback".to_owned()))?;
+    let (_, client) = state.oidc.client().await?;
+    let token = client
+        .exchange(AuthorizationCode::new(code))?
+        .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier))
+        .request_async(&state.oidc.http)
+        .await
+        .map_err(|e| AuthError::BadToken(format!("token exchange: {e:?}")))?;
+    let id_token = token
+        .id_token()
+        .ok_or_else(|| AuthError::BadToken("no id_token in token response".to_owned()))?;
+    let verified = client.verify(id_token, &Nonce::new(pending.nonce))?;
+    let raw = id_token.to_string();
+    let claims = LoginClaims {
+        issuer: verified.issuer,
+        subject: verified.subject,
+        email: verified.email,
+        name: verified.name,
+        groups: state.oidc.groups_from(&raw),
+    };
+    let user_id = state.service.login(&claims).await?;
+    // A fresh session id at privilege change defeats session fixation.
+    session.cycle_id().await?;
+    session.insert(keys::USER_ID, user_id).await?;
+    session
+        .insert(keys::LOGIN_AT, chrono::Utc::now().timestamp())
+        .await?;
+    session.insert(keys::ID_TOKEN, raw).await?;
+    tracing::info!(user_id, groups = claims.groups.len(), "signed in");
+    Ok(Redirect::to(&pending.next).into_response())
+}
+
+/// `POST /auth/logout`: end the local session and, when the IdP supports it,
+/// the IdP session too (RP-initiated logout).
+pub async fn logout(
+    State(state): State<AppState>,
+    session: Session,
+) -> Result<Response, AuthError> {
+    let id_token: Option<String> = session.get(keys::ID_TOKEN).await?;
+    session.flush().await?;
+    let end_session = match state.oidc.metadata().await {
+        Ok(m) => m.additional_metadata().end_session_endpoint.clone(),
+        Err(e) => {
+            tracing::warn!(error = ?e, "IdP unreachable at logout; signing out locally only");
+            None
+        }
+    };
+    let Some(endpoint) = end_session else {
+        return Ok(Redirect::to("/signed-out").into_response());
+    };
+    let mut req =
+        LogoutRequest::from(endpoint).set_client_id(ClientId::new(state.oidc.client_id.clone()));
+    if let Ok(url) = PostLogoutRedirectUrl::new(state.oidc.post_logout_url.clone()) {
+        req = req.set_post_logout_redirect_uri(url);
+    }
+    if let Some(token) = id_token
+        .as_deref()
+        .and_then(|t| t.parse::<CoreIdToken>().ok())
+    {
+        req = req.set_id_token_hint(&token);
+    }
+    Ok(Redirect::to(req.http_get_url().as_str()).into_response())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn groups_claim_array_or_string() {
+        let claims: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"groups":["a","b",3],"roles":"x"}"#).unwrap();
+        assert_eq!(groups_in(&claims, "groups"), vec!["a", "b"]);
+        assert_eq!(groups_in(&claims, "roles"), vec!["x"]);
+        assert!(groups_in(&claims, "missing").is_empty());
+    }
+
+    #[test]
+    fn constant_time_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+
+    #[test]
+    fn auth_errors_map_to_statuses() {
+        assert_eq!(AuthError::BadState.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            AuthError::BadToken("x".into()).status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            AuthError::IdpUnavailable {
+                issuer: "i".into(),
+                detail: "d".into()
+            }
+            .status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+}

@@ -1,0 +1,136 @@
+//! Resolves the signed-in user for each request and guards pages.
+
+use super::session::keys;
+use crate::state::AppState;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use tessera_service::{ServiceError, Viewer};
+use tower_sessions::Session;
+
+/// Paths that are not pages: they need no redirect to the login.
+fn is_page(path: &str) -> bool {
+    let non_page_prefixes = [
+        "/api/", "/auth/", "/pkg/", "/healthz", "/readyz", "/metrics",
+    ];
+    if non_page_prefixes.iter().any(|p| path.starts_with(p)) {
+        return false;
+    }
+    // Static files (favicon.svg, robots.txt) have an extension in their last segment.
+    !path.rsplit('/').next().unwrap_or("").contains('.')
+}
+
+/// Loads the session's principal into the request extensions as a [`Viewer`];
+/// sends a visitor without a session from a page to the login and back.
+pub async fn resolve_viewer(
+    State(state): State<AppState>,
+    session: Session,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path().to_owned();
+    if path.starts_with("/pkg/") {
+        return next.run(req).await;
+    }
+    let viewer = match load(&state, &session).await {
+        Ok(v) => v,
+        Err(err) => {
+            tracing::error!(error = ?err, "could not load the session's user");
+            return crate::error::html_error_page(&ServiceError::from(err)).into_response();
+        }
+    };
+    if viewer.0.is_none() && is_page(&path) && req.method() == axum::http::Method::GET {
+        let next_path = req
+            .uri()
+            .path_and_query()
+            .map(|pq| pq.as_str().to_owned())
+            .unwrap_or_else(|| "/".to_owned());
+        let target = format!("/auth/login?next={}", url_encode(&next_path));
+        return Redirect::to(&target).into_response();
+    }
+    req.extensions_mut().insert(viewer);
+    next.run(req).await
+}
+
+#[derive(Debug, thiserror::Error)]
+enum LoadError {
+    #[error("session store: {0}")]
+    Session(#[from] tower_sessions::session::Error),
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+}
+
+impl From<LoadError> for ServiceError {
+    fn from(e: LoadError) -> Self {
+        match e {
+            LoadError::Service(s) => s,
+            LoadError::Session(s) => ServiceError::Database(sea_orm::DbErr::Custom(s.to_string())),
+        }
+    }
+}
+
+async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> {
+    let Some(user_id) = session.get::<i64>(keys::USER_ID).await? else {
+        return Ok(Viewer(None));
+    };
+    let login_at = session.get::<i64>(keys::LOGIN_AT).await?.unwrap_or(0);
+    let max_age = state.config.session.absolute_timeout_hours * 3600;
+    if chrono::Utc::now().timestamp() - login_at > max_age {
+        session.flush().await?;
+        return Ok(Viewer(None));
+    }
+    match state.service.principal(user_id).await {
+        Ok(p) => Ok(Viewer(Some(p))),
+        Err(ServiceError::Unauthenticated) => {
+            session.flush().await?;
+            Ok(Viewer(None))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Percent-encodes a return path for a query parameter.
+pub fn url_encode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Accepts only local absolute paths as a post-login destination (no open redirect).
+pub fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.starts_with("/\\")
+                && !n.starts_with("/auth/") =>
+        {
+            n.to_owned()
+        }
+        _ => "/".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_and_non_pages() {
+        assert!(is_page("/"));
+        assert!(is_page("/fleet"));
+        assert!(is_page("/t/vision"));
+        assert!(!is_page("/api/v1/allocations"));
+        assert!(!is_page("/auth/callback"));
+        assert!(!is_page("/favicon.svg"));
+        assert!(!is_page("/healthz"));
+    }
+
+    #[test]
+    fn next_is_local_only() {
+        assert_eq!(safe_next(Some("/fleet?x=1")), "/fleet?x=1");
+        assert_eq!(safe_next(Some("//evil.example.com")), "/");
+        assert_eq!(safe_next(Some("https://evil.example.com")), "/");
+        assert_eq!(safe_next(Some("/\\evil")), "/");
+        assert_eq!(safe_next(Some("/auth/login")), "/");
+        assert_eq!(safe_next(None), "/");
+    }
+}

@@ -1,0 +1,389 @@
+//! Server configuration: a TOML file, then `TESSERA_*` environment variables on top.
+//!
+//! An environment variable names a key by its path with `__` between levels:
+//! `TESSERA_DATABASE__URL` sets `[database] url`, `TESSERA_OIDC__CLIENT_SECRET`
+//! sets `[oidc] client_secret`. Unknown keys, in the file or the environment,
+//! are rejected.
+
+use serde::Deserialize;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use tessera_service::Directory;
+use thiserror::Error;
+
+/// A value that must never be printed.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Listening and public address.
+    #[serde(default)]
+    pub server: ServerConfig,
+    /// Database.
+    #[serde(default)]
+    pub database: DatabaseConfig,
+    /// Single sign-on.
+    pub oidc: OidcConfig,
+    /// Sessions.
+    #[serde(default)]
+    pub session: SessionConfig,
+    /// Host agents.
+    #[serde(default)]
+    pub agents: AgentsConfig,
+    /// Tenants and group mapping.
+    #[serde(default)]
+    pub directory: Directory,
+}
+
+/// `[server]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// The URL users reach Tessera at (used for the OIDC redirect; `https` turns on Secure cookies).
+    pub public_url: String,
+    /// Directory with the built site (`pkg/` with the WASM bundle and CSS).
+    pub site_root: String,
+    /// Log format: `pretty` or `json`.
+    pub log_format: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            public_url: "http://127.0.0.1:3000".to_owned(),
+            site_root: "target/site".to_owned(),
+            log_format: "pretty".to_owned(),
+        }
+    }
+}
+
+/// `[database]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `sqlite://FILE?mode=rwc` or `postgres://user@host/db`.
+    pub url: Secret,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: Secret("sqlite://tessera.db?mode=rwc".to_owned()),
+        }
+    }
+}
+
+/// `[oidc]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcConfig {
+    /// The IdP's issuer URL (discovery at `/.well-known/openid-configuration`).
+    pub issuer_url: String,
+    /// Client id registered at the IdP.
+    pub client_id: String,
+    /// Client secret registered at the IdP.
+    pub client_secret: Secret,
+    /// Redirect URL registered at the IdP; defaults to `<public_url>/auth/callback`.
+    #[serde(default)]
+    pub redirect_url: Option<String>,
+    /// The id_token claim that carries group names.
+    #[serde(default = "default_groups_claim")]
+    pub groups_claim: String,
+    /// Scopes to ask for besides `openid`.
+    #[serde(default = "default_scopes")]
+    pub scopes: Vec<String>,
+}
+
+fn default_groups_claim() -> String {
+    "groups".to_owned()
+}
+
+fn default_scopes() -> Vec<String> {
+    vec![
+        "profile".to_owned(),
+        "email".to_owned(),
+        "groups".to_owned(),
+    ]
+}
+
+/// `[session]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionConfig {
+    /// A session unused for this long ends.
+    pub idle_timeout_minutes: i64,
+    /// A session ends this long after login, used or not.
+    pub absolute_timeout_hours: i64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout_minutes: 8 * 60,
+            absolute_timeout_hours: 24,
+        }
+    }
+}
+
+/// `[agents]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentsConfig {
+    /// A host silent for longer than this is shown offline.
+    pub offline_after_seconds: i64,
+    /// How often agents are asked to report.
+    pub report_interval_seconds: i64,
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        Self {
+            offline_after_seconds: 30,
+            report_interval_seconds: 5,
+        }
+    }
+}
+
+/// Why configuration could not be loaded.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// File path.
+        path: String,
+        /// I/O error.
+        source: std::io::Error,
+    },
+    /// The TOML (after environment overrides) is not a valid configuration.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    /// A value is well-formed but unusable.
+    #[error("invalid configuration: {field}: {message}")]
+    Value {
+        /// Dotted key.
+        field: String,
+        /// What to change.
+        message: String,
+    },
+}
+
+/// Prefix of configuration environment variables.
+pub const ENV_PREFIX: &str = "TESSERA_";
+/// Variables with the prefix that are not configuration keys.
+const NOT_KEYS: &[&str] = &["TESSERA_CONFIG", "TESSERA_LOG"];
+
+impl Config {
+    /// Loads `path` (if given) and applies `env` overrides.
+    pub fn load(
+        path: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let text = match path {
+            Some(p) => std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+                path: p.display().to_string(),
+                source,
+            })?,
+            None => String::new(),
+        };
+        Self::from_toml_and_env(&text, env)
+    }
+
+    /// Parses TOML text and applies `env` overrides.
+    pub fn from_toml_and_env(
+        text: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut root: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
+        let mut overrides: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(ENV_PREFIX) && !NOT_KEYS.contains(&k.as_str()))
+            .collect();
+        overrides.sort();
+        for (key, value) in overrides {
+            apply_override(&mut root, &key, &value)?;
+        }
+        let config: Config = toml::Value::Table(root)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let bad = |field: &str, message: &str| {
+            Err(ConfigError::Value {
+                field: field.to_owned(),
+                message: message.to_owned(),
+            })
+        };
+        if url::Url::parse(&self.server.public_url).is_err() {
+            return bad(
+                "server.public_url",
+                "must be an absolute URL such as https://gpus.example.com",
+            );
+        }
+        if url::Url::parse(&self.oidc.issuer_url).is_err() {
+            return bad(
+                "oidc.issuer_url",
+                "must be an absolute URL such as https://login.example.com/realms/main",
+            );
+        }
+        if tessera_service::DbKind::of_url(self.database.url.expose()).is_none() {
+            return bad("database.url", "must start with sqlite: or postgres://");
+        }
+        if self.session.idle_timeout_minutes < 1 || self.session.absolute_timeout_hours < 1 {
+            return bad("session", "timeouts must be at least 1 minute / 1 hour");
+        }
+        if self.agents.offline_after_seconds < 1 || self.agents.report_interval_seconds < 1 {
+            return bad("agents", "intervals must be at least 1 second");
+        }
+        if !matches!(self.server.log_format.as_str(), "pretty" | "json") {
+            return bad("server.log_format", "must be \"pretty\" or \"json\"");
+        }
+        Ok(())
+    }
+
+    /// The OIDC redirect URL.
+    pub fn redirect_url(&self) -> String {
+        self.oidc.redirect_url.clone().unwrap_or_else(|| {
+            format!(
+                "{}/auth/callback",
+                self.server.public_url.trim_end_matches('/')
+            )
+        })
+    }
+
+    /// Whether cookies must be `Secure`.
+    pub fn secure_cookies(&self) -> bool {
+        self.server.public_url.starts_with("https://")
+    }
+}
+
+fn apply_override(root: &mut toml::Table, env_key: &str, value: &str) -> Result<(), ConfigError> {
+    let path: Vec<String> = env_key[ENV_PREFIX.len()..]
+        .split("__")
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    if path.iter().any(String::is_empty) {
+        return Err(ConfigError::Invalid(format!(
+            "{env_key}: empty key segment"
+        )));
+    }
+    let mut table = root;
+    for section in &path[..path.len() - 1] {
+        let entry = table
+            .entry(section.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = match entry {
+            toml::Value::Table(t) => t,
+            _ => {
+                return Err(ConfigError::Invalid(format!(
+                    "{env_key}: '{section}' is not a section"
+                )))
+            }
+        };
+    }
+    let leaf = path.last().cloned().unwrap_or_default();
+    // Values that parse as TOML (numbers, booleans, arrays) keep their type; the rest are strings.
+    let parsed = format!("v = {value}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+    table.insert(leaf, parsed);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[oidc]
+issuer_url = "http://127.0.0.1:4011"
+client_id = "tessera"
+client_secret = "s3cret"
+"#;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_and_env_overrides() {
+        let c = Config::from_toml_and_env(
+            MINIMAL,
+            env(&[
+                ("TESSERA_DATABASE__URL", "postgres://localhost/x"),
+                ("TESSERA_AGENTS__OFFLINE_AFTER_SECONDS", "7"),
+                ("TESSERA_CONFIG", "ignored.toml"),
+                ("PATH", "/bin"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.database.url.expose(), "postgres://localhost/x");
+        assert_eq!(c.agents.offline_after_seconds, 7);
+        assert_eq!(c.oidc.groups_claim, "groups");
+        assert_eq!(c.redirect_url(), "http://127.0.0.1:3000/auth/callback");
+        assert!(!c.secure_cookies());
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_in_file_and_env() {
+        let err =
+            Config::from_toml_and_env(&format!("{MINIMAL}\n[server]\nlisten_port = 1\n"), env(&[]))
+                .unwrap_err();
+        assert!(err.to_string().contains("listen_port"), "{err}");
+        let err = Config::from_toml_and_env(MINIMAL, env(&[("TESSERA_OIDC__CLIENT_SECRETS", "x")]))
+            .unwrap_err();
+        assert!(err.to_string().contains("client_secrets"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_not_printed() {
+        let c = Config::from_toml_and_env(MINIMAL, env(&[])).unwrap();
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("***"));
+    }
+
+    #[test]
+    fn bad_values_name_the_field() {
+        let err =
+            Config::from_toml_and_env(MINIMAL, env(&[("TESSERA_DATABASE__URL", "mysql://x")]))
+                .unwrap_err();
+        assert!(err.to_string().contains("database.url"), "{err}");
+        let err =
+            Config::from_toml_and_env(MINIMAL, env(&[("TESSERA_SERVER__PUBLIC_URL", "not a url")]))
+                .unwrap_err();
+        assert!(err.to_string().contains("server.public_url"), "{err}");
+    }
+}

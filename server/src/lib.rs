@@ -1,0 +1,9 @@
+//! Tessera's server: configuration, sign-in, the agent API and the pages, wired
+//! into one axum app.
+
+pub mod app;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod routes;
+pub mod state;

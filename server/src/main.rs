@@ -1,0 +1,137 @@
+//! `tessera-server`: wiring only.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tessera_server::app::{build_state, router};
+use tessera_server::config::Config;
+use tessera_service::audit::Actor;
+use tessera_service::SystemClock;
+use tokio::net::TcpListener;
+use tower_sessions::ExpiredDeletion;
+
+#[derive(Parser)]
+#[command(
+    name = "tessera-server",
+    version,
+    about = "Tessera: self-service GPU sharing"
+)]
+struct Cli {
+    /// Configuration file (TOML). `TESSERA_*` variables override it.
+    #[arg(long, env = "TESSERA_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Create a one-time join token for an agent and print it.
+    CreateJoinToken {
+        /// What the token is for.
+        #[arg(long, default_value = "created on the command line")]
+        description: String,
+        /// Minutes until it expires.
+        #[arg(long, default_value_t = 60)]
+        ttl_minutes: i64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tessera-server: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    init_tracing(&config.server.log_format);
+    match run(cli.command.unwrap_or(Command::Serve), config).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("tessera-server: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error::Error>> {
+    let listen = config.server.listen;
+    let (state, store) = build_state(config, Arc::new(SystemClock)).await?;
+    match command {
+        Command::Migrate => Ok(()),
+        Command::CreateJoinToken {
+            description,
+            ttl_minutes,
+        } => {
+            let created = state
+                .service
+                .create_join_token_as(
+                    Actor::System,
+                    &description,
+                    chrono::Duration::minutes(ttl_minutes),
+                )
+                .await?;
+            println!("{}", created.secret);
+            Ok(())
+        }
+        Command::Serve => {
+            if let Err(e) = state.oidc.check().await {
+                tracing::warn!("{e} (sign-in will retry discovery on first use)");
+            }
+            let cleanup = tokio::spawn(
+                store
+                    .clone()
+                    .continuously_delete_expired(tokio::time::Duration::from_secs(600)),
+            );
+            let app = router(state, store);
+            let listener = TcpListener::bind(listen).await?;
+            tracing::info!("listening on http://{listen}");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await?;
+            cleanup.abort();
+            tracing::info!("stopped");
+            Ok(())
+        }
+    }
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tower_http=warn,sqlx=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

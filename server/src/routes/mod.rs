@@ -1,0 +1,5 @@
+//! HTTP handlers other than pages, by area.
+
+pub mod agent;
+pub mod extract;
+pub mod health;
