@@ -22,9 +22,6 @@ pub enum ClientError {
     },
 }
 
-impl ClientError {
-}
-
 /// HTTP client for one server.
 #[derive(Debug, Clone)]
 pub struct ServerClient {

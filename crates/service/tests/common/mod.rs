@@ -1,0 +1,153 @@
+//! Test fixtures: a fresh database per test (SQLite file, or a new PostgreSQL
+//! database when `TESSERA_TEST_POSTGRES_URL` is set), a controllable clock, and
+//! principals.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use sea_orm::{ConnectionTrait, Database};
+use std::sync::{Arc, Mutex};
+use tessera_service::{Clock, Directory, LoginClaims, Principal, Service, Settings, TenantSpec};
+
+/// A clock tests move by hand.
+#[derive(Debug)]
+pub struct TestClock(Mutex<DateTime<Utc>>);
+
+impl TestClock {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self(Mutex::new(Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap())))
+    }
+    pub fn advance(&self, d: Duration) {
+        let mut t = self.0.lock().unwrap();
+        *t += d;
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
+    }
+}
+
+pub fn directory() -> Directory {
+    Directory {
+        platform_admin_groups: vec!["platform".into()],
+        tenants: vec![
+            TenantSpec {
+                slug: "vision".into(),
+                name: "Vision".into(),
+                cost_centre: Some("CC-1".into()),
+                member_groups: vec!["vision".into()],
+                admin_groups: vec!["vision-leads".into()],
+            },
+            TenantSpec {
+                slug: "nlp".into(),
+                name: "NLP".into(),
+                cost_centre: None,
+                member_groups: vec!["nlp".into()],
+                admin_groups: vec![],
+            },
+        ],
+    }
+}
+
+/// A database URL for one test.
+async fn fresh_url() -> String {
+    match std::env::var("TESSERA_TEST_POSTGRES_URL") {
+        Ok(admin_url) if !admin_url.is_empty() => {
+            let name = format!("tessera_t_{}", random_suffix());
+            let admin = Database::connect(&admin_url).await.expect("connect to PostgreSQL");
+            admin
+                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .await
+                .expect("create test database");
+            let base = admin_url.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap();
+            format!("{base}/{name}")
+        }
+        _ => {
+            let dir = std::env::temp_dir().join("tessera-tests");
+            std::fs::create_dir_all(&dir).unwrap();
+            let file = dir.join(format!("{}.db", random_suffix()));
+            format!("sqlite://{}?mode=rwc", file.display())
+        }
+    }
+}
+
+fn random_suffix() -> String {
+    use rand::Rng;
+    let n: u64 = rand::thread_rng().gen();
+    format!("{n:016x}")
+}
+
+pub struct Fixture {
+    pub service: Service,
+    pub clock: Arc<TestClock>,
+}
+
+pub async fn fixture() -> Fixture {
+    let url = fresh_url().await;
+    let db = tessera_service::connect(&url).await.expect("connect");
+    tessera_service::migrate(&db).await.expect("migrate");
+    let clock = TestClock::new();
+    let service = Service::new(
+        db,
+        Settings {
+            directory: directory(),
+            host_offline_after: Duration::seconds(30),
+            report_interval: Duration::seconds(5),
+        },
+        clock.clone(),
+    );
+    service.sync_tenants().await.expect("sync tenants");
+    Fixture { service, clock }
+}
+
+pub fn claims(subject: &str, groups: &[&str]) -> LoginClaims {
+    LoginClaims {
+        issuer: "http://idp.test".into(),
+        subject: subject.into(),
+        email: Some(format!("{subject}@example.com")),
+        name: format!("User {subject}"),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+    }
+}
+
+impl Fixture {
+    pub async fn login(&self, subject: &str, groups: &[&str]) -> Principal {
+        let id = self.service.login(&claims(subject, groups)).await.unwrap();
+        self.service.principal(id).await.unwrap()
+    }
+
+    pub async fn admin(&self) -> Principal {
+        self.login("root", &["platform"]).await
+    }
+
+    /// Number of rows in a table.
+    pub async fn count(&self, table: &str) -> i64 {
+        use sea_orm::{FromQueryResult, Statement};
+        #[derive(FromQueryResult)]
+        struct N {
+            n: i64,
+        }
+        let backend = self.service.db().get_database_backend();
+        N::find_by_statement(Statement::from_string(backend, format!("SELECT COUNT(*) AS n FROM {table}")))
+            .one(self.service.db())
+            .await
+            .unwrap()
+            .unwrap()
+            .n
+    }
+
+    /// Audit actions recorded so far, oldest first.
+    pub async fn audit_actions(&self) -> Vec<String> {
+        use sea_orm::{EntityTrait, QueryOrder};
+        use tessera_service::entity::audit_event;
+        audit_event::Entity::find()
+            .order_by_asc(audit_event::Column::Id)
+            .all(self.service.db())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.action)
+            .collect()
+    }
+}
