@@ -26,21 +26,21 @@ mod ssr {
 }
 
 /// The signed-in user, if any.
-#[server]
+#[server(prefix = "/api/ui", endpoint = "get_viewer")]
 pub async fn get_viewer() -> Result<Option<ViewerView>, AppError> {
     let (_, viewer) = ssr::ctx().await?;
     Ok(viewer.0.map(|p| p.view()))
 }
 
 /// A tenant's home page.
-#[server]
+#[server(prefix = "/api/ui", endpoint = "get_tenant")]
 pub async fn get_tenant(slug: String) -> Result<TenantView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     Ok(service.tenant_view(viewer.require()?, &slug).await?)
 }
 
 /// Hosts and GPUs (platform admins).
-#[server]
+#[server(prefix = "/api/ui", endpoint = "get_fleet")]
 pub async fn get_fleet() -> Result<FleetView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
@@ -48,7 +48,7 @@ pub async fn get_fleet() -> Result<FleetView, AppError> {
 }
 
 /// Join tokens (platform admins).
-#[server]
+#[server(prefix = "/api/ui", endpoint = "list_join_tokens")]
 pub async fn list_join_tokens() -> Result<Vec<JoinTokenView>, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
@@ -56,7 +56,7 @@ pub async fn list_join_tokens() -> Result<Vec<JoinTokenView>, AppError> {
 }
 
 /// Creates a join token valid for `ttl_hours`.
-#[server]
+#[server(prefix = "/api/ui", endpoint = "create_join_token")]
 pub async fn create_join_token(
     description: String,
     ttl_hours: i64,
@@ -69,7 +69,7 @@ pub async fn create_join_token(
 }
 
 /// Revokes a join token.
-#[server]
+#[server(prefix = "/api/ui", endpoint = "revoke_join_token")]
 pub async fn revoke_join_token(id: i64) -> Result<(), AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;

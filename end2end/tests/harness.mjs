@@ -1,0 +1,136 @@
+// Starts the real stack for end-to-end tests: the OIDC provider (in this
+// process), the release server binary, and simulated hosts as real agent
+// processes; and a headless Debian Chromium through playwright-core.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, createWriteStream } from 'node:fs';
+import { tmpdir, homedir } from 'node:os';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { startIdp } from '../idp/provider.mjs';
+import { users, tesseraClient, PASSWORD } from '../idp/users.mjs';
+
+export { PASSWORD };
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const ARTIFACTS = path.join(ROOT, 'end2end', 'artifacts');
+const TARGET = process.env.CARGO_TARGET_DIR || path.join(homedir(), '.cache', 'tessera', 'target');
+const SERVER_BIN = path.join(TARGET, 'release', 'tessera-server');
+const AGENT_BIN = path.join(TARGET, 'release', 'tessera-agent');
+const SECRET = 'e2e-client-secret';
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export async function waitFor(check, { timeoutMs = 30_000, intervalMs = 200, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      const v = await check();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
+}
+
+/** Starts IdP, server and agents (one per simulated host file name in demo/hosts). */
+export async function startStack({ hosts }) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tessera-e2e-'));
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const [appPort, idpPort] = [await freePort(), await freePort()];
+  const appUrl = `http://127.0.0.1:${appPort}`;
+  const idp = await startIdp({ port: idpPort, clients: [tesseraClient(appUrl, SECRET)], users });
+  const env = {
+    ...process.env,
+    TESSERA_SERVER__LISTEN: `127.0.0.1:${appPort}`,
+    TESSERA_SERVER__PUBLIC_URL: appUrl,
+    TESSERA_SERVER__SITE_ROOT: path.join(ROOT, 'target', 'site'),
+    TESSERA_DATABASE__URL: process.env.TESSERA_E2E_DATABASE_URL || `sqlite://${dir}/tessera.db?mode=rwc`,
+    TESSERA_OIDC__ISSUER_URL: idp.issuer,
+    TESSERA_OIDC__CLIENT_SECRET: SECRET,
+    TESSERA_AGENTS__REPORT_INTERVAL_SECONDS: '1',
+  };
+  const config = path.join(ROOT, 'demo', 'tessera.toml');
+  const children = [];
+  const spawnLogged = (name, cmd, args) => {
+    const log = createWriteStream(path.join(ARTIFACTS, `${name}.log`));
+    const child = spawn(cmd, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.pipe(log);
+    child.stderr.pipe(log);
+    children.push(child);
+    return child;
+  };
+  spawnLogged('server', SERVER_BIN, ['--config', config]);
+  await waitFor(async () => (await fetch(`${appUrl}/readyz`)).ok, { what: 'server readiness' });
+
+  for (const host of hosts) {
+    const token = execFileSync(SERVER_BIN, ['--config', config, 'create-join-token', '--description', `e2e ${host}`], { env, cwd: ROOT })
+      .toString()
+      .trim();
+    spawnLogged(`agent-${host}`, AGENT_BIN, [
+      '--server', appUrl, '--backend', 'sim', '--sim-host', path.join(ROOT, 'demo', 'hosts', `${host}.toml`),
+      '--state-dir', path.join(dir, 'agents'), '--join-token', token,
+    ]);
+  }
+
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+
+  return {
+    appUrl,
+    idp,
+    browser,
+    async stop() {
+      await browser.close().catch(() => {});
+      for (const c of children) c.kill('SIGTERM');
+      await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r() : c.once('exit', r)))));
+      await idp.close();
+    },
+  };
+}
+
+/** A fresh browser context (no cookies) with a page. */
+export async function newPage(stack, { colorScheme = 'light' } = {}) {
+  const context = await stack.browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme });
+  const page = await context.newPage();
+  return { context, page };
+}
+
+export async function screenshot(page, name) {
+  await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+}
+
+/** Fills the IdP's login form (the page must be on it). */
+export async function signInAtIdp(page, username, password = PASSWORD) {
+  await page.waitForSelector('#username');
+  await page.fill('#username', username);
+  await page.fill('#password', password);
+  await Promise.all([page.waitForLoadState('load'), page.click('#sign-in')]);
+}
+
+/** Goes to `path`, signs in at the IdP as `username`, and waits to be back. */
+export async function signIn(stack, page, username, targetPath = '/') {
+  await page.goto(`${stack.appUrl}${targetPath}`);
+  await signInAtIdp(page, username);
+  await page.waitForURL((u) => u.origin === stack.appUrl);
+}
+
+export async function hydrated(page) {
+  await page.waitForSelector('body[data-hydrated="true"]', { timeout: 20_000 });
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs every test: unit and integration tests on SQLite and PostgreSQL, then the
+# Playwright end-to-end suite against the real server, IdP and agents.
+source "$(dirname "$0")/lib.sh"
+
+PG_TMP=""
+cleanup() {
+  if [ -n "$PG_TMP" ]; then
+    as_postgres "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -m fast -w stop >/dev/null 2>&1 || true
+    rm -rf "$PG_TMP"
+  fi
+}
+trap cleanup EXIT
+
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# Uses $TESSERA_TEST_POSTGRES_URL, else a server on 127.0.0.1:5432, else a
+# throwaway cluster (installing Debian's postgresql if needed).
+setup_postgres() {
+  if [ -n "${TESSERA_TEST_POSTGRES_URL:-}" ]; then return; fi
+  local local_url="postgres://postgres@127.0.0.1:5432/postgres"
+  if command -v psql >/dev/null && psql "$local_url" -qAtc 'select 1' >/dev/null 2>&1; then
+    export TESSERA_TEST_POSTGRES_URL="$local_url"
+  else
+    if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+      log "installing Debian's postgresql for a throwaway test cluster"
+      local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+      $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
+    fi
+    PG_BIN="$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1)")"
+    PG_TMP="$(mktemp -d /tmp/tessera-pg.XXXXXX)"
+    [ "$(id -u)" = 0 ] && chown postgres "$PG_TMP"
+    log "starting a throwaway PostgreSQL cluster on 127.0.0.1:55432"
+    as_postgres "$PG_BIN/initdb" -D "$PG_TMP/data" -A trust -U postgres >/dev/null
+    as_postgres "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -l "$PG_TMP/log" \
+      -o "-p 55432 -k $PG_TMP -c listen_addresses=127.0.0.1 -c max_connections=300" -w start >/dev/null
+    export TESSERA_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:55432/postgres"
+  fi
+  # Databases left by earlier runs.
+  psql "$TESSERA_TEST_POSTGRES_URL" -qAtc "select datname from pg_database where datname like 'tessera_t_%'" 2>/dev/null \
+    | while read -r db; do psql "$TESSERA_TEST_POSTGRES_URL" -qc "drop database if exists $db" >/dev/null 2>&1 || true; done
+}
+
+ensure_tools
+ensure_chromium
+
+log "unit and integration tests (SQLite)"
+cargo test --workspace --exclude tessera-frontend
+
+setup_postgres
+log "integration tests (PostgreSQL at ${TESSERA_TEST_POSTGRES_URL%%@*}@...)"
+cargo test -p tessera-service -p tessera-server --test service --test http
+
+build_release
+log "end-to-end tests (IdP + server + agents + Chromium)"
+(cd end2end && npm test)
+log "all tests passed; screenshots in end2end/artifacts/"
