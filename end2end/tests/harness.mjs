@@ -67,8 +67,8 @@ export async function startStack({ hosts }) {
   const spawnLogged = (name, cmd, args) => {
     const log = createWriteStream(path.join(ARTIFACTS, `${name}.log`));
     const child = spawn(cmd, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.pipe(log);
-    child.stderr.pipe(log);
+    child.stdout.pipe(log, { end: false });
+    child.stderr.pipe(log, { end: false });
     children.push(child);
     return child;
   };
@@ -76,7 +76,7 @@ export async function startStack({ hosts }) {
   await waitFor(async () => (await fetch(`${appUrl}/readyz`)).ok, { what: 'server readiness' });
 
   for (const host of hosts) {
-    const token = execFileSync(SERVER_BIN, ['--config', config, 'create-join-token', '--description', `e2e ${host}`], { env, cwd: ROOT })
+    const token = execFileSync(SERVER_BIN, ['--config', config, 'create-join-token', '--description', `e2e ${host}`], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
       .toString()
       .trim();
     spawnLogged(`agent-${host}`, AGENT_BIN, [

@@ -107,7 +107,9 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
 fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TESSERA_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tower_http=warn,sqlx=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if format == "json" {
         builder.json().init();
     } else {

@@ -12,6 +12,8 @@ use tower_sessions::Session;
 fn is_page(path: &str) -> bool {
     let non_page_prefixes = [
         "/api/", "/auth/", "/pkg/", "/healthz", "/readyz", "/metrics",
+        // Where the IdP sends the browser after logout: public.
+        "/signed-out",
     ];
     if non_page_prefixes.iter().any(|p| path.starts_with(p)) {
         return false;
@@ -122,6 +124,7 @@ mod tests {
         assert!(!is_page("/auth/callback"));
         assert!(!is_page("/favicon.svg"));
         assert!(!is_page("/healthz"));
+        assert!(!is_page("/signed-out"), "public: where the IdP sends users after logout");
     }
 
     #[test]
