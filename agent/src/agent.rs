@@ -13,7 +13,9 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum AgentError {
     /// No credential saved and no join token given.
-    #[error("this host is not enrolled yet: pass --join-token (create one on the Join tokens page)")]
+    #[error(
+        "this host is not enrolled yet: pass --join-token (create one on the Join tokens page)"
+    )]
     NotEnrolled,
     /// The server refused the join token or the credential.
     #[error("{0}")]
@@ -81,7 +83,9 @@ impl HostAgent {
         if let Some(dir) = self.credential_path.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(file_err)?;
         }
-        write_private(&self.credential_path, &resp.credential).await.map_err(file_err)?;
+        write_private(&self.credential_path, &resp.credential)
+            .await
+            .map_err(file_err)?;
         tracing::info!(host = %self.hostname, host_id = resp.host_id, "enrolled");
         Ok(resp.credential)
     }
@@ -94,7 +98,10 @@ impl HostAgent {
             let backend = Arc::clone(&self.backend);
             let inventory = tokio::task::spawn_blocking(move || backend.inventory())
                 .await
-                .map_err(|e| crate::backend::BackendError::Nvml { call: "inventory", detail: e.to_string() })??;
+                .map_err(|e| crate::backend::BackendError::Nvml {
+                    call: "inventory",
+                    detail: e.to_string(),
+                })??;
             let report = HostReport {
                 hostname: self.hostname.clone(),
                 agent_version: env!("CARGO_PKG_VERSION").to_owned(),

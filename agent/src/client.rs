@@ -1,7 +1,9 @@
 //! The agent's side of the agent API.
 
 use reqwest::StatusCode;
-use tessera_protocol::agent::{ApiErrorBody, EnrollRequest, EnrollResponse, HostReport, ReportAck, AGENT_API_PREFIX};
+use tessera_protocol::agent::{
+    ApiErrorBody, EnrollRequest, EnrollResponse, HostReport, ReportAck, AGENT_API_PREFIX,
+};
 use thiserror::Error;
 
 /// Why a call to the server failed.
@@ -44,12 +46,21 @@ impl ServerClient {
 
     /// Trades a join token for a credential.
     pub async fn enroll(&self, req: &EnrollRequest) -> Result<EnrollResponse, ClientError> {
-        let resp = self.http.post(format!("{}/enroll", self.base)).json(req).send().await;
+        let resp = self
+            .http
+            .post(format!("{}/enroll", self.base))
+            .json(req)
+            .send()
+            .await;
         decode(resp).await
     }
 
     /// Sends a report.
-    pub async fn report(&self, credential: &str, report: &HostReport) -> Result<ReportAck, ClientError> {
+    pub async fn report(
+        &self,
+        credential: &str,
+        report: &HostReport,
+    ) -> Result<ReportAck, ClientError> {
         let resp = self
             .http
             .post(format!("{}/report", self.base))
@@ -61,11 +72,16 @@ impl ServerClient {
     }
 }
 
-async fn decode<T: serde::de::DeserializeOwned>(resp: reqwest::Result<reqwest::Response>) -> Result<T, ClientError> {
+async fn decode<T: serde::de::DeserializeOwned>(
+    resp: reqwest::Result<reqwest::Response>,
+) -> Result<T, ClientError> {
     let resp = resp.map_err(|e| ClientError::Transient(e.to_string()))?;
     let status = resp.status();
     if status.is_success() {
-        return resp.json::<T>().await.map_err(|e| ClientError::Transient(e.to_string()));
+        return resp
+            .json::<T>()
+            .await
+            .map_err(|e| ClientError::Transient(e.to_string()));
     }
     let body: Option<ApiErrorBody> = resp.json().await.ok();
     if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
@@ -74,6 +90,12 @@ async fn decode<T: serde::de::DeserializeOwned>(resp: reqwest::Result<reqwest::R
             body.map(|b| b.message).unwrap_or_default()
         )));
     }
-    let (code, message) = body.map(|b| (b.code, b.message)).unwrap_or_else(|| ("unknown".into(), status.to_string()));
-    Err(ClientError::Refused { status: status.as_u16(), code, message })
+    let (code, message) = body
+        .map(|b| (b.code, b.message))
+        .unwrap_or_else(|| ("unknown".into(), status.to_string()));
+    Err(ClientError::Refused {
+        status: status.as_u16(),
+        code,
+        message,
+    })
 }

@@ -21,7 +21,11 @@ enum Backend {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "tessera-agent", version, about = "Reports this host's GPUs to Tessera and applies their sharing state")]
+#[command(
+    name = "tessera-agent",
+    version,
+    about = "Reports this host's GPUs to Tessera and applies their sharing state"
+)]
 struct Cli {
     /// Tessera's URL.
     #[arg(long, env = "TESSERA_SERVER")]
@@ -30,7 +34,11 @@ struct Cli {
     #[arg(long, env = "TESSERA_JOIN_TOKEN")]
     join_token: Option<String>,
     /// Where the host credential is kept.
-    #[arg(long, env = "TESSERA_AGENT_STATE_DIR", default_value = "/var/lib/tessera-agent")]
+    #[arg(
+        long,
+        env = "TESSERA_AGENT_STATE_DIR",
+        default_value = "/var/lib/tessera-agent"
+    )]
     state_dir: PathBuf,
     /// GPU backend.
     #[arg(long, value_enum, default_value_t = Backend::Nvml)]
@@ -91,7 +99,11 @@ async fn main() -> ExitCode {
     let several = backends.len() > 1;
     let mut tasks = tokio::task::JoinSet::new();
     for b in backends {
-        let hostname = cli.hostname.clone().filter(|_| !several).unwrap_or_else(|| b.hostname());
+        let hostname = cli
+            .hostname
+            .clone()
+            .filter(|_| !several)
+            .unwrap_or_else(|| b.hostname());
         let agent = HostAgent {
             credential_path: cli.state_dir.join(format!("{hostname}.credential")),
             backend: b,
@@ -126,5 +138,9 @@ async fn main() -> ExitCode {
             }
         }
     }
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -21,7 +21,10 @@ async fn database_url() -> String {
     match std::env::var("TESSERA_TEST_POSTGRES_URL") {
         Ok(admin_url) if !admin_url.is_empty() => {
             let admin = Database::connect(&admin_url).await.unwrap();
-            admin.execute_unprepared(&format!("CREATE DATABASE tessera_t_{suffix}")).await.unwrap();
+            admin
+                .execute_unprepared(&format!("CREATE DATABASE tessera_t_{suffix}"))
+                .await
+                .unwrap();
             let base = admin_url.rsplit_once('/').unwrap().0.to_owned();
             format!("{base}/tessera_t_{suffix}")
         }
@@ -55,7 +58,10 @@ member_groups = ["vision"]
     let config = Config::from_toml_and_env(toml, env).unwrap();
     let (state, store) = build_state(config, Arc::new(SystemClock)).await.unwrap();
     let service = state.service.clone();
-    App { router: router(state, store), service }
+    App {
+        router: router(state, store),
+        service,
+    }
 }
 
 impl App {
@@ -72,8 +78,13 @@ impl App {
         if let Some(b) = bearer {
             req = req.header(header::AUTHORIZATION, format!("Bearer {b}"));
         }
-        let (status, _, text) = self.call(req.body(Body::from(body.to_owned())).unwrap()).await;
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        let (status, _, text) = self
+            .call(req.body(Body::from(body.to_owned())).unwrap())
+            .await;
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     async fn join_token(&self) -> String {
@@ -87,7 +98,11 @@ impl App {
     async fn enroll(&self, hostname: &str) -> String {
         let token = self.join_token().await;
         let (status, body) = self
-            .post_json("/api/agent/v1/enroll", None, &json!({"join_token": token, "hostname": hostname}).to_string())
+            .post_json(
+                "/api/agent/v1/enroll",
+                None,
+                &json!({"join_token": token, "hostname": hostname}).to_string(),
+            )
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body["credential"].as_str().unwrap().to_owned()
@@ -106,10 +121,14 @@ fn report(hostname: &str) -> Value {
 #[tokio::test]
 async fn health_and_readiness() {
     let app = app().await;
-    let (status, _, body) = app.call(Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    let (status, _, body) = app
+        .call(Request::get("/healthz").body(Body::empty()).unwrap())
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains("ok"));
-    let (status, _, body) = app.call(Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    let (status, _, body) = app
+        .call(Request::get("/readyz").body(Body::empty()).unwrap())
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body.contains("ready"));
 }
@@ -118,7 +137,13 @@ async fn health_and_readiness() {
 async fn enrol_and_report() {
     let app = app().await;
     let credential = app.enroll("node-1").await;
-    let (status, body) = app.post_json("/api/agent/v1/report", Some(&credential), &report("node-1").to_string()).await;
+    let (status, body) = app
+        .post_json(
+            "/api/agent/v1/report",
+            Some(&credential),
+            &report("node-1").to_string(),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["next_report_in_s"], 5);
 }
@@ -127,20 +152,33 @@ async fn enrol_and_report() {
 async fn bad_or_reused_join_tokens_are_401_and_store_nothing() {
     let app = app().await;
     let (status, body) = app
-        .post_json("/api/agent/v1/enroll", None, r#"{"join_token":"tsj_wrong","hostname":"n"}"#)
+        .post_json(
+            "/api/agent/v1/enroll",
+            None,
+            r#"{"join_token":"tsj_wrong","hostname":"n"}"#,
+        )
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(body["code"], "invalid_join_token");
     let token = app.join_token().await;
     let req = json!({"join_token": token, "hostname": "n1"}).to_string();
-    assert_eq!(app.post_json("/api/agent/v1/enroll", None, &req).await.0, StatusCode::OK);
+    assert_eq!(
+        app.post_json("/api/agent/v1/enroll", None, &req).await.0,
+        StatusCode::OK
+    );
     let req = json!({"join_token": token, "hostname": "n2"}).to_string();
     let (status, body) = app.post_json("/api/agent/v1/enroll", None, &req).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
-    let count = app.service.db().query_one(sea_orm::Statement::from_string(
-        app.service.db().get_database_backend(),
-        "SELECT COUNT(*) AS n FROM hosts",
-    )).await.unwrap().unwrap();
+    let count = app
+        .service
+        .db()
+        .query_one(sea_orm::Statement::from_string(
+            app.service.db().get_database_backend(),
+            "SELECT COUNT(*) AS n FROM hosts",
+        ))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(count.try_get::<i64>("", "n").unwrap(), 1);
 }
 
@@ -150,21 +188,49 @@ async fn malformed_bodies_are_400_naming_the_field() {
     let credential = app.enroll("node-2").await;
     let mut bad = report("node-2");
     bad["gpus"][0]["memory_mib"] = json!("lots");
-    let (status, body) = app.post_json("/api/agent/v1/report", Some(&credential), &bad.to_string()).await;
+    let (status, body) = app
+        .post_json("/api/agent/v1/report", Some(&credential), &bad.to_string())
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["code"], "invalid_request");
-    assert!(body["message"].as_str().unwrap().starts_with("gpus[0].memory_mib:"), "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("gpus[0].memory_mib:"),
+        "{body}"
+    );
 
-    let (status, body) = app.post_json("/api/agent/v1/report", Some(&credential), "{not json").await;
+    let (status, body) = app
+        .post_json("/api/agent/v1/report", Some(&credential), "{not json")
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    let (status, body) = app.post_json("/api/agent/v1/report", Some(&credential), r#"{"hostname":"node-2"}"#).await;
+    let (status, body) = app
+        .post_json(
+            "/api/agent/v1/report",
+            Some(&credential),
+            r#"{"hostname":"node-2"}"#,
+        )
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(body["message"].as_str().unwrap().contains("agent_version"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("agent_version"),
+        "{body}"
+    );
     let mut extra = report("node-2");
     extra["surprise"] = json!(1);
-    let (status, body) = app.post_json("/api/agent/v1/report", Some(&credential), &extra.to_string()).await;
+    let (status, body) = app
+        .post_json(
+            "/api/agent/v1/report",
+            Some(&credential),
+            &extra.to_string(),
+        )
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(body["message"].as_str().unwrap().contains("surprise"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("surprise"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -172,41 +238,76 @@ async fn agents_report_only_for_their_own_host() {
     let app = app().await;
     let a = app.enroll("node-a").await;
     let _b = app.enroll("node-b").await;
-    let (status, body) = app.post_json("/api/agent/v1/report", Some(&a), &report("node-b").to_string()).await;
+    let (status, body) = app
+        .post_json(
+            "/api/agent/v1/report",
+            Some(&a),
+            &report("node-b").to_string(),
+        )
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
-    let (status, body) = app.post_json("/api/agent/v1/report", None, &report("node-a").to_string()).await;
+    let (status, body) = app
+        .post_json("/api/agent/v1/report", None, &report("node-a").to_string())
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(body["code"], "invalid_credential");
-    let (status, _) = app.post_json("/api/agent/v1/report", Some("tsh_forged"), &report("node-a").to_string()).await;
+    let (status, _) = app
+        .post_json(
+            "/api/agent/v1/report",
+            Some("tsh_forged"),
+            &report("node-a").to_string(),
+        )
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]
 async fn visitors_without_a_session_are_sent_to_login_and_back() {
     let app = app().await;
-    let (status, headers, _) = app.call(Request::get("/fleet?tab=gpus").body(Body::empty()).unwrap()).await;
+    let (status, headers, _) = app
+        .call(Request::get("/fleet?tab=gpus").body(Body::empty()).unwrap())
+        .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
-    assert_eq!(headers[header::LOCATION], "/auth/login?next=%2Ffleet%3Ftab%3Dgpus");
+    assert_eq!(
+        headers[header::LOCATION],
+        "/auth/login?next=%2Ffleet%3Ftab%3Dgpus"
+    );
 }
 
 #[tokio::test]
 async fn unreachable_idp_gives_a_clear_503_page() {
     let app = app().await;
-    let (status, _, body) = app.call(Request::get("/auth/login?next=/fleet").body(Body::empty()).unwrap()).await;
+    let (status, _, body) = app
+        .call(
+            Request::get("/auth/login?next=/fleet")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(body.contains("not reachable right now"), "{body}");
-    assert!(!body.contains("panicked") && !body.contains("reqwest"), "no internals: {body}");
+    assert!(
+        !body.contains("panicked") && !body.contains("reqwest"),
+        "no internals: {body}"
+    );
 }
 
 #[tokio::test]
 async fn callback_without_a_pending_login_is_400_and_starts_no_session() {
     let app = app().await;
     let (status, headers, body) = app
-        .call(Request::get("/auth/callback?code=abc&state=forged").body(Body::empty()).unwrap())
+        .call(
+            Request::get("/auth/callback?code=abc&state=forged")
+                .body(Body::empty())
+                .unwrap(),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("invalid or was already used"), "{body}");
-    assert!(headers.get(header::SET_COOKIE).is_none(), "no session for a forged callback");
+    assert!(
+        headers.get(header::SET_COOKIE).is_none(),
+        "no session for a forged callback"
+    );
 }
 
 #[tokio::test]
@@ -217,6 +318,9 @@ async fn server_functions_refuse_anonymous_callers() {
         .body(Body::empty())
         .unwrap();
     let (status, _, body) = app.call(req).await;
-    assert!(status.is_client_error() || status.is_server_error(), "{status}");
+    assert!(
+        status.is_client_error() || status.is_server_error(),
+        "{status}"
+    );
     assert!(body.contains("sign in to continue"), "{status} {body}");
 }

@@ -19,8 +19,14 @@ impl NvmlBackend {
     }
 }
 
-fn call<T>(name: &'static str, r: Result<T, nvml_wrapper::error::NvmlError>) -> Result<T, BackendError> {
-    r.map_err(|e| BackendError::Nvml { call: name, detail: e.to_string() })
+fn call<T>(
+    name: &'static str,
+    r: Result<T, nvml_wrapper::error::NvmlError>,
+) -> Result<T, BackendError> {
+    r.map_err(|e| BackendError::Nvml {
+        call: name,
+        detail: e.to_string(),
+    })
 }
 
 impl GpuBackend for NvmlBackend {
@@ -36,7 +42,10 @@ impl GpuBackend for NvmlBackend {
         let count = call("nvmlDeviceGetCount", self.nvml.device_count())?;
         let mut gpus = Vec::new();
         for index in 0..count {
-            let dev = call("nvmlDeviceGetHandleByIndex", self.nvml.device_by_index(index))?;
+            let dev = call(
+                "nvmlDeviceGetHandleByIndex",
+                self.nvml.device_by_index(index),
+            )?;
             let memory = call("nvmlDeviceGetMemoryInfo", dev.memory_info())?;
             // Not all GPUs support MIG; NotSupported means "not MIG-capable".
             let (mig_capable, mig_enabled) = match dev.mig_mode() {
@@ -98,7 +107,10 @@ pub mod host_facts {
 
     /// Logical CPUs in thousandths.
     pub fn cpu_milli() -> u64 {
-        std::thread::available_parallelism().map(|n| n.get() as u64).unwrap_or(1) * 1000
+        std::thread::available_parallelism()
+            .map(|n| n.get() as u64)
+            .unwrap_or(1)
+            * 1000
     }
 
     /// Total memory in MiB, from /proc/meminfo.

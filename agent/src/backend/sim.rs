@@ -105,13 +105,27 @@ impl SimBackend {
                     .nvlink_groups
                     .iter()
                     .find(|island| island.contains(&i))
-                    .map(|island| island.iter().filter(|p| **p != i).map(|p| base + p).collect())
+                    .map(|island| {
+                        island
+                            .iter()
+                            .filter(|p| **p != i)
+                            .map(|p| base + p)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 gpus.push(GpuReport {
                     index: base + i,
                     uuid: sim_uuid(&host.hostname, base + i),
-                    name: if model.generic { group.model.clone() } else { model.name.to_owned() },
-                    memory_mib: if model.generic { reported } else { model.memory_mib },
+                    name: if model.generic {
+                        group.model.clone()
+                    } else {
+                        model.name.to_owned()
+                    },
+                    memory_mib: if model.generic {
+                        reported
+                    } else {
+                        model.memory_mib
+                    },
                     mig_capable: model.mig.is_some(),
                     mig_enabled: group.mig_enabled,
                     nvlink_peers: peers,
@@ -120,7 +134,10 @@ impl SimBackend {
             }
             for island in &group.nvlink_groups {
                 if let Some(bad) = island.iter().find(|p| **p >= group.count) {
-                    return Err(format!("gpus[{g}].nvlink_groups: GPU {bad} does not exist in a group of {}", group.count));
+                    return Err(format!(
+                        "gpus[{g}].nvlink_groups: GPU {bad} does not exist in a group of {}",
+                        group.count
+                    ));
                 }
             }
         }
@@ -131,7 +148,14 @@ impl SimBackend {
 /// A stable UUID for a simulated GPU (same host and index, same UUID).
 pub fn sim_uuid(hostname: &str, index: u32) -> String {
     let h = hex::encode(Sha256::digest(format!("{hostname}/{index}").as_bytes()));
-    format!("GPU-{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 impl GpuBackend for SimBackend {
@@ -190,8 +214,16 @@ mod tests {
 
     #[test]
     fn rejects_what_no_real_host_has() {
-        assert!(SimBackend::new(host("L4", 2, true, vec![])).unwrap_err().contains("does not support MIG"));
-        assert!(SimBackend::new(host("H100-80GB", 2, false, vec![vec![0, 5]])).unwrap_err().contains("does not exist"));
-        assert!(SimBackend::new(host("Mystery-GPU", 1, false, vec![])).unwrap_err().contains("memory_gib"));
+        assert!(SimBackend::new(host("L4", 2, true, vec![]))
+            .unwrap_err()
+            .contains("does not support MIG"));
+        assert!(
+            SimBackend::new(host("H100-80GB", 2, false, vec![vec![0, 5]]))
+                .unwrap_err()
+                .contains("does not exist")
+        );
+        assert!(SimBackend::new(host("Mystery-GPU", 1, false, vec![]))
+            .unwrap_err()
+            .contains("memory_gib"));
     }
 }

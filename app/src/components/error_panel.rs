@@ -24,8 +24,30 @@ pub fn ErrorPanel(err: AppError) -> impl IntoView {
         <div class="card error-card" data-test="error-panel" data-status=err.status.to_string()>
             <p class="eyebrow">{format!("Error {}", err.status)}</p>
             <h2>{title}</h2>
-            <p data-test="error-message">{err.message.clone()}</p>
+            <p data-test="error-message">{sentence(&err.message)}</p>
             <p><a class="button" href="/">"Back to home"</a></p>
         </div>
+    }
+}
+
+/// Capitalises the first letter: service messages are written to be composed
+/// ("field: message"), the panel shows them as a sentence.
+fn sentence(message: &str) -> String {
+    let mut chars = message.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sentences_start_with_a_capital() {
+        assert_eq!(
+            super::sentence("this page is for admins"),
+            "This page is for admins"
+        );
+        assert_eq!(super::sentence(""), "");
     }
 }

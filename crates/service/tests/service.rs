@@ -38,13 +38,27 @@ async fn login_maps_groups_to_roles_and_refreshes_them() {
     let f = fixture().await;
     let p = f.login("u1", &["vision", "nlp"]).await;
     assert!(!p.platform_admin);
-    let roles: Vec<(String, TenantRole)> = p.memberships.iter().map(|(_, m)| (m.slug.clone(), m.role)).collect();
-    assert_eq!(roles, vec![("nlp".into(), TenantRole::Member), ("vision".into(), TenantRole::Member)]);
+    let roles: Vec<(String, TenantRole)> = p
+        .memberships
+        .iter()
+        .map(|(_, m)| (m.slug.clone(), m.role))
+        .collect();
+    assert_eq!(
+        roles,
+        vec![
+            ("nlp".into(), TenantRole::Member),
+            ("vision".into(), TenantRole::Member)
+        ]
+    );
 
     // Next login: promoted in vision, dropped from nlp, made platform admin.
     let p = f.login("u1", &["vision-leads", "platform"]).await;
     assert!(p.platform_admin);
-    let roles: Vec<(String, TenantRole)> = p.memberships.iter().map(|(_, m)| (m.slug.clone(), m.role)).collect();
+    let roles: Vec<(String, TenantRole)> = p
+        .memberships
+        .iter()
+        .map(|(_, m)| (m.slug.clone(), m.role))
+        .collect();
     assert_eq!(roles, vec![("vision".into(), TenantRole::TenantAdmin)]);
     assert_eq!(f.count("users").await, 1);
     assert_eq!(f.count("memberships").await, 1);
@@ -69,12 +83,20 @@ async fn tenant_pages_are_private_to_members_and_admins() {
     assert_eq!(v.name, "Vision");
     assert_eq!(v.cost_centre.as_deref(), Some("CC-1"));
     assert_eq!(v.members.len(), 2);
-    assert_eq!(v.members[0].role, TenantRole::TenantAdmin, "admins listed first");
+    assert_eq!(
+        v.members[0].role,
+        TenantRole::TenantAdmin,
+        "admins listed first"
+    );
     assert!(v.allocations.is_empty());
     assert!(f.service.tenant_view(&lead, "vision").await.is_ok());
     assert!(f.service.tenant_view(&admin, "vision").await.is_ok());
 
-    let err = f.service.tenant_view(&outsider, "vision").await.unwrap_err();
+    let err = f
+        .service
+        .tenant_view(&outsider, "vision")
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
     let err = f.service.tenant_view(&member, "no-such").await.unwrap_err();
     assert_eq!(err.status(), 404);
@@ -85,14 +107,28 @@ async fn join_token_enrols_exactly_once() {
     let f = fixture().await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let created = f.service.create_join_token(&proof, "rack B", Duration::hours(1)).await.unwrap();
+    let created = f
+        .service
+        .create_join_token(&proof, "rack B", Duration::hours(1))
+        .await
+        .unwrap();
     assert_eq!(created.token.status, "active");
     assert!(created.secret.starts_with("tsj_"));
 
-    let req = EnrollRequest { join_token: created.secret.clone(), hostname: "gpu-1".into() };
+    let req = EnrollRequest {
+        join_token: created.secret.clone(),
+        hostname: "gpu-1".into(),
+    };
     let first = f.service.enroll(&req).await.unwrap();
     assert!(first.credential.starts_with("tsh_"));
-    let again = f.service.enroll(&EnrollRequest { hostname: "gpu-2".into(), ..req.clone() }).await.unwrap_err();
+    let again = f
+        .service
+        .enroll(&EnrollRequest {
+            hostname: "gpu-2".into(),
+            ..req.clone()
+        })
+        .await
+        .unwrap_err();
     assert!(matches!(again, ServiceError::InvalidJoinToken));
     assert_eq!(again.status(), 401);
     assert_eq!(f.count("hosts").await, 1, "a reused token stores nothing");
@@ -101,10 +137,17 @@ async fn join_token_enrols_exactly_once() {
     assert_eq!(tokens[0].status, "used");
     assert_eq!(tokens[0].used_by_host.as_deref(), Some("gpu-1"));
     // The credential is stored hashed only.
-    let host = f.service.authenticate_host(&first.credential).await.unwrap();
+    let host = f
+        .service
+        .authenticate_host(&first.credential)
+        .await
+        .unwrap();
     assert_eq!(host.hostname, "gpu-1");
     use sea_orm::EntityTrait;
-    let stored = tessera_service::entity::host::Entity::find().all(f.service.db()).await.unwrap();
+    let stored = tessera_service::entity::host::Entity::find()
+        .all(f.service.db())
+        .await
+        .unwrap();
     assert_ne!(stored[0].credential_hash, first.credential);
 }
 
@@ -113,15 +156,37 @@ async fn expired_revoked_and_unknown_tokens_are_refused() {
     let f = fixture().await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let expiring = f.service.create_join_token(&proof, "short", Duration::minutes(5)).await.unwrap();
-    let revoked = f.service.create_join_token(&proof, "revoked", Duration::hours(1)).await.unwrap();
-    f.service.revoke_join_token(&proof, revoked.token.id).await.unwrap();
-    let err = f.service.revoke_join_token(&proof, revoked.token.id).await.unwrap_err();
+    let expiring = f
+        .service
+        .create_join_token(&proof, "short", Duration::minutes(5))
+        .await
+        .unwrap();
+    let revoked = f
+        .service
+        .create_join_token(&proof, "revoked", Duration::hours(1))
+        .await
+        .unwrap();
+    f.service
+        .revoke_join_token(&proof, revoked.token.id)
+        .await
+        .unwrap();
+    let err = f
+        .service
+        .revoke_join_token(&proof, revoked.token.id)
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), 409, "revoking twice is a conflict");
     f.clock.advance(Duration::minutes(6));
 
     for secret in [expiring.secret, revoked.secret, "tsj_nonsense".to_owned()] {
-        let err = f.service.enroll(&EnrollRequest { join_token: secret, hostname: "h".into() }).await.unwrap_err();
+        let err = f
+            .service
+            .enroll(&EnrollRequest {
+                join_token: secret,
+                hostname: "h".into(),
+            })
+            .await
+            .unwrap_err();
         assert!(matches!(err, ServiceError::InvalidJoinToken), "{err:?}");
     }
     assert_eq!(f.count("hosts").await, 0);
@@ -132,14 +197,33 @@ async fn join_token_input_is_validated() {
     let f = fixture().await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let err = f.service.create_join_token(&proof, "  ", Duration::hours(1)).await.unwrap_err();
+    let err = f
+        .service
+        .create_join_token(&proof, "  ", Duration::hours(1))
+        .await
+        .unwrap_err();
     assert!(err.to_string().starts_with("description:"), "{err}");
-    let err = f.service.create_join_token(&proof, "x", Duration::days(31)).await.unwrap_err();
+    let err = f
+        .service
+        .create_join_token(&proof, "x", Duration::days(31))
+        .await
+        .unwrap_err();
     assert!(err.to_string().starts_with("ttl:"), "{err}");
-    let err = f.service.create_join_token(&proof, "x", Duration::zero()).await.unwrap_err();
+    let err = f
+        .service
+        .create_join_token(&proof, "x", Duration::zero())
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), 400);
     assert_eq!(f.count("join_tokens").await, 0);
-    let err = f.service.enroll(&EnrollRequest { join_token: "x".into(), hostname: "bad host!".into() }).await.unwrap_err();
+    let err = f
+        .service
+        .enroll(&EnrollRequest {
+            join_token: "x".into(),
+            hostname: "bad host!".into(),
+        })
+        .await
+        .unwrap_err();
     assert!(err.to_string().starts_with("hostname:"), "{err}");
 }
 
@@ -148,11 +232,18 @@ async fn concurrent_enrolments_with_one_token_have_one_winner() {
     let f = fixture().await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let created = f.service.create_join_token(&proof, "race", Duration::hours(1)).await.unwrap();
+    let created = f
+        .service
+        .create_join_token(&proof, "race", Duration::hours(1))
+        .await
+        .unwrap();
     let tasks: Vec<_> = (0..16)
         .map(|i| {
             let service = f.service.clone();
-            let req = EnrollRequest { join_token: created.secret.clone(), hostname: format!("racer-{i}") };
+            let req = EnrollRequest {
+                join_token: created.secret.clone(),
+                hostname: format!("racer-{i}"),
+            };
             tokio::spawn(async move { service.enroll(&req).await })
         })
         .collect();
@@ -177,28 +268,59 @@ async fn reports_replace_gpus_and_only_for_the_own_host() {
     let proof = admin.require_platform_admin().unwrap();
     let mut creds = Vec::new();
     for name in ["gpu-a", "gpu-b"] {
-        let t = f.service.create_join_token(&proof, name, Duration::hours(1)).await.unwrap();
-        let r = f.service.enroll(&EnrollRequest { join_token: t.secret, hostname: name.into() }).await.unwrap();
+        let t = f
+            .service
+            .create_join_token(&proof, name, Duration::hours(1))
+            .await
+            .unwrap();
+        let r = f
+            .service
+            .enroll(&EnrollRequest {
+                join_token: t.secret,
+                hostname: name.into(),
+            })
+            .await
+            .unwrap();
         creds.push(f.service.authenticate_host(&r.credential).await.unwrap());
     }
-    f.service.record_report(&creds[0], &report("gpu-a", 4, "aaaa")).await.unwrap();
-    f.service.record_report(&creds[1], &report("gpu-b", 2, "bbbb")).await.unwrap();
+    f.service
+        .record_report(&creds[0], &report("gpu-a", 4, "aaaa"))
+        .await
+        .unwrap();
+    f.service
+        .record_report(&creds[1], &report("gpu-b", 2, "bbbb"))
+        .await
+        .unwrap();
     assert_eq!(f.count("gpus").await, 6);
 
     // Reporting as another host is forbidden and changes nothing.
-    let err = f.service.record_report(&creds[0], &report("gpu-b", 1, "cccc")).await.unwrap_err();
+    let err = f
+        .service
+        .record_report(&creds[0], &report("gpu-b", 1, "cccc"))
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), 403);
     // Claiming another host's GPU is a conflict.
-    let err = f.service.record_report(&creds[0], &report("gpu-a", 2, "bbbb")).await.unwrap_err();
+    let err = f
+        .service
+        .record_report(&creds[0], &report("gpu-a", 2, "bbbb"))
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), 409);
     assert_eq!(f.count("gpus").await, 6);
 
     // A GPU gone from the report is gone from the fleet.
-    f.service.record_report(&creds[0], &report("gpu-a", 3, "aaaa")).await.unwrap();
+    f.service
+        .record_report(&creds[0], &report("gpu-a", 3, "aaaa"))
+        .await
+        .unwrap();
     let fleet = f.service.fleet_view(&proof).await.unwrap();
     let a = fleet.hosts.iter().find(|h| h.hostname == "gpu-a").unwrap();
     assert_eq!(a.gpus.len(), 3);
-    assert_eq!(a.gpus[0].model, "H100-80GB", "NVML names resolve to catalogue models");
+    assert_eq!(
+        a.gpus[0].model, "H100-80GB",
+        "NVML names resolve to catalogue models"
+    );
     assert!(a.gpus[0].mig_enabled && !a.gpus[1].mig_enabled);
     assert_eq!(a.cpu_milli, 64_000);
 }
@@ -208,25 +330,52 @@ async fn malformed_reports_name_the_field_and_store_nothing() {
     let f = fixture().await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let t = f.service.create_join_token(&proof, "h", Duration::hours(1)).await.unwrap();
-    let r = f.service.enroll(&EnrollRequest { join_token: t.secret, hostname: "h".into() }).await.unwrap();
+    let t = f
+        .service
+        .create_join_token(&proof, "h", Duration::hours(1))
+        .await
+        .unwrap();
+    let r = f
+        .service
+        .enroll(&EnrollRequest {
+            join_token: t.secret,
+            hostname: "h".into(),
+        })
+        .await
+        .unwrap();
     let host = f.service.authenticate_host(&r.credential).await.unwrap();
 
-    let cases: Vec<(Box<dyn Fn(&mut HostReport)>, &str)> = vec![
+    type Mutation = Box<dyn Fn(&mut HostReport)>;
+    let cases: Vec<(Mutation, &str)> = vec![
         (Box::new(|r| r.gpus[1].uuid = "nope".into()), "gpus[1].uuid"),
         (Box::new(|r| r.gpus[0].memory_mib = 0), "gpus[0].memory_mib"),
         (Box::new(|r| r.gpus[1].index = 0), "gpus"),
-        (Box::new(|r| r.gpus[0].nvlink_peers = vec![9]), "gpus[0].nvlink_peers"),
-        (Box::new(|r| { r.gpus[0].mig_capable = false; r.gpus[0].mig_enabled = true; }), "gpus[0].mig_enabled"),
+        (
+            Box::new(|r| r.gpus[0].nvlink_peers = vec![9]),
+            "gpus[0].nvlink_peers",
+        ),
+        (
+            Box::new(|r| {
+                r.gpus[0].mig_capable = false;
+                r.gpus[0].mig_enabled = true;
+            }),
+            "gpus[0].mig_enabled",
+        ),
         (Box::new(|r| r.cpu_milli = 0), "cpu_milli"),
-        (Box::new(|r| r.gpus[1].uuid = r.gpus[0].uuid.clone()), "gpus[1].uuid"),
+        (
+            Box::new(|r| r.gpus[1].uuid = r.gpus[0].uuid.clone()),
+            "gpus[1].uuid",
+        ),
     ];
     for (mutate, field) in cases {
         let mut bad = report("h", 2, "dddd");
         mutate(&mut bad);
         let err = f.service.record_report(&host, &bad).await.unwrap_err();
         assert_eq!(err.status(), 400, "{err}");
-        assert!(err.to_string().starts_with(&format!("{field}:")), "expected {field}, got {err}");
+        assert!(
+            err.to_string().starts_with(&format!("{field}:")),
+            "expected {field}, got {err}"
+        );
     }
     assert_eq!(f.count("gpus").await, 0);
 }
@@ -236,18 +385,45 @@ async fn hosts_turn_offline_after_the_grace_period() {
     let f = fixture().await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let t = f.service.create_join_token(&proof, "h", Duration::hours(1)).await.unwrap();
-    let r = f.service.enroll(&EnrollRequest { join_token: t.secret, hostname: "h".into() }).await.unwrap();
+    let t = f
+        .service
+        .create_join_token(&proof, "h", Duration::hours(1))
+        .await
+        .unwrap();
+    let r = f
+        .service
+        .enroll(&EnrollRequest {
+            join_token: t.secret,
+            hostname: "h".into(),
+        })
+        .await
+        .unwrap();
     let host = f.service.authenticate_host(&r.credential).await.unwrap();
     let status = |fleet: tessera_protocol::views::FleetView| fleet.hosts[0].status;
 
-    assert_eq!(status(f.service.fleet_view(&proof).await.unwrap()), HostStatus::Offline, "never reported");
-    f.service.record_report(&host, &report("h", 1, "eeee")).await.unwrap();
-    assert_eq!(status(f.service.fleet_view(&proof).await.unwrap()), HostStatus::Online);
+    assert_eq!(
+        status(f.service.fleet_view(&proof).await.unwrap()),
+        HostStatus::Offline,
+        "never reported"
+    );
+    f.service
+        .record_report(&host, &report("h", 1, "eeee"))
+        .await
+        .unwrap();
+    assert_eq!(
+        status(f.service.fleet_view(&proof).await.unwrap()),
+        HostStatus::Online
+    );
     f.clock.advance(Duration::seconds(30));
-    assert_eq!(status(f.service.fleet_view(&proof).await.unwrap()), HostStatus::Online);
+    assert_eq!(
+        status(f.service.fleet_view(&proof).await.unwrap()),
+        HostStatus::Online
+    );
     f.clock.advance(Duration::seconds(1));
-    assert_eq!(status(f.service.fleet_view(&proof).await.unwrap()), HostStatus::Offline);
+    assert_eq!(
+        status(f.service.fleet_view(&proof).await.unwrap()),
+        HostStatus::Offline
+    );
 }
 
 #[tokio::test]
@@ -256,20 +432,54 @@ async fn every_mutation_leaves_exactly_one_audit_event() {
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
     let before = f.audit_actions().await.len();
-    let t = f.service.create_join_token(&proof, "audited", Duration::hours(1)).await.unwrap();
-    let t2 = f.service.create_join_token(&proof, "audited 2", Duration::hours(1)).await.unwrap();
-    f.service.revoke_join_token(&proof, t2.token.id).await.unwrap();
-    let r = f.service.enroll(&EnrollRequest { join_token: t.secret, hostname: "aud".into() }).await.unwrap();
+    let t = f
+        .service
+        .create_join_token(&proof, "audited", Duration::hours(1))
+        .await
+        .unwrap();
+    let t2 = f
+        .service
+        .create_join_token(&proof, "audited 2", Duration::hours(1))
+        .await
+        .unwrap();
+    f.service
+        .revoke_join_token(&proof, t2.token.id)
+        .await
+        .unwrap();
+    let r = f
+        .service
+        .enroll(&EnrollRequest {
+            join_token: t.secret,
+            hostname: "aud".into(),
+        })
+        .await
+        .unwrap();
     let host = f.service.authenticate_host(&r.credential).await.unwrap();
-    f.service.record_report(&host, &report("aud", 1, "ffff")).await.unwrap();
-    f.service.record_report(&host, &report("aud", 1, "ffff")).await.unwrap();
+    f.service
+        .record_report(&host, &report("aud", 1, "ffff"))
+        .await
+        .unwrap();
+    f.service
+        .record_report(&host, &report("aud", 1, "ffff"))
+        .await
+        .unwrap();
     let actions = f.audit_actions().await;
     assert_eq!(
         &actions[before..],
-        &["join_token.create", "join_token.create", "join_token.revoke", "host.enroll", "host.first_report"]
+        &[
+            "join_token.create",
+            "join_token.create",
+            "join_token.revoke",
+            "host.enroll",
+            "host.first_report"
+        ]
     );
     // A refused action leaves no event.
-    let _ = f.service.revoke_join_token(&proof, t2.token.id).await.unwrap_err();
+    let _ = f
+        .service
+        .revoke_join_token(&proof, t2.token.id)
+        .await
+        .unwrap_err();
     assert_eq!(f.audit_actions().await.len(), actions.len());
 }
 
@@ -279,6 +489,11 @@ async fn tenants_sync_from_config_idempotently() {
     assert_eq!(f.count("tenants").await, 2);
     f.service.sync_tenants().await.unwrap();
     assert_eq!(f.count("tenants").await, 2);
-    let creates = f.audit_actions().await.iter().filter(|a| *a == "tenant.create").count();
+    let creates = f
+        .audit_actions()
+        .await
+        .iter()
+        .filter(|a| *a == "tenant.create")
+        .count();
     assert_eq!(creates, 2);
 }

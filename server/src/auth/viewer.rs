@@ -11,7 +11,12 @@ use tower_sessions::Session;
 /// Paths that are not pages: they need no redirect to the login.
 fn is_page(path: &str) -> bool {
     let non_page_prefixes = [
-        "/api/", "/auth/", "/pkg/", "/healthz", "/readyz", "/metrics",
+        "/api/",
+        "/auth/",
+        "/pkg/",
+        "/healthz",
+        "/readyz",
+        "/metrics",
         // Where the IdP sends the browser after logout: public.
         "/signed-out",
     ];
@@ -124,7 +129,10 @@ mod tests {
         assert!(!is_page("/auth/callback"));
         assert!(!is_page("/favicon.svg"));
         assert!(!is_page("/healthz"));
-        assert!(!is_page("/signed-out"), "public: where the IdP sends users after logout");
+        assert!(
+            !is_page("/signed-out"),
+            "public: where the IdP sends users after logout"
+        );
     }
 
     #[test]

@@ -14,7 +14,9 @@ pub struct TestClock(Mutex<DateTime<Utc>>);
 
 impl TestClock {
     pub fn new() -> Arc<Self> {
-        Arc::new(Self(Mutex::new(Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap())))
+        Arc::new(Self(Mutex::new(
+            Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap(),
+        )))
     }
     pub fn advance(&self, d: Duration) {
         let mut t = self.0.lock().unwrap();
@@ -55,12 +57,17 @@ async fn fresh_url() -> String {
     match std::env::var("TESSERA_TEST_POSTGRES_URL") {
         Ok(admin_url) if !admin_url.is_empty() => {
             let name = format!("tessera_t_{}", random_suffix());
-            let admin = Database::connect(&admin_url).await.expect("connect to PostgreSQL");
+            let admin = Database::connect(&admin_url)
+                .await
+                .expect("connect to PostgreSQL");
             admin
                 .execute_unprepared(&format!("CREATE DATABASE {name}"))
                 .await
                 .expect("create test database");
-            let base = admin_url.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap();
+            let base = admin_url
+                .rsplit_once('/')
+                .map(|(b, _)| b.to_owned())
+                .unwrap();
             format!("{base}/{name}")
         }
         _ => {
@@ -129,12 +136,15 @@ impl Fixture {
             n: i64,
         }
         let backend = self.service.db().get_database_backend();
-        N::find_by_statement(Statement::from_string(backend, format!("SELECT COUNT(*) AS n FROM {table}")))
-            .one(self.service.db())
-            .await
-            .unwrap()
-            .unwrap()
-            .n
+        N::find_by_statement(Statement::from_string(
+            backend,
+            format!("SELECT COUNT(*) AS n FROM {table}"),
+        ))
+        .one(self.service.db())
+        .await
+        .unwrap()
+        .unwrap()
+        .n
     }
 
     /// Audit actions recorded so far, oldest first.
