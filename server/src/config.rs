@@ -191,8 +191,14 @@ pub enum ConfigError {
 
 /// Prefix of configuration environment variables.
 pub const ENV_PREFIX: &str = "TESSERA_";
-/// Variables with the prefix that are not configuration keys.
-const NOT_KEYS: &[&str] = &["TESSERA_CONFIG", "TESSERA_LOG"];
+
+/// Whether an environment variable names a configuration key: the prefix, then
+/// `SECTION__KEY`. Others with the prefix (`TESSERA_CONFIG`, `TESSERA_LOG`, the
+/// agent's `TESSERA_SERVER`, ...) are not configuration.
+fn is_config_var(name: &str) -> bool {
+    name.strip_prefix(ENV_PREFIX)
+        .is_some_and(|rest| rest.contains("__"))
+}
 
 impl Config {
     /// Loads `path` (if given) and applies `env` overrides.
@@ -218,10 +224,8 @@ impl Config {
         let mut root: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
-        let mut overrides: Vec<(String, String)> = env
-            .into_iter()
-            .filter(|(k, _)| k.starts_with(ENV_PREFIX) && !NOT_KEYS.contains(&k.as_str()))
-            .collect();
+        let mut overrides: Vec<(String, String)> =
+            env.into_iter().filter(|(k, _)| is_config_var(k)).collect();
         overrides.sort();
         for (key, value) in overrides {
             apply_override(&mut root, &key, &value)?;
@@ -345,6 +349,7 @@ client_secret = "s3cret"
                 ("TESSERA_DATABASE__URL", "postgres://localhost/x"),
                 ("TESSERA_AGENTS__OFFLINE_AFTER_SECONDS", "7"),
                 ("TESSERA_CONFIG", "ignored.toml"),
+                ("TESSERA_TEST_POSTGRES_URL", "postgres://elsewhere"),
                 ("PATH", "/bin"),
             ]),
         )

@@ -330,20 +330,7 @@ async fn malformed_reports_name_the_field_and_store_nothing() {
     let f = fixture().await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let t = f
-        .service
-        .create_join_token(&proof, "h", Duration::hours(1))
-        .await
-        .unwrap();
-    let r = f
-        .service
-        .enroll(&EnrollRequest {
-            join_token: t.secret,
-            hostname: "h".into(),
-        })
-        .await
-        .unwrap();
-    let host = f.service.authenticate_host(&r.credential).await.unwrap();
+    let host = f.enrolled_host("h").await;
 
     type Mutation = Box<dyn Fn(&mut HostReport)>;
     let cases: Vec<(Mutation, &str)> = vec![
@@ -385,20 +372,7 @@ async fn hosts_turn_offline_after_the_grace_period() {
     let f = fixture().await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let t = f
-        .service
-        .create_join_token(&proof, "h", Duration::hours(1))
-        .await
-        .unwrap();
-    let r = f
-        .service
-        .enroll(&EnrollRequest {
-            join_token: t.secret,
-            hostname: "h".into(),
-        })
-        .await
-        .unwrap();
-    let host = f.service.authenticate_host(&r.credential).await.unwrap();
+    let host = f.enrolled_host("h").await;
     let status = |fleet: tessera_protocol::views::FleetView| fleet.hosts[0].status;
 
     assert_eq!(

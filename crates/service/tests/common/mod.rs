@@ -128,6 +128,29 @@ impl Fixture {
         self.login("root", &["platform"]).await
     }
 
+    /// A host enrolled with a fresh join token.
+    pub async fn enrolled_host(&self, hostname: &str) -> tessera_service::fleet::AuthenticatedHost {
+        let admin = self.admin().await;
+        let proof = admin.require_platform_admin().unwrap();
+        let token = self
+            .service
+            .create_join_token(&proof, hostname, Duration::hours(1))
+            .await
+            .unwrap();
+        let enrolled = self
+            .service
+            .enroll(&tessera_protocol::agent::EnrollRequest {
+                join_token: token.secret,
+                hostname: hostname.into(),
+            })
+            .await
+            .unwrap();
+        self.service
+            .authenticate_host(&enrolled.credential)
+            .await
+            .unwrap()
+    }
+
     /// Number of rows in a table.
     pub async fn count(&self, table: &str) -> i64 {
         use sea_orm::{FromQueryResult, Statement};
