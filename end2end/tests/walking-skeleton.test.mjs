@@ -127,6 +127,39 @@ describe('walking skeleton', () => {
     await context.close();
   });
 
+  it('refuses a callback with another nonce or a forged code, and starts no session', async () => {
+    const { context, page } = await newPage(stack);
+    const viewer = async () =>
+      (await context.request.post(`${stack.appUrl}/api/ui/get_viewer`, {
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        data: '',
+      })).text();
+    const startLogin = async () => {
+      const r = await context.request.get(`${stack.appUrl}/auth/login?next=/fleet`, { maxRedirects: 0 });
+      assert.equal(r.status(), 303);
+      return new URL(r.headers().location);
+    };
+
+    // The IdP is asked for a different nonce than the one this session expects:
+    // state and PKCE match, the id_token's nonce does not.
+    const authorize = await startLogin();
+    assert.equal(authorize.searchParams.get('code_challenge_method'), 'S256');
+    authorize.searchParams.set('nonce', 'nonce-chosen-by-an-attacker');
+    const callback = page.waitForResponse((r) => r.url().startsWith(`${stack.appUrl}/auth/callback`));
+    await page.goto(authorize.toString());
+    await signInAtIdp(page, 'alice');
+    assert.equal((await callback).status(), 400);
+    assert.match(await page.textContent('[data-test=error-message]'), /could not be verified/);
+    assert.equal(await viewer(), 'null');
+
+    // The right state with a forged code.
+    const second = await startLogin();
+    const forged = await page.goto(`${stack.appUrl}/auth/callback?code=forged&state=${second.searchParams.get('state')}`);
+    assert.equal(forged.status(), 400);
+    assert.equal(await viewer(), 'null');
+    await context.close();
+  });
+
   it('pages render before the WASM loads (server-side rendering)', async () => {
     const { context, page } = await newPage(stack);
     await signIn(stack, page, 'carol', '/');

@@ -2,7 +2,7 @@
 
 use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::config::Config;
-use crate::routes::{agent, health};
+use crate::routes::{agent, health, metrics};
 use crate::state::AppState;
 use axum::routing::{get, post};
 use axum::Router;
@@ -106,6 +106,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics))
         .nest(AGENT_API_PREFIX, agent_api)
         .merge(pages)
         .layer(tower_http::trace::TraceLayer::new_for_http())

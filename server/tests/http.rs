@@ -134,6 +134,39 @@ async fn health_and_readiness() {
 }
 
 #[tokio::test]
+async fn metrics_count_hosts_and_gpus() {
+    let app = app().await;
+    let credential = app.enroll("node-m").await;
+    app.post_json(
+        "/api/agent/v1/report",
+        Some(&credential),
+        &report("node-m").to_string(),
+    )
+    .await;
+    let _never_reported = app.enroll("node-silent").await;
+    let (status, headers, body) = app
+        .call(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    assert!(
+        body.contains("tessera_hosts{status=\"online\"} 1"),
+        "{body}"
+    );
+    assert!(
+        body.contains("tessera_hosts{status=\"offline\"} 1"),
+        "{body}"
+    );
+    assert!(
+        body.contains("tessera_gpus{model=\"L4\",mig=\"n/a\"} 1"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
 async fn enrol_and_report() {
     let app = app().await;
     let credential = app.enroll("node-1").await;

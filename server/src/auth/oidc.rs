@@ -381,7 +381,7 @@ pub async fn callback(
         .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier))
         .request_async(&state.oidc.http)
         .await
-        .map_err(|e| AuthError::BadToken(format!("token exchange: {e:?}")))?;
+        .map_err(|e| token_error(&state.oidc.issuer, e))?;
     let id_token = token
         .id_token()
         .ok_or_else(|| AuthError::BadToken("no id_token in token response".to_owned()))?;
@@ -438,6 +438,31 @@ pub async fn logout(
     Ok(Redirect::to(req.http_get_url().as_str()).into_response())
 }
 
+type TokenError<RE> = openidconnect::RequestTokenError<
+    RE,
+    openidconnect::StandardErrorResponse<openidconnect::core::CoreErrorResponseType>,
+>;
+
+/// Tells Tessera's own misconfiguration (wrong client credentials: 503) and an
+/// unreachable IdP (503) apart from a bad or replayed code (400).
+fn token_error<RE: std::error::Error + 'static>(issuer: &str, e: TokenError<RE>) -> AuthError {
+    use openidconnect::core::CoreErrorResponseType as T;
+    match e {
+        openidconnect::RequestTokenError::ServerResponse(resp) => match resp.error() {
+            T::InvalidClient | T::UnauthorizedClient => AuthError::Misconfigured(format!(
+                "the identity provider rejected Tessera's client credentials ({}); check oidc.client_id and oidc.client_secret",
+                resp.error().as_ref()
+            )),
+            other => AuthError::BadToken(format!("token endpoint: {}", other.as_ref())),
+        },
+        openidconnect::RequestTokenError::Request(err) => AuthError::IdpUnavailable {
+            issuer: issuer.to_owned(),
+            detail: err.to_string(),
+        },
+        other => AuthError::BadToken(format!("token exchange: {other}")),
+    }
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -461,6 +486,30 @@ mod tests {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+
+    fn server_error(
+        code: openidconnect::core::CoreErrorResponseType,
+    ) -> TokenError<std::io::Error> {
+        openidconnect::RequestTokenError::ServerResponse(openidconnect::StandardErrorResponse::new(
+            code, None, None,
+        ))
+    }
+
+    #[test]
+    fn token_errors_separate_misconfiguration_from_bad_codes() {
+        use openidconnect::core::CoreErrorResponseType as T;
+        let e = token_error("http://idp", server_error(T::InvalidClient));
+        assert!(matches!(e, AuthError::Misconfigured(_)), "{e:?}");
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.to_string().contains("oidc.client_secret"), "{e}");
+        let e = token_error("http://idp", server_error(T::InvalidGrant));
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        let e = token_error(
+            "http://idp",
+            TokenError::Request(std::io::Error::other("refused")),
+        );
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
     }
 
     #[test]

@@ -3,3 +3,4 @@
 pub mod agent;
 pub mod extract;
 pub mod health;
+pub mod metrics;

@@ -1,0 +1,66 @@
+//! `GET /metrics` in the Prometheus text format.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use std::fmt::Write;
+use tessera_service::fleet::FleetCounts;
+
+/// Renders fleet counts as Prometheus text.
+pub fn render(c: &FleetCounts) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# HELP tessera_build_info Tessera server version.");
+    let _ = writeln!(out, "# TYPE tessera_build_info gauge");
+    let _ = writeln!(
+        out,
+        "tessera_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    let _ = writeln!(out, "# HELP tessera_hosts Enrolled GPU hosts by liveness.");
+    let _ = writeln!(out, "# TYPE tessera_hosts gauge");
+    let _ = writeln!(out, "tessera_hosts{{status=\"online\"}} {}", c.hosts_online);
+    let _ = writeln!(
+        out,
+        "tessera_hosts{{status=\"offline\"}} {}",
+        c.hosts_offline
+    );
+    let _ = writeln!(out, "# HELP tessera_gpus GPUs by model and MIG mode.");
+    let _ = writeln!(out, "# TYPE tessera_gpus gauge");
+    for ((model, mig), n) in &c.gpus {
+        let model = model.replace('\\', "\\\\").replace('"', "\\\"");
+        let _ = writeln!(out, "tessera_gpus{{model=\"{model}\",mig=\"{mig}\"}} {n}");
+    }
+    out
+}
+
+/// The handler.
+pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let counts = state.service.fleet_counts().await?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        render(&counts),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let mut c = FleetCounts {
+            hosts_online: 2,
+            hosts_offline: 1,
+            ..Default::default()
+        };
+        c.gpus.insert(("H100-80GB".into(), "enabled"), 8);
+        c.gpus.insert(("odd \"name\"".into(), "n/a"), 1);
+        let text = render(&c);
+        assert!(text.contains("tessera_hosts{status=\"online\"} 2\n"));
+        assert!(text.contains("tessera_hosts{status=\"offline\"} 1\n"));
+        assert!(text.contains("tessera_gpus{model=\"H100-80GB\",mig=\"enabled\"} 8\n"));
+        assert!(text.contains("tessera_gpus{model=\"odd \\\"name\\\"\",mig=\"n/a\"} 1\n"));
+    }
+}
