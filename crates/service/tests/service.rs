@@ -328,8 +328,6 @@ async fn reports_replace_gpus_and_only_for_the_own_host() {
 #[tokio::test]
 async fn malformed_reports_name_the_field_and_store_nothing() {
     let f = fixture().await;
-    let admin = f.admin().await;
-    let proof = admin.require_platform_admin().unwrap();
     let host = f.enrolled_host("h").await;
 
     type Mutation = Box<dyn Fn(&mut HostReport)>;
