@@ -12,6 +12,8 @@ STATE="$ROOT/.demo"
 ensure_tools
 build_release
 mkdir -p "$STATE/agents"
+# Credentials belong to a database: without it, the agents enrol afresh.
+[ -f "$STATE/tessera.db" ] || rm -f "$STATE"/agents/*.credential
 
 pids=()
 cleanup() {

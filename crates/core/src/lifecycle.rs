@@ -4,22 +4,74 @@
 //!
 //! ```text
 //! requested ──place──▶ placed ──start_provisioning──▶ provisioning ──provisioned──▶ active
-//!     │                  ▲  │                              │                          │
-//!     └─no_capacity─▶ queued┘  └─capacity_lost─▶ queued     │                       release
-//!                                                          │                          ▼
-//!         release from requested / queued / placed ─▶ released ◀──released── releasing
-//!         fail from any live state ─▶ failed(reason); expire from any live state ─▶ expired
+//!   │    ▲              ▲  │                              │                          │
+//!   │  no_capacity      │  └─capacity_lost─▶ queued        │ release / expire / fail  │
+//!   │    │              │                                  ▼                          │
+//!   └─no_capacity─▶ queued ──place──┘             releasing{outcome} ◀───────────────┘
+//!                                                   │   ▲
+//!                                        released   │   └─ fail (teardown failed: stays,
+//!                                                   ▼        reason recorded, retried)
+//!                                   released | expired | failed(reason)   (per outcome)
+//!
+//! release from requested / queued / placed ─▶ released
+//! fail    from requested / queued / placed ─▶ failed(reason)
+//! expire  from requested / queued / placed ─▶ expired
 //! ```
 //!
+//! Nothing is on a GPU before `provisioning`, so those three end at once.
+//! From `provisioning` and `active` the slice may exist on the GPU, so
+//! `release`, `expire` and `fail` all go through `releasing`, which remembers
+//! how the allocation will end ([`ReleaseOutcome`]) and keeps holding capacity
+//! until the agent reports the slice gone (`released`). A teardown failure
+//! (`fail` while `releasing`) keeps the allocation there, with the reason
+//! recorded, so the agent retries and the capacity is never handed out twice.
+//!
 //! `released`, `failed` and `expired` are terminal. Only `placed`,
-//! `provisioning`, `active` and `releasing` hold capacity; the agent tears
-//! down whatever a terminal allocation left on a GPU by reconciling against
-//! the desired state, which no longer contains it.
+//! `provisioning`, `active` and `releasing` hold capacity.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+/// How an allocation in [`AllocationState::Releasing`] ends once the agent
+/// has torn its slice down.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReleaseOutcome {
+    /// Given back by the tenant or an admin: ends [`AllocationState::Released`].
+    #[default]
+    Released,
+    /// Its lease ended: ends [`AllocationState::Expired`].
+    Expired,
+    /// It broke: ends [`AllocationState::Failed`] with this reason.
+    Failed {
+        /// What went wrong, for the tenant.
+        reason: String,
+    },
+}
+
+impl ReleaseOutcome {
+    /// Snake-case name, as serialized.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Released => "released",
+            Self::Expired => "expired",
+            Self::Failed { .. } => "failed",
+        }
+    }
+
+    /// The terminal state this outcome finalises to.
+    pub fn final_state(&self) -> AllocationState {
+        match self {
+            Self::Released => AllocationState::Released,
+            Self::Expired => AllocationState::Expired,
+            Self::Failed { reason } => AllocationState::Failed {
+                reason: reason.clone(),
+            },
+        }
+    }
+}
 
 /// Where an allocation is in its life.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -35,8 +87,17 @@ pub enum AllocationState {
     Provisioning,
     /// Usable by the tenant.
     Active,
-    /// The agent is tearing the slice down.
-    Releasing,
+    /// The agent is tearing the slice down; capacity stays held until it
+    /// reports the slice gone.
+    Releasing {
+        /// How the allocation ends afterwards (`released` when absent, as
+        /// stored before outcomes existed).
+        #[serde(default)]
+        outcome: ReleaseOutcome,
+        /// Why the last teardown attempt failed, if it did; the agent retries.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        teardown_error: Option<String>,
+    },
     /// Gone, on request.
     Released,
     /// Could not be provisioned or broke.
@@ -49,6 +110,14 @@ pub enum AllocationState {
 }
 
 impl AllocationState {
+    /// `Releasing` towards `outcome`, with no teardown failure yet.
+    pub fn releasing(outcome: ReleaseOutcome) -> Self {
+        Self::Releasing {
+            outcome,
+            teardown_error: None,
+        }
+    }
+
     /// Snake-case name, as serialized.
     pub fn name(&self) -> &'static str {
         match self {
@@ -57,7 +126,7 @@ impl AllocationState {
             Self::Placed => "placed",
             Self::Provisioning => "provisioning",
             Self::Active => "active",
-            Self::Releasing => "releasing",
+            Self::Releasing { .. } => "releasing",
             Self::Released => "released",
             Self::Failed { .. } => "failed",
             Self::Expired => "expired",
@@ -73,7 +142,7 @@ impl AllocationState {
     pub fn holds_capacity(&self) -> bool {
         matches!(
             self,
-            Self::Placed | Self::Provisioning | Self::Active | Self::Releasing
+            Self::Placed | Self::Provisioning | Self::Active | Self::Releasing { .. }
         )
     }
 }
@@ -88,7 +157,7 @@ impl fmt::Display for AllocationState {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum AllocationEvent {
-    /// Placement found no capacity.
+    /// Placement found no capacity (again, when already queued).
     NoCapacity,
     /// Placement chose a GPU.
     Place,
@@ -100,9 +169,9 @@ pub enum AllocationEvent {
     Provisioned,
     /// The tenant (or an admin) gives it back.
     Release,
-    /// The agent reported the slice gone.
+    /// The agent reported the slice gone (teardown done).
     Released,
-    /// Something broke.
+    /// Something broke; while releasing, the teardown itself failed.
     Fail {
         /// What went wrong.
         reason: String,
@@ -158,19 +227,30 @@ pub fn transition(
 ) -> Result<AllocationState, TransitionError> {
     use AllocationEvent as E;
     use AllocationState as S;
+    use ReleaseOutcome as O;
     let next = match (state, event) {
-        (S::Requested, E::NoCapacity) => S::Queued,
+        (S::Requested | S::Queued, E::NoCapacity) => S::Queued,
         (S::Requested | S::Queued, E::Place) => S::Placed,
         (S::Placed, E::CapacityLost) => S::Queued,
         (S::Placed, E::StartProvisioning) => S::Provisioning,
         (S::Provisioning, E::Provisioned) => S::Active,
+        // Nothing is on a GPU yet: end at once.
         (S::Requested | S::Queued | S::Placed, E::Release) => S::Released,
-        (S::Provisioning | S::Active, E::Release) => S::Releasing,
-        (S::Releasing, E::Released) => S::Released,
-        (s, E::Fail { reason }) if !s.is_terminal() => S::Failed {
+        (S::Requested | S::Queued | S::Placed, E::Expire) => S::Expired,
+        (S::Requested | S::Queued | S::Placed, E::Fail { reason }) => S::Failed {
             reason: reason.clone(),
         },
-        (s, E::Expire) if !s.is_terminal() && *s != S::Releasing => S::Expired,
+        // The slice may exist on a GPU: tear it down first.
+        (S::Provisioning | S::Active, E::Release) => S::releasing(O::Released),
+        (S::Provisioning | S::Active, E::Expire) => S::releasing(O::Expired),
+        (S::Provisioning | S::Active, E::Fail { reason }) => S::releasing(O::Failed {
+            reason: reason.clone(),
+        }),
+        (S::Releasing { outcome, .. }, E::Released) => outcome.final_state(),
+        (S::Releasing { outcome, .. }, E::Fail { reason }) => S::Releasing {
+            outcome: outcome.clone(),
+            teardown_error: Some(reason.clone()),
+        },
         _ => return Err(TransitionError::allocation(state, event)),
     };
     Ok(next)

@@ -4,6 +4,23 @@ use super::*;
 use AllocationEvent as E;
 use AllocationState as S;
 
+fn releasing(outcome: ReleaseOutcome) -> S {
+    S::releasing(outcome)
+}
+
+fn failed_outcome() -> ReleaseOutcome {
+    ReleaseOutcome::Failed {
+        reason: "boom".into(),
+    }
+}
+
+fn retrying() -> S {
+    S::Releasing {
+        outcome: ReleaseOutcome::Released,
+        teardown_error: Some("boom".into()),
+    }
+}
+
 fn all_states() -> Vec<S> {
     vec![
         S::Requested,
@@ -11,7 +28,10 @@ fn all_states() -> Vec<S> {
         S::Placed,
         S::Provisioning,
         S::Active,
-        S::Releasing,
+        releasing(ReleaseOutcome::Released),
+        releasing(ReleaseOutcome::Expired),
+        releasing(failed_outcome()),
+        retrying(),
         S::Released,
         S::Failed { reason: "x".into() },
         S::Expired,
@@ -35,36 +55,64 @@ fn all_events() -> Vec<E> {
 }
 
 fn legal() -> Vec<(S, E, S)> {
+    use ReleaseOutcome as O;
     let failed = S::Failed {
         reason: "boom".into(),
     };
     let fail = E::Fail {
         reason: "boom".into(),
     };
+    let teardown_failed = |outcome: O| S::Releasing {
+        outcome,
+        teardown_error: Some("boom".into()),
+    };
     vec![
         (S::Requested, E::NoCapacity, S::Queued),
+        (S::Queued, E::NoCapacity, S::Queued),
         (S::Requested, E::Place, S::Placed),
         (S::Queued, E::Place, S::Placed),
         (S::Placed, E::CapacityLost, S::Queued),
         (S::Placed, E::StartProvisioning, S::Provisioning),
         (S::Provisioning, E::Provisioned, S::Active),
+        // Nothing on a GPU yet: immediate.
         (S::Requested, E::Release, S::Released),
         (S::Queued, E::Release, S::Released),
         (S::Placed, E::Release, S::Released),
-        (S::Provisioning, E::Release, S::Releasing),
-        (S::Active, E::Release, S::Releasing),
-        (S::Releasing, E::Released, S::Released),
         (S::Requested, fail.clone(), failed.clone()),
         (S::Queued, fail.clone(), failed.clone()),
         (S::Placed, fail.clone(), failed.clone()),
-        (S::Provisioning, fail.clone(), failed.clone()),
-        (S::Active, fail.clone(), failed.clone()),
-        (S::Releasing, fail, failed),
         (S::Requested, E::Expire, S::Expired),
         (S::Queued, E::Expire, S::Expired),
         (S::Placed, E::Expire, S::Expired),
-        (S::Provisioning, E::Expire, S::Expired),
-        (S::Active, E::Expire, S::Expired),
+        // On a GPU: through teardown.
+        (S::Provisioning, E::Release, releasing(O::Released)),
+        (S::Active, E::Release, releasing(O::Released)),
+        (S::Provisioning, E::Expire, releasing(O::Expired)),
+        (S::Active, E::Expire, releasing(O::Expired)),
+        (S::Provisioning, fail.clone(), releasing(failed_outcome())),
+        (S::Active, fail.clone(), releasing(failed_outcome())),
+        // Teardown done: finalise per outcome.
+        (releasing(O::Released), E::Released, S::Released),
+        (releasing(O::Expired), E::Released, S::Expired),
+        (releasing(failed_outcome()), E::Released, failed),
+        (retrying(), E::Released, S::Released),
+        // Teardown failed: stay, holding capacity, with the reason.
+        (
+            releasing(O::Released),
+            fail.clone(),
+            teardown_failed(O::Released),
+        ),
+        (
+            releasing(O::Expired),
+            fail.clone(),
+            teardown_failed(O::Expired),
+        ),
+        (
+            releasing(failed_outcome()),
+            fail.clone(),
+            teardown_failed(failed_outcome()),
+        ),
+        (retrying(), fail, teardown_failed(O::Released)),
     ]
 }
 
@@ -74,7 +122,7 @@ fn every_legal_transition() {
         assert_eq!(
             transition(&from, &event),
             Ok(to),
-            "{from} --{}-->",
+            "{from:?} --{}-->",
             event.name()
         );
     }
@@ -86,12 +134,10 @@ fn every_other_pair_is_a_typed_error() {
     let mut illegal = 0;
     for from in all_states() {
         for event in all_events() {
-            let allowed = legal
-                .iter()
-                .any(|(f, e, _)| f.name() == from.name() && e == &event);
+            let allowed = legal.iter().any(|(f, e, _)| f == &from && e == &event);
             let result = transition(&from, &event);
             if allowed {
-                assert!(result.is_ok(), "{from} {}", event.name());
+                assert!(result.is_ok(), "{from:?} {}", event.name());
             } else {
                 illegal += 1;
                 let err = result.unwrap_err();
@@ -100,7 +146,72 @@ fn every_other_pair_is_a_typed_error() {
             }
         }
     }
-    assert_eq!(illegal, 9 * 9 - 23);
+    assert_eq!(legal.len(), 30);
+    assert_eq!(illegal, 12 * 9 - 30);
+}
+
+#[test]
+fn capacity_is_held_until_teardown_is_done() {
+    for (event, end) in [
+        (E::Release, S::Released),
+        (E::Expire, S::Expired),
+        (
+            E::Fail {
+                reason: "xid 79".into(),
+            },
+            S::Failed {
+                reason: "xid 79".into(),
+            },
+        ),
+    ] {
+        for from in [S::Provisioning, S::Active] {
+            let tearing = transition(&from, &event).unwrap();
+            assert_eq!(tearing.name(), "releasing");
+            assert!(tearing.holds_capacity(), "{from} --{}-->", event.name());
+            let retry = transition(
+                &tearing,
+                &E::Fail {
+                    reason: "GPU instance busy".into(),
+                },
+            )
+            .unwrap();
+            assert!(retry.holds_capacity());
+            assert!(matches!(
+                &retry,
+                S::Releasing { teardown_error: Some(r), .. } if r == "GPU instance busy"
+            ));
+            let done = transition(&retry, &E::Released).unwrap();
+            assert_eq!(done, end);
+            assert!(!done.holds_capacity());
+        }
+    }
+}
+
+#[test]
+fn releasing_serializes_its_outcome_and_reads_old_rows() {
+    let json = serde_json::to_value(S::releasing(ReleaseOutcome::Expired)).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"state": "releasing", "outcome": {"kind": "expired"}})
+    );
+    let retry = S::Releasing {
+        outcome: ReleaseOutcome::Failed {
+            reason: "ecc".into(),
+        },
+        teardown_error: Some("busy".into()),
+    };
+    let json = serde_json::to_value(&retry).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "state": "releasing",
+            "outcome": {"kind": "failed", "reason": "ecc"},
+            "teardown_error": "busy"
+        })
+    );
+    assert_eq!(serde_json::from_value::<S>(json).unwrap(), retry);
+    let old: S = serde_json::from_str(r#"{"state":"releasing"}"#).unwrap();
+    assert_eq!(old, S::releasing(ReleaseOutcome::Released));
 }
 
 #[test]
@@ -113,7 +224,7 @@ fn terminal_states_accept_nothing_and_hold_nothing() {
             }
         }
     }
-    assert!(S::Releasing.holds_capacity());
+    assert!(S::releasing(ReleaseOutcome::Released).holds_capacity());
     assert!(!S::Queued.holds_capacity());
 }
 

@@ -82,7 +82,7 @@ async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> 
     };
     let login_at = session.get::<i64>(keys::LOGIN_AT).await?.unwrap_or(0);
     let max_age = state.config.session.absolute_timeout_hours * 3600;
-    if chrono::Utc::now().timestamp() - login_at > max_age {
+    if past_absolute_timeout(login_at, chrono::Utc::now().timestamp(), max_age) {
         session.flush().await?;
         return Ok(Viewer(None));
     }
@@ -94,6 +94,12 @@ async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> 
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether a session that logged in at `login_at` (Unix seconds) is older than
+/// `max_age_s` at `now`, used or not.
+pub fn past_absolute_timeout(login_at: i64, now: i64, max_age_s: i64) -> bool {
+    now.saturating_sub(login_at) > max_age_s
 }
 
 /// Percent-encodes a return path for a query parameter.
@@ -132,6 +138,17 @@ mod tests {
         assert!(
             !is_page("/signed-out"),
             "public: where the IdP sends users after logout"
+        );
+    }
+
+    #[test]
+    fn absolute_timeout_counts_from_login() {
+        let day = 24 * 3600;
+        assert!(!past_absolute_timeout(1_000, 1_000 + day, day));
+        assert!(past_absolute_timeout(1_000, 1_000 + day + 1, day));
+        assert!(
+            past_absolute_timeout(0, 1_800_000_000, day),
+            "a session without a login time is expired"
         );
     }
 

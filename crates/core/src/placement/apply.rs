@@ -1,5 +1,6 @@
 //! Applying a decision to the fleet (and undoing it), all or nothing.
 
+use crate::mig::MigPlacement;
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
 use super::decision::{Decision, Slice};
@@ -82,6 +83,14 @@ impl Fleet {
                 return Err(conflict(format!("GPU {device} listed twice")));
             }
             let slot = self.slots[agg.first as usize + pos];
+            if way == Way::Give && slot.allocated && matches!(decision.slice, Slice::Shared { .. })
+            {
+                // Keeps "allocated ⇒ no free capacity" true.
+                return Err(ApplyError::HeldWhole {
+                    host: host_id.clone(),
+                    index: *device,
+                });
+            }
             let new = self
                 .changed_slot(slot, &decision.slice, way)
                 .map_err(&conflict)?;
@@ -116,10 +125,22 @@ impl Fleet {
                         *memory_free = MemMiB(new.mem_free);
                         *clients = new.clients;
                     }
-                    (GpuMode::Mig { layout }, Slice::Mig(placement)) => match way {
-                        Way::Take => layout.push(placement.clone()),
-                        Way::Give => layout.retain(|p| p != placement),
-                    },
+                    (GpuMode::Mig { layout }, Slice::Mig(placement)) => {
+                        // The layout holds canonical names (see `Fleet::new`).
+                        let placement = self
+                            .models
+                            .get(usize::from(new.model))
+                            .and_then(|m| m.mig.as_ref())
+                            .and_then(|t| t.canonical_name(&placement.profile))
+                            .map_or_else(
+                                || placement.clone(),
+                                |name| MigPlacement::new(name, placement.start),
+                            );
+                        match way {
+                            Way::Take => layout.push(placement),
+                            Way::Give => layout.retain(|p| *p != placement),
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -133,6 +154,12 @@ impl Fleet {
         let mut new = slot;
         match (slice, way) {
             (Slice::HostOnly, _) => return Err("a host-only slice lists GPUs".to_string()),
+            (Slice::Whole, Way::Take) if slot.kind == SlotKind::Mig => {
+                return Err(format!(
+                    "GPU {} is in MIG mode; a whole GPU needs MIG off",
+                    slot.device
+                ));
+            }
             (Slice::Whole, Way::Take) => {
                 if !slot.idle() {
                     return Err(format!("GPU {} is not idle", slot.device));

@@ -125,6 +125,15 @@ pub enum ApplyError {
         /// Device index.
         index: u32,
     },
+    /// A share was released from a GPU that is allocated whole: it holds no
+    /// share, and an allocated GPU must keep no free capacity.
+    #[error("GPU {index} on host {host} is allocated whole; it holds no share to release")]
+    HeldWhole {
+        /// Host id.
+        host: String,
+        /// Device index.
+        index: u32,
+    },
     /// The resources are no longer free (or, on release, not held).
     #[error("the decision no longer fits host {host}: {reason}")]
     Conflict {

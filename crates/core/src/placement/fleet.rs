@@ -168,10 +168,29 @@ fn slot_of(
     Ok(slot)
 }
 
+/// Rewrites the host's MIG layouts with the catalogue's profile names, so that
+/// later comparisons (release, planning) are exact.
+fn canonicalise_layouts(host: &mut HostState, models: &[ModelEntry], slots: &[Slot]) {
+    for (gpu, slot) in host.gpus.iter_mut().zip(slots) {
+        let (GpuMode::Mig { layout }, Some(Some(table))) = (
+            &mut gpu.mode,
+            models.get(usize::from(slot.model)).map(|m| m.mig.as_ref()),
+        ) else {
+            continue;
+        };
+        for placement in layout {
+            if let Some(name) = table.canonical_name(&placement.profile) {
+                placement.profile = name.to_string();
+            }
+        }
+    }
+}
+
 impl Fleet {
     /// Indexes a snapshot. Fails on duplicate ids, impossible MIG layouts or
     /// shared capacities.
-    pub fn new(hosts: Vec<HostState>, workload: Workload) -> Result<Self, FleetError> {
+    /// MIG layouts are stored with the catalogue's spelling of each profile.
+    pub fn new(mut hosts: Vec<HostState>, workload: Workload) -> Result<Self, FleetError> {
         let mut fleet = Fleet {
             hosts: Vec::new(),
             host_ids: BTreeMap::new(),
@@ -205,6 +224,7 @@ impl Fleet {
                     .slots
                     .push(slot_of(host, gpu, model_id, pool_id, entry)?);
             }
+
             let mut agg = HostAgg {
                 cpu_free: host.cpu_free.0,
                 mem_free: host.memory_free.0,
@@ -214,6 +234,10 @@ impl Fleet {
             };
             agg.refresh(&fleet.slots[first as usize..]);
             fleet.aggs.push(agg);
+        }
+        for (host, agg) in hosts.iter_mut().zip(&fleet.aggs) {
+            let slots = fleet.slots.get(agg.first as usize..).unwrap_or_default();
+            canonicalise_layouts(host, &fleet.models, slots);
         }
         fleet.hosts = hosts;
         fleet.set_workload(workload);

@@ -148,13 +148,20 @@ impl MigTable {
             .ok_or_else(|| "layout cannot be reached by creating instances".to_string())
     }
 
-    /// Index of a profile by name.
+    /// Index of a profile by name, matched as [`MigSpec::profile`] matches
+    /// (case-insensitive, `MIG ` prefix allowed).
     pub(crate) fn profile_index(&self, name: &str) -> Option<u8> {
+        let wanted = self.spec.profile(name)?;
         self.spec
             .profiles
             .iter()
-            .position(|p| p.name == name)
+            .position(|p| std::ptr::eq(p, wanted))
             .map(|p| p as u8)
+    }
+
+    /// The catalogue's spelling of a profile name, if the model offers it.
+    pub(crate) fn canonical_name(&self, name: &str) -> Option<&'static str> {
+        self.spec.profile(name).map(|p| p.name)
     }
 
     /// Bit `s` set when profile `p` can be created at start `s` in `state`.

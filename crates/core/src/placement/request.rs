@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalogue;
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
 /// The GPU part of a request.
@@ -19,7 +20,7 @@ pub enum Demand {
         /// whichever GPU model it lands on).
         memory: Option<MemMiB>,
     },
-    /// `count` whole, otherwise idle GPUs on one host.
+    /// `count` whole, otherwise idle GPUs on one host (never GPUs in MIG mode).
     Whole {
         /// Number of GPUs (>= 1).
         count: u32,
@@ -91,11 +92,18 @@ impl PlacementRequest {
     }
 
     /// GPU compute requested, in thousandths of a GPU (whole GPUs count 1000
-    /// each; a named MIG profile counts 0 here because its share depends on
-    /// the model).
+    /// each). A named MIG profile counts its compute share, the largest over
+    /// the catalogue's MIG models that offer a profile of that name (`7g.80gb`
+    /// is 1000, `1g.10gb` 142); a name no model offers counts 0.
     pub fn gpu_milli(&self) -> u64 {
         match &self.demand {
-            Demand::None | Demand::Mig { .. } => 0,
+            Demand::None => 0,
+            Demand::Mig { profile } => catalogue::all_models()
+                .iter()
+                .filter_map(|m| m.mig)
+                .filter_map(|spec| spec.profile(profile).map(|p| p.compute_milli(spec).0))
+                .max()
+                .map_or(0, u64::from),
             Demand::Fraction { compute, .. } => u64::from(compute.0),
             Demand::Whole { count } => u64::from(*count) * 1000,
         }

@@ -192,7 +192,9 @@ impl Shape {
         };
         match (self.kind, slot.kind) {
             (ShapeKind::None, _) => None,
-            (ShapeKind::Whole(_), _) => Some(slot.idle()),
+            // A MIG-mode GPU offers no CUDA device without instances.
+            (ShapeKind::Whole(_), SlotKind::Exclusive | SlotKind::Shared) => Some(slot.idle()),
+            (ShapeKind::Whole(_), SlotKind::Mig) => None,
             (ShapeKind::Frac(compute), SlotKind::Shared) => Some(
                 !slot.allocated
                     && slot.free >= compute

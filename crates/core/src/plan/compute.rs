@@ -7,15 +7,16 @@ use thiserror::Error;
 use super::state::ComputeInstance;
 
 /// Compute-instance sizes a GPU instance with `gi_compute` slices offers:
-/// 1g → 1; 2g → 1, 2; 3g → 1, 2, 3; 4g → 1, 2, 4; 7g → 1, 2, 3, 7
-/// (`nvidia-smi mig -lcip` on A100 / H100; A30's 1g, 2g and 4g match).
+/// 1g → 1; 2g → 1, 2; 3g → 1, 2, 3; 4g → 1, 2, 4; 7g → 1, 2, 3, 4, 7
+/// (`nvidia-smi mig -lcip` on A100 / H100, NVIDIA go-nvml's DGX A100 mock,
+/// mig-parted's `4c.7g.40gb`; A30's 1g, 2g and 4g match).
 pub fn compute_instance_sizes(gi_compute: u8) -> &'static [u8] {
     match gi_compute {
         1 => &[1],
         2 => &[1, 2],
         3 => &[1, 2, 3],
         4 => &[1, 2, 4],
-        7 => &[1, 2, 3, 7],
+        7 => &[1, 2, 3, 4, 7],
         _ => &[],
     }
 }
@@ -23,7 +24,7 @@ pub fn compute_instance_sizes(gi_compute: u8) -> &'static [u8] {
 /// Starts (compute-slice index inside the GPU instance) for a compute
 /// instance of `size` in a GPU instance of `gi_compute` slices: the whole
 /// instance starts at 0, single slices anywhere, pairs on even slices, triples
-/// at 0 or 4 (`-lcipp`).
+/// at 0 or 4, a 4-slice instance at 0 (`-lcipp`).
 pub fn compute_instance_starts(gi_compute: u8, size: u8) -> Vec<u8> {
     if !compute_instance_sizes(gi_compute).contains(&size) {
         return Vec::new();

@@ -40,6 +40,12 @@ pub enum PlanError {
         /// The rule broken.
         source: ComputeInstanceError,
     },
+    /// A desired GPU instance without compute instances: CUDA could not run in it.
+    #[error("the GPU instance at slice {gi_start} needs at least one compute instance; add one spanning the instance")]
+    NoComputeInstances {
+        /// The GPU instance.
+        gi_start: u8,
+    },
     /// Replicas out of range.
     #[error("time-slicing replicas must be between 1 and {max}, not {replicas}")]
     ReplicasOutOfRange {
@@ -93,6 +99,11 @@ fn check_desired(model: &GpuModel, desired: &GpuDesired) -> Result<(), PlanError
     let spec = mig::spec_of(model)?;
     for instance in &desired.instances {
         let profile = mig::profile_of(model, spec, &instance.placement.profile)?;
+        if instance.compute_instances.is_empty() {
+            return Err(PlanError::NoComputeInstances {
+                gi_start: instance.placement.start,
+            });
+        }
         validate_compute_instances(profile.compute_slices, &instance.compute_instances).map_err(
             |source| PlanError::InvalidComputeInstances {
                 gi_start: instance.placement.start,
@@ -101,6 +112,16 @@ fn check_desired(model: &GpuModel, desired: &GpuDesired) -> Result<(), PlanError
         )?;
     }
     Ok(())
+}
+
+/// The placement with the catalogue's spelling of its profile (`"MIG 1G.10GB"`
+/// becomes `"1g.10gb"`); unknown names stay as they are.
+fn canonical(model: &GpuModel, placement: &MigPlacement) -> MigPlacement {
+    let name = model
+        .mig
+        .and_then(|spec| spec.profile(&placement.profile))
+        .map_or(placement.profile.as_str(), |p| p.name);
+    MigPlacement::new(name, placement.start)
 }
 
 fn sorted(cis: &[ComputeInstance]) -> Vec<ComputeInstance> {
@@ -112,8 +133,8 @@ fn sorted(cis: &[ComputeInstance]) -> Vec<ComputeInstance> {
 /// The operations that take one GPU of `model` from `observed` to `desired`,
 /// in order:
 ///
-/// 1. stop processes where a mode change needs an idle GPU (only if
-///    `desired.released.whole_gpu`), and stop MPS if it must go;
+/// 1. stop the GPU's processes when `desired.released.whole_gpu` (a mode
+///    change with processes running needs it), and stop MPS if it must go;
 /// 2. tear down GPU instances that are not wanted (stopping released
 ///    processes first, then compute instances, then the instance), and
 ///    compute instances that are not wanted in instances that stay;
@@ -123,9 +144,11 @@ fn sorted(cis: &[ComputeInstance]) -> Vec<ComputeInstance> {
 ///
 /// Instances that stay are never touched (except to stop processes the
 /// desired state marks released); in-use instances are never destroyed unless
-/// released. `plan(m, x, GpuDesired::keep(x))` is empty. Every destroy comes
+/// released. `plan(m, x, GpuDesired::keep(x))` is empty (unless `x` has a GPU
+/// instance without compute instances, which is never a valid target). Every destroy comes
 /// before every create, so each intermediate layout is a subset of either the
-/// observed or the desired layout and therefore valid.
+/// observed or the desired layout and therefore valid. Profile names are
+/// compared as the catalogue spells them, so `"MIG 1g.10gb"` matches `"1g.10gb"`.
 pub fn plan(
     model: &GpuModel,
     observed: &GpuObserved,
@@ -141,7 +164,7 @@ pub fn plan(
     let mut ops = Vec::new();
 
     let mut stopped_all = false;
-    if (toggling_mig || toggling_mps) && observed.processes_running {
+    if observed.processes_running && (toggling_mig || toggling_mps || released.whole_gpu) {
         if !released.whole_gpu {
             return Err(PlanError::GpuInUse);
         }
@@ -152,16 +175,30 @@ pub fn plan(
         ops.push(Op::SetMps { settings: None });
     }
 
+    let observed_placements: Vec<MigPlacement> = observed
+        .instances
+        .iter()
+        .map(|i| canonical(model, &i.placement))
+        .collect();
+    let desired_placements: Vec<MigPlacement> = desired
+        .instances
+        .iter()
+        .map(|d| canonical(model, &d.placement))
+        .collect();
+
     // Tear down.
     let mut observed_instances: Vec<_> = observed.instances.iter().collect();
     observed_instances.sort_by_key(|i| i.placement.start);
     for instance in observed_instances {
         let start = instance.placement.start;
+        let this = canonical(model, &instance.placement);
         let wanted = desired
             .instances
             .iter()
+            .zip(&desired_placements)
             .filter(|_| !toggling_mig)
-            .find(|d| d.placement == instance.placement);
+            .find(|(_, p)| **p == this)
+            .map(|(d, _)| d);
         let must_stop = |ops: &mut Vec<Op>| -> Result<(), PlanError> {
             if instance.in_use && !stopped_all {
                 if !released.covers(start) {
@@ -213,19 +250,22 @@ pub fn plan(
     }
 
     // Build up.
-    let mut wanted: Vec<&DesiredInstance> = desired.instances.iter().collect();
-    wanted.sort_by_key(|d| d.placement.start);
-    for target in wanted {
+    let mut wanted: Vec<(&DesiredInstance, &MigPlacement)> =
+        desired.instances.iter().zip(&desired_placements).collect();
+    wanted.sort_by_key(|(d, _)| d.placement.start);
+    for (target, placement) in wanted {
         let start = target.placement.start;
         let existing = observed
             .instances
             .iter()
+            .zip(&observed_placements)
             .filter(|_| !toggling_mig)
-            .find(|o| o.placement == target.placement);
+            .find(|(_, p)| *p == placement)
+            .map(|(o, _)| o);
         match existing {
             None => {
                 ops.push(Op::CreateGpuInstance {
-                    profile: target.placement.profile.clone(),
+                    profile: placement.profile.clone(),
                     start,
                 });
                 for ci in sorted(&target.compute_instances) {

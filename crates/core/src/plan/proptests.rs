@@ -42,6 +42,16 @@ fn compute_of(model: &GpuModel, profile: &str) -> u8 {
     model.mig.unwrap().profile(profile).unwrap().compute_slices
 }
 
+/// Compute instances for a desired GPU instance: never empty.
+fn random_desired_cis(rng: &mut Rng, gi_compute: u8) -> Vec<ComputeInstance> {
+    let cis = random_cis(rng, gi_compute);
+    if cis.is_empty() {
+        vec![ComputeInstance::whole(gi_compute)]
+    } else {
+        cis
+    }
+}
+
 fn random_cis(rng: &mut Rng, gi_compute: u8) -> Vec<ComputeInstance> {
     match rng.below(5) {
         0 => Vec::new(),
@@ -161,8 +171,8 @@ fn random_desired(rng: &mut Rng, model: &GpuModel, observed: &GpuObserved) -> Gp
                     .iter()
                     .find(|o| o.placement == placement && rng.chance(70));
                 let compute_instances = match kept {
-                    Some(o) => o.compute_instances.clone(),
-                    None => random_cis(rng, compute_of(model, &placement.profile)),
+                    Some(o) if !o.compute_instances.is_empty() => o.compute_instances.clone(),
+                    _ => random_desired_cis(rng, compute_of(model, &placement.profile)),
                 };
                 DesiredInstance {
                     placement,
@@ -203,12 +213,17 @@ fn unchanged(observed: &ObservedInstance, desired: &GpuDesired) -> bool {
 fn generated_scenarios_mostly_have_plans() {
     // Guards against a vacuous property: most scenarios must reach the Ok path.
     let models = models();
-    let (mut ok, mut busy, mut ops_total) = (0, 0, 0);
+    let (mut ok, mut busy, mut ops_total, mut stop_only) = (0, 0, 0, 0);
     for seed in 1..600u64 {
         let model = models[(seed as usize) % models.len()];
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let observed = random_observed(&mut rng, &model);
         let desired = random_desired(&mut rng, &model, &observed);
+        let same_mode = observed.mig_enabled == desired.mig_enabled
+            && observed.mps.is_some() == desired.mps.is_some();
+        if same_mode && observed.processes_running && desired.released.whole_gpu {
+            stop_only += 1;
+        }
         match plan(&model, &observed, &desired) {
             Ok(ops) => {
                 ok += 1;
@@ -221,6 +236,11 @@ fn generated_scenarios_mostly_have_plans() {
     assert!(ok > 300, "ok {ok} busy {busy}");
     assert!(busy > 30, "ok {ok} busy {busy}");
     assert!(ops_total > ok * 2, "plans are not trivial: {ops_total} ops");
+    // A released whole GPU with processes and no mode change is generated.
+    assert!(
+        stop_only > 5,
+        "only {stop_only} released busy GPUs without mode change"
+    );
 }
 
 proptest! {
@@ -247,6 +267,10 @@ proptest! {
                     }
                 }
                 prop_assert!(sim.satisfies(&desired), "{:#?}\n{:#?}", ops, sim.observed());
+                if observed.processes_running && desired.released.whole_gpu {
+                    prop_assert!(ops.contains(&Op::StopProcesses { gi_start: None }), "{:#?}", ops);
+                    prop_assert!(!sim.observed().processes_running);
+                }
                 prop_assert_eq!(plan(&model, sim.observed(), &desired), Ok(vec![]));
 
                 for op in &ops {
@@ -290,6 +314,14 @@ proptest! {
         let model = models[which % models.len()];
         let mut rng = Rng(seed | 1);
         let observed = random_observed(&mut rng, &model);
-        prop_assert_eq!(plan(&model, &observed, &GpuDesired::keep(&observed)), Ok(vec![]));
+        let keep = GpuDesired::keep(&observed);
+        match observed.instances.iter().find(|i| i.compute_instances.is_empty()) {
+            // A GPU instance without compute instances is never a valid target.
+            Some(bare) => prop_assert_eq!(
+                plan(&model, &observed, &keep),
+                Err(PlanError::NoComputeInstances { gi_start: bare.placement.start })
+            ),
+            None => prop_assert_eq!(plan(&model, &observed, &keep), Ok(vec![])),
+        }
     }
 }

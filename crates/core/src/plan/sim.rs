@@ -172,7 +172,8 @@ impl SimGpu {
         Ok(())
     }
 
-    /// True when the GPU is in the `desired` configuration (processes aside).
+    /// True when the GPU is in the `desired` configuration (processes aside;
+    /// profile names compared as the catalogue spells them).
     pub fn satisfies(&self, desired: &GpuDesired) -> bool {
         let norm = |mut v: Vec<(MigPlacement, Vec<ComputeInstance>)>| {
             for (_, cis) in &mut v {
@@ -188,11 +189,19 @@ impl SimGpu {
                 .map(|i| (i.placement.clone(), i.compute_instances.clone()))
                 .collect(),
         );
+        let canonical = |p: &MigPlacement| {
+            let name = self
+                .model
+                .mig
+                .and_then(|spec| spec.profile(&p.profile))
+                .map_or(p.profile.as_str(), |profile| profile.name);
+            MigPlacement::new(name, p.start)
+        };
         let want = norm(
             desired
                 .instances
                 .iter()
-                .map(|i| (i.placement.clone(), i.compute_instances.clone()))
+                .map(|i| (canonical(&i.placement), i.compute_instances.clone()))
                 .collect(),
         );
         self.state.mig_enabled == desired.mig_enabled

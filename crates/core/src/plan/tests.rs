@@ -306,7 +306,8 @@ fn invalid_desired_states_are_refused() {
 fn compute_instance_tables() {
     assert_eq!(compute_instance_starts(7, 3), vec![0, 4]);
     assert_eq!(compute_instance_starts(7, 2), vec![0, 2, 4]);
-    assert_eq!(compute_instance_starts(7, 4), Vec::<u8>::new());
+    assert_eq!(compute_instance_starts(7, 4), vec![0]);
+    assert_eq!(compute_instance_starts(4, 3), Vec::<u8>::new());
     assert_eq!(compute_instance_starts(4, 2), vec![0, 2]);
     assert_eq!(compute_instance_starts(3, 2), vec![0]);
     assert_eq!(compute_instance_starts(2, 1), vec![0, 1]);
@@ -394,4 +395,72 @@ fn ops_serialize_for_the_wire() {
     )
     .unwrap();
     assert_eq!(desired.released, Released::default());
+}
+
+#[test]
+fn whole_gpu_released_without_mode_change_stops_processes() {
+    let l4 = lookup("NVIDIA L4", 23034);
+    for replicas in [1, 4] {
+        let busy = GpuObserved {
+            processes_running: true,
+            time_slice_replicas: replicas,
+            ..GpuObserved::default()
+        };
+        let mut desired = GpuDesired::keep(&busy);
+        desired.released.whole_gpu = true;
+        let ops = run(l4, &busy, &desired);
+        assert_eq!(ops, vec![Op::StopProcesses { gi_start: None }]);
+        // Nothing released: nothing stopped, and no error without a mode change.
+        assert_eq!(plan(&l4, &busy, &GpuDesired::keep(&busy)), Ok(vec![]));
+    }
+}
+
+#[test]
+fn mig_profile_names_are_compared_canonically() {
+    let observed = mig_on(vec![obs("1g.5gb", 0, 1, false), obs("3g.20gb", 4, 3, true)]);
+    let desired = want(vec![gi("MIG 1g.5gb", 0, 1), gi("mig-3G.20GB", 4, 3)]);
+    assert_eq!(plan(&a100(), &observed, &desired), Ok(vec![]));
+    let ops = run(
+        a100(),
+        &GpuObserved::default(),
+        &want(vec![gi("MIG 1G.5GB", 6, 1)]),
+    );
+    assert_eq!(
+        ops[1],
+        Op::CreateGpuInstance {
+            profile: "1g.5gb".into(),
+            start: 6
+        }
+    );
+}
+
+#[test]
+fn a_7g_instance_holds_a_4c_and_a_3c_compute_instance() {
+    assert_eq!(compute_instance_sizes(7), &[1, 2, 3, 4, 7]);
+    let desired = want(vec![DesiredInstance {
+        placement: MigPlacement::new("7g.40gb", 0),
+        compute_instances: vec![
+            ComputeInstance { start: 0, size: 4 },
+            ComputeInstance { start: 4, size: 3 },
+        ],
+    }]);
+    let ops = run(a100(), &GpuObserved::default(), &desired);
+    assert_eq!(ops.len(), 4);
+}
+
+#[test]
+fn a_desired_gpu_instance_needs_a_compute_instance() {
+    let bare = want(vec![
+        gi("4g.20gb", 0, 4),
+        DesiredInstance {
+            placement: MigPlacement::new("3g.20gb", 4),
+            compute_instances: vec![],
+        },
+    ]);
+    let err = plan(&a100(), &GpuObserved::default(), &bare).unwrap_err();
+    assert_eq!(err, PlanError::NoComputeInstances { gi_start: 4 });
+    assert!(
+        err.to_string().contains("at least one compute instance"),
+        "{err}"
+    );
 }

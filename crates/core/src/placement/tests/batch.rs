@@ -77,3 +77,20 @@ fn random_batches_are_reproducible() {
     assert_eq!(run(5), run(5));
     assert_ne!(run(5), run(6));
 }
+
+#[test]
+fn largest_first_counts_a_mig_profile_by_its_compute_share() {
+    let big = super::mig("7g.80gb");
+    let small = frac(300);
+    assert_eq!(big.gpu_milli(), 1000);
+    assert_eq!(super::mig("1g.10gb").gpu_milli(), 142);
+    assert_eq!(super::mig("nonsense").gpu_milli(), 0);
+    let mut f = Fleet::new(
+        vec![host("h", vec![gpu(0, super::A100).mig_enabled()])],
+        Workload::default(),
+    )
+    .unwrap();
+    let results = f.place_batch(&[small, big], Policy::Pack, BatchOrder::LargestFirst);
+    assert!(results[0].is_err(), "{results:?}");
+    assert!(results[1].is_ok(), "{results:?}");
+}

@@ -104,7 +104,8 @@ fn pack_keeps_room_for_the_large_profiles_the_workload_needs() {
 }
 
 #[test]
-fn whole_gpu_only_on_an_empty_mig_gpu() {
+fn whole_gpus_never_land_on_mig_gpus() {
+    // An idle MIG-mode GPU has no CUDA device until instances exist.
     let f = Fleet::new(
         vec![host(
             "h",
@@ -113,9 +114,51 @@ fn whole_gpu_only_on_an_empty_mig_gpu() {
         Workload::default(),
     )
     .unwrap();
-    let d = f.place(&whole(1), Policy::Pack).unwrap();
-    assert_eq!(d.gpus, vec![1]);
-    assert!(f.place(&whole(2), Policy::Pack).is_err());
+    assert!(matches!(
+        f.place(&whole(1), Policy::Pack),
+        Err(PlacementError::NoMatchingGpu { .. })
+    ));
+    let mut f = f;
+    let d = crate::placement::Decision {
+        slice: Slice::Whole,
+        gpus: vec![1],
+        ..f.place(&mig("1g.10gb"), Policy::Pack).unwrap()
+    };
+    assert!(f.apply(&d).is_err());
+}
+
+#[test]
+fn profile_names_are_matched_like_the_catalogue_does() {
+    let mut f = Fleet::new(
+        vec![host(
+            "h",
+            vec![mig_gpu(0, &[("MIG 3g.40gb", 0), ("mig-1G.10GB", 4)])],
+        )],
+        Workload::default(),
+    )
+    .unwrap();
+    let GpuMode::Mig { layout } = &f.hosts()[0].gpus[0].mode else {
+        panic!("mode changed");
+    };
+    assert_eq!(
+        layout,
+        &vec![
+            MigPlacement::new("3g.40gb", 0),
+            MigPlacement::new("1g.10gb", 4)
+        ]
+    );
+    let d = f.place(&mig("1G.10GB"), Policy::FirstFit).unwrap();
+    assert_eq!(d.profile(), Some("1g.10gb"));
+    f.apply(&d).unwrap();
+    let spelled = crate::placement::Decision {
+        slice: Slice::Mig(MigPlacement::new("MIG 1g.10gb", d.mig_start().unwrap())),
+        ..d.clone()
+    };
+    f.release(&spelled).unwrap();
+    let GpuMode::Mig { layout } = &f.hosts()[0].gpus[0].mode else {
+        panic!("mode changed");
+    };
+    assert_eq!(layout.len(), 2, "{layout:?}");
 }
 
 #[test]

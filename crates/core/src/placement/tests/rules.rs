@@ -196,3 +196,23 @@ fn errors_and_decisions_serialise() {
     let json = serde_json::to_string(&e).unwrap();
     assert_eq!(json, r#"{"kind":"no-nvlink-group","count":4}"#);
 }
+
+#[test]
+fn a_share_cannot_be_released_from_a_gpu_allocated_whole() {
+    let mut held = shared(0, L4, 100);
+    held.allocated = true;
+    let mut f = fleet(vec![host("a", vec![held, shared(1, L4, 0)])]);
+    let d = f.place(&frac(100), Policy::Pack).unwrap();
+    assert_eq!(d.gpus, vec![1]);
+    let wrong = crate::placement::Decision { gpus: vec![0], ..d };
+    let before = f.hosts().to_vec();
+    assert_eq!(
+        f.release(&wrong),
+        Err(crate::placement::ApplyError::HeldWhole {
+            host: "a".into(),
+            index: 0
+        })
+    );
+    assert_eq!(f.hosts(), &before[..]);
+    assert_eq!(f.free_gpu_milli(), 1000);
+}
