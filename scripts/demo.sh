@@ -16,13 +16,15 @@ mkdir -p "$STATE/agents"
 [ -f "$STATE/tessera.db" ] || rm -f "$STATE"/agents/*.credential
 
 pids=()
+stopping=0
 cleanup() {
   trap - INT TERM EXIT
   log "stopping"
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
-trap cleanup INT TERM EXIT
+trap 'stopping=1; cleanup' INT TERM
+trap cleanup EXIT
 
 export TESSERA_SERVER__LISTEN="127.0.0.1:$PORT"
 export TESSERA_SERVER__PUBLIC_URL="$URL"
@@ -46,7 +48,7 @@ for host in demo/hosts/*.toml; do
   name="$(basename "$host" .toml)"
   token=""
   if [ ! -s "$STATE/agents/$name.credential" ]; then
-    token="$("$SERVER_BIN" --config demo/tessera.toml create-join-token --description "demo host $name" --ttl-minutes 10)"
+    token="$("$SERVER_BIN" --config demo/tessera.toml create-join-token --description "demo host $name" --ttl-minutes 10 2>>"$STATE/server.log")"
   fi
   "$AGENT_BIN" --server "$URL" --backend sim --sim-host "$host" --state-dir "$STATE/agents" \
     ${token:+--join-token "$token"} >"$STATE/agent-$name.log" 2>&1 &
@@ -69,4 +71,4 @@ cat <<MSG
 
 MSG
 wait -n "${pids[@]}" || true
-log "a process exited; see the logs in $STATE"
+[ "$stopping" = 1 ] || log "a process exited unexpectedly; see the logs in $STATE"
