@@ -70,5 +70,9 @@ cat <<MSG
   Logs: $STATE/*.log        Stop: Ctrl-C
 
 MSG
-wait -n "${pids[@]}" || true
-[ "$stopping" = 1 ] || log "a process exited unexpectedly; see the logs in $STATE"
+rc=0
+wait -n "${pids[@]}" || rc=$?
+# Ctrl-C reaches every process of the group; they exit 0 (or by the signal).
+if [ "$stopping" = 0 ] && [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ]; then
+  log "a process failed (exit $rc); see the logs in $STATE"
+fi
