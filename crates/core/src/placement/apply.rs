@@ -154,12 +154,6 @@ impl Fleet {
         let mut new = slot;
         match (slice, way) {
             (Slice::HostOnly, _) => return Err("a host-only slice lists GPUs".to_string()),
-            (Slice::Whole, Way::Take) if slot.kind == SlotKind::Mig => {
-                return Err(format!(
-                    "GPU {} is in MIG mode; a whole GPU needs MIG off",
-                    slot.device
-                ));
-            }
             (Slice::Whole, Way::Take) => {
                 if !slot.idle() {
                     return Err(format!("GPU {} is not idle", slot.device));

@@ -20,7 +20,8 @@ pub enum Demand {
         /// whichever GPU model it lands on).
         memory: Option<MemMiB>,
     },
-    /// `count` whole, otherwise idle GPUs on one host (never GPUs in MIG mode).
+    /// `count` whole, otherwise idle GPUs on one host (an idle MIG-mode GPU
+    /// qualifies: the server then turns its MIG mode off).
     Whole {
         /// Number of GPUs (>= 1).
         count: u32,

@@ -192,9 +192,10 @@ impl Shape {
         };
         match (self.kind, slot.kind) {
             (ShapeKind::None, _) => None,
-            // A MIG-mode GPU offers no CUDA device without instances.
-            (ShapeKind::Whole(_), SlotKind::Exclusive | SlotKind::Shared) => Some(slot.idle()),
-            (ShapeKind::Whole(_), SlotKind::Mig) => None,
+            // An idle MIG-mode GPU qualifies too: the decision then means
+            // "leave MIG mode" (the planner disables MIG on an idle GPU), so
+            // dynamic MIG can hand out whole GPUs when demand shifts.
+            (ShapeKind::Whole(_), _) => Some(slot.idle()),
             (ShapeKind::Frac(compute), SlotKind::Shared) => Some(
                 !slot.allocated
                     && slot.free >= compute

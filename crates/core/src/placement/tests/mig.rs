@@ -104,8 +104,9 @@ fn pack_keeps_room_for_the_large_profiles_the_workload_needs() {
 }
 
 #[test]
-fn whole_gpus_never_land_on_mig_gpus() {
-    // An idle MIG-mode GPU has no CUDA device until instances exist.
+fn whole_gpu_only_on_an_empty_mig_gpu() {
+    // The decision on an idle MIG GPU means "leave MIG mode"; a GPU with a
+    // running instance is never taken whole.
     let f = Fleet::new(
         vec![host(
             "h",
@@ -114,17 +115,9 @@ fn whole_gpus_never_land_on_mig_gpus() {
         Workload::default(),
     )
     .unwrap();
-    assert!(matches!(
-        f.place(&whole(1), Policy::Pack),
-        Err(PlacementError::NoMatchingGpu { .. })
-    ));
-    let mut f = f;
-    let d = crate::placement::Decision {
-        slice: Slice::Whole,
-        gpus: vec![1],
-        ..f.place(&mig("1g.10gb"), Policy::Pack).unwrap()
-    };
-    assert!(f.apply(&d).is_err());
+    let d = f.place(&whole(1), Policy::Pack).unwrap();
+    assert_eq!(d.gpus, vec![1]);
+    assert!(f.place(&whole(2), Policy::Pack).is_err());
 }
 
 #[test]
