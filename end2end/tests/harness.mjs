@@ -61,6 +61,7 @@ export async function startStack({ hosts }) {
     TESSERA_OIDC__ISSUER_URL: idp.issuer,
     TESSERA_OIDC__CLIENT_SECRET: SECRET,
     TESSERA_AGENTS__REPORT_INTERVAL_SECONDS: '1',
+    TESSERA_AGENTS__OFFLINE_AFTER_SECONDS: '3',
   };
   const config = path.join(ROOT, 'demo', 'tessera.toml');
   const children = [];
@@ -75,14 +76,15 @@ export async function startStack({ hosts }) {
   spawnLogged('server', SERVER_BIN, ['--config', config]);
   await waitFor(async () => (await fetch(`${appUrl}/readyz`)).ok, { what: 'server readiness' });
 
+  const agents = new Map();
   for (const host of hosts) {
     const token = execFileSync(SERVER_BIN, ['--config', config, 'create-join-token', '--description', `e2e ${host}`], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
       .toString()
       .trim();
-    spawnLogged(`agent-${host}`, AGENT_BIN, [
+    agents.set(host, spawnLogged(`agent-${host}`, AGENT_BIN, [
       '--server', appUrl, '--backend', 'sim', '--sim-host', path.join(ROOT, 'demo', 'hosts', `${host}.toml`),
       '--state-dir', path.join(dir, 'agents'), '--join-token', token,
-    ]);
+    ]));
   }
 
   const browser = await chromium.launch({
@@ -96,10 +98,11 @@ export async function startStack({ hosts }) {
     appUrl,
     idp,
     browser,
+    agents,
     async stop() {
       await browser.close().catch(() => {});
       for (const c of children) c.kill('SIGTERM');
-      await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r() : c.once('exit', r)))));
+      await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once('exit', r)))));
       await idp.close();
     },
   };

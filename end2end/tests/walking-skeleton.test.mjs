@@ -171,6 +171,24 @@ describe('walking skeleton', () => {
     await context.close();
   });
 
+  it('shows a host offline, without a reload, when its agent stops reporting', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/fleet');
+    await hydrated(page);
+    const status = page.locator('[data-test=host][data-hostname=gpu-l4-01] [data-test=host-status]');
+    await waitFor(async () => (await status.textContent()) === 'online', { what: 'gpu-l4-01 online' });
+    const agent = stack.agents.get('gpu-l4-01');
+    agent.kill('SIGKILL');
+    await waitFor(async () => (await status.textContent()) === 'offline', { timeoutMs: 20_000, what: 'gpu-l4-01 offline' });
+    assert.equal(await page.textContent('[data-test=stat-hosts]'), '1/2');
+    assert.equal(
+      await page.locator('[data-test=host][data-hostname=gpu-h100-01] [data-test=host-status]').textContent(),
+      'online',
+    );
+    await screenshot(page, '13-fleet-host-offline');
+    await context.close();
+  });
+
   it('looks right in dark mode', async () => {
     const { context, page } = await newPage(stack, { colorScheme: 'dark' });
     await signIn(stack, page, 'alice', '/fleet');

@@ -7,20 +7,32 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use tessera_protocol::views::{FleetView, HostStatus, HostView};
 
-/// `/fleet` (platform admins).
+/// How often an open fleet page refreshes itself.
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `/fleet` (platform admins). Refreshes while open, so hosts going offline
+/// show without a reload.
 #[component]
 pub fn FleetPage() -> impl IntoView {
-    let fleet = Resource::new(|| (), |_| get_fleet());
+    let (tick, set_tick) = signal(0u64);
+    let fleet = Resource::new(move || tick.get(), |_| get_fleet());
+    // Effects run only in the browser: no timers during server rendering.
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(move || set_tick.update(|t| *t += 1), REFRESH)
+        {
+            on_cleanup(move || handle.clear());
+        }
+    });
     view! {
         <Title text="Fleet"/>
-        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match fleet.await {
                     Ok(f) => view! { <Fleet f/> }.into_any(),
                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                 }
             })}
-        </Suspense>
+        </Transition>
     }
 }
 
