@@ -1,12 +1,8 @@
 //! The error that crosses the wire from server functions to the page.
 
+use leptos::server_fn::codec::JsonEncoding;
 use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
-use server_fn_codec::JsonEncoding;
-
-mod server_fn_codec {
-    pub use leptos::server_fn::codec::JsonEncoding;
-}
 
 /// A refusal or failure, with the HTTP status, a stable code and a message for people.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
