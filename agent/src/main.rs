@@ -3,14 +3,17 @@
 mod agent;
 mod backend;
 mod client;
+mod reconcile;
 
 use agent::HostAgent;
 use backend::{nvml::NvmlBackend, sim::SimBackend, GpuBackend};
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use client::ServerClient;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use tessera_core::plan::GpuDesired;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Backend {
@@ -27,9 +30,11 @@ enum Backend {
     about = "Reports this host's GPUs to Tessera and applies their sharing state"
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Tessera's URL.
     #[arg(long, env = "TESSERA_SERVER")]
-    server: String,
+    server: Option<String>,
     /// One-time join token (needed on first start only).
     #[arg(long, env = "TESSERA_JOIN_TOKEN")]
     join_token: Option<String>,
@@ -41,10 +46,10 @@ struct Cli {
     )]
     state_dir: PathBuf,
     /// GPU backend.
-    #[arg(long, value_enum, default_value_t = Backend::Nvml)]
+    #[arg(long, value_enum, default_value_t = Backend::Nvml, global = true)]
     backend: Backend,
     /// Simulated host file(s) (with `--backend sim`); each is one host with its own credential.
-    #[arg(long = "sim-host")]
+    #[arg(long = "sim-host", global = true)]
     sim_hosts: Vec<PathBuf>,
     /// Report under this host name instead of the machine's (NVML backend).
     #[arg(long)]
@@ -52,6 +57,81 @@ struct Cli {
     /// Report once and exit.
     #[arg(long)]
     once: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run against the server: enrol, report, reconcile (default).
+    Run,
+    /// Show what the agent would do to reach a desired state on a simulated
+    /// host: plans each GPU, applies the plan to the simulated driver and
+    /// prints one JSON line per GPU. Nothing is sent to a server.
+    Plan {
+        /// JSON file: `{"<gpu index>": <desired state>, ...}`.
+        #[arg(long)]
+        desired: PathBuf,
+    },
+}
+
+/// `tessera-agent plan`: one JSON line per GPU; non-zero exit if any GPU fails.
+fn plan_command(cli: &Cli, desired: &std::path::Path) -> ExitCode {
+    let backend = match (cli.backend, cli.sim_hosts.as_slice()) {
+        (Backend::Sim, [one]) => match SimBackend::from_file(one) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("tessera-agent: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => {
+            eprintln!("tessera-agent: plan needs --backend sim and exactly one --sim-host FILE");
+            return ExitCode::from(2);
+        }
+    };
+    let wanted: BTreeMap<u32, GpuDesired> = match std::fs::read_to_string(desired)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("tessera-agent: {}: {e}", desired.display());
+            return ExitCode::from(2);
+        }
+    };
+    let inventory = match backend.inventory() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("tessera-agent: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut ok = true;
+    for (index, want) in &wanted {
+        let Some(gpu) = inventory.gpus.iter().find(|g| g.index == *index) else {
+            println!(
+                "{}",
+                serde_json::json!({"gpu": index, "error": format!("there is no GPU {index} on this host")})
+            );
+            ok = false;
+            continue;
+        };
+        let model = tessera_core::catalogue::lookup(&gpu.name, gpu.memory_mib);
+        let line = match reconcile::reconcile_gpu(&backend, *index, &model, want) {
+            Ok(out) => {
+                serde_json::json!({"gpu": index, "ops": out.applied, "observed": out.observed})
+            }
+            Err(e) => {
+                ok = false;
+                serde_json::json!({"gpu": index, "error": e.to_string()})
+            }
+        };
+        println!("{line}");
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn backends(cli: &Cli) -> Result<Vec<Arc<dyn GpuBackend>>, backend::BackendError> {
@@ -82,6 +162,13 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    if let Some(Command::Plan { desired }) = &cli.command {
+        return plan_command(&cli, desired);
+    }
+    let Some(server) = cli.server.clone() else {
+        eprintln!("tessera-agent: --server URL (or TESSERA_SERVER) is required");
+        return ExitCode::from(2);
+    };
     let backends = match backends(&cli) {
         Ok(b) => b,
         Err(e) => {
@@ -89,7 +176,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let client = match ServerClient::new(&cli.server) {
+    let client = match ServerClient::new(&server) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tessera-agent: {e}");

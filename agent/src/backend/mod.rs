@@ -3,6 +3,7 @@
 pub mod nvml;
 pub mod sim;
 
+use tessera_core::plan::{GpuObserved, Op};
 use tessera_protocol::agent::GpuReport;
 use thiserror::Error;
 
@@ -33,6 +34,27 @@ pub enum BackendError {
         /// The driver's message.
         detail: String,
     },
+    /// The driver (or the simulated driver) refused an operation.
+    #[error("GPU {index}: the driver refused {op}: {detail}")]
+    Refused {
+        /// GPU index.
+        index: u32,
+        /// Operation name.
+        op: &'static str,
+        /// The driver's reason.
+        detail: String,
+    },
+    /// No GPU with this index.
+    #[error("there is no GPU {0} on this host")]
+    NoSuchGpu(u32),
+    /// This backend cannot change GPU state yet.
+    #[error("the {backend} backend cannot {what} yet")]
+    Unsupported {
+        /// Backend name.
+        backend: &'static str,
+        /// What was asked.
+        what: &'static str,
+    },
     /// The simulation file is wrong.
     #[error("simulated host file {path}: {message}")]
     SimConfig {
@@ -52,4 +74,23 @@ pub trait GpuBackend: Send + Sync + 'static {
     fn hostname(&self) -> String;
     /// The current inventory.
     fn inventory(&self) -> Result<Inventory, BackendError>;
+    /// The sharing state of GPU `index` (MIG mode and instances, MPS, replicas).
+    fn observe(&self, index: u32) -> Result<GpuObserved, BackendError>;
+    /// Applies one planned operation to GPU `index`.
+    fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError>;
+}
+
+/// The snake_case name of an operation, as logs and fault rules spell it.
+pub fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::StopProcesses { .. } => "stop_processes",
+        Op::SetMps { .. } => "set_mps",
+        Op::DestroyComputeInstance { .. } => "destroy_compute_instance",
+        Op::DestroyGpuInstance { .. } => "destroy_gpu_instance",
+        Op::DisableMig => "disable_mig",
+        Op::EnableMig => "enable_mig",
+        Op::CreateGpuInstance { .. } => "create_gpu_instance",
+        Op::CreateComputeInstance { .. } => "create_compute_instance",
+        Op::SetReplicas { .. } => "set_replicas",
+    }
 }

@@ -4,6 +4,7 @@
 
 use super::{BackendError, GpuBackend, Inventory};
 use nvml_wrapper::Nvml;
+use tessera_core::plan::{GpuObserved, Op};
 use tessera_protocol::agent::GpuReport;
 
 /// GPUs as NVML reports them.
@@ -90,6 +91,20 @@ impl GpuBackend for NvmlBackend {
             memory_mib: host_facts::memory_mib(),
             driver_version: self.nvml.sys_driver_version().ok(),
             gpus,
+        })
+    }
+
+    fn observe(&self, _index: u32) -> Result<GpuObserved, BackendError> {
+        Err(BackendError::Unsupported {
+            backend: "nvml",
+            what: "read GPU instances",
+        })
+    }
+
+    fn apply(&self, _index: u32, _op: &Op) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported {
+            backend: "nvml",
+            what: "change MIG, MPS or time-slicing settings",
         })
     }
 }

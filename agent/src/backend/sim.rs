@@ -15,11 +15,13 @@
 //! Models come from `tessera_core::catalogue`; an unknown model is a generic GPU
 //! with `memory_gib` of memory.
 
-use super::{BackendError, GpuBackend, Inventory};
+use super::{op_name, BackendError, GpuBackend, Inventory};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 use tessera_core::catalogue;
+use tessera_core::plan::{GpuObserved, Op, SimGpu};
 use tessera_protocol::agent::GpuReport;
 
 /// One simulated host file.
@@ -37,6 +39,38 @@ pub struct SimHost {
     pub driver_version: String,
     /// GPU groups.
     pub gpus: Vec<SimGpus>,
+    /// Driver misbehaviour to simulate, for testing failure paths.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+}
+
+/// A simulated driver fault: an operation that fails or hangs.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// Operation name, e.g. `create_gpu_instance` (see `op_name`).
+    pub op: String,
+    /// Only on this GPU (all GPUs when absent).
+    #[serde(default)]
+    pub gpu: Option<u32>,
+    /// `fail` or `hang`.
+    pub action: FaultAction,
+    /// For `hang`: how long, in milliseconds, before the operation goes on.
+    #[serde(default)]
+    pub hang_ms: u64,
+    /// How many times the fault fires (forever when absent).
+    #[serde(default)]
+    pub times: Option<u32>,
+}
+
+/// What a fault does.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultAction {
+    /// The driver refuses the operation.
+    Fail,
+    /// The driver takes `hang_ms` before doing it.
+    Hang,
 }
 
 fn default_driver() -> String {
@@ -62,11 +96,18 @@ pub struct SimGpus {
     pub nvlink_groups: Vec<Vec<u32>>,
 }
 
-/// A simulated host.
-#[derive(Debug, Clone)]
+/// A simulated host: inventory plus a faithful driver model per GPU.
+#[derive(Debug)]
 pub struct SimBackend {
     host: SimHost,
     gpus: Vec<GpuReport>,
+    driver: Mutex<Driver>,
+}
+
+#[derive(Debug)]
+struct Driver {
+    gpus: Vec<SimGpu>,
+    faults: Vec<Fault>,
 }
 
 impl SimBackend {
@@ -141,7 +182,61 @@ impl SimBackend {
                 }
             }
         }
-        Ok(Self { host, gpus })
+        let mut sims = Vec::with_capacity(gpus.len());
+        for g in &gpus {
+            let mut sim = SimGpu::new(catalogue::lookup(&g.name, g.memory_mib));
+            if g.mig_enabled {
+                sim.apply(&Op::EnableMig)
+                    .map_err(|e| format!("GPU {}: {e}", g.index))?;
+            }
+            sims.push(sim);
+        }
+        let faults = host.faults.clone();
+        Ok(Self {
+            host,
+            gpus,
+            driver: Mutex::new(Driver { gpus: sims, faults }),
+        })
+    }
+
+    fn driver(&self) -> MutexGuard<'_, Driver> {
+        // A panic while holding the lock cannot leave a SimGpu half-changed
+        // (its operations are all-or-nothing), so a poisoned lock is usable.
+        self.driver
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Simulates a workload starting on GPU `index` (in a GPU instance, or on
+    /// the whole GPU), so tests can see what the driver does with busy GPUs.
+    #[cfg(test)]
+    pub fn start_process(&self, index: u32, gi_start: Option<u8>) -> Result<(), BackendError> {
+        let mut driver = self.driver();
+        let gpu = driver
+            .gpus
+            .get_mut(index as usize)
+            .ok_or(BackendError::NoSuchGpu(index))?;
+        gpu.start_process(gi_start)
+            .map_err(|e| BackendError::Refused {
+                index,
+                op: "start_process",
+                detail: e.to_string(),
+            })
+    }
+}
+
+impl Driver {
+    /// The first matching fault, used up by one firing.
+    fn fire(&mut self, index: u32, op: &str) -> Option<Fault> {
+        let pos = self
+            .faults
+            .iter()
+            .position(|f| f.op == op && f.gpu.is_none_or(|g| g == index) && f.times != Some(0))?;
+        let fault = self.faults[pos].clone();
+        if let Some(n) = self.faults[pos].times.as_mut() {
+            *n -= 1;
+        }
+        Some(fault)
     }
 }
 
@@ -168,11 +263,66 @@ impl GpuBackend for SimBackend {
     }
 
     fn inventory(&self) -> Result<Inventory, BackendError> {
+        let driver = self.driver();
+        let gpus = self
+            .gpus
+            .iter()
+            .zip(&driver.gpus)
+            .map(|(g, sim)| GpuReport {
+                mig_enabled: sim.observed().mig_enabled,
+                ..g.clone()
+            })
+            .collect();
         Ok(Inventory {
             cpu_milli: self.host.cpu_cores * 1000,
             memory_mib: self.host.memory_gib * 1024,
             driver_version: Some(self.host.driver_version.clone()),
-            gpus: self.gpus.clone(),
+            gpus,
+        })
+    }
+
+    fn observe(&self, index: u32) -> Result<GpuObserved, BackendError> {
+        let driver = self.driver();
+        let gpu = driver
+            .gpus
+            .get(index as usize)
+            .ok_or(BackendError::NoSuchGpu(index))?;
+        Ok(gpu.observed().clone())
+    }
+
+    fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError> {
+        let name = op_name(op);
+        let fault = self.driver().fire(index, name);
+        match fault {
+            Some(Fault {
+                action: FaultAction::Fail,
+                ..
+            }) => {
+                return Err(BackendError::Refused {
+                    index,
+                    op: name,
+                    detail: "injected fault".to_owned(),
+                })
+            }
+            // Sleep without holding the lock, like a driver call that blocks.
+            Some(Fault {
+                action: FaultAction::Hang,
+                hang_ms,
+                ..
+            }) => {
+                std::thread::sleep(std::time::Duration::from_millis(hang_ms));
+            }
+            None => {}
+        }
+        let mut driver = self.driver();
+        let gpu = driver
+            .gpus
+            .get_mut(index as usize)
+            .ok_or(BackendError::NoSuchGpu(index))?;
+        gpu.apply(op).map_err(|e| BackendError::Refused {
+            index,
+            op: name,
+            detail: e.to_string(),
         })
     }
 }
@@ -188,6 +338,7 @@ mod tests {
             cpu_cores: 32,
             memory_gib: 256,
             driver_version: default_driver(),
+            faults: vec![],
             gpus: vec![SimGpus {
                 model: model.into(),
                 count,
