@@ -93,6 +93,7 @@ mod tests {
                 memory_gib: None,
                 mig_enabled: false,
                 nvlink_groups: vec![],
+                instances: vec![],
             }],
         })
         .unwrap()

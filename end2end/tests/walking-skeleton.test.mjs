@@ -48,6 +48,10 @@ describe('walking skeleton', () => {
     assert.equal(await h100.locator('[data-test=gpu]').count(), 8);
     assert.deepEqual([...new Set(await h100.locator('[data-test=gpu-model]').allTextContents())], ['H100-80GB']);
     assert.deepEqual([...new Set(await h100.locator('[data-test=gpu-mig]').allTextContents())], ['enabled']);
+    // The first NVLink island reports the MIG layout its simulated driver holds.
+    const gpus = h100.locator('[data-test=gpu]');
+    assert.deepEqual(await gpus.nth(0).locator('[data-test=mig-instance]').allTextContents(), ['3g.40gb@0', '2g.20gb@4', '1g.10gb@6']);
+    assert.equal(await gpus.nth(4).locator('[data-test=mig-instance]').count(), 0);
     const l4 = page.locator('[data-test=host][data-hostname=gpu-l4-01]');
     assert.equal(await l4.locator('[data-test=gpu]').count(), 4);
     assert.deepEqual([...new Set(await l4.locator('[data-test=gpu-mig]').allTextContents())], ['n/a']);

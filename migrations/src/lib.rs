@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_create_identity;
 mod m20261129_000002_create_fleet;
+mod m20261129_000003_add_gpu_sharing;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261129_000001_create_identity::Migration),
             Box::new(m20261129_000002_create_fleet::Migration),
+            Box::new(m20261129_000003_add_gpu_sharing::Migration),
         ]
     }
 }

@@ -84,6 +84,7 @@ impl GpuBackend for NvmlBackend {
                 mig_enabled,
                 nvlink_peers,
                 health: "healthy".to_owned(),
+                sharing: None,
             });
         }
         Ok(Inventory {

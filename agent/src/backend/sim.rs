@@ -21,7 +21,10 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use tessera_core::catalogue;
-use tessera_core::plan::{GpuObserved, Op, SimGpu};
+use tessera_core::mig::MigPlacement;
+use tessera_core::plan::{
+    plan, ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, Op, SimGpu,
+};
 use tessera_protocol::agent::GpuReport;
 
 /// One simulated host file.
@@ -94,6 +97,36 @@ pub struct SimGpus {
     /// NVLink islands, as GPU indices within this group.
     #[serde(default)]
     pub nvlink_groups: Vec<Vec<u32>>,
+    /// MIG instances each GPU of the group starts with, as `profile@start`
+    /// (e.g. `"3g.40gb@0"`); needs `mig_enabled`.
+    #[serde(default)]
+    pub instances: Vec<String>,
+}
+
+/// The desired state for a starting layout of `profile@start` entries.
+fn starting_layout(model: &catalogue::GpuModel, entries: &[String]) -> Result<GpuDesired, String> {
+    let spec = model
+        .mig
+        .ok_or_else(|| format!("{} does not support MIG", model.name))?;
+    let mut instances = Vec::new();
+    for e in entries {
+        let (profile, start) = e
+            .split_once('@')
+            .and_then(|(p, s)| s.parse::<u8>().ok().map(|s| (p, s)))
+            .ok_or_else(|| format!("'{e}' is not profile@start, e.g. 3g.40gb@0"))?;
+        let p = spec
+            .profile(profile)
+            .ok_or_else(|| format!("{} has no MIG profile '{profile}'", model.name))?;
+        instances.push(DesiredInstance {
+            placement: MigPlacement::new(p.name, start),
+            compute_instances: vec![ComputeInstance::whole(p.compute_slices)],
+        });
+    }
+    Ok(GpuDesired {
+        mig_enabled: true,
+        instances,
+        ..GpuDesired::default()
+    })
 }
 
 /// A simulated host: inventory plus a faithful driver model per GPU.
@@ -171,6 +204,7 @@ impl SimBackend {
                     mig_enabled: group.mig_enabled,
                     nvlink_peers: peers,
                     health: "healthy".to_owned(),
+                    sharing: None,
                 });
             }
             for island in &group.nvlink_groups {
@@ -182,12 +216,24 @@ impl SimBackend {
                 }
             }
         }
+        let mut layouts = Vec::with_capacity(gpus.len());
+        for (g, group) in host.gpus.iter().enumerate() {
+            if !group.instances.is_empty() && !group.mig_enabled {
+                return Err(format!("gpus[{g}].instances needs mig_enabled = true"));
+            }
+            for _ in 0..group.count {
+                layouts.push((g, group.instances.as_slice()));
+            }
+        }
         let mut sims = Vec::with_capacity(gpus.len());
-        for g in &gpus {
-            let mut sim = SimGpu::new(catalogue::lookup(&g.name, g.memory_mib));
-            if g.mig_enabled {
-                sim.apply(&Op::EnableMig)
-                    .map_err(|e| format!("GPU {}: {e}", g.index))?;
+        for (gpu, (g, entries)) in gpus.iter().zip(layouts) {
+            let model = catalogue::lookup(&gpu.name, gpu.memory_mib);
+            let mut sim = SimGpu::new(model);
+            if gpu.mig_enabled {
+                let err = |e: String| format!("gpus[{g}].instances: {e}");
+                let desired = starting_layout(&model, entries).map_err(err)?;
+                let ops = plan(&model, sim.observed(), &desired).map_err(|e| err(e.to_string()))?;
+                sim.apply_all(&ops).map_err(|(_, e)| err(e.to_string()))?;
             }
             sims.push(sim);
         }
@@ -270,6 +316,7 @@ impl GpuBackend for SimBackend {
             .zip(&driver.gpus)
             .map(|(g, sim)| GpuReport {
                 mig_enabled: sim.observed().mig_enabled,
+                sharing: Some(sim.observed().clone()),
                 ..g.clone()
             })
             .collect();
@@ -345,6 +392,7 @@ mod tests {
                 memory_gib: None,
                 mig_enabled: mig,
                 nvlink_groups: islands,
+                instances: vec![],
             }],
         }
     }
@@ -361,6 +409,32 @@ mod tests {
         assert!(inv.gpus[0].memory_mib > 79_000);
         assert_ne!(inv.gpus[0].uuid, inv.gpus[1].uuid);
         assert_eq!(inv.gpus[0].uuid, sim_uuid("h1", 0));
+    }
+
+    #[test]
+    fn starts_with_the_configured_mig_layout() {
+        let mut h = host("A100-SXM4-40GB", 2, true, vec![]);
+        h.gpus[0].instances = vec!["3g.20gb@4".into(), "MIG 2g.10gb@0".into()];
+        let b = SimBackend::new(h).unwrap();
+        let observed = b.observe(1).unwrap();
+        let mut layout: Vec<(String, u8)> = observed
+            .instances
+            .iter()
+            .map(|i| (i.placement.profile.clone(), i.placement.start))
+            .collect();
+        layout.sort();
+        assert_eq!(
+            layout,
+            vec![("2g.10gb".to_owned(), 0), ("3g.20gb".to_owned(), 4)]
+        );
+
+        let mut bad = host("A100-SXM4-40GB", 1, true, vec![]);
+        bad.gpus[0].instances = vec!["3g.20gb@2".into()];
+        let err = SimBackend::new(bad).unwrap_err();
+        assert!(err.contains("cannot start at memory slice 2"), "{err}");
+        let mut off = host("A100-SXM4-40GB", 1, false, vec![]);
+        off.gpus[0].instances = vec!["1g.5gb@0".into()];
+        assert!(SimBackend::new(off).unwrap_err().contains("mig_enabled"));
     }
 
     #[test]

@@ -119,12 +119,24 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
                             (true, false) => ("badge", "disabled"),
                             _ => ("badge subtle", "n/a"),
                         };
+                        let instances = g.mig_instances.clone();
                         view! {
                             <tr data-test="gpu">
                                 <td>{g.index}</td>
                                 <td data-test="gpu-model">{g.model}</td>
                                 <td>{format::mib(g.memory_mib)}</td>
-                                <td><span class=mig.0 data-test="gpu-mig">{mig.1}</span></td>
+                                <td>
+                                    <span class=mig.0 data-test="gpu-mig">{mig.1}</span>
+                                    {instances.into_iter().map(|i| view! {
+                                        <span
+                                            class=if i.in_use { "chip busy" } else { "chip" }
+                                            title=if i.in_use { "in use" } else { "idle" }
+                                            data-test="mig-instance"
+                                        >
+                                            {format!("{}@{}", i.profile, i.start)}
+                                        </span>
+                                    }).collect_view()}
+                                </td>
                                 <td>{g.health}</td>
                                 <td class="mono muted small">{g.uuid}</td>
                             </tr>

@@ -67,6 +67,10 @@ pub struct GpuReport {
     /// `healthy`, or a short description of what is wrong.
     #[serde(default = "healthy")]
     pub health: String,
+    /// Sharing state as the driver has it (MIG instances, MPS, replicas), when
+    /// the backend can read it.
+    #[serde(default)]
+    pub sharing: Option<tessera_core::plan::GpuObserved>,
 }
 
 fn healthy() -> String {

@@ -172,6 +172,19 @@ pub struct GpuView {
     pub mig_enabled: bool,
     /// Health text.
     pub health: String,
+    /// MIG instances the agent last saw (empty when none or unknown).
+    pub mig_instances: Vec<MigInstanceView>,
+}
+
+/// One MIG GPU instance on a GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigInstanceView {
+    /// Profile, e.g. `3g.40gb`.
+    pub profile: String,
+    /// Start memory slice.
+    pub start: u8,
+    /// Processes running in it.
+    pub in_use: bool,
 }
 
 /// A join token as listed (never the secret).

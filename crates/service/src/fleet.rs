@@ -13,7 +13,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::agent::{EnrollRequest, EnrollResponse, GpuReport, HostReport, ReportAck};
 use tessera_protocol::views::{
-    CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenView,
+    CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenView, MigInstanceView,
 };
 
 /// Longest lifetime of a join token.
@@ -131,6 +131,20 @@ fn validate_gpu(i: usize, g: &GpuReport, indices: &BTreeSet<u32>) -> Result<(), 
             "a GPU that is not MIG-capable cannot have MIG enabled",
         ));
     }
+    if let Some(sharing) = &g.sharing {
+        if sharing.mig_enabled != g.mig_enabled {
+            return Err(ServiceError::invalid(
+                field("sharing.mig_enabled"),
+                "must agree with mig_enabled",
+            ));
+        }
+        if !sharing.mig_enabled && !sharing.instances.is_empty() {
+            return Err(ServiceError::invalid(
+                field("sharing.instances"),
+                "a GPU with MIG off has no GPU instances",
+            ));
+        }
+    }
     if g.health.len() > 200 {
         return Err(ServiceError::invalid(
             field("health"),
@@ -146,6 +160,26 @@ fn validate_gpu(i: usize, g: &GpuReport, indices: &BTreeSet<u32>) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The MIG instances in a stored sharing report, by start slice.
+fn mig_instances(sharing: Option<&serde_json::Value>) -> Vec<MigInstanceView> {
+    let Some(observed) = sharing
+        .and_then(|v| serde_json::from_value::<tessera_core::plan::GpuObserved>(v.clone()).ok())
+    else {
+        return Vec::new();
+    };
+    let mut list: Vec<MigInstanceView> = observed
+        .instances
+        .into_iter()
+        .map(|i| MigInstanceView {
+            profile: i.placement.profile,
+            start: i.placement.start,
+            in_use: i.in_use,
+        })
+        .collect();
+    list.sort_by_key(|i| i.start);
+    list
 }
 
 fn token_status(t: &join_token::Model, now: DateTime<Utc>) -> &'static str {
@@ -467,6 +501,7 @@ impl Service {
                 model.name.to_owned()
             };
             let peers = json!(r.nvlink_peers);
+            let sharing = r.sharing.as_ref().map(|o| json!(o));
             let idx = i32::try_from(r.index)
                 .map_err(|_| ServiceError::invalid("gpus.index", "is out of range"))?;
             let memory = i64::try_from(r.memory_mib).unwrap_or(i64::MAX);
@@ -479,7 +514,8 @@ impl Service {
                         && g.mig_capable == r.mig_capable
                         && g.mig_enabled == r.mig_enabled
                         && g.nvlink_peers == peers
-                        && g.health == r.health;
+                        && g.health == r.health
+                        && g.sharing == sharing;
                     if !unchanged {
                         let mut a: gpu::ActiveModel = g.clone().into();
                         a.idx = Set(idx);
@@ -490,6 +526,7 @@ impl Service {
                         a.mig_enabled = Set(r.mig_enabled);
                         a.nvlink_peers = Set(peers);
                         a.health = Set(r.health.clone());
+                        a.sharing = Set(sharing);
                         a.updated_at = Set(now);
                         a.update(&txn).await?;
                     }
@@ -512,6 +549,7 @@ impl Service {
                         mig_enabled: Set(r.mig_enabled),
                         nvlink_peers: Set(peers),
                         health: Set(r.health.clone()),
+                        sharing: Set(sharing),
                         updated_at: Set(now),
                         ..Default::default()
                     }
@@ -587,6 +625,7 @@ impl Service {
                         mig_capable: g.mig_capable,
                         mig_enabled: g.mig_enabled,
                         health: g.health.clone(),
+                        mig_instances: mig_instances(g.sharing.as_ref()),
                     })
                     .collect(),
             })

@@ -28,6 +28,7 @@ fn report(hostname: &str, gpus: usize, uuid_prefix: &str) -> HostReport {
                 mig_enabled: i % 2 == 0,
                 nvlink_peers: vec![],
                 health: "healthy".into(),
+                sharing: None,
             })
             .collect(),
     }
@@ -468,4 +469,46 @@ async fn tenants_sync_from_config_idempotently() {
         .filter(|a| *a == "tenant.create")
         .count();
     assert_eq!(creates, 2);
+}
+
+#[tokio::test]
+async fn reported_mig_instances_show_on_the_fleet() {
+    use tessera_core::mig::MigPlacement;
+    use tessera_core::plan::{ComputeInstance, GpuObserved, ObservedInstance};
+    let f = fixture().await;
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    let host = f.enrolled_host("mig").await;
+    let mut r = report("mig", 1, "abab");
+    let instance = |profile: &str, start, in_use| ObservedInstance {
+        placement: MigPlacement::new(profile, start),
+        compute_instances: vec![ComputeInstance::whole(1)],
+        in_use,
+    };
+    r.gpus[0].sharing = Some(GpuObserved {
+        mig_enabled: true,
+        instances: vec![instance("1g.10gb", 6, false), instance("3g.40gb", 0, true)],
+        ..GpuObserved::default()
+    });
+    f.service.record_report(&host, &r).await.unwrap();
+    let fleet = f.service.fleet_view(&proof).await.unwrap();
+    let shown: Vec<(String, u8, bool)> = fleet.hosts[0].gpus[0]
+        .mig_instances
+        .iter()
+        .map(|i| (i.profile.clone(), i.start, i.in_use))
+        .collect();
+    assert_eq!(
+        shown,
+        vec![("3g.40gb".into(), 0, true), ("1g.10gb".into(), 6, false)]
+    );
+
+    // A sharing report that contradicts the GPU's MIG mode is refused.
+    let mut bad = r.clone();
+    bad.gpus[0].mig_enabled = false;
+    bad.gpus[0].mig_capable = true;
+    let err = f.service.record_report(&host, &bad).await.unwrap_err();
+    assert!(
+        err.to_string().starts_with("gpus[0].sharing.mig_enabled:"),
+        "{err}"
+    );
 }

@@ -18,6 +18,7 @@ pub struct Model {
     pub nvlink_peers: Json,
     pub health: String,
     pub updated_at: DateTimeUtc,
+    pub sharing: Option<Json>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
