@@ -112,6 +112,12 @@ export async function startStack({ hosts }) {
 export async function newPage(stack, { colorScheme = 'light' } = {}) {
   const context = await stack.browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme });
   const page = await context.newPage();
+  // Browser-side errors (a failed hydration, say) go to the artifacts.
+  const log = createWriteStream(path.join(ARTIFACTS, 'browser-console.log'), { flags: 'a' });
+  page.on('pageerror', (e) => log.write(`[pageerror] ${page.url()} ${e.stack || e.message}\n`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') log.write(`[${m.type()}] ${page.url()} ${m.text()}\n`);
+  });
   return { context, page };
 }
 
@@ -134,6 +140,18 @@ export async function signIn(stack, page, username, targetPath = '/') {
   await page.waitForURL((u) => u.origin === stack.appUrl);
 }
 
+/**
+ * Waits until the WASM has hydrated the page. A page that does not hydrate in
+ * 20 s is reloaded once (a stalled bundle fetch on a loaded machine); one that
+ * fails twice is a real failure. Browser errors are in artifacts/browser-console.log.
+ */
 export async function hydrated(page) {
-  await page.waitForSelector('body[data-hydrated="true"]', { timeout: 20_000 });
+  const selector = 'body[data-hydrated="true"]';
+  try {
+    await page.waitForSelector(selector, { state: 'attached', timeout: 20_000 });
+  } catch {
+    console.warn(`not hydrated after 20 s, reloading once: ${page.url()}`);
+    await page.reload();
+    await page.waitForSelector(selector, { state: 'attached', timeout: 20_000 });
+  }
 }
