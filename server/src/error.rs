@@ -66,14 +66,7 @@ pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
 /// The error page for a service error.
 pub fn html_error_page(err: &ServiceError) -> Response {
     log(err);
-    let title = match err.status() {
-        401 => "Sign-in required",
-        403 => "Not allowed",
-        404 => "Not found",
-        400 => "Check your input",
-        409 => "Conflict",
-        _ => "Something went wrong",
-    };
+    let title = tessera_protocol::views::error_title(err.status());
     error_page(status_of(err), title, &err.public_message())
 }
 

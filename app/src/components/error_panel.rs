@@ -12,14 +12,7 @@ pub fn ErrorPanel(err: AppError) -> impl IntoView {
             opts.set_status(status);
         }
     }
-    let title = match err.status {
-        401 => "Sign-in required",
-        403 => "Not allowed",
-        404 => "Not found",
-        400 => "Check your input",
-        409 => "Conflict",
-        _ => "Something went wrong",
-    };
+    let title = tessera_protocol::views::error_title(err.status);
     view! {
         <div class="card error-card" data-test="error-panel" data-status=err.status.to_string()>
             <p class="eyebrow">{format!("Error {}", err.status)}</p>

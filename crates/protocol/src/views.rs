@@ -214,3 +214,26 @@ pub struct CreatedJoinToken {
     /// The secret to hand to the agent.
     pub secret: String,
 }
+
+/// The heading an error page shows for an HTTP status (shared by the server's
+/// standalone error pages and the app's error panel).
+pub fn error_title(status: u16) -> &'static str {
+    match status {
+        400 => "Check your input",
+        401 => "Sign-in required",
+        403 => "Not allowed",
+        404 => "Not found",
+        409 => "Conflict",
+        _ => "Something went wrong",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn error_titles() {
+        assert_eq!(super::error_title(403), "Not allowed");
+        assert_eq!(super::error_title(400), "Check your input");
+        assert_eq!(super::error_title(502), "Something went wrong");
+    }
+}
