@@ -44,7 +44,9 @@ pub async fn build_state(
         directory: config.directory.clone(),
         host_offline_after: chrono::Duration::seconds(config.agents.offline_after_seconds),
         report_interval: chrono::Duration::seconds(config.agents.report_interval_seconds),
+        pools: config.pools.clone(),
     };
+    tessera_service::pools::validate_pools(&settings.pools)?;
     let service = Service::new(db, settings, clock);
     service.sync_tenants().await?;
     let oidc = Arc::new(oidc::Oidc::new(&config)?);

@@ -51,6 +51,9 @@ pub struct Config {
     /// Tenants and group mapping.
     #[serde(default)]
     pub directory: Directory,
+    /// GPU pools (`[[pools]]`).
+    #[serde(default)]
+    pub pools: Vec<tessera_service::pools::PoolSpec>,
 }
 
 /// `[server]`

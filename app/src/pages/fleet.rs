@@ -69,6 +69,24 @@ fn Fleet(f: FleetView) -> impl IntoView {
             <div class="stat card"><span class="stat-value">{mig}</span><span class="stat-label">"in MIG mode"</span></div>
             <div class="stat card"><span class="stat-value">{format::mib(memory)}</span><span class="stat-label">"GPU memory"</span></div>
         </section>
+        {(!f.pools.is_empty()).then(|| view! {
+            <section>
+                <h2 class="section-title">"Pools"</h2>
+                <div class="grid">
+                    {f.pools.iter().map(|p| view! {
+                        <div class="card tile" data-test="pool" data-pool=p.name.clone()>
+                            <span class="tile-title mono">{p.name.clone()}</span>
+                            <span class="muted small">{p.description.clone()}</span>
+                            <span>
+                                <span class="badge accent" data-test="pool-sharing">{p.sharing.clone()}</span>" "
+                                <span class="badge">{p.isolation.clone()}</span>
+                            </span>
+                            <span class="small" data-test="pool-gpus">{format!("{} of {} GPUs online", p.gpus_online, p.gpus)}</span>
+                        </div>
+                    }).collect_view()}
+                </div>
+            </section>
+        })}
         {(hosts == 0).then(|| view! {
             <div class="card empty" data-test="fleet-empty">
                 <p>"No hosts yet."</p>
@@ -111,7 +129,7 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
                 </div>
             </div>
             <table class="gpus" data-test="gpus">
-                <thead><tr><th>"#"</th><th>"Model"</th><th>"Memory"</th><th>"MIG"</th><th>"Health"</th><th>"UUID"</th></tr></thead>
+                <thead><tr><th>"#"</th><th>"Model"</th><th>"Memory"</th><th>"Pool"</th><th>"MIG"</th><th>"Health"</th><th>"UUID"</th></tr></thead>
                 <tbody>
                     {h.gpus.into_iter().map(|g| {
                         let mig = match (g.mig_capable, g.mig_enabled) {
@@ -125,6 +143,7 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
                                 <td>{g.index}</td>
                                 <td data-test="gpu-model">{g.model}</td>
                                 <td>{format::mib(g.memory_mib)}</td>
+                                <td class="mono small" data-test="gpu-pool">{g.pool.clone().unwrap_or_else(|| "—".into())}</td>
                                 <td>
                                     <span class=mig.0 data-test="gpu-mig">{mig.1}</span>
                                     {instances.into_iter().map(|i| view! {
@@ -138,7 +157,7 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
                                     }).collect_view()}
                                 </td>
                                 <td>{g.health}</td>
-                                <td class="mono muted small">{g.uuid}</td>
+                                <td class="mono muted small uuid" title=g.uuid.clone()>{g.uuid}</td>
                             </tr>
                         }
                     }).collect_view()}

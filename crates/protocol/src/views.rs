@@ -124,10 +124,29 @@ impl HostStatus {
 /// The fleet page.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetView {
+    /// Pools with their GPU counts.
+    pub pools: Vec<PoolView>,
     /// Hosts, by name.
     pub hosts: Vec<HostView>,
     /// When the view was computed (server clock).
     pub as_of: DateTime<Utc>,
+}
+
+/// A GPU pool as the fleet page shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolView {
+    /// Name.
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// `exclusive`, `mig`, `mps` or `time-slicing`.
+    pub sharing: String,
+    /// `production`, `batch` or `development`.
+    pub isolation: String,
+    /// GPUs in the pool.
+    pub gpus: u32,
+    /// Of those, on hosts that are online.
+    pub gpus_online: u32,
 }
 
 /// One host and its GPUs.
@@ -174,6 +193,8 @@ pub struct GpuView {
     pub health: String,
     /// MIG instances the agent last saw (empty when none or unknown).
     pub mig_instances: Vec<MigInstanceView>,
+    /// The pool the GPU belongs to, if any.
+    pub pool: Option<String>,
 }
 
 /// One MIG GPU instance on a GPU.

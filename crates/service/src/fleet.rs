@@ -2,7 +2,7 @@
 
 use crate::audit::{self, Actor, Event};
 use crate::entity::{gpu, host, join_token};
-use crate::{secret, PlatformAdmin, Service, ServiceError};
+use crate::{pools, secret, PlatformAdmin, Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::agent::{EnrollRequest, EnrollResponse, GpuReport, HostReport, ReportAck};
 use tessera_protocol::views::{
     CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenView, MigInstanceView,
+    PoolView,
 };
 
 /// Longest lifetime of a join token.
@@ -626,11 +627,45 @@ impl Service {
                         mig_enabled: g.mig_enabled,
                         health: g.health.clone(),
                         mig_instances: mig_instances(g.sharing.as_ref()),
+                        pool: pools::pool_of(&self.settings.pools, &g.model)
+                            .map(|p| p.name.clone()),
                     })
                     .collect(),
             })
+            .collect::<Vec<HostView>>();
+        let pools = self
+            .settings
+            .pools
+            .iter()
+            .map(|p| {
+                let members = || {
+                    hosts
+                        .iter()
+                        .flat_map(|h| h.gpus.iter().map(move |g| (h, g)))
+                };
+                let mine = |g: &GpuView| g.pool.as_deref() == Some(p.name.as_str());
+                let gpus = members().filter(|(_, g)| mine(g)).count();
+                let online = members()
+                    .filter(|(h, g)| mine(g) && h.status == HostStatus::Online)
+                    .count();
+                PoolView {
+                    name: p.name.clone(),
+                    description: p.description.clone(),
+                    sharing: serde_json::to_value(p.sharing)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    isolation: p.isolation.as_str().to_owned(),
+                    gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
+                    gpus_online: u32::try_from(online).unwrap_or(u32::MAX),
+                }
+            })
             .collect();
-        Ok(FleetView { hosts, as_of: now })
+        Ok(FleetView {
+            pools,
+            hosts,
+            as_of: now,
+        })
     }
 }
 

@@ -12,6 +12,7 @@ pub mod entity;
 mod error;
 pub mod fleet;
 pub mod identity;
+pub mod pools;
 mod secret;
 pub mod tenants;
 
@@ -49,6 +50,8 @@ pub struct Settings {
     pub host_offline_after: Duration,
     /// How often agents should report.
     pub report_interval: Duration,
+    /// GPU pools.
+    pub pools: Vec<pools::PoolSpec>,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.

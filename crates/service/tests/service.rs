@@ -323,6 +323,21 @@ async fn reports_replace_gpus_and_only_for_the_own_host() {
         "NVML names resolve to catalogue models"
     );
     assert!(a.gpus[0].mig_enabled && !a.gpus[1].mig_enabled);
+    assert_eq!(
+        a.gpus[0].pool.as_deref(),
+        Some("h100-mig"),
+        "GPUs join pools by model"
+    );
+    let pool = &fleet.pools[0];
+    assert_eq!(
+        (
+            pool.name.as_str(),
+            pool.sharing.as_str(),
+            pool.gpus,
+            pool.gpus_online
+        ),
+        ("h100-mig", "mig", 5, 5)
+    );
     assert_eq!(a.cpu_milli, 64_000);
 }
 

@@ -101,6 +101,16 @@ pub async fn fixture() -> Fixture {
             directory: directory(),
             host_offline_after: Duration::seconds(30),
             report_interval: Duration::seconds(5),
+            pools: vec![tessera_service::pools::PoolSpec {
+                name: "h100-mig".into(),
+                description: "H100s in MIG mode".into(),
+                sharing: tessera_core::sharing::SharingMode::Mig,
+                isolation: tessera_service::pools::IsolationClass::Production,
+                models: vec!["H100-80GB".into()],
+                time_slice_replicas: 1,
+                allowed_mig_profiles: vec![],
+                max_lease_hours: 72,
+            }],
         },
         clock.clone(),
     );
