@@ -157,7 +157,7 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
                                     }).collect_view()}
                                 </td>
                                 <td>{g.health}</td>
-                                <td class="mono muted small uuid" title=g.uuid.clone()>{g.uuid}</td>
+                                <td class="mono muted small uuid" title=g.uuid.clone()>{g.uuid.clone()}</td>
                             </tr>
                         }
                     }).collect_view()}
