@@ -7,7 +7,6 @@ use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -249,7 +248,7 @@ impl Service {
             Actor::User(p) => Some(p.audit_name()),
             _ => Some("command line".to_owned()),
         };
-        let txn = self.db.begin().await?;
+        let (txn, _turn) = self.write_txn().await?;
         let t = join_token::ActiveModel {
             token_hash: Set(secret::hash(&secret)),
             description: Set(description.to_owned()),
@@ -288,7 +287,7 @@ impl Service {
         id: i64,
     ) -> Result<(), ServiceError> {
         let now = self.now();
-        let txn = self.db.begin().await?;
+        let (txn, _turn) = self.write_txn().await?;
         let t = join_token::Entity::find_by_id(id)
             .one(&txn)
             .await?
@@ -350,7 +349,7 @@ impl Service {
         let now = self.now();
         let token_hash = secret::hash(req.join_token.trim());
         let credential = secret::generate("tsh");
-        let txn = self.db.begin().await?;
+        let (txn, _turn) = self.write_txn().await?;
         // Claim the token atomically: only one enrolment can flip used_at.
         let claimed = join_token::Entity::update_many()
             .col_expr(join_token::Column::UsedAt, Expr::value(now))
@@ -449,7 +448,7 @@ impl Service {
             )));
         }
         let now = self.now();
-        let txn = self.db.begin().await?;
+        let (txn, _turn) = self.write_txn().await?;
         let uuids: Vec<&str> = report.gpus.iter().map(|g| g.uuid.as_str()).collect();
         if let Some(clash) = gpu::Entity::find()
             .filter(gpu::Column::Uuid.is_in(uuids))

@@ -3,9 +3,7 @@
 use crate::audit::{self, Actor, Event};
 use crate::entity::{membership, tenant, user};
 use crate::{Principal, Service, ServiceError};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -115,7 +113,7 @@ impl Service {
     pub async fn sync_tenants(&self) -> Result<(), ServiceError> {
         validate_directory(&self.settings.directory)?;
         let now = self.now();
-        let txn = self.db.begin().await?;
+        let (txn, _turn) = self.write_txn().await?;
         for spec in &self.settings.directory.tenants {
             let existing = tenant::Entity::find()
                 .filter(tenant::Column::Slug.eq(&spec.slug))
@@ -185,7 +183,7 @@ impl Service {
     pub async fn login(&self, claims: &LoginClaims) -> Result<i64, ServiceError> {
         let now = self.now();
         let (platform_admin, roles) = map_groups(&self.settings.directory, &claims.groups);
-        let txn = self.db.begin().await?;
+        let (txn, _turn) = self.write_txn().await?;
         let existing = user::Entity::find()
             .filter(user::Column::Issuer.eq(&claims.issuer))
             .filter(user::Column::Subject.eq(&claims.subject))

@@ -60,16 +60,40 @@ pub struct Service {
     db: DatabaseConnection,
     settings: Arc<Settings>,
     clock: Arc<dyn Clock>,
+    /// On SQLite, write transactions take turns (see [`Service::write_txn`]).
+    sqlite_writer: Option<Arc<tokio::sync::Mutex<()>>>,
 }
+
+/// The process's writer turn on SQLite; keep it until the transaction ends.
+pub(crate) type WriterTurn = Option<tokio::sync::OwnedMutexGuard<()>>;
 
 impl Service {
     /// Wraps a connected, migrated database.
     pub fn new(db: DatabaseConnection, settings: Settings, clock: Arc<dyn Clock>) -> Self {
+        use sea_orm::ConnectionTrait;
+        let sqlite_writer = (db.get_database_backend() == sea_orm::DbBackend::Sqlite)
+            .then(|| Arc::new(tokio::sync::Mutex::new(())));
         Self {
             db,
             settings: Arc::new(settings),
             clock,
+            sqlite_writer,
         }
+    }
+
+    /// Begins a write transaction. SQLite's deferred transactions fail at once
+    /// with "database is locked" when a reader upgrades to a writer after
+    /// another writer committed (no busy wait applies), so on SQLite the
+    /// process's writers take turns; PostgreSQL needs no such care.
+    pub(crate) async fn write_txn(
+        &self,
+    ) -> Result<(sea_orm::DatabaseTransaction, WriterTurn), sea_orm::DbErr> {
+        use sea_orm::TransactionTrait;
+        let turn = match &self.sqlite_writer {
+            Some(lock) => Some(Arc::clone(lock).lock_owned().await),
+            None => None,
+        };
+        Ok((self.db.begin().await?, turn))
     }
 
     /// The database connection (for health checks and the session store).
