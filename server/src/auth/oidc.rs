@@ -207,31 +207,6 @@ fn groups_in(claims: &serde_json::Map<String, serde_json::Value>, claim: &str) -
     }
 }
 
-/// The subset of the (heavily generic) client type that the handlers use.
-trait OidcClientOps {
-    fn authorize(
-        &self,
-        scopes: &[String],
-        challenge: PkceCodeChallenge,
-    ) -> (url::Url, CsrfToken, Nonce);
-    fn exchange(
-        &self,
-        code: AuthorizationCode,
-    ) -> Result<
-        openidconnect::CodeTokenRequest<
-            '_,
-            openidconnect::StandardErrorResponse<openidconnect::core::CoreErrorResponseType>,
-            openidconnect::core::CoreTokenResponse,
-        >,
-        AuthError,
-    >;
-    fn verify(
-        &self,
-        id_token: &CoreIdToken,
-        nonce: &Nonce,
-    ) -> Result<LoginClaimsPartial, AuthError>;
-}
-
 struct LoginClaimsPartial {
     issuer: String,
     subject: String,
@@ -259,64 +234,50 @@ type ConfiguredClient = openidconnect::Client<
     openidconnect::EndpointMaybeSet,
 >;
 
-impl OidcClientOps for ConfiguredClient {
-    fn authorize(
-        &self,
-        scopes: &[String],
-        challenge: PkceCodeChallenge,
-    ) -> (url::Url, CsrfToken, Nonce) {
-        let mut req = self
-            .authorize_url(
-                CoreAuthenticationFlow::AuthorizationCode,
-                CsrfToken::new_random,
-                Nonce::new_random,
-            )
-            .set_pkce_challenge(challenge);
-        for s in scopes {
-            req = req.add_scope(Scope::new(s.clone()));
-        }
-        req.url()
+/// The authorization URL with PKCE and the configured scopes.
+fn authorize(
+    client: &ConfiguredClient,
+    scopes: &[String],
+    challenge: PkceCodeChallenge,
+) -> (url::Url, CsrfToken, Nonce) {
+    let mut req = client
+        .authorize_url(
+            CoreAuthenticationFlow::AuthorizationCode,
+            CsrfToken::new_random,
+            Nonce::new_random,
+        )
+        .set_pkce_challenge(challenge);
+    for s in scopes {
+        req = req.add_scope(Scope::new(s.clone()));
     }
+    req.url()
+}
 
-    fn exchange(
-        &self,
-        code: AuthorizationCode,
-    ) -> Result<
-        openidconnect::CodeTokenRequest<
-            '_,
-            openidconnect::StandardErrorResponse<openidconnect::core::CoreErrorResponseType>,
-            openidconnect::core::CoreTokenResponse,
-        >,
-        AuthError,
-    > {
-        self.exchange_code(code)
-            .map_err(|e| AuthError::Misconfigured(format!("token endpoint: {e}")))
-    }
-
-    fn verify(
-        &self,
-        id_token: &CoreIdToken,
-        nonce: &Nonce,
-    ) -> Result<LoginClaimsPartial, AuthError> {
-        let verifier = self.id_token_verifier();
-        let claims = id_token
-            .claims(&verifier, nonce)
-            .map_err(|e| AuthError::BadToken(format!("id_token: {e}")))?;
-        let email = claims.email().map(|e| e.as_str().to_owned());
-        let name = claims
-            .name()
-            .and_then(|n| n.get(None))
-            .map(|n| n.as_str().to_owned())
-            .or_else(|| claims.preferred_username().map(|u| u.as_str().to_owned()))
-            .or_else(|| email.clone())
-            .unwrap_or_else(|| claims.subject().as_str().to_owned());
-        Ok(LoginClaimsPartial {
-            issuer: claims.issuer().as_str().to_owned(),
-            subject: claims.subject().as_str().to_owned(),
-            email,
-            name,
-        })
-    }
+/// Verifies the id_token (signature, issuer, audience, expiry, nonce) and
+/// reads who it names.
+fn verify(
+    client: &ConfiguredClient,
+    id_token: &CoreIdToken,
+    nonce: &Nonce,
+) -> Result<LoginClaimsPartial, AuthError> {
+    let verifier = client.id_token_verifier();
+    let claims = id_token
+        .claims(&verifier, nonce)
+        .map_err(|e| AuthError::BadToken(format!("id_token: {e}")))?;
+    let email = claims.email().map(|e| e.as_str().to_owned());
+    let name = claims
+        .name()
+        .and_then(|n| n.get(None))
+        .map(|n| n.as_str().to_owned())
+        .or_else(|| claims.preferred_username().map(|u| u.as_str().to_owned()))
+        .or_else(|| email.clone())
+        .unwrap_or_else(|| claims.subject().as_str().to_owned());
+    Ok(LoginClaimsPartial {
+        issuer: claims.issuer().as_str().to_owned(),
+        subject: claims.subject().as_str().to_owned(),
+        email,
+        name,
+    })
 }
 
 /// `?next=` of the login route.
@@ -333,7 +294,7 @@ pub async fn login(
 ) -> Result<Response, AuthError> {
     let (_, client) = state.oidc.client().await?;
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-    let (url, csrf, nonce) = client.authorize(&state.oidc.scopes, challenge);
+    let (url, csrf, nonce) = authorize(&client, &state.oidc.scopes, challenge);
     let pending = PendingLogin {
         state: csrf.secret().clone(),
         nonce: nonce.secret().clone(),
@@ -377,7 +338,8 @@ pub async fn callback(
         .ok_or_else(|| AuthError::BadToken("no code in callback".to_owned()))?;
     let (_, client) = state.oidc.client().await?;
     let token = client
-        .exchange(AuthorizationCode::new(code))?
+        .exchange_code(AuthorizationCode::new(code))
+        .map_err(|e| AuthError::Misconfigured(format!("token endpoint: {e}")))?
         .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier))
         .request_async(&state.oidc.http)
         .await
@@ -385,7 +347,7 @@ pub async fn callback(
     let id_token = token
         .id_token()
         .ok_or_else(|| AuthError::BadToken("no id_token in token response".to_owned()))?;
-    let verified = client.verify(id_token, &Nonce::new(pending.nonce))?;
+    let verified = verify(&client, id_token, &Nonce::new(pending.nonce))?;
     let raw = id_token.to_string();
     let claims = LoginClaims {
         issuer: verified.issuer,
