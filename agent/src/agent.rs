@@ -1,12 +1,17 @@
-//! One host's loop: enrol once, then report on the server's interval, backing
+//! One host's control loop: enrol once, then on every pass long-poll the
+//! desired state, apply it through the backend (observe, plan, apply per GPU)
+//! and report inventory, observed state and the applied generation, backing
 //! off while the server is unreachable.
 
-use crate::backend::GpuBackend;
+use crate::backend::{BackendError, GpuBackend, Inventory};
 use crate::client::{ClientError, ServerClient};
+use crate::reconcile::reconcile_gpu;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
-use tessera_protocol::agent::{EnrollRequest, HostReport};
+use std::time::{Duration, Instant};
+use tessera_protocol::agent::{
+    DesiredState, EnrollRequest, GpuApplyError, HostReport, DESIRED_MAX_WAIT_S,
+};
 use thiserror::Error;
 
 /// Why an agent stopped.
@@ -45,11 +50,92 @@ pub struct HostAgent {
     pub credential_path: PathBuf,
     /// One-time join token for the first start.
     pub join_token: Option<String>,
-    /// Run one report and return (for scripts and tests).
+    /// Fetch the desired state, apply it, report once and return (for scripts
+    /// and tests).
     pub once: bool,
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// Report interval until the server names one.
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
+/// How long to report without applying after the server said it has no
+/// desired-state endpoint (an older server), before asking again.
+const DESIRED_RECHECK: Duration = Duration::from_secs(300);
+
+/// What one apply pass did on a host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Operations applied, over all GPUs.
+    pub ops: usize,
+    /// GPUs that did not reach their desired state, and why.
+    pub errors: Vec<GpuApplyError>,
+}
+
+/// Brings every GPU listed in `desired` to its desired state: checks that the
+/// UUID matches the GPU at that index in `inventory`, then runs one reconcile
+/// pass (observe, plan, apply) for it. GPUs not listed are left alone. Blocks
+/// on driver calls: run it off the async runtime.
+pub fn apply_desired(
+    backend: &dyn GpuBackend,
+    inventory: &Inventory,
+    desired: &DesiredState,
+) -> Applied {
+    let mut applied = Applied::default();
+    for entry in &desired.gpus {
+        let error = |message: String| GpuApplyError {
+            index: entry.index,
+            message,
+        };
+        let Some(gpu) = inventory.gpus.iter().find(|g| g.index == entry.index) else {
+            applied.errors.push(error(format!(
+                "there is no GPU {} on this host",
+                entry.index
+            )));
+            continue;
+        };
+        if gpu.uuid != entry.uuid {
+            applied.errors.push(error(format!(
+                "GPU {} is {}, not {}: the host's GPUs changed; nothing was done to it",
+                entry.index, gpu.uuid, entry.uuid
+            )));
+            continue;
+        }
+        let model = tessera_core::catalogue::lookup(&gpu.name, gpu.memory_mib);
+        match reconcile_gpu(backend, entry.index, &model, &entry.desired) {
+            Ok(outcome) => applied.ops += outcome.applied.len(),
+            Err(e) => {
+                if let crate::reconcile::ReconcileError::Apply { applied: n, .. } = &e {
+                    applied.ops += n;
+                }
+                applied.errors.push(error(e.to_string()));
+            }
+        }
+    }
+    applied
+}
+
+/// What the loop knows about the desired state between passes.
+struct Control {
+    /// The last desired state received.
+    desired: Option<DesiredState>,
+    /// The generation last applied, and that pass's errors (what is reported).
+    applied_generation: Option<i64>,
+    errors: Vec<GpuApplyError>,
+    /// Set while the server has no desired-state endpoint: until when to
+    /// report without asking.
+    unsupported_until: Option<Instant>,
+}
+
+/// How fetching the desired state went in one pass.
+enum Fetch {
+    /// The server answered (possibly after holding the request).
+    Got,
+    /// The server has no desired-state endpoint; report only.
+    Unsupported,
+    /// Could not fetch it this time; apply the last one known and back off.
+    Failed,
+}
 
 impl HostAgent {
     async fn credential(&self) -> Result<String, AgentError> {
@@ -68,7 +154,7 @@ impl HostAgent {
             join_token: token,
             hostname: self.hostname.clone(),
         };
-        let mut backoff = Duration::from_millis(500);
+        let mut backoff = FIRST_BACKOFF;
         let resp = loop {
             match self.client.enroll(&req).await {
                 Ok(r) => break r,
@@ -90,18 +176,118 @@ impl HostAgent {
         Ok(resp.credential)
     }
 
+    /// Long-polls the desired state (at once on the first pass, otherwise
+    /// held by the server for up to `interval` while nothing changes).
+    async fn fetch_desired(
+        &self,
+        credential: &str,
+        control: &mut Control,
+        interval: Duration,
+    ) -> Result<Fetch, AgentError> {
+        if let Some(until) = control.unsupported_until {
+            if Instant::now() < until {
+                return Ok(Fetch::Unsupported);
+            }
+            control.unsupported_until = None;
+        }
+        let after = control.desired.as_ref().map(|d| d.generation);
+        let wait_s = if self.once {
+            0
+        } else {
+            interval.as_secs().clamp(1, DESIRED_MAX_WAIT_S)
+        };
+        match self.client.desired(credential, after, wait_s).await {
+            Ok(d) => {
+                if after != Some(d.generation) {
+                    tracing::debug!(host = %self.hostname, generation = d.generation, gpus = d.gpus.len(), "new desired state");
+                }
+                control.desired = Some(d);
+                Ok(Fetch::Got)
+            }
+            Err(ClientError::Refused { status: 404, .. }) => {
+                tracing::info!(host = %self.hostname, "the server has no desired-state endpoint (older server): reporting only");
+                control.unsupported_until = Some(Instant::now() + DESIRED_RECHECK);
+                Ok(Fetch::Unsupported)
+            }
+            Err(
+                e @ ClientError::Refused {
+                    status: 401 | 403, ..
+                },
+            ) => Err(AgentError::Refused(e)),
+            Err(e) => {
+                tracing::warn!(host = %self.hostname, "fetching the desired state failed: {e}");
+                Ok(Fetch::Failed)
+            }
+        }
+    }
+
+    /// Takes the inventory and, when a desired state is known, applies it
+    /// (then takes the inventory again if anything changed), off the runtime.
+    async fn observe_and_apply(
+        &self,
+        desired: Option<DesiredState>,
+    ) -> Result<(Inventory, Option<Applied>), AgentError> {
+        let backend = Arc::clone(&self.backend);
+        let span = tracing::info_span!("host", host = %self.hostname);
+        tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            let inventory = backend.inventory()?;
+            let Some(desired) = desired else {
+                return Ok((inventory, None));
+            };
+            let applied = apply_desired(backend.as_ref(), &inventory, &desired);
+            let inventory = if applied.ops > 0 || !applied.errors.is_empty() {
+                backend.inventory()?
+            } else {
+                inventory
+            };
+            Ok((inventory, Some(applied)))
+        })
+        .await
+        .map_err(|e| BackendError::Nvml {
+            call: "inventory",
+            detail: e.to_string(),
+        })?
+    }
+
     /// Runs until the server refuses this host or the task is dropped.
     pub async fn run(self) -> Result<(), AgentError> {
         let credential = self.credential().await?;
-        let mut backoff = Duration::from_millis(500);
+        let mut backoff = FIRST_BACKOFF;
+        let mut interval = DEFAULT_INTERVAL;
+        let mut control = Control {
+            desired: None,
+            applied_generation: None,
+            errors: Vec::new(),
+            unsupported_until: None,
+        };
         loop {
-            let backend = Arc::clone(&self.backend);
-            let inventory = tokio::task::spawn_blocking(move || backend.inventory())
-                .await
-                .map_err(|e| crate::backend::BackendError::Nvml {
-                    call: "inventory",
-                    detail: e.to_string(),
-                })??;
+            // (a) The desired state; the long poll is also the wait between reports.
+            let fetch = self
+                .fetch_desired(&credential, &mut control, interval)
+                .await?;
+
+            // (b) Apply it. Every pass, not only on a new generation: a pass
+            // with nothing to do costs an observe and a plan, and this retries
+            // transient driver faults and repairs drift.
+            let (inventory, applied) = self.observe_and_apply(control.desired.clone()).await?;
+            if let (Some(applied), Some(desired)) = (applied, control.desired.as_ref()) {
+                let new_generation = control.applied_generation != Some(desired.generation);
+                if applied.ops > 0 {
+                    tracing::info!(host = %self.hostname, generation = desired.generation, ops = applied.ops, errors = applied.errors.len(), "applied desired state");
+                } else if new_generation {
+                    tracing::debug!(host = %self.hostname, generation = desired.generation, "desired state already in place");
+                }
+                if applied.errors != control.errors {
+                    for e in &applied.errors {
+                        tracing::warn!(host = %self.hostname, gpu = e.index, generation = desired.generation, "{}", e.message);
+                    }
+                }
+                control.applied_generation = Some(desired.generation);
+                control.errors = applied.errors;
+            }
+
+            // (c) Report.
             let report = HostReport {
                 hostname: self.hostname.clone(),
                 agent_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -110,27 +296,51 @@ impl HostAgent {
                 backend: self.backend.name().to_owned(),
                 driver_version: inventory.driver_version,
                 gpus: inventory.gpus,
+                applied_generation: control.applied_generation,
+                errors: control.errors.clone(),
             };
             let wait = match self.client.report(&credential, &report).await {
                 Ok(ack) => {
-                    backoff = Duration::from_millis(500);
                     tracing::debug!(host = %self.hostname, "reported {} GPUs", report.gpus.len());
-                    if self.once {
-                        return Ok(());
+                    interval = Duration::from_secs(ack.next_report_in_s.max(1));
+                    match fetch {
+                        Fetch::Got => {
+                            backoff = FIRST_BACKOFF;
+                            if self.once {
+                                return Ok(());
+                            }
+                            // The next long poll is the wait.
+                            Duration::ZERO
+                        }
+                        Fetch::Unsupported => {
+                            backoff = FIRST_BACKOFF;
+                            if self.once {
+                                return Ok(());
+                            }
+                            interval
+                        }
+                        Fetch::Failed => next_backoff(&mut backoff),
                     }
-                    Duration::from_secs(ack.next_report_in_s.max(1))
                 }
                 Err(ClientError::Transient(e)) => {
-                    tracing::warn!(host = %self.hostname, "report failed, retrying in {backoff:?}: {e}");
-                    let b = backoff;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    b
+                    let wait = next_backoff(&mut backoff);
+                    tracing::warn!(host = %self.hostname, "report failed, retrying in {wait:?}: {e}");
+                    wait
                 }
                 Err(e) => return Err(AgentError::Refused(e)),
             };
-            tokio::time::sleep(wait).await;
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
         }
     }
+}
+
+/// The wait before the next try, doubling the next one (up to `MAX_BACKOFF`).
+fn next_backoff(backoff: &mut Duration) -> Duration {
+    let wait = *backoff;
+    *backoff = (*backoff * 2).min(MAX_BACKOFF);
+    wait
 }
 
 async fn write_private(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
@@ -142,3 +352,6 @@ async fn write_private(path: &std::path::Path, secret: &str) -> std::io::Result<
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

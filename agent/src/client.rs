@@ -1,8 +1,10 @@
 //! The agent's side of the agent API.
 
 use reqwest::StatusCode;
+use std::time::Duration;
 use tessera_protocol::agent::{
-    ApiErrorBody, EnrollRequest, EnrollResponse, HostReport, ReportAck, AGENT_API_PREFIX,
+    ApiErrorBody, DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck,
+    AGENT_API_PREFIX, DESIRED_MAX_WAIT_S,
 };
 use thiserror::Error;
 
@@ -24,7 +26,13 @@ pub enum ClientError {
     },
 }
 
-/// HTTP client for one server.
+/// Time allowed for an ordinary request (and for a long poll, on top of its wait).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Slack on top of a long poll's `wait_s` before the client gives up on it.
+const LONG_POLL_SLACK: Duration = Duration::from_secs(10);
+
+/// HTTP client for one server. Each clone shares one connection pool; build one
+/// per host (`ServerClient::new`) to give each host its own connections.
 #[derive(Debug, Clone)]
 pub struct ServerClient {
     base: String,
@@ -35,7 +43,7 @@ impl ServerClient {
     /// A client for `server` (e.g. `http://127.0.0.1:3000`).
     pub fn new(server: &str) -> Result<Self, ClientError> {
         let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(30))
+            .timeout(REQUEST_TIMEOUT)
             .build()
             .map_err(|e| ClientError::Transient(e.to_string()))?;
         Ok(Self {
@@ -66,6 +74,33 @@ impl ServerClient {
             .post(format!("{}/report", self.base))
             .bearer_auth(credential)
             .json(report)
+            .send()
+            .await;
+        decode(resp).await
+    }
+
+    /// Fetches the host's desired state. With `after` (the generation the agent
+    /// has), the server holds the request until the generation differs or
+    /// `wait_s` seconds (at most `DESIRED_MAX_WAIT_S`) pass, then answers the
+    /// current state.
+    pub async fn desired(
+        &self,
+        credential: &str,
+        after: Option<i64>,
+        wait_s: u64,
+    ) -> Result<DesiredState, ClientError> {
+        let wait_s = wait_s.min(DESIRED_MAX_WAIT_S);
+        let mut url = format!("{}/desired?wait_s={wait_s}", self.base);
+        if let Some(after) = after {
+            url.push_str(&format!("&after={after}"));
+        }
+        let resp = self
+            .http
+            .get(url)
+            .bearer_auth(credential)
+            // The server may hold the request for `wait_s`: the client's own
+            // timeout must not cut a healthy long poll short.
+            .timeout(Duration::from_secs(wait_s) + LONG_POLL_SLACK)
             .send()
             .await;
         decode(resp).await

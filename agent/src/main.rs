@@ -19,7 +19,7 @@ use tessera_core::plan::GpuDesired;
 enum Backend {
     /// The NVIDIA driver through NVML.
     Nvml,
-    /// Simulated GPUs from `--sim-host` files.
+    /// Simulated GPUs from `--sim-host` files and `--sim-hosts-dir` folders.
     Sim,
 }
 
@@ -51,10 +51,14 @@ struct Cli {
     /// Simulated host file(s) (with `--backend sim`); each is one host with its own credential.
     #[arg(long = "sim-host", global = true)]
     sim_hosts: Vec<PathBuf>,
+    /// Folder of simulated host files: every `*.toml` in it (in name order) is
+    /// one more simulated host, so one process can run a whole fleet.
+    #[arg(long = "sim-hosts-dir", global = true)]
+    sim_hosts_dirs: Vec<PathBuf>,
     /// Report under this host name instead of the machine's (NVML backend).
     #[arg(long)]
     hostname: Option<String>,
-    /// Report once and exit.
+    /// Fetch the desired state, apply it, report once and exit.
     #[arg(long)]
     once: bool,
 }
@@ -75,7 +79,14 @@ enum Command {
 
 /// `tessera-agent plan`: one JSON line per GPU; non-zero exit if any GPU fails.
 fn plan_command(cli: &Cli, desired: &std::path::Path) -> ExitCode {
-    let backend = match (cli.backend, cli.sim_hosts.as_slice()) {
+    let paths = match sim_host_paths(cli) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("tessera-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let backend = match (cli.backend, paths.as_slice()) {
         (Backend::Sim, [one]) => match SimBackend::from_file(one) {
             Ok(b) => b,
             Err(e) => {
@@ -134,20 +145,65 @@ fn plan_command(cli: &Cli, desired: &std::path::Path) -> ExitCode {
     }
 }
 
+/// The simulated host files: every `--sim-host`, then each `--sim-hosts-dir`'s
+/// `*.toml` files in name order.
+fn sim_host_paths(cli: &Cli) -> Result<Vec<PathBuf>, backend::BackendError> {
+    let mut paths = cli.sim_hosts.clone();
+    for dir in &cli.sim_hosts_dirs {
+        let err = |message: String| backend::BackendError::SimConfig {
+            path: dir.display().to_string(),
+            message,
+        };
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| err(e.to_string()))?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| err(e.to_string()))?
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+            .collect();
+        if found.is_empty() {
+            return Err(err("no *.toml simulated host files in this folder".into()));
+        }
+        found.sort();
+        paths.extend(found);
+    }
+    Ok(paths)
+}
+
 fn backends(cli: &Cli) -> Result<Vec<Arc<dyn GpuBackend>>, backend::BackendError> {
     match cli.backend {
         Backend::Nvml => Ok(vec![Arc::new(NvmlBackend::init()?)]),
         Backend::Sim => {
-            if cli.sim_hosts.is_empty() {
+            let paths = sim_host_paths(cli)?;
+            if paths.is_empty() {
                 return Err(backend::BackendError::SimConfig {
                     path: "(none)".into(),
-                    message: "--backend sim needs at least one --sim-host FILE".into(),
+                    message:
+                        "--backend sim needs at least one --sim-host FILE or --sim-hosts-dir DIR"
+                            .into(),
                 });
             }
-            cli.sim_hosts
+            let backends = paths
                 .iter()
                 .map(|p| SimBackend::from_file(p).map(|b| Arc::new(b) as Arc<dyn GpuBackend>))
-                .collect()
+                .collect::<Result<Vec<_>, _>>()?;
+            // Each host keeps its credential under its name: two files with the
+            // same host name would fight over one host.
+            let mut seen = std::collections::BTreeMap::new();
+            for (b, p) in backends.iter().zip(&paths) {
+                if let Some(first) = seen.insert(b.hostname(), p) {
+                    return Err(backend::BackendError::SimConfig {
+                        path: p.display().to_string(),
+                        message: format!(
+                            "host name '{}' is already used by {}",
+                            b.hostname(),
+                            first.display()
+                        ),
+                    });
+                }
+            }
+            Ok(backends)
         }
     }
 }
@@ -176,13 +232,6 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let client = match ServerClient::new(&server) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("tessera-agent: {e}");
-            return ExitCode::from(2);
-        }
-    };
     let several = backends.len() > 1;
     let mut tasks = tokio::task::JoinSet::new();
     for b in backends {
@@ -191,10 +240,19 @@ async fn main() -> ExitCode {
             .clone()
             .filter(|_| !several)
             .unwrap_or_else(|| b.hostname());
+        // Each host gets its own client, hence its own connection pool, as
+        // separate machines would: its long poll never queues behind another's.
+        let client = match ServerClient::new(&server) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("tessera-agent: {e}");
+                return ExitCode::from(2);
+            }
+        };
         let agent = HostAgent {
             credential_path: cli.state_dir.join(format!("{hostname}.credential")),
             backend: b,
-            client: client.clone(),
+            client,
             hostname,
             // A join token is one-time: with several hosts, each needs its own enrolment.
             join_token: cli.join_token.clone(),

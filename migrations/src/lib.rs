@@ -6,6 +6,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261129_000001_create_identity;
 mod m20261129_000002_create_fleet;
 mod m20261129_000003_add_gpu_sharing;
+mod m20261129_000004_create_allocations;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000001_create_identity::Migration),
             Box::new(m20261129_000002_create_fleet::Migration),
             Box::new(m20261129_000003_add_gpu_sharing::Migration),
+            Box::new(m20261129_000004_create_allocations::Migration),
         ]
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::config::Config;
-use crate::routes::{agent, health, metrics};
+use crate::routes::{agent, api, health, metrics};
 use crate::state::AppState;
 use axum::routing::{get, post};
 use axum::Router;
@@ -45,6 +45,7 @@ pub async fn build_state(
         host_offline_after: chrono::Duration::seconds(config.agents.offline_after_seconds),
         report_interval: chrono::Duration::seconds(config.agents.report_interval_seconds),
         pools: config.pools.clone(),
+        provision_timeout: chrono::Duration::seconds(config.agents.provision_timeout_seconds),
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
     let service = Service::new(db, settings, clock);
@@ -83,7 +84,8 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
 
     let agent_api = Router::new()
         .route("/enroll", post(agent::enroll))
-        .route("/report", post(agent::report));
+        .route("/report", post(agent::report))
+        .route("/desired", get(agent::desired));
 
     let routes = generate_route_list(App);
     let service = state.service.clone();
@@ -94,6 +96,22 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
             routes,
             move || leptos::prelude::provide_context(service.clone()),
             move || shell(leptos_options.clone()),
+        )
+        .route(
+            &format!("{}/allocations", api::API_PREFIX),
+            get(api::list).post(api::create),
+        )
+        .route(
+            &format!("{}/allocations/{{id}}", api::API_PREFIX),
+            get(api::get),
+        )
+        .route(
+            &format!("{}/allocations/{{id}}/release", api::API_PREFIX),
+            post(api::release),
+        )
+        .route(
+            &format!("{}/allocations/{{id}}/extend", api::API_PREFIX),
+            post(api::extend),
         )
         .route("/auth/login", get(oidc::login))
         .route("/auth/callback", get(oidc::callback))
@@ -109,8 +127,32 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))
+        .route(
+            &format!("{}/openapi.json", api::API_PREFIX),
+            get(api::openapi),
+        )
         .nest(AGENT_API_PREFIX, agent_api)
         .merge(pages)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Runs the allocation timer (lease ends, provisioning timeouts, the queue)
+/// until the task is dropped.
+pub async fn run_scheduler(service: Service, every: std::time::Duration) {
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        match service.tick().await {
+            Ok(r) if r != Default::default() => tracing::info!(
+                expired = r.expired,
+                timed_out = r.timed_out,
+                placed = r.placed,
+                "allocation timer"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("allocation timer: {e:?}"),
+        }
+    }
 }

@@ -157,6 +157,11 @@ pub struct AgentsConfig {
     pub offline_after_seconds: i64,
     /// How often agents are asked to report.
     pub report_interval_seconds: i64,
+    /// A slice the host has not made active this long after placement fails
+    /// (and its quota returns).
+    pub provision_timeout_seconds: i64,
+    /// How often the allocation timer runs (lease ends, queue), in milliseconds.
+    pub scheduler_interval_ms: u64,
 }
 
 impl Default for AgentsConfig {
@@ -164,6 +169,8 @@ impl Default for AgentsConfig {
         Self {
             offline_after_seconds: 30,
             report_interval_seconds: 5,
+            provision_timeout_seconds: 300,
+            scheduler_interval_ms: 1000,
         }
     }
 }
@@ -265,7 +272,10 @@ impl Config {
         if self.session.idle_timeout_minutes < 1 || self.session.absolute_timeout_hours < 1 {
             return bad("session", "timeouts must be at least 1 minute / 1 hour");
         }
-        if self.agents.offline_after_seconds < 1 || self.agents.report_interval_seconds < 1 {
+        if self.agents.offline_after_seconds < 1
+            || self.agents.report_interval_seconds < 1
+            || self.agents.provision_timeout_seconds < 1
+        {
             return bad("agents", "intervals must be at least 1 second");
         }
         if !matches!(self.server.log_format.as_str(), "pretty" | "json") {

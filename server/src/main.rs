@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::sync::Arc;
-use tessera_server::app::{build_state, router};
+use tessera_server::app::{build_state, router, run_scheduler};
 use tessera_server::config::Config;
 use tessera_service::audit::Actor;
 use tessera_service::SystemClock;
@@ -38,6 +38,18 @@ enum Command {
         /// Minutes until it expires.
         #[arg(long, default_value_t = 60)]
         ttl_minutes: i64,
+        /// How many tokens to create (one per line), e.g. for a fleet of simulated hosts.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
+    /// Create an API token for a tenant and print it (for scripts and benchmarks).
+    CreateApiToken {
+        /// Tenant slug.
+        #[arg(long)]
+        tenant: String,
+        /// What the token is for.
+        #[arg(long, default_value = "created on the command line")]
+        name: String,
     },
 }
 
@@ -70,15 +82,23 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
         Command::CreateJoinToken {
             description,
             ttl_minutes,
+            count,
         } => {
-            let created = state
-                .service
-                .create_join_token_as(
-                    Actor::System,
-                    &description,
-                    chrono::Duration::minutes(ttl_minutes),
-                )
-                .await?;
+            for _ in 0..count.max(1) {
+                let created = state
+                    .service
+                    .create_join_token_as(
+                        Actor::System,
+                        &description,
+                        chrono::Duration::minutes(ttl_minutes),
+                    )
+                    .await?;
+                println!("{}", created.secret);
+            }
+            Ok(())
+        }
+        Command::CreateApiToken { tenant, name } => {
+            let created = state.service.create_api_token_as_system(&tenant, &name).await?;
             println!("{}", created.secret);
             Ok(())
         }
@@ -91,6 +111,10 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                     .clone()
                     .continuously_delete_expired(tokio::time::Duration::from_secs(600)),
             );
+            let scheduler = tokio::spawn(run_scheduler(
+                state.service.clone(),
+                std::time::Duration::from_millis(state.config.agents.scheduler_interval_ms.max(100)),
+            ));
             let app = router(state, store);
             let listener = TcpListener::bind(listen).await?;
             tracing::info!("listening on http://{listen}");
@@ -98,6 +122,7 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                 .with_graceful_shutdown(shutdown_signal())
                 .await?;
             cleanup.abort();
+            scheduler.abort();
             tracing::info!("stopped");
             Ok(())
         }

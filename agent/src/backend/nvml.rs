@@ -85,6 +85,8 @@ impl GpuBackend for NvmlBackend {
                 nvlink_peers,
                 health: "healthy".to_owned(),
                 sharing: None,
+                // MIG device enumeration comes with MIG support in this backend.
+                mig_devices: Vec::new(),
             });
         }
         Ok(Inventory {

@@ -18,6 +18,7 @@
 use super::{op_name, BackendError, GpuBackend, Inventory};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use tessera_core::catalogue;
@@ -25,7 +26,7 @@ use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{
     plan, ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, Op, SimGpu,
 };
-use tessera_protocol::agent::GpuReport;
+use tessera_protocol::agent::{GpuReport, MigDevice};
 
 /// One simulated host file.
 #[derive(Debug, Clone, Deserialize)]
@@ -139,8 +140,14 @@ pub struct SimBackend {
 
 #[derive(Debug)]
 struct Driver {
+    hostname: String,
     gpus: Vec<SimGpu>,
     faults: Vec<Fault>,
+    /// Per GPU: the UUID of each GPU instance, by start memory slice.
+    mig_uuids: Vec<BTreeMap<u8, String>>,
+    /// GPU instances created so far on this host: part of each new UUID, so a
+    /// re-created instance gets a new one, as with the real driver.
+    created: u64,
 }
 
 impl SimBackend {
@@ -205,6 +212,7 @@ impl SimBackend {
                     nvlink_peers: peers,
                     health: "healthy".to_owned(),
                     sharing: None,
+                    mig_devices: Vec::new(),
                 });
             }
             for island in &group.nvlink_groups {
@@ -237,11 +245,20 @@ impl SimBackend {
             }
             sims.push(sim);
         }
-        let faults = host.faults.clone();
+        let mut driver = Driver {
+            hostname: host.hostname.clone(),
+            mig_uuids: vec![BTreeMap::new(); sims.len()],
+            gpus: sims,
+            faults: host.faults.clone(),
+            created: 0,
+        };
+        for index in 0..driver.gpus.len() {
+            driver.sync_mig_uuids(index);
+        }
         Ok(Self {
             host,
             gpus,
-            driver: Mutex::new(Driver { gpus: sims, faults }),
+            driver: Mutex::new(driver),
         })
     }
 
@@ -284,6 +301,67 @@ impl Driver {
         }
         Some(fault)
     }
+
+    /// Gives each new GPU instance of GPU `index` a UUID and forgets those of
+    /// destroyed ones. Called after every operation, each of which creates or
+    /// destroys at most one GPU instance, so a destroy followed by a create at
+    /// the same start yields a new UUID.
+    fn sync_mig_uuids(&mut self, index: usize) {
+        let (Some(gpu), Some(uuids)) = (self.gpus.get(index), self.mig_uuids.get_mut(index)) else {
+            return;
+        };
+        let starts: Vec<u8> = gpu
+            .observed()
+            .instances
+            .iter()
+            .map(|i| i.placement.start)
+            .collect();
+        uuids.retain(|start, _| starts.contains(start));
+        for start in starts {
+            if let std::collections::btree_map::Entry::Vacant(e) = uuids.entry(start) {
+                self.created += 1;
+                e.insert(mig_uuid(&self.hostname, index as u32, start, self.created));
+            }
+        }
+    }
+
+    /// The usable MIG devices of GPU `index`: GPU instances with a compute
+    /// instance (CUDA cannot run in a GPU instance without one).
+    fn mig_devices(&self, index: usize) -> Vec<MigDevice> {
+        let (Some(gpu), Some(uuids)) = (self.gpus.get(index), self.mig_uuids.get(index)) else {
+            return Vec::new();
+        };
+        let mut devices: Vec<MigDevice> = gpu
+            .observed()
+            .instances
+            .iter()
+            .filter(|i| !i.compute_instances.is_empty())
+            .filter_map(|i| {
+                uuids.get(&i.placement.start).map(|uuid| MigDevice {
+                    gi_start: i.placement.start,
+                    profile: i.placement.profile.clone(),
+                    uuid: uuid.clone(),
+                })
+            })
+            .collect();
+        devices.sort_by_key(|d| d.gi_start);
+        devices
+    }
+}
+
+/// A simulated MIG device UUID, unique per host, GPU, start and creation.
+fn mig_uuid(hostname: &str, index: u32, gi_start: u8, creation: u64) -> String {
+    let h = hex::encode(Sha256::digest(
+        format!("{hostname}/{index}/mig/{gi_start}/{creation}").as_bytes(),
+    ));
+    format!(
+        "MIG-{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// A stable UUID for a simulated GPU (same host and index, same UUID).
@@ -314,9 +392,11 @@ impl GpuBackend for SimBackend {
             .gpus
             .iter()
             .zip(&driver.gpus)
-            .map(|(g, sim)| GpuReport {
+            .enumerate()
+            .map(|(i, (g, sim))| GpuReport {
                 mig_enabled: sim.observed().mig_enabled,
                 sharing: Some(sim.observed().clone()),
+                mig_devices: driver.mig_devices(i),
                 ..g.clone()
             })
             .collect();
@@ -370,7 +450,9 @@ impl GpuBackend for SimBackend {
             index,
             op: name,
             detail: e.to_string(),
-        })
+        })?;
+        driver.sync_mig_uuids(index as usize);
+        Ok(())
     }
 }
 
@@ -435,6 +517,146 @@ mod tests {
         let mut off = host("A100-SXM4-40GB", 1, false, vec![]);
         off.gpus[0].instances = vec!["1g.5gb@0".into()];
         assert!(SimBackend::new(off).unwrap_err().contains("mig_enabled"));
+    }
+
+    fn devices(b: &SimBackend, index: usize) -> Vec<MigDevice> {
+        b.inventory().unwrap().gpus[index].mig_devices.clone()
+    }
+
+    fn is_mig_uuid(uuid: &str) -> bool {
+        let parts: Vec<&str> = uuid.split('-').collect();
+        parts.len() == 6
+            && parts[0] == "MIG"
+            && parts[1..].iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
+            && parts[1..]
+                .iter()
+                .all(|p| p.chars().all(|c| c.is_ascii_hexdigit()))
+    }
+
+    fn create(b: &SimBackend, index: u32, profile: &str, start: u8, compute: u8) {
+        b.apply(
+            index,
+            &Op::CreateGpuInstance {
+                profile: profile.into(),
+                start,
+            },
+        )
+        .unwrap();
+        b.apply(
+            index,
+            &Op::CreateComputeInstance {
+                gi_start: start,
+                ci: ComputeInstance::whole(compute),
+            },
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_created_instance_is_a_mig_device_with_a_uuid() {
+        let b = SimBackend::new(host("H100-80GB", 2, false, vec![])).unwrap();
+        assert!(devices(&b, 0).is_empty());
+        b.apply(0, &Op::EnableMig).unwrap();
+        create(&b, 0, "1g.10gb", 0, 1);
+        let d = devices(&b, 0);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!((d[0].gi_start, d[0].profile.as_str()), (0, "1g.10gb"));
+        assert!(is_mig_uuid(&d[0].uuid), "{}", d[0].uuid);
+        assert!(devices(&b, 1).is_empty(), "the other GPU has none");
+        // Stable while the instance lives.
+        assert_eq!(devices(&b, 0), d);
+    }
+
+    #[test]
+    fn a_gpu_instance_without_a_compute_instance_is_no_device() {
+        let b = SimBackend::new(host("H100-80GB", 1, true, vec![])).unwrap();
+        b.apply(
+            0,
+            &Op::CreateGpuInstance {
+                profile: "3g.40gb".into(),
+                start: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(b.observe(0).unwrap().instances.len(), 1);
+        assert!(devices(&b, 0).is_empty());
+        b.apply(
+            0,
+            &Op::CreateComputeInstance {
+                gi_start: 0,
+                ci: ComputeInstance::whole(3),
+            },
+        )
+        .unwrap();
+        assert_eq!(devices(&b, 0).len(), 1);
+    }
+
+    #[test]
+    fn a_recreated_instance_gets_a_new_uuid() {
+        let b = SimBackend::new(host("H100-80GB", 1, true, vec![])).unwrap();
+        create(&b, 0, "2g.20gb", 4, 2);
+        let before = devices(&b, 0);
+        assert_eq!(before.len(), 1);
+        b.apply(
+            0,
+            &Op::DestroyComputeInstance {
+                gi_start: 4,
+                ci: ComputeInstance::whole(2),
+            },
+        )
+        .unwrap();
+        b.apply(0, &Op::DestroyGpuInstance { start: 4 }).unwrap();
+        assert!(devices(&b, 0).is_empty());
+        create(&b, 0, "2g.20gb", 4, 2);
+        let after = devices(&b, 0);
+        assert_eq!(after.len(), 1);
+        assert_eq!(after[0].gi_start, 4);
+        assert!(is_mig_uuid(&after[0].uuid));
+        assert_ne!(before[0].uuid, after[0].uuid);
+
+        // Forgotten when MIG goes off, new again when it comes back.
+        b.apply(
+            0,
+            &Op::DestroyComputeInstance {
+                gi_start: 4,
+                ci: ComputeInstance::whole(2),
+            },
+        )
+        .unwrap();
+        b.apply(0, &Op::DestroyGpuInstance { start: 4 }).unwrap();
+        b.apply(0, &Op::DisableMig).unwrap();
+        b.apply(0, &Op::EnableMig).unwrap();
+        create(&b, 0, "2g.20gb", 4, 2);
+        let again = devices(&b, 0);
+        assert!(again[0].uuid != before[0].uuid && again[0].uuid != after[0].uuid);
+    }
+
+    #[test]
+    fn starting_layout_instances_have_uuids() {
+        let mut h = host("A100-SXM4-40GB", 2, true, vec![]);
+        h.gpus[0].instances = vec!["3g.20gb@4".into(), "2g.10gb@0".into()];
+        let b = SimBackend::new(h).unwrap();
+        let mut all = Vec::new();
+        for index in 0..2 {
+            let d = devices(&b, index);
+            assert_eq!(
+                d.iter()
+                    .map(|d| (d.gi_start, d.profile.as_str()))
+                    .collect::<Vec<_>>(),
+                vec![(0, "2g.10gb"), (4, "3g.20gb")]
+            );
+            assert!(d.iter().all(|d| is_mig_uuid(&d.uuid)));
+            all.extend(d.into_iter().map(|d| d.uuid));
+        }
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 4, "every device has its own UUID");
+        // Another host with the same layout has other UUIDs.
+        let mut other = host("A100-SXM4-40GB", 1, true, vec![]);
+        other.hostname = "h2".into();
+        other.gpus[0].instances = vec!["2g.10gb@0".into()];
+        let o = SimBackend::new(other).unwrap();
+        assert!(!all.contains(&devices(&o, 0)[0].uuid));
     }
 
     #[test]

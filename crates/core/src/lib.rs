@@ -8,4 +8,5 @@ pub mod placement;
 pub mod plan;
 pub mod quota;
 pub mod sharing;
+pub mod slice;
 pub mod units;

@@ -43,6 +43,61 @@ pub struct HostReport {
     pub driver_version: Option<String>,
     /// The GPUs, in index order.
     pub gpus: Vec<GpuReport>,
+    /// Generation of the desired state the agent last applied in full (every
+    /// listed GPU reached it, or failed with an entry in `errors`).
+    #[serde(default)]
+    pub applied_generation: Option<i64>,
+    /// GPUs whose desired state could not be reached in that pass, and why.
+    #[serde(default)]
+    pub errors: Vec<GpuApplyError>,
+}
+
+/// A GPU that could not be brought to its desired state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuApplyError {
+    /// GPU index.
+    pub index: u32,
+    /// The planner's or the driver's reason, for the tenant and the admin.
+    pub message: String,
+}
+
+/// A MIG device (GPU instance with its compute instance) that exists on a GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigDevice {
+    /// Start memory slice of the GPU instance.
+    pub gi_start: u8,
+    /// Profile name, e.g. `1g.10gb`.
+    pub profile: String,
+    /// The MIG device UUID (`MIG-...`), as `nvidia-smi -L` and
+    /// `CUDA_VISIBLE_DEVICES` use it.
+    pub uuid: String,
+}
+
+/// Longest a desired-state long poll is held open, in seconds.
+pub const DESIRED_MAX_WAIT_S: u64 = 30;
+
+/// The desired state of one host (`GET /api/agent/v1/desired?after=<gen>&wait_s=<s>`).
+/// The server answers at once when its generation differs from `after`, and
+/// otherwise holds the request until it changes or `wait_s` passes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesiredState {
+    /// Increases whenever anything on the host should change.
+    pub generation: i64,
+    /// The GPUs Tessera manages on this host; GPUs not listed are left alone.
+    pub gpus: Vec<GpuDesiredEntry>,
+}
+
+/// The desired state of one GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuDesiredEntry {
+    /// GPU index.
+    pub index: u32,
+    /// GPU UUID (the agent checks it matches the index).
+    pub uuid: String,
+    /// What the GPU should look like.
+    pub desired: tessera_core::plan::GpuDesired,
 }
 
 /// One GPU as an agent sees it.
@@ -71,6 +126,9 @@ pub struct GpuReport {
     /// the backend can read it.
     #[serde(default)]
     pub sharing: Option<tessera_core::plan::GpuObserved>,
+    /// MIG devices that exist now, with their UUIDs.
+    #[serde(default)]
+    pub mig_devices: Vec<MigDevice>,
 }
 
 fn healthy() -> String {

@@ -69,8 +69,14 @@ pub struct TenantView {
     pub cost_centre: Option<String>,
     /// Members and their roles.
     pub members: Vec<MemberView>,
-    /// The tenant's allocations (newest first).
-    pub allocations: Vec<AllocationSummary>,
+    /// The tenant's allocations (live first, then newest first).
+    pub allocations: Vec<AllocationView>,
+    /// Quota and use per pool.
+    pub quotas: Vec<QuotaView>,
+    /// The viewer may request slices here (a member).
+    pub can_request: bool,
+    /// The viewer may manage API tokens here (a tenant admin).
+    pub can_manage_tokens: bool,
 }
 
 /// One member of a tenant.
@@ -84,21 +90,6 @@ pub struct MemberView {
     pub role: TenantRole,
     /// Last login.
     pub last_login_at: Option<DateTime<Utc>>,
-}
-
-/// One allocation in a list.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AllocationSummary {
-    /// Allocation id.
-    pub id: i64,
-    /// Lifecycle state.
-    pub state: String,
-    /// Human description of the shape (e.g. `MIG 1g.10gb`).
-    pub shape: String,
-    /// Where it runs, once placed.
-    pub gpu: Option<String>,
-    /// When it was requested.
-    pub created_at: DateTime<Utc>,
 }
 
 /// Liveness of a host, derived from when it last reported.
@@ -257,4 +248,170 @@ mod tests {
         assert_eq!(super::error_title(400), "Check your input");
         assert_eq!(super::error_title(502), "Something went wrong");
     }
+}
+
+/// A tenant's quota and use in one pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaView {
+    /// Pool name.
+    pub pool: String,
+    /// The limit.
+    pub quota: tessera_core::quota::Quota,
+    /// What live allocations (queued included) hold.
+    pub usage: tessera_core::quota::Usage,
+}
+
+/// What a tenant asks for (UI form and `POST /api/v1/allocations`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewAllocation {
+    /// Tenant slug (the API token's tenant when omitted with a token).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Pool name.
+    pub pool: String,
+    /// The slice.
+    pub shape: tessera_core::sharing::SliceShape,
+    /// Lease length in hours (at most the pool's maximum).
+    pub lease_hours: u32,
+    /// What it is for (shown to admins; up to 500 characters).
+    #[serde(default)]
+    pub purpose: String,
+}
+
+/// An allocation as its tenant (and platform admins) see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationView {
+    /// Id.
+    pub id: i64,
+    /// Tenant slug.
+    pub tenant: String,
+    /// Pool.
+    pub pool: String,
+    /// `queued`, `placed`, `provisioning`, `active`, `releasing`, `released`, `failed` or `expired`.
+    pub state: String,
+    /// Why it failed, or why the last teardown failed.
+    pub reason: Option<String>,
+    /// For `releasing`: how it will end (`released`, `expired`, `failed`).
+    pub ending_as: Option<String>,
+    /// The slice asked for.
+    pub shape: tessera_core::sharing::SliceShape,
+    /// Short description of the slice.
+    pub shape_label: String,
+    /// What it costs against the quota.
+    pub demand: tessera_core::quota::Demand,
+    /// Purpose given.
+    pub purpose: String,
+    /// Who asked.
+    pub requested_by: String,
+    /// Lease length asked for, in hours.
+    pub lease_hours: u32,
+    /// When the lease ends (set when it becomes active).
+    pub lease_ends_at: Option<DateTime<Utc>>,
+    /// The pool's longest lease (for the extend form).
+    pub max_lease_hours: u32,
+    /// Host, once placed.
+    pub host: Option<String>,
+    /// GPUs (index and UUID), once placed.
+    pub gpus: Vec<AllocatedGpu>,
+    /// MIG start slice, for MIG slices.
+    pub mig_start: Option<u8>,
+    /// Place in the pool's queue (1 = next), while queued.
+    pub queue_position: Option<u32>,
+    /// How to use it, once active.
+    pub connection: Option<tessera_core::slice::Connection>,
+    /// Timestamps.
+    pub created_at: DateTime<Utc>,
+    /// When it was placed.
+    pub placed_at: Option<DateTime<Utc>>,
+    /// When it became active.
+    pub active_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Server time of this view.
+    pub as_of: DateTime<Utc>,
+}
+
+impl AllocationView {
+    /// No further change will happen.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.state.as_str(), "released" | "failed" | "expired")
+    }
+}
+
+/// A GPU an allocation uses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatedGpu {
+    /// Device index on the host.
+    pub index: u32,
+    /// GPU UUID.
+    pub uuid: String,
+    /// Catalogue model.
+    pub model: String,
+}
+
+/// Extending a lease (`POST /api/v1/allocations/{id}/extend`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendLease {
+    /// Hours to add to the current end.
+    pub hours: u32,
+}
+
+/// One pool in the request form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolChoice {
+    /// Policy, models and lease limit (the form validates with these).
+    pub offer: tessera_core::slice::PoolOffer,
+    /// What it is for.
+    pub description: String,
+    /// Isolation class.
+    pub isolation: String,
+    /// GPUs on online hosts.
+    pub gpus_online: u32,
+    /// The tenant's quota here, if it has one.
+    pub quota: Option<tessera_core::quota::Quota>,
+    /// The tenant's use here.
+    pub usage: tessera_core::quota::Usage,
+    /// Requests waiting in this pool.
+    pub queued: u32,
+}
+
+/// The request form's data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestOptions {
+    /// Tenant slug.
+    pub tenant: String,
+    /// Tenant name.
+    pub tenant_name: String,
+    /// Pools the tenant can use.
+    pub pools: Vec<PoolChoice>,
+}
+
+/// A tenant API token as listed (never the secret).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiTokenView {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// First characters, to tell tokens apart.
+    pub prefix: String,
+    /// Who created it.
+    pub created_by: String,
+    /// When.
+    pub created_at: DateTime<Utc>,
+    /// Last use.
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// Revoked, if so.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A token right after creation: the only time the secret is shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedApiToken {
+    /// The listed view.
+    pub token: ApiTokenView,
+    /// The secret (`tsk_...`).
+    pub secret: String,
 }

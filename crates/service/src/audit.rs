@@ -16,6 +16,13 @@ pub enum Actor<'a> {
     Login { user_id: i64, name: String },
     /// A host agent.
     Host { host_id: i64, hostname: String },
+    /// Someone acting within a tenant: a member, or a tenant API token.
+    Tenant {
+        /// The user, when a person acts.
+        user_id: Option<i64>,
+        /// Display name (`Name <email>` or `token:<name>`).
+        name: String,
+    },
     /// The server itself (timers, start-up).
     System,
 }
@@ -26,6 +33,7 @@ impl Actor<'_> {
             Actor::User(p) => (Some(p.user_id), p.audit_name()),
             Actor::Login { user_id, name } => (Some(*user_id), name.clone()),
             Actor::Host { hostname, .. } => (None, format!("host:{hostname}")),
+            Actor::Tenant { user_id, name } => (*user_id, name.clone()),
             Actor::System => (None, "system".to_owned()),
         }
     }

@@ -34,6 +34,12 @@ pub enum ServiceError {
     /// A host credential that is unknown.
     #[error("the host credential is not valid; enrol the agent again with a new join token")]
     InvalidCredential,
+    /// A tenant API token that is unknown or revoked.
+    #[error("the API token is not valid or was revoked; create a new one on your tenant's page")]
+    InvalidApiToken,
+    /// The request does not fit in what is left of the tenant's quota.
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// The database failed; the detail is logged, never shown.
     #[error("database error")]
     Database(#[from] sea_orm::DbErr),
@@ -56,7 +62,11 @@ impl ServiceError {
     /// HTTP status code for this error.
     pub fn status(&self) -> u16 {
         match self {
-            Self::Unauthenticated | Self::InvalidJoinToken | Self::InvalidCredential => 401,
+            Self::Unauthenticated
+            | Self::InvalidJoinToken
+            | Self::InvalidCredential
+            | Self::InvalidApiToken => 401,
+            Self::QuotaExceeded(_) => 403,
             Self::Forbidden(_) => 403,
             Self::NotFound { .. } => 404,
             Self::Invalid { .. } => 400,
@@ -75,6 +85,8 @@ impl ServiceError {
             Self::Conflict(_) => "conflict",
             Self::InvalidJoinToken => "invalid_join_token",
             Self::InvalidCredential => "invalid_credential",
+            Self::InvalidApiToken => "invalid_api_token",
+            Self::QuotaExceeded(_) => "quota_exceeded",
             Self::Database(_) => "internal",
         }
     }
@@ -109,6 +121,8 @@ mod tests {
             (ServiceError::Conflict("busy".into()), 409, "conflict"),
             (ServiceError::InvalidJoinToken, 401, "invalid_join_token"),
             (ServiceError::InvalidCredential, 401, "invalid_credential"),
+            (ServiceError::InvalidApiToken, 401, "invalid_api_token"),
+            (ServiceError::QuotaExceeded("no".into()), 403, "quota_exceeded"),
             (
                 ServiceError::Database(sea_orm::DbErr::Custom("secret detail".into())),
                 500,

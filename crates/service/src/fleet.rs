@@ -502,6 +502,12 @@ impl Service {
             };
             let peers = json!(r.nvlink_peers);
             let sharing = r.sharing.as_ref().map(|o| json!(o));
+            let mig_devices = (!r.mig_devices.is_empty()).then(|| json!(r.mig_devices));
+            let apply_error = report
+                .errors
+                .iter()
+                .find(|e| e.index == r.index)
+                .map(|e| e.message.clone());
             let idx = i32::try_from(r.index)
                 .map_err(|_| ServiceError::invalid("gpus.index", "is out of range"))?;
             let memory = i64::try_from(r.memory_mib).unwrap_or(i64::MAX);
@@ -515,7 +521,9 @@ impl Service {
                         && g.mig_enabled == r.mig_enabled
                         && g.nvlink_peers == peers
                         && g.health == r.health
-                        && g.sharing == sharing;
+                        && g.sharing == sharing
+                        && g.mig_devices == mig_devices
+                        && g.apply_error == apply_error;
                     if !unchanged {
                         let mut a: gpu::ActiveModel = g.clone().into();
                         a.idx = Set(idx);
@@ -527,6 +535,8 @@ impl Service {
                         a.nvlink_peers = Set(peers);
                         a.health = Set(r.health.clone());
                         a.sharing = Set(sharing);
+                        a.mig_devices = Set(mig_devices);
+                        a.apply_error = Set(apply_error);
                         a.updated_at = Set(now);
                         a.update(&txn).await?;
                     }
@@ -550,6 +560,8 @@ impl Service {
                         nvlink_peers: Set(peers),
                         health: Set(r.health.clone()),
                         sharing: Set(sharing),
+                        mig_devices: Set(mig_devices),
+                        apply_error: Set(apply_error),
                         updated_at: Set(now),
                         ..Default::default()
                     }
@@ -558,6 +570,7 @@ impl Service {
                 }
             }
         }
+        let desired_changed = self.apply_agent_report(&txn, who, report, now).await?;
         if first_report {
             audit::record(
                 &txn,
@@ -578,6 +591,9 @@ impl Service {
             .await?;
         }
         txn.commit().await?;
+        if desired_changed {
+            self.desired_changed();
+        }
         let next = u64::try_from(self.settings.report_interval.num_seconds())
             .unwrap_or(10)
             .max(1);

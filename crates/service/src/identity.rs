@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use tessera_protocol::views::{MembershipView, TenantRole};
 
 /// A tenant as configured, with the IdP groups that grant its roles.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantSpec {
     /// URL slug (lower-case letters, digits, dashes).
@@ -26,10 +26,38 @@ pub struct TenantSpec {
     /// Members of any of these groups are tenant admins.
     #[serde(default)]
     pub admin_groups: Vec<String>,
+    /// Starting quota per pool (`[[directory.tenants.quotas]]`).
+    #[serde(default)]
+    pub quotas: Vec<QuotaSpec>,
+}
+
+/// A tenant's quota in one pool, as configured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaSpec {
+    /// Pool name.
+    pub pool: String,
+    /// GPU-equivalents (e.g. `2` or `1.5`).
+    pub gpus: f64,
+    /// GPU memory in GiB.
+    pub memory_gib: u64,
+    /// Concurrent slices.
+    pub max_slices: u32,
+}
+
+impl QuotaSpec {
+    /// In core's integer units.
+    pub fn quota(&self) -> tessera_core::quota::Quota {
+        tessera_core::quota::Quota {
+            compute: tessera_core::units::ComputeMilli((self.gpus * 1000.0).round() as u32),
+            memory: tessera_core::units::MemMiB(self.memory_gib.saturating_mul(1024)),
+            max_slices: self.max_slices,
+        }
+    }
 }
 
 /// Tenants and the platform-admin groups.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Directory {
     /// Members of any of these groups are platform admins.
@@ -88,6 +116,25 @@ pub fn validate_directory(directory: &Directory) -> Result<(), ServiceError> {
                 format!("tenants[{i}].name"),
                 "must not be empty",
             ));
+        }
+        let mut pools_seen = std::collections::BTreeSet::new();
+        for (q, quota) in t.quotas.iter().enumerate() {
+            let field = |f: &str| format!("tenants[{i}].quotas[{q}].{f}");
+            if !pools_seen.insert(quota.pool.as_str()) {
+                return Err(ServiceError::invalid(
+                    field("pool"),
+                    format!("'{}' appears twice", quota.pool),
+                ));
+            }
+            if !quota.gpus.is_finite() || quota.gpus < 0.0 || quota.gpus > 100_000.0 {
+                return Err(ServiceError::invalid(
+                    field("gpus"),
+                    "must be between 0 and 100000",
+                ));
+            }
+            if quota.memory_gib > 100_000_000 {
+                return Err(ServiceError::invalid(field("memory_gib"), "is too large"));
+            }
         }
     }
     Ok(())
@@ -174,7 +221,93 @@ impl Service {
                 }
             }
         }
+        self.sync_quotas(&txn, now).await?;
         txn.commit().await?;
+        Ok(())
+    }
+
+    /// Sets the configured quotas (creates or updates; audited).
+    async fn sync_quotas(
+        &self,
+        txn: &sea_orm::DatabaseTransaction,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), ServiceError> {
+        use crate::entity::quota;
+        for (i, spec) in self.settings.directory.tenants.iter().enumerate() {
+            let Some(t) = tenant::Entity::find()
+                .filter(tenant::Column::Slug.eq(&spec.slug))
+                .one(txn)
+                .await?
+            else {
+                continue;
+            };
+            for (q, qs) in spec.quotas.iter().enumerate() {
+                if !self.settings.pools.iter().any(|p| p.name == qs.pool) {
+                    return Err(ServiceError::invalid(
+                        format!("tenants[{i}].quotas[{q}].pool"),
+                        format!("there is no pool '{}'", qs.pool),
+                    ));
+                }
+                let want = qs.quota();
+                let (compute, memory, slices) = (
+                    i64::from(want.compute.0),
+                    i64::try_from(want.memory.0).unwrap_or(i64::MAX),
+                    i32::try_from(want.max_slices).unwrap_or(i32::MAX),
+                );
+                let existing = quota::Entity::find()
+                    .filter(quota::Column::TenantId.eq(t.id))
+                    .filter(quota::Column::Pool.eq(&qs.pool))
+                    .one(txn)
+                    .await?;
+                let before = existing.as_ref().map(|e| {
+                    json!({"compute_milli": e.compute_milli, "memory_mib": e.memory_mib, "max_slices": e.max_slices})
+                });
+                match existing {
+                    Some(e)
+                        if e.compute_milli == compute
+                            && e.memory_mib == memory
+                            && e.max_slices == slices =>
+                    {
+                        continue
+                    }
+                    Some(e) => {
+                        let mut a: quota::ActiveModel = e.into();
+                        a.compute_milli = Set(compute);
+                        a.memory_mib = Set(memory);
+                        a.max_slices = Set(slices);
+                        a.updated_at = Set(now);
+                        a.update(txn).await?;
+                    }
+                    None => {
+                        quota::ActiveModel {
+                            tenant_id: Set(t.id),
+                            pool: Set(qs.pool.clone()),
+                            compute_milli: Set(compute),
+                            memory_mib: Set(memory),
+                            max_slices: Set(slices),
+                            updated_at: Set(now),
+                            ..Default::default()
+                        }
+                        .insert(txn)
+                        .await?;
+                    }
+                }
+                audit::record(
+                    txn,
+                    Event {
+                        actor: Actor::System,
+                        tenant_id: Some(t.id),
+                        action: "quota.set",
+                        target_type: "quota",
+                        target_id: format!("{}/{}", spec.slug, qs.pool),
+                        before,
+                        after: Some(json!({"compute_milli": compute, "memory_mib": memory, "max_slices": slices})),
+                    },
+                    now,
+                )
+                .await?;
+            }
+        }
         Ok(())
     }
 
@@ -351,6 +484,7 @@ mod tests {
                     cost_centre: None,
                     member_groups: vec!["vision".into()],
                     admin_groups: vec!["vision-leads".into()],
+                    quotas: vec![],
                 },
                 TenantSpec {
                     slug: "nlp".into(),
@@ -358,6 +492,7 @@ mod tests {
                     cost_centre: Some("CC-2".into()),
                     member_groups: vec!["nlp".into()],
                     admin_groups: vec![],
+                    quotas: vec![],
                 },
             ],
         }

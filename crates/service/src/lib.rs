@@ -5,6 +5,8 @@
 //! [`ServiceError`]. Time comes from the [`Clock`] in [`Service`], so tests
 //! control it.
 
+pub mod allocations;
+pub mod api_tokens;
 pub mod audit;
 mod auth;
 mod db;
@@ -52,6 +54,8 @@ pub struct Settings {
     pub report_interval: Duration,
     /// GPU pools.
     pub pools: Vec<pools::PoolSpec>,
+    /// A slice not active this long after placement fails.
+    pub provision_timeout: Duration,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.
@@ -62,6 +66,9 @@ pub struct Service {
     clock: Arc<dyn Clock>,
     /// On SQLite, write transactions take turns (see [`Service::write_txn`]).
     sqlite_writer: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// Bumped after every commit that changes some host's desired state;
+    /// wakes the agents' long polls.
+    desired_tx: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// The process's writer turn on SQLite; keep it until the transaction ends.
@@ -78,6 +85,7 @@ impl Service {
             settings: Arc::new(settings),
             clock,
             sqlite_writer,
+            desired_tx: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }
 

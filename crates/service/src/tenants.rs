@@ -44,12 +44,18 @@ impl Service {
             })
             .collect();
         members.sort_by(|a, b| b.role.cmp(&a.role).then_with(|| a.name.cmp(&b.name)));
+        let actor = self.tenant_actor(who, slug).await?;
+        let allocations = self.list_allocations(&actor).await?;
+        let quotas = self.quota_views(t.id).await?;
         Ok(TenantView {
             slug: t.slug,
             name: t.name,
             cost_centre: t.cost_centre,
             members,
-            allocations: Vec::new(),
+            allocations,
+            quotas,
+            can_request: actor.can_request,
+            can_manage_tokens: who.role_in(t.id) == Some(TenantRole::TenantAdmin),
         })
     }
 }

@@ -29,8 +29,11 @@ fn report(hostname: &str, gpus: usize, uuid_prefix: &str) -> HostReport {
                 nvlink_peers: vec![],
                 health: "healthy".into(),
                 sharing: None,
+                mig_devices: vec![],
             })
             .collect(),
+        applied_generation: None,
+        errors: vec![],
     }
 }
 

@@ -1,11 +1,13 @@
-//! The agent API: `POST /api/agent/v1/enroll` and `POST /api/agent/v1/report`.
+//! The agent API: `POST /api/agent/v1/enroll`, `POST /api/agent/v1/report`
+//! and the desired-state long poll `GET /api/agent/v1/desired`.
 
 use super::extract::{Bearer, JsonBody};
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::Json;
-use tessera_protocol::agent::{EnrollRequest, EnrollResponse, HostReport, ReportAck};
+use serde::Deserialize;
+use tessera_protocol::agent::{DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck};
 
 /// Trades a join token for a host credential.
 pub async fn enroll(
@@ -25,4 +27,27 @@ pub async fn report(
 ) -> Result<Json<ReportAck>, ApiError> {
     let host = state.service.authenticate_host(&credential).await?;
     Ok(Json(state.service.record_report(&host, &report).await?))
+}
+
+/// `?after=<generation>&wait_s=<seconds>`.
+#[derive(Debug, Deserialize)]
+pub struct DesiredQuery {
+    after: Option<i64>,
+    #[serde(default)]
+    wait_s: u64,
+}
+
+/// The host's desired state, held until it changes from `after` or `wait_s` passes.
+pub async fn desired(
+    State(state): State<AppState>,
+    Bearer(credential): Bearer,
+    Query(q): Query<DesiredQuery>,
+) -> Result<Json<DesiredState>, ApiError> {
+    let host = state.service.authenticate_host(&credential).await?;
+    Ok(Json(
+        state
+            .service
+            .wait_desired(&host, q.after, std::time::Duration::from_secs(q.wait_s))
+            .await?,
+    ))
 }

@@ -1,6 +1,8 @@
 //! HTTP handlers other than pages, by area.
 
 pub mod agent;
+pub mod api;
 pub mod extract;
 pub mod health;
 pub mod metrics;
+pub mod openapi;

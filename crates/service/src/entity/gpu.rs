@@ -19,6 +19,8 @@ pub struct Model {
     pub health: String,
     pub updated_at: DateTimeUtc,
     pub sharing: Option<Json>,
+    pub mig_devices: Option<Json>,
+    pub apply_error: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

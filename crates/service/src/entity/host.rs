@@ -17,6 +17,8 @@ pub struct Model {
     pub driver_version: Option<String>,
     pub enrolled_at: DateTimeUtc,
     pub last_seen_at: Option<DateTimeUtc>,
+    pub desired_generation: i64,
+    pub applied_generation: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

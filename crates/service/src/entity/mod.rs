@@ -1,9 +1,12 @@
 //! sea-orm entities, one per table (mirrors `migrations`).
 
+pub mod allocation;
+pub mod api_token;
 pub mod audit_event;
 pub mod gpu;
 pub mod host;
 pub mod join_token;
 pub mod membership;
+pub mod quota;
 pub mod tenant;
 pub mod user;

@@ -6,6 +6,8 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use sea_orm::{ConnectionTrait, Database};
 use std::sync::{Arc, Mutex};
+use tessera_service::identity::QuotaSpec;
+use tessera_service::pools::{IsolationClass, PoolSpec};
 use tessera_service::{Clock, Directory, LoginClaims, Principal, Service, Settings, TenantSpec};
 
 /// A clock tests move by hand.
@@ -40,6 +42,26 @@ pub fn directory() -> Directory {
                 cost_centre: Some("CC-1".into()),
                 member_groups: vec!["vision".into()],
                 admin_groups: vec!["vision-leads".into()],
+                quotas: vec![
+                    QuotaSpec {
+                        pool: "h100-mig".into(),
+                        gpus: 2.0,
+                        memory_gib: 160,
+                        max_slices: 8,
+                    },
+                    QuotaSpec {
+                        pool: "a100-whole".into(),
+                        gpus: 4.0,
+                        memory_gib: 160,
+                        max_slices: 4,
+                    },
+                    QuotaSpec {
+                        pool: "l4-shared".into(),
+                        gpus: 1.0,
+                        memory_gib: 24,
+                        max_slices: 4,
+                    },
+                ],
             },
             TenantSpec {
                 slug: "nlp".into(),
@@ -47,9 +69,37 @@ pub fn directory() -> Directory {
                 cost_centre: None,
                 member_groups: vec!["nlp".into()],
                 admin_groups: vec![],
+                quotas: vec![QuotaSpec {
+                    pool: "h100-mig".into(),
+                    gpus: 1.0,
+                    memory_gib: 80,
+                    max_slices: 4,
+                }],
             },
         ],
     }
+}
+
+/// Test pools: H100s in MIG mode, whole A100s, time-sliced L4s (4 replicas).
+pub fn pools() -> Vec<PoolSpec> {
+    let pool = |name: &str, sharing, model: &str| PoolSpec {
+        name: name.into(),
+        description: format!("{name} pool"),
+        sharing,
+        isolation: IsolationClass::Production,
+        models: vec![model.into()],
+        time_slice_replicas: 1,
+        allowed_mig_profiles: vec![],
+        max_lease_hours: 72,
+    };
+    use tessera_core::sharing::SharingMode;
+    let mut l4 = pool("l4-shared", SharingMode::TimeSlicing, "L4");
+    l4.time_slice_replicas = 4;
+    vec![
+        pool("h100-mig", SharingMode::Mig, "H100-80GB"),
+        pool("a100-whole", SharingMode::Exclusive, "A100-SXM4-40GB"),
+        l4,
+    ]
 }
 
 /// A database URL for one test.
@@ -101,16 +151,8 @@ pub async fn fixture() -> Fixture {
             directory: directory(),
             host_offline_after: Duration::seconds(30),
             report_interval: Duration::seconds(5),
-            pools: vec![tessera_service::pools::PoolSpec {
-                name: "h100-mig".into(),
-                description: "H100s in MIG mode".into(),
-                sharing: tessera_core::sharing::SharingMode::Mig,
-                isolation: tessera_service::pools::IsolationClass::Production,
-                models: vec!["H100-80GB".into()],
-                time_slice_replicas: 1,
-                allowed_mig_profiles: vec![],
-                max_lease_hours: 72,
-            }],
+            pools: pools(),
+            provision_timeout: Duration::seconds(300),
         },
         clock.clone(),
     );

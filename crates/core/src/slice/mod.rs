@@ -1,0 +1,15 @@
+//! A tenant's slice request against a pool: which of the pool's models can
+//! serve the shape, what it costs in quota terms, how the placer sees it,
+//! and how to connect to it once it exists. Shared by the server (admission)
+//! and the browser (the request form validates as the user types).
+
+mod connection;
+mod pool;
+mod queue;
+
+pub use connection::{connection, mps_share, Connection, ConnectionTarget, MPS_PIPE_ROOT};
+pub use queue::{queue_order, QueueEntry};
+pub use pool::{label, PoolOffer, PoolShapeError, MAX_WHOLE_GPUS};
+
+#[cfg(test)]
+mod tests;

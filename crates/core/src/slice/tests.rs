@@ -1,0 +1,156 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use crate::placement;
+use crate::sharing::{MpsShare, PoolPolicy, SharingMode, SliceShape};
+use crate::units::{ComputeMilli, MemMiB};
+
+fn offer(mode: SharingMode, models: &[&str]) -> PoolOffer {
+    PoolOffer {
+        pool: "p".into(),
+        policy: PoolPolicy::new(mode),
+        models: models.iter().map(|m| m.to_string()).collect(),
+        max_lease_hours: 24,
+    }
+}
+
+#[test]
+fn mig_profile_valid_on_one_model_of_a_mixed_pool() {
+    let pool = offer(SharingMode::Mig, &["A100-SXM4-40GB", "H100-80GB"]);
+    let shape = SliceShape::Mig {
+        profile: "1g.10gb".into(),
+    };
+    let models = pool.models_for(&shape).unwrap();
+    assert_eq!(models.len(), 2, "1g.10gb is the two-memory-slice profile on A100-40GB too");
+    let d = pool.admit(&shape, 4).unwrap();
+    assert_eq!(d.slices, 1);
+    assert_eq!(d.memory, MemMiB(models.iter().map(|m| m.mig.unwrap().profile("1g.10gb").unwrap().memory_mib).max().unwrap()));
+    let req = pool.placement_request(&shape).unwrap();
+    assert_eq!(req.pool.as_deref(), Some("p"));
+    assert_eq!(req.demand, placement::Demand::Mig { profile: "1g.10gb".into() });
+
+    let bad = SliceShape::Mig {
+        profile: "1g.12gb".into(),
+    };
+    assert!(matches!(pool.admit(&bad, 4), Err(PoolShapeError::Shape(_))));
+}
+
+#[test]
+fn lease_and_size_limits() {
+    let pool = offer(SharingMode::Exclusive, &["A100-SXM4-40GB"]);
+    let one = SliceShape::Whole {
+        count: 1,
+        nvlink_local: false,
+    };
+    assert_eq!(
+        pool.admit(&one, 25),
+        Err(PoolShapeError::LeaseOutOfRange { hours: 25, max: 24 })
+    );
+    assert!(matches!(pool.admit(&one, 0), Err(PoolShapeError::LeaseOutOfRange { .. })));
+    let huge = SliceShape::Whole {
+        count: 1000,
+        nvlink_local: false,
+    };
+    assert!(matches!(pool.admit(&huge, 1), Err(PoolShapeError::TooManyGpus { .. })));
+    let zero = SliceShape::Whole {
+        count: 0,
+        nvlink_local: false,
+    };
+    assert!(pool.admit(&zero, 1).is_err());
+    let two = SliceShape::Whole {
+        count: 2,
+        nvlink_local: true,
+    };
+    let d = pool.admit(&two, 1).unwrap();
+    assert_eq!((d.compute, d.slices), (ComputeMilli(2000), 2));
+    assert!(pool.placement_request(&two).unwrap().nvlink_local);
+    // A MIG shape in an exclusive pool is the wrong kind.
+    let mig = SliceShape::Mig {
+        profile: "1g.5gb".into(),
+    };
+    assert!(pool.admit(&mig, 1).unwrap_err().to_string().contains("whole GPU"));
+}
+
+#[test]
+fn time_slice_and_mps_demands() {
+    let mut ts = offer(SharingMode::TimeSlicing, &["L4"]);
+    ts.policy.time_slice_replicas = 4;
+    let d = ts.admit(&SliceShape::TimeSlice {}, 1).unwrap();
+    assert_eq!(d.compute, ComputeMilli(250));
+    match ts.placement_request(&SliceShape::TimeSlice {}).unwrap().demand {
+        placement::Demand::Fraction { compute, memory } => {
+            assert_eq!(compute, ComputeMilli(250));
+            assert_eq!(memory, Some(d.memory));
+        }
+        other => panic!("{other:?}"),
+    }
+    let mps = offer(SharingMode::Mps, &["L4"]);
+    let shape = SliceShape::Mps {
+        compute_percent: 30,
+        memory_mib: MemMiB(4096),
+    };
+    assert_eq!(mps.admit(&shape, 1).unwrap().compute, ComputeMilli(300));
+    let too_big = SliceShape::Mps {
+        compute_percent: 30,
+        memory_mib: MemMiB(1 << 30),
+    };
+    assert!(mps.admit(&too_big, 1).is_err());
+}
+
+#[test]
+fn labels() {
+    assert_eq!(label(&SliceShape::Mig { profile: "1g.10gb".into() }), "MIG 1g.10gb");
+    assert_eq!(
+        label(&SliceShape::Mps {
+            compute_percent: 25,
+            memory_mib: MemMiB(20 * 1024)
+        }),
+        "MPS 25% · 20 GiB"
+    );
+    assert_eq!(
+        label(&SliceShape::Whole {
+            count: 2,
+            nvlink_local: true
+        }),
+        "2 whole GPUs (NVLink)"
+    );
+}
+
+#[test]
+fn connection_details() {
+    let mig = connection(
+        "gpu-1",
+        &ConnectionTarget::Mig {
+            profile: "1g.10gb".into(),
+            device_uuid: "MIG-abc".into(),
+        },
+    );
+    assert_eq!(mig.env, vec![("CUDA_VISIBLE_DEVICES".to_string(), "MIG-abc".to_string())]);
+    assert_eq!(mig.k8s_resource, "nvidia.com/mig-1g.10gb");
+    assert!(mig.pod_snippet.contains("nvidia.com/mig-1g.10gb: 1"));
+    assert!(mig.pod_snippet.contains("kubernetes.io/hostname: gpu-1"));
+
+    let mps = connection(
+        "gpu-2",
+        &ConnectionTarget::Mps {
+            gpu_uuid: "GPU-1".into(),
+            share: MpsShare {
+                compute_percent: 25,
+                memory: MemMiB(2048),
+            },
+        },
+    );
+    let get = |k: &str| mps.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    assert_eq!(get("CUDA_MPS_PIPE_DIRECTORY").as_deref(), Some("/var/run/tessera/mps/GPU-1"));
+    assert_eq!(get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE").as_deref(), Some("25"));
+    assert_eq!(get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT").as_deref(), Some("0=2048M"));
+
+    let whole = connection(
+        "gpu-3",
+        &ConnectionTarget::Whole {
+            gpu_uuids: vec!["GPU-a".into(), "GPU-b".into()],
+        },
+    );
+    assert_eq!(whole.env[0].1, "GPU-a,GPU-b");
+    assert_eq!((whole.k8s_resource.as_str(), whole.k8s_count), ("nvidia.com/gpu", 2));
+}

@@ -1,0 +1,100 @@
+//! Who may act on a tenant's allocations: a member (UI or session-cookie
+//! API), a tenant API token, or a platform admin (view and release only).
+
+use crate::audit::Actor;
+use crate::entity::{api_token, tenant};
+use crate::{secret, Principal, Service, ServiceError};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+/// A caller acting within one tenant.
+#[derive(Debug, Clone)]
+pub struct TenantActor {
+    /// Tenant id.
+    pub tenant_id: i64,
+    /// Tenant slug.
+    pub tenant_slug: String,
+    /// How the audit log and the allocation name the caller.
+    pub name: String,
+    /// The user, when a person acts.
+    pub user_id: Option<i64>,
+    /// May request and extend (members and tokens).
+    pub can_request: bool,
+}
+
+impl TenantActor {
+    /// The audit actor.
+    pub fn audit(&self) -> Actor<'static> {
+        Actor::Tenant {
+            user_id: self.user_id,
+            name: self.name.clone(),
+        }
+    }
+}
+
+impl Service {
+    /// The caller's access to tenant `slug`: members may request; platform
+    /// admins may look and release; anyone else gets `NotFound`.
+    pub async fn tenant_actor(
+        &self,
+        who: &Principal,
+        slug: &str,
+    ) -> Result<TenantActor, ServiceError> {
+        let not_found = || ServiceError::not_found(format!("tenant '{slug}'"));
+        let t = tenant::Entity::find()
+            .filter(tenant::Column::Slug.eq(slug))
+            .one(&self.db)
+            .await?
+            .ok_or_else(not_found)?;
+        let member = who.role_in(t.id).is_some();
+        if !member && !who.platform_admin {
+            return Err(not_found());
+        }
+        Ok(TenantActor {
+            tenant_id: t.id,
+            tenant_slug: t.slug,
+            name: who.audit_name(),
+            user_id: Some(who.user_id),
+            can_request: member,
+        })
+    }
+
+    /// The tenant an API token acts for; unknown or revoked tokens are refused.
+    pub async fn authenticate_api_token(&self, secret: &str) -> Result<TenantActor, ServiceError> {
+        let hash = secret::hash(secret.trim());
+        let token = api_token::Entity::find()
+            .filter(api_token::Column::TokenHash.eq(&hash))
+            .filter(api_token::Column::RevokedAt.is_null())
+            .one(&self.db)
+            .await?
+            .ok_or(ServiceError::InvalidApiToken)?;
+        let t = tenant::Entity::find_by_id(token.tenant_id)
+            .one(&self.db)
+            .await?
+            .ok_or(ServiceError::InvalidApiToken)?;
+        // Best effort: a failed timestamp update must not fail the call.
+        let now = self.now();
+        let stale = token
+            .last_used_at
+            .is_none_or(|at| now - at > chrono::Duration::minutes(1));
+        if stale {
+            if let Ok((txn, _turn)) = self.write_txn().await {
+                let updated = api_token::Entity::update_many()
+                    .col_expr(api_token::Column::LastUsedAt, Expr::value(now))
+                    .filter(api_token::Column::Id.eq(token.id))
+                    .exec(&txn)
+                    .await;
+                if updated.is_ok() {
+                    let _ = txn.commit().await;
+                }
+            }
+        }
+        Ok(TenantActor {
+            tenant_id: t.id,
+            tenant_slug: t.slug,
+            name: format!("token:{}", token.name),
+            user_id: None,
+            can_request: true,
+        })
+    }
+}

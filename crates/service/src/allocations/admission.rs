@@ -1,0 +1,321 @@
+//! Requesting a slice: validate, check the quota, place or queue, all in one
+//! transaction that admissions take in turn.
+
+use super::access::TenantActor;
+use super::snapshot::View;
+use super::stored::{state_json, AllocationRow};
+use super::QUOTA_STATES;
+use crate::audit::{self, Event};
+use crate::entity::{allocation, host, quota};
+use crate::pools::PoolSpec;
+use crate::{Service, ServiceError};
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
+    Set,
+};
+use serde_json::json;
+use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
+use tessera_core::placement::{PlacementRequest, Policy};
+use tessera_core::quota::{Quota, Usage};
+use tessera_core::slice::{label, PoolOffer, PoolShapeError};
+use tessera_core::units::{ComputeMilli, MemMiB};
+use tessera_protocol::views::{AllocationView, NewAllocation};
+
+/// Longest purpose text.
+pub const MAX_PURPOSE_CHARS: usize = 500;
+
+/// A PostgreSQL advisory-lock key that admissions and the queue take in turn.
+const ADMISSION_LOCK: i64 = 0x7465_7373_6572_61; // "tessera"
+
+impl Service {
+    /// A write transaction in which no other admission runs: on SQLite the
+    /// writer turn already serializes; on PostgreSQL a transaction-scoped
+    /// advisory lock does (released at commit or rollback).
+    pub(crate) async fn admission_txn(
+        &self,
+    ) -> Result<(DatabaseTransaction, crate::WriterTurn), ServiceError> {
+        let (txn, turn) = self.write_txn().await?;
+        if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
+            txn.execute(sea_orm::Statement::from_string(
+                sea_orm::DbBackend::Postgres,
+                format!("SELECT pg_advisory_xact_lock({ADMISSION_LOCK})"),
+            ))
+            .await?;
+        }
+        Ok((txn, turn))
+    }
+
+    /// The pool called `name`, or a 400 that lists the pools.
+    pub(crate) fn pool_spec(&self, field: &str, name: &str) -> Result<&PoolSpec, ServiceError> {
+        self.settings
+            .pools
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.settings.pools.iter().map(|p| p.name.as_str()).collect();
+                ServiceError::invalid(
+                    field,
+                    format!("there is no pool '{name}'; choose one of: {}", names.join(", ")),
+                )
+            })
+    }
+
+    /// What a pool offers, in core's terms.
+    pub fn pool_offer(spec: &PoolSpec) -> PoolOffer {
+        PoolOffer {
+            pool: spec.name.clone(),
+            policy: spec.policy(),
+            models: spec
+                .models
+                .iter()
+                .map(|m| tessera_core::catalogue::lookup(m, 0).name.to_string())
+                .collect(),
+            max_lease_hours: spec.max_lease_hours,
+        }
+    }
+
+    /// The tenant's quota in a pool (zero when none is set).
+    pub(crate) async fn quota_of<C: ConnectionTrait>(
+        conn: &C,
+        tenant_id: i64,
+        pool: &str,
+    ) -> Result<Option<Quota>, ServiceError> {
+        Ok(quota::Entity::find()
+            .filter(quota::Column::TenantId.eq(tenant_id))
+            .filter(quota::Column::Pool.eq(pool))
+            .one(conn)
+            .await?
+            .map(|q| Quota {
+                compute: ComputeMilli(u32::try_from(q.compute_milli).unwrap_or(u32::MAX)),
+                memory: MemMiB(u64::try_from(q.memory_mib).unwrap_or(0)),
+                max_slices: u32::try_from(q.max_slices).unwrap_or(0),
+            }))
+    }
+
+    /// What the tenant's open allocations hold against its quota in a pool.
+    pub(crate) async fn usage_of<C: ConnectionTrait>(
+        conn: &C,
+        tenant_id: i64,
+        pool: &str,
+    ) -> Result<Usage, ServiceError> {
+        let rows = allocation::Entity::find()
+            .filter(allocation::Column::TenantId.eq(tenant_id))
+            .filter(allocation::Column::Pool.eq(pool))
+            .filter(allocation::Column::State.is_in(QUOTA_STATES))
+            .all(conn)
+            .await?;
+        let demands: Vec<_> = rows.iter().map(AllocationRow::demand).collect();
+        Ok(Usage::from_demands(&demands))
+    }
+
+    /// Placement requests of the pool's open allocations: the workload mix
+    /// fragmentation is judged against.
+    pub(crate) async fn pool_workload<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        spec: &PoolSpec,
+    ) -> Result<Vec<PlacementRequest>, ServiceError> {
+        let offer = Self::pool_offer(spec);
+        let rows = allocation::Entity::find()
+            .filter(allocation::Column::Pool.eq(&spec.name))
+            .filter(allocation::Column::State.is_in(super::OPEN_STATES))
+            .all(conn)
+            .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|a| a.slice_shape().ok())
+            .filter_map(|s| offer.placement_request(&s).ok())
+            .collect())
+    }
+
+    /// Raises a host's desired-state generation; returns the new one.
+    pub(crate) async fn bump_generation<C: ConnectionTrait>(
+        conn: &C,
+        host_id: i64,
+    ) -> Result<i64, ServiceError> {
+        host::Entity::update_many()
+            .col_expr(
+                host::Column::DesiredGeneration,
+                Expr::col(host::Column::DesiredGeneration).add(1),
+            )
+            .filter(host::Column::Id.eq(host_id))
+            .exec(conn)
+            .await?;
+        let h = host::Entity::find_by_id(host_id)
+            .one(conn)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("host {host_id}")))?;
+        Ok(h.desired_generation)
+    }
+
+    /// Places `row` (requested or queued) on the live fleet if it fits now.
+    /// Returns the updated row, or `None` when there is no room.
+    pub(crate) async fn try_place(
+        &self,
+        txn: &DatabaseTransaction,
+        row: allocation::Model,
+        spec: &PoolSpec,
+        now: DateTime<Utc>,
+    ) -> Result<Option<allocation::Model>, ServiceError> {
+        let offer = Self::pool_offer(spec);
+        let shape = row.slice_shape()?;
+        let request = offer
+            .placement_request(&shape)
+            .map_err(|e| ServiceError::invalid("shape", e.to_string()))?;
+        let workload = self.pool_workload(txn, spec).await?;
+        let snapshot = self
+            .pool_snapshot(txn, spec, now, View::Live, &workload)
+            .await?;
+        let Ok(decision) = snapshot.fleet.place(&request, Policy::Pack) else {
+            return Ok(None);
+        };
+        let Some((host_id, placement)) = snapshot.placement(&decision) else {
+            return Ok(None);
+        };
+        let state = transition(&row.lifecycle()?, &AllocationEvent::Place)
+            .map_err(|e| ServiceError::Conflict(e.to_string()))?;
+        let generation = Self::bump_generation(txn, host_id).await?;
+        let mut a: allocation::ActiveModel = row.into();
+        a.state = Set(state.name().to_owned());
+        a.state_data = Set(state_json(&state));
+        a.host_id = Set(Some(host_id));
+        a.placement = Set(Some(json!(placement)));
+        a.generation = Set(Some(generation));
+        a.placed_at = Set(Some(now));
+        a.updated_at = Set(now);
+        Ok(Some(a.update(txn).await?))
+    }
+
+    /// Requests a slice: checks the input and the quota, then places it at
+    /// once or queues it. Nothing is stored when the request is refused.
+    pub async fn request_allocation(
+        &self,
+        actor: &TenantActor,
+        req: &NewAllocation,
+    ) -> Result<AllocationView, ServiceError> {
+        if !actor.can_request {
+            return Err(ServiceError::Forbidden(
+                "only members of this tenant can request slices for it".to_owned(),
+            ));
+        }
+        if let Some(t) = &req.tenant {
+            if t != &actor.tenant_slug {
+                return Err(ServiceError::not_found(format!("tenant '{t}'")));
+            }
+        }
+        let purpose = req.purpose.trim().to_owned();
+        if purpose.chars().count() > MAX_PURPOSE_CHARS {
+            return Err(ServiceError::invalid(
+                "purpose",
+                format!("must be at most {MAX_PURPOSE_CHARS} characters"),
+            ));
+        }
+        let spec = self.pool_spec("pool", &req.pool)?.clone();
+        let offer = Self::pool_offer(&spec);
+        let demand = offer
+            .admit(&req.shape, req.lease_hours)
+            .map_err(|e| match e {
+                PoolShapeError::LeaseOutOfRange { .. } => {
+                    ServiceError::invalid("lease_hours", e.to_string())
+                }
+                other => ServiceError::invalid("shape", other.to_string()),
+            })?;
+        let request = offer
+            .placement_request(&req.shape)
+            .map_err(|e| ServiceError::invalid("shape", e.to_string()))?;
+        let now = self.now();
+
+        let (txn, _turn) = self.admission_txn().await?;
+        let quota = Self::quota_of(&txn, actor.tenant_id, &spec.name)
+            .await?
+            .ok_or_else(|| {
+                ServiceError::QuotaExceeded(format!(
+                    "your tenant has no quota in pool '{}'; ask a platform admin for one",
+                    spec.name
+                ))
+            })?;
+        let usage = Self::usage_of(&txn, actor.tenant_id, &spec.name).await?;
+        tessera_core::quota::check(&quota, &usage, &demand)
+            .map_err(|e| ServiceError::QuotaExceeded(e.to_string()))?;
+
+        // Refuse what could never fit, rather than queueing it forever.
+        let empty = self
+            .pool_snapshot(&txn, &spec, now, View::Empty, &[])
+            .await?;
+        if empty.gpu_count() == 0 {
+            return Err(ServiceError::Conflict(format!(
+                "pool '{}' has no GPUs yet; try again once its hosts have reported",
+                spec.name
+            )));
+        }
+        if let Err(e) = empty.fleet.place(&request, Policy::Pack) {
+            return Err(ServiceError::invalid(
+                "shape",
+                format!(
+                    "{} can never fit in pool '{}', even when it is empty ({e}); ask for less",
+                    label(&req.shape),
+                    spec.name
+                ),
+            ));
+        }
+
+        let state = AllocationState::Requested;
+        let row = allocation::ActiveModel {
+            tenant_id: Set(actor.tenant_id),
+            pool: Set(spec.name.clone()),
+            requested_by: Set(actor.name.clone()),
+            state: Set(state.name().to_owned()),
+            state_data: Set(state_json(&state)),
+            shape: Set(json!(req.shape)),
+            shape_label: Set(label(&req.shape)),
+            demand_compute_milli: Set(i64::from(demand.compute.0)),
+            demand_memory_mib: Set(i64::try_from(demand.memory.0).unwrap_or(i64::MAX)),
+            demand_slices: Set(i32::try_from(demand.slices).unwrap_or(i32::MAX)),
+            priority: Set(0),
+            purpose: Set(purpose),
+            lease_hours: Set(i32::try_from(req.lease_hours).unwrap_or(i32::MAX)),
+            created_at: Set(now),
+            updated_at: Set(now),
+            ..Default::default()
+        }
+        .insert(&txn)
+        .await?;
+        let id = row.id;
+        let row = match self.try_place(&txn, row.clone(), &spec, now).await? {
+            Some(placed) => placed,
+            None => {
+                let state = transition(&row.lifecycle()?, &AllocationEvent::NoCapacity)
+                    .map_err(|e| ServiceError::Conflict(e.to_string()))?;
+                let mut a: allocation::ActiveModel = row.into();
+                a.state = Set(state.name().to_owned());
+                a.state_data = Set(state_json(&state));
+                a.update(&txn).await?
+            }
+        };
+        audit::record(
+            &txn,
+            Event {
+                actor: actor.audit(),
+                tenant_id: Some(actor.tenant_id),
+                action: "allocation.create",
+                target_type: "allocation",
+                target_id: id.to_string(),
+                before: None,
+                after: Some(json!({
+                    "pool": spec.name,
+                    "shape": req.shape,
+                    "lease_hours": req.lease_hours,
+                    "state": row.state,
+                    "host_id": row.host_id,
+                })),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        self.desired_changed();
+        self.allocation_view_of(row, &actor.tenant_slug).await
+    }
+}

@@ -1,0 +1,196 @@
+//! The desired state of a host, derived from its open allocations and the
+//! pools' policies, and delivered to the agent by long poll.
+
+use super::snapshot::{observed_of, occupancy, unmanaged_instances};
+use super::stored::{state_json, AllocationRow};
+use crate::entity::{allocation, gpu, host};
+use crate::fleet::AuthenticatedHost;
+use crate::pools::pool_of;
+use crate::{Service, ServiceError};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use std::time::Duration;
+use tessera_core::catalogue;
+use tessera_core::lifecycle::{transition, AllocationEvent};
+use tessera_core::placement::Slice;
+use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuDesired, MpsSettings, Released};
+use tessera_core::sharing::SharingMode;
+use tessera_protocol::agent::{DesiredState, GpuDesiredEntry, DESIRED_MAX_WAIT_S};
+
+/// How often a waiting long poll re-reads the generation, so a change made
+/// by another server replica is seen too.
+const RECHECK: Duration = Duration::from_secs(1);
+
+impl Service {
+    /// Wakes long polls after a commit that changed some host's desired state.
+    pub(crate) fn desired_changed(&self) {
+        self.desired_tx.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    async fn generation_of<C: ConnectionTrait>(conn: &C, host_id: i64) -> Result<i64, ServiceError> {
+        Ok(host::Entity::find_by_id(host_id)
+            .one(conn)
+            .await?
+            .ok_or(ServiceError::InvalidCredential)?
+            .desired_generation)
+    }
+
+    /// The desired state of `host` now.
+    pub async fn desired_state<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        host_id: i64,
+    ) -> Result<DesiredState, ServiceError> {
+        let generation = Self::generation_of(conn, host_id).await?;
+        let gpus = gpu::Entity::find()
+            .filter(gpu::Column::HostId.eq(host_id))
+            .all(conn)
+            .await?;
+        let taken = occupancy(conn, None, Some(host_id)).await?;
+        let mut entries = Vec::new();
+        for g in &gpus {
+            let Some(pool) = pool_of(&self.settings.pools, &g.model) else {
+                continue;
+            };
+            let Ok(index) = u32::try_from(g.idx) else {
+                continue;
+            };
+            let owned = taken.get(&g.uuid).map(Vec::as_slice).unwrap_or(&[]);
+            let mut releasing = Vec::new();
+            let mut live = Vec::new();
+            for (a, p) in owned {
+                if a.state == "releasing" {
+                    releasing.push(p);
+                } else {
+                    live.push(p);
+                }
+            }
+            let policy = pool.policy();
+            let mut desired = GpuDesired::default();
+            match policy.mode {
+                SharingMode::Mig => {
+                    let model = catalogue::lookup(&g.model, u64::try_from(g.memory_mib).unwrap_or(0));
+                    let Some(spec) = model.mig else {
+                        continue;
+                    };
+                    desired.mig_enabled = true;
+                    for p in &live {
+                        if let Slice::Mig(m) = &p.slice {
+                            let Some(profile) = spec.profile(&m.profile) else {
+                                continue;
+                            };
+                            desired.instances.push(DesiredInstance {
+                                placement: m.clone(),
+                                compute_instances: vec![ComputeInstance::whole(
+                                    profile.compute_slices,
+                                )],
+                            });
+                        }
+                    }
+                    // Instances Tessera did not create stay as they are.
+                    let observed = observed_of(g);
+                    for m in unmanaged_instances(observed.as_ref(), owned) {
+                        if let Some(o) = observed
+                            .as_ref()
+                            .and_then(|o| o.instances.iter().find(|i| i.placement == m))
+                        {
+                            desired.instances.push(DesiredInstance {
+                                placement: m,
+                                compute_instances: o.compute_instances.clone(),
+                            });
+                        }
+                    }
+                    desired.instances.sort_by_key(|i| i.placement.start);
+                    desired.released = Released {
+                        instances: releasing
+                            .iter()
+                            .filter_map(|p| match &p.slice {
+                                Slice::Mig(m) => Some(m.start),
+                                _ => None,
+                            })
+                            .collect(),
+                        whole_gpu: false,
+                    };
+                }
+                SharingMode::Exclusive => {
+                    desired.released.whole_gpu = !releasing.is_empty();
+                }
+                SharingMode::TimeSlicing => {
+                    desired.time_slice_replicas = policy.time_slice_replicas;
+                }
+                SharingMode::Mps => {
+                    desired.mps = Some(MpsSettings {
+                        default_active_thread_percentage: 100,
+                        default_pinned_mem_limit: None,
+                    });
+                }
+            }
+            entries.push(GpuDesiredEntry {
+                index,
+                uuid: g.uuid.clone(),
+                desired,
+            });
+        }
+        entries.sort_by_key(|e| e.index);
+        Ok(DesiredState {
+            generation,
+            gpus: entries,
+        })
+    }
+
+    /// The agent's long poll: answers at once when the host's generation is
+    /// not `after`, otherwise when it changes or `wait` passes. Allocations
+    /// the answer carries move from `placed` to `provisioning`.
+    pub async fn wait_desired(
+        &self,
+        who: &AuthenticatedHost,
+        after: Option<i64>,
+        wait: Duration,
+    ) -> Result<DesiredState, ServiceError> {
+        let wait = wait.min(Duration::from_secs(DESIRED_MAX_WAIT_S));
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut rx = self.desired_tx.subscribe();
+        loop {
+            rx.borrow_and_update();
+            let current = Self::generation_of(&self.db, who.id).await?;
+            if Some(current) != after || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            let nap = RECHECK.min(deadline - tokio::time::Instant::now());
+            let _ = tokio::time::timeout(nap, rx.changed()).await;
+        }
+        let state = self.desired_state(&self.db, who.id).await?;
+        self.mark_provisioning(who.id, state.generation).await?;
+        Ok(state)
+    }
+
+    /// `placed` → `provisioning` for allocations the agent has now been sent.
+    async fn mark_provisioning(&self, host_id: i64, generation: i64) -> Result<(), ServiceError> {
+        let placed = allocation::Entity::find()
+            .filter(allocation::Column::HostId.eq(host_id))
+            .filter(allocation::Column::State.eq("placed"))
+            .filter(allocation::Column::Generation.lte(generation))
+            .all(&self.db)
+            .await?;
+        if placed.is_empty() {
+            return Ok(());
+        }
+        let now = self.now();
+        let (txn, _turn) = self.write_txn().await?;
+        for a in placed {
+            // Re-read inside the transaction: another writer may have moved it.
+            let Some(a) = allocation::Entity::find_by_id(a.id).one(&txn).await? else {
+                continue;
+            };
+            let Ok(next) = transition(&a.lifecycle()?, &AllocationEvent::StartProvisioning) else {
+                continue;
+            };
+            let mut m: allocation::ActiveModel = a.into();
+            m.state = Set(next.name().to_owned());
+            m.state_data = Set(state_json(&next));
+            m.updated_at = Set(now);
+            m.update(&txn).await?;
+        }
+        txn.commit().await?;
+        Ok(())
+    }
+}

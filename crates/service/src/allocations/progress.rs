@@ -1,0 +1,220 @@
+//! What an agent's report means for the allocations on its host: slices the
+//! agent created become `active` (with the MIG device UUID), slices it could
+//! not create fail with the driver's reason, and slices it tore down end.
+
+use super::stored::{state_json, AllocationRow};
+use crate::audit::{self, Actor, Event};
+use crate::entity::{allocation, host};
+use crate::fleet::AuthenticatedHost;
+use crate::{Service, ServiceError};
+use chrono::{DateTime, Duration, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter, Set};
+use serde_json::json;
+use std::collections::BTreeMap;
+use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
+use tessera_core::placement::Slice;
+use tessera_protocol::agent::{GpuReport, HostReport};
+
+/// A state change to write.
+struct Change {
+    state: AllocationState,
+    mig_device_uuid: Option<String>,
+    activated: bool,
+    teardown_error: Option<String>,
+}
+
+impl Service {
+    /// Advances the host's allocations from a report, inside the report's
+    /// transaction. Returns whether the host's desired state changed.
+    pub(crate) async fn apply_agent_report(
+        &self,
+        txn: &DatabaseTransaction,
+        who: &AuthenticatedHost,
+        report: &HostReport,
+        now: DateTime<Utc>,
+    ) -> Result<bool, ServiceError> {
+        let Some(applied) = report.applied_generation else {
+            return Ok(false);
+        };
+        host::Entity::update_many()
+            .col_expr(host::Column::AppliedGeneration, Expr::value(applied))
+            .filter(host::Column::Id.eq(who.id))
+            .exec(txn)
+            .await?;
+        let by_uuid: BTreeMap<&str, &GpuReport> =
+            report.gpus.iter().map(|g| (g.uuid.as_str(), g)).collect();
+        let errors: BTreeMap<u32, &str> = report
+            .errors
+            .iter()
+            .map(|e| (e.index, e.message.as_str()))
+            .collect();
+        let rows = allocation::Entity::find()
+            .filter(allocation::Column::HostId.eq(who.id))
+            .filter(allocation::Column::State.is_in(["placed", "provisioning", "releasing"]))
+            .filter(allocation::Column::Generation.lte(applied))
+            .all(txn)
+            .await?;
+        let mut desired_changed = false;
+        for row in rows {
+            let Some(placement) = row.stored_placement()? else {
+                continue;
+            };
+            let error = placement
+                .gpus
+                .iter()
+                .find_map(|g| errors.get(&g.index).copied())
+                .map(str::to_owned);
+            let gpu = placement.gpus.first().and_then(|g| by_uuid.get(g.uuid.as_str()));
+            let mig_start = match &placement.slice {
+                Slice::Mig(m) => Some(m.start),
+                _ => None,
+            };
+            let mut state = row.lifecycle()?;
+            if state == AllocationState::Placed {
+                state = step(&state, AllocationEvent::StartProvisioning)?;
+            }
+            let change = match (&state, mig_start) {
+                (AllocationState::Provisioning, Some(start)) => {
+                    let device = gpu.and_then(|g| g.mig_devices.iter().find(|d| d.gi_start == start));
+                    match device {
+                        Some(d) => Change {
+                            state: step(&state, AllocationEvent::Provisioned)?,
+                            mig_device_uuid: Some(d.uuid.clone()),
+                            activated: true,
+                            teardown_error: None,
+                        },
+                        None => Change {
+                            state: step(
+                                &state,
+                                AllocationEvent::Fail {
+                                    reason: error.unwrap_or_else(|| format!(
+                                        "host {} applied the change but reports no MIG device at slice {start}",
+                                        who.hostname
+                                    )),
+                                },
+                            )?,
+                            mig_device_uuid: None,
+                            activated: false,
+                            teardown_error: None,
+                        },
+                    }
+                }
+                (AllocationState::Provisioning, None) => match error {
+                    Some(reason) => Change {
+                        state: step(&state, AllocationEvent::Fail { reason })?,
+                        mig_device_uuid: None,
+                        activated: false,
+                        teardown_error: None,
+                    },
+                    None => Change {
+                        state: step(&state, AllocationEvent::Provisioned)?,
+                        mig_device_uuid: None,
+                        activated: true,
+                        teardown_error: None,
+                    },
+                },
+                (AllocationState::Releasing { .. }, _) => {
+                    let still_there = mig_start.is_some_and(|start| {
+                        gpu.and_then(|g| g.sharing.as_ref()).is_some_and(|o| {
+                            o.instances.iter().any(|i| i.placement.start == start)
+                        })
+                    });
+                    match (error, still_there) {
+                        (Some(reason), _) => Change {
+                            state: state.clone(),
+                            mig_device_uuid: None,
+                            activated: false,
+                            teardown_error: Some(reason),
+                        },
+                        (None, true) => continue,
+                        (None, false) => Change {
+                            state: step(&state, AllocationEvent::Released)?,
+                            mig_device_uuid: None,
+                            activated: false,
+                            teardown_error: None,
+                        },
+                    }
+                }
+                _ => continue,
+            };
+            desired_changed |= self.write_change(txn, who, row, change, now).await?;
+        }
+        Ok(desired_changed)
+    }
+
+    async fn write_change(
+        &self,
+        txn: &DatabaseTransaction,
+        who: &AuthenticatedHost,
+        row: allocation::Model,
+        change: Change,
+        now: DateTime<Utc>,
+    ) -> Result<bool, ServiceError> {
+        let mut state = change.state;
+        if let (
+            Some(reason),
+            AllocationState::Releasing {
+                teardown_error, ..
+            },
+        ) = (&change.teardown_error, &mut state)
+        {
+            if teardown_error.as_deref() == Some(reason.as_str()) {
+                return Ok(false);
+            }
+            *teardown_error = Some(reason.clone());
+        }
+        let before = row.state.clone();
+        let (id, tenant_id, host_id, lease_hours) =
+            (row.id, row.tenant_id, row.host_id, row.lease_hours);
+        let mut a: allocation::ActiveModel = row.into();
+        a.state = Set(state.name().to_owned());
+        a.state_data = Set(state_json(&state));
+        a.updated_at = Set(now);
+        if change.activated {
+            a.active_at = Set(Some(now));
+            a.lease_ends_at = Set(Some(now + Duration::hours(i64::from(lease_hours))));
+            a.mig_device_uuid = Set(change.mig_device_uuid);
+        }
+        if state.is_terminal() {
+            a.ended_at = Set(Some(now));
+        }
+        // Failing a slice removes it from the desired state: a new generation.
+        let mut desired_changed = false;
+        if matches!(state, AllocationState::Releasing { .. }) && before != "releasing" {
+            if let Some(h) = host_id {
+                a.generation = Set(Some(Self::bump_generation(txn, h).await?));
+                desired_changed = true;
+            }
+        }
+        a.update(txn).await?;
+        let action = match &state {
+            AllocationState::Active => "allocation.activate",
+            AllocationState::Releasing { .. } if before == "releasing" => "allocation.teardown_error",
+            AllocationState::Releasing { .. } => "allocation.fail",
+            _ => "allocation.end",
+        };
+        audit::record(
+            txn,
+            Event {
+                actor: Actor::Host {
+                    host_id: who.id,
+                    hostname: who.hostname.clone(),
+                },
+                tenant_id: Some(tenant_id),
+                action,
+                target_type: "allocation",
+                target_id: id.to_string(),
+                before: Some(json!({"state": before})),
+                after: Some(state_json(&state)),
+            },
+            now,
+        )
+        .await?;
+        Ok(desired_changed)
+    }
+}
+
+fn step(state: &AllocationState, event: AllocationEvent) -> Result<AllocationState, ServiceError> {
+    transition(state, &event).map_err(|e| ServiceError::Conflict(e.to_string()))
+}

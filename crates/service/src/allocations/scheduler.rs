@@ -1,0 +1,239 @@
+//! The server's timer: ends expired leases, fails provisioning that never
+//! finished, and places queued requests as capacity frees.
+
+use super::stored::{state_json, AllocationRow};
+use crate::audit::{self, Actor, Event};
+use crate::entity::allocation;
+use crate::{Service, ServiceError};
+use chrono::{DateTime, Utc};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use serde_json::json;
+use std::collections::BTreeMap;
+use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
+use tessera_core::slice::{queue_order, QueueEntry};
+
+/// What one tick did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// Leases that ended.
+    pub expired: u32,
+    /// Slices that never became active in time.
+    pub timed_out: u32,
+    /// Queued requests placed.
+    pub placed: u32,
+}
+
+impl Service {
+    /// One pass of the timer.
+    pub async fn tick(&self) -> Result<TickReport, ServiceError> {
+        let now = self.now();
+        let mut report = TickReport::default();
+        report.expired = self.end_leases(now).await?;
+        report.timed_out = self.fail_stuck(now).await?;
+        report.placed = self.place_queued(now).await?;
+        if report != TickReport::default() {
+            self.desired_changed();
+        }
+        Ok(report)
+    }
+
+    async fn end_leases(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
+        let due = allocation::Entity::find()
+            .filter(allocation::Column::State.eq("active"))
+            .filter(allocation::Column::LeaseEndsAt.lte(now))
+            .all(&self.db)
+            .await?;
+        let mut n = 0;
+        for a in due {
+            if self
+                .end_one(a.id, AllocationEvent::Expire, "allocation.expire", now, |a| {
+                    a.state == "active" && a.lease_ends_at.is_some_and(|t| t <= now)
+                })
+                .await?
+            {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn fail_stuck(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
+        let limit = self.settings.provision_timeout;
+        let stuck = allocation::Entity::find()
+            .filter(allocation::Column::State.is_in(["placed", "provisioning"]))
+            .filter(allocation::Column::PlacedAt.lte(now - limit))
+            .all(&self.db)
+            .await?;
+        let mut n = 0;
+        for a in stuck {
+            let reason = format!(
+                "the host did not confirm the slice within {} seconds (agent offline or stuck); the quota is returned",
+                limit.num_seconds()
+            );
+            if self
+                .end_one(
+                    a.id,
+                    AllocationEvent::Fail { reason },
+                    "allocation.fail",
+                    now,
+                    |a| matches!(a.state.as_str(), "placed" | "provisioning"),
+                )
+                .await?
+            {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Applies an ending event to one allocation if `still` holds when
+    /// re-read inside the transaction. Returns whether it changed.
+    pub(crate) async fn end_one(
+        &self,
+        id: i64,
+        event: AllocationEvent,
+        action: &'static str,
+        now: DateTime<Utc>,
+        still: impl Fn(&allocation::Model) -> bool,
+    ) -> Result<bool, ServiceError> {
+        let (txn, _turn) = self.write_txn().await?;
+        let Some(row) = allocation::Entity::find_by_id(id).one(&txn).await? else {
+            return Ok(false);
+        };
+        if !still(&row) {
+            return Ok(false);
+        }
+        let before = row.state.clone();
+        let next = transition(&row.lifecycle()?, &event)
+            .map_err(|e| ServiceError::Conflict(e.to_string()))?;
+        let (tenant_id, host_id) = (row.tenant_id, row.host_id);
+        let mut a: allocation::ActiveModel = row.into();
+        a.state = Set(next.name().to_owned());
+        a.state_data = Set(state_json(&next));
+        a.updated_at = Set(now);
+        if next.is_terminal() {
+            a.ended_at = Set(Some(now));
+        }
+        if matches!(next, AllocationState::Releasing { .. }) || before == "placed" {
+            if let Some(h) = host_id {
+                a.generation = Set(Some(Self::bump_generation(&txn, h).await?));
+            }
+        }
+        a.update(&txn).await?;
+        audit::record(
+            &txn,
+            Event {
+                actor: Actor::System,
+                tenant_id: Some(tenant_id),
+                action,
+                target_type: "allocation",
+                target_id: id.to_string(),
+                before: Some(json!({"state": before})),
+                after: Some(state_json(&next)),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        Ok(true)
+    }
+
+    /// The queue of each pool in placement order.
+    pub(crate) async fn queues<C: sea_orm::ConnectionTrait>(
+        &self,
+        conn: &C,
+    ) -> Result<BTreeMap<String, Vec<QueueEntry>>, ServiceError> {
+        let queued = allocation::Entity::find()
+            .filter(allocation::Column::State.eq("queued"))
+            .all(conn)
+            .await?;
+        let mut by_pool: BTreeMap<String, Vec<QueueEntry>> = BTreeMap::new();
+        let mut shares: BTreeMap<(i64, String), (u64, u64)> = BTreeMap::new();
+        for a in &queued {
+            let key = (a.tenant_id, a.pool.clone());
+            if !shares.contains_key(&key) {
+                let used = Self::usage_of_active(conn, a.tenant_id, &a.pool).await?;
+                let quota = Self::quota_of(conn, a.tenant_id, &a.pool)
+                    .await?
+                    .map_or(0, |q| u64::from(q.compute.0));
+                shares.insert(key.clone(), (used, quota));
+            }
+            let (used, quota) = shares.get(&key).copied().unwrap_or_default();
+            by_pool.entry(a.pool.clone()).or_default().push(QueueEntry {
+                id: a.id,
+                priority: a.priority,
+                tenant_id: a.tenant_id,
+                tenant_used_milli: used,
+                tenant_quota_milli: quota,
+                requested_at: a.created_at.timestamp_millis(),
+            });
+        }
+        for q in by_pool.values_mut() {
+            queue_order(q);
+        }
+        Ok(by_pool)
+    }
+
+    /// GPU compute a tenant holds in a pool (placed or beyond, not queued).
+    async fn usage_of_active<C: sea_orm::ConnectionTrait>(
+        conn: &C,
+        tenant_id: i64,
+        pool: &str,
+    ) -> Result<u64, ServiceError> {
+        let rows = allocation::Entity::find()
+            .filter(allocation::Column::TenantId.eq(tenant_id))
+            .filter(allocation::Column::Pool.eq(pool))
+            .filter(allocation::Column::State.is_in(["placed", "provisioning", "active"]))
+            .all(conn)
+            .await?;
+        Ok(rows.iter().map(|a| u64::from(a.demand().compute.0)).sum())
+    }
+
+    /// Places queued requests in order, per pool, stopping at the first that
+    /// does not fit (so large requests are not starved by small ones).
+    async fn place_queued(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
+        let any = allocation::Entity::find()
+            .filter(allocation::Column::State.eq("queued"))
+            .one(&self.db)
+            .await?;
+        if any.is_none() {
+            return Ok(0);
+        }
+        let (txn, _turn) = self.admission_txn().await?;
+        let queues = self.queues(&txn).await?;
+        let mut placed = 0;
+        for (pool, entries) in queues {
+            let Ok(spec) = self.pool_spec("pool", &pool).cloned() else {
+                continue;
+            };
+            for e in entries {
+                let Some(row) = allocation::Entity::find_by_id(e.id).one(&txn).await? else {
+                    continue;
+                };
+                let tenant_id = row.tenant_id;
+                match self.try_place(&txn, row, &spec, now).await? {
+                    Some(row) => {
+                        placed += 1;
+                        audit::record(
+                            &txn,
+                            Event {
+                                actor: Actor::System,
+                                tenant_id: Some(tenant_id),
+                                action: "allocation.place",
+                                target_type: "allocation",
+                                target_id: row.id.to_string(),
+                                before: Some(json!({"state": "queued"})),
+                                after: Some(json!({"state": row.state, "host_id": row.host_id})),
+                            },
+                            now,
+                        )
+                        .await?;
+                    }
+                    None => break,
+                }
+            }
+        }
+        txn.commit().await?;
+        Ok(placed)
+    }
+}

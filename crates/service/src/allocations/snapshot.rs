@@ -1,0 +1,298 @@
+//! The pool as the placer sees it: online hosts, their healthy GPUs in the
+//! pool, and what the open allocations (and MIG instances Tessera did not
+//! create) occupy on them.
+
+use super::stored::{AllocationRow, StoredPlacement};
+use super::CAPACITY_STATES;
+use crate::entity::{allocation, gpu, host};
+use crate::pools::{pool_of, PoolSpec};
+use crate::{Service, ServiceError};
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use std::collections::{BTreeMap, BTreeSet};
+use tessera_core::catalogue;
+use tessera_core::mig::MigPlacement;
+use tessera_core::placement::{
+    Decision, Fleet, GpuMode, GpuState, HostState, PlacementRequest, Slice, Workload,
+    DEFAULT_MAX_CLASSES,
+};
+use tessera_core::plan::GpuObserved;
+use tessera_core::sharing::SharingMode;
+use tessera_core::units::{ComputeMilli, CpuMilli, MemMiB};
+use tessera_protocol::views::AllocatedGpu;
+
+/// Which fleet to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// Online hosts with what is taken now.
+    Live,
+    /// Every known host, empty: could the request ever fit?
+    Empty,
+}
+
+/// A pool's fleet and the facts needed to turn a decision into a placement.
+pub struct PoolSnapshot {
+    /// The placer's fleet.
+    pub fleet: Fleet,
+    /// host id → (host name, GPUs by index).
+    hosts: BTreeMap<i64, (String, BTreeMap<u32, AllocatedGpu>)>,
+}
+
+impl PoolSnapshot {
+    /// The stored placement of a decision.
+    pub fn placement(&self, d: &Decision) -> Option<(i64, StoredPlacement)> {
+        let host_id: i64 = d.host.parse().ok()?;
+        let (hostname, gpus) = self.hosts.get(&host_id)?;
+        let gpus = d
+            .gpus
+            .iter()
+            .map(|i| gpus.get(i).cloned())
+            .collect::<Option<Vec<_>>>()?;
+        Some((
+            host_id,
+            StoredPlacement {
+                hostname: hostname.clone(),
+                gpus,
+                slice: d.slice.clone(),
+            },
+        ))
+    }
+
+    /// GPUs in the snapshot.
+    pub fn gpu_count(&self) -> usize {
+        self.hosts.values().map(|(_, g)| g.len()).sum()
+    }
+}
+
+/// NVLink group of a GPU: the smallest index among it and its peers.
+fn nvlink_group(idx: u32, peers: &serde_json::Value) -> Option<u32> {
+    let peers: Vec<u32> = serde_json::from_value(peers.clone()).unwrap_or_default();
+    if peers.is_empty() {
+        None
+    } else {
+        peers.into_iter().chain([idx]).min()
+    }
+}
+
+/// The observed sharing state a GPU last reported.
+pub fn observed_of(g: &gpu::Model) -> Option<GpuObserved> {
+    g.sharing
+        .as_ref()
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+}
+
+/// Open allocations that occupy capacity, by GPU UUID.
+pub type Occupancy = BTreeMap<String, Vec<(allocation::Model, StoredPlacement)>>;
+
+/// Loads the open allocations of `pool` (all pools when `None`) that hold capacity.
+pub async fn occupancy<C: ConnectionTrait>(
+    conn: &C,
+    pool: Option<&str>,
+    host_id: Option<i64>,
+) -> Result<Occupancy, ServiceError> {
+    let mut q = allocation::Entity::find().filter(allocation::Column::State.is_in(CAPACITY_STATES));
+    if let Some(p) = pool {
+        q = q.filter(allocation::Column::Pool.eq(p));
+    }
+    if let Some(h) = host_id {
+        q = q.filter(allocation::Column::HostId.eq(h));
+    }
+    let mut by_gpu: Occupancy = BTreeMap::new();
+    for a in q.order_by_asc(allocation::Column::Id).all(conn).await? {
+        if let Some(p) = a.stored_placement()? {
+            for g in &p.gpus {
+                by_gpu
+                    .entry(g.uuid.clone())
+                    .or_default()
+                    .push((a.clone(), p.clone()));
+            }
+        }
+    }
+    Ok(by_gpu)
+}
+
+/// MIG instances on a GPU that no open allocation owns (made by hand, or left
+/// from before Tessera): left alone, and counted as taken.
+pub fn unmanaged_instances(
+    observed: Option<&GpuObserved>,
+    owned: &[(allocation::Model, StoredPlacement)],
+) -> Vec<MigPlacement> {
+    let owned_starts: BTreeSet<u8> = owned
+        .iter()
+        .filter_map(|(_, p)| match &p.slice {
+            Slice::Mig(m) => Some(m.start),
+            _ => None,
+        })
+        .collect();
+    observed
+        .map(|o| {
+            o.instances
+                .iter()
+                .filter(|i| !owned_starts.contains(&i.placement.start))
+                .map(|i| i.placement.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Service {
+    /// Builds the placer's view of `pool`.
+    pub(crate) async fn pool_snapshot<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        pool: &PoolSpec,
+        now: DateTime<Utc>,
+        view: View,
+        workload_from: &[PlacementRequest],
+    ) -> Result<PoolSnapshot, ServiceError> {
+        let hosts = host::Entity::find()
+            .order_by_asc(host::Column::Hostname)
+            .all(conn)
+            .await?;
+        let online: Vec<&host::Model> = hosts
+            .iter()
+            .filter(|h| {
+                view == View::Empty
+                    || h.last_seen_at
+                        .is_some_and(|seen| now - seen <= self.settings.host_offline_after)
+            })
+            .collect();
+        let host_ids: Vec<i64> = online.iter().map(|h| h.id).collect();
+        let gpus = gpu::Entity::find()
+            .filter(gpu::Column::HostId.is_in(host_ids))
+            .order_by_asc(gpu::Column::HostId)
+            .order_by_asc(gpu::Column::Idx)
+            .all(conn)
+            .await?;
+        let taken = match view {
+            View::Live => occupancy(conn, Some(&pool.name), None).await?,
+            View::Empty => Occupancy::new(),
+        };
+        let policy = pool.policy();
+        let mut states = Vec::new();
+        let mut lookup = BTreeMap::new();
+        for h in online {
+            let mut host_gpus = Vec::new();
+            let mut by_index = BTreeMap::new();
+            for g in gpus.iter().filter(|g| g.host_id == h.id) {
+                if pool_of(&self.settings.pools, &g.model).map(|p| p.name.as_str())
+                    != Some(pool.name.as_str())
+                    || g.health != "healthy"
+                {
+                    continue;
+                }
+                let Ok(index) = u32::try_from(g.idx) else {
+                    continue;
+                };
+                let memory = MemMiB(u64::try_from(g.memory_mib).unwrap_or(0));
+                let model = catalogue::lookup(&g.model, memory.0);
+                let owned: &[(allocation::Model, StoredPlacement)] =
+                    taken.get(&g.uuid).map(Vec::as_slice).unwrap_or(&[]);
+                let observed = observed_of(g);
+                let mode = match policy.mode {
+                    SharingMode::Mig => {
+                        let mut layout: Vec<MigPlacement> = owned
+                            .iter()
+                            .filter_map(|(_, p)| match &p.slice {
+                                Slice::Mig(m) => Some(m.clone()),
+                                _ => None,
+                            })
+                            .collect();
+                        if view == View::Live {
+                            layout.extend(unmanaged_instances(observed.as_ref(), owned));
+                        }
+                        GpuMode::Mig { layout }
+                    }
+                    SharingMode::Exclusive => GpuMode::Exclusive,
+                    SharingMode::Mps | SharingMode::TimeSlicing => {
+                        let (mut compute, mut mem, mut clients) = (0u32, 0u64, 0u32);
+                        for (_, p) in owned {
+                            if let Slice::Shared { compute: c, memory: m } = &p.slice {
+                                compute += c.0;
+                                mem += m.0;
+                                clients += 1;
+                            }
+                        }
+                        GpuMode::Shared {
+                            compute_free: ComputeMilli(1000u32.saturating_sub(compute)),
+                            memory_free: MemMiB(memory.0.saturating_sub(mem)),
+                            clients,
+                            max_clients: if policy.mode == SharingMode::Mps {
+                                model.mps_max_clients
+                            } else {
+                                policy.time_slice_replicas
+                            },
+                        }
+                    }
+                };
+                let allocated = policy.mode == SharingMode::Exclusive && !owned.is_empty();
+                host_gpus.push(GpuState {
+                    index,
+                    uuid: g.uuid.clone(),
+                    model: if model.generic {
+                        g.model.clone()
+                    } else {
+                        model.name.to_string()
+                    },
+                    memory,
+                    pool: pool.name.clone(),
+                    nvlink_group: nvlink_group(index, &g.nvlink_peers),
+                    mode,
+                    allocated,
+                });
+                by_index.insert(
+                    index,
+                    AllocatedGpu {
+                        index,
+                        uuid: g.uuid.clone(),
+                        model: g.model.clone(),
+                    },
+                );
+            }
+            if host_gpus.is_empty() {
+                continue;
+            }
+            states.push(HostState {
+                id: h.id.to_string(),
+                cpu_free: CpuMilli(u32::try_from(h.cpu_milli).unwrap_or(u32::MAX)),
+                memory_free: MemMiB(u64::try_from(h.memory_mib).unwrap_or(0)),
+                gpus: host_gpus,
+            });
+            lookup.insert(h.id, (h.hostname.clone(), by_index));
+        }
+        let workload = Workload::from_requests(workload_from, DEFAULT_MAX_CLASSES);
+        let fleet = match Fleet::new(states.clone(), workload.clone()) {
+            Ok(f) => f,
+            Err(e) => {
+                // One GPU with an impossible reported layout must not stop the
+                // pool: drop GPUs until the fleet builds, and say which.
+                tracing::warn!(pool = %pool.name, "fleet snapshot: {e}; skipping GPUs that do not index");
+                let mut kept = Vec::new();
+                for mut h in states {
+                    h.gpus.retain(|g| {
+                        Fleet::new(
+                            vec![HostState {
+                                id: h.id.clone(),
+                                cpu_free: h.cpu_free,
+                                memory_free: h.memory_free,
+                                gpus: vec![g.clone()],
+                            }],
+                            Workload::default(),
+                        )
+                        .is_ok()
+                    });
+                    if !h.gpus.is_empty() {
+                        kept.push(h);
+                    }
+                }
+                Fleet::new(kept, workload).map_err(|e| {
+                    ServiceError::Database(sea_orm::DbErr::Custom(format!("fleet snapshot: {e}")))
+                })?
+            }
+        };
+        Ok(PoolSnapshot {
+            fleet,
+            hosts: lookup,
+        })
+    }
+}

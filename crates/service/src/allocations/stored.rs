@@ -1,0 +1,70 @@
+//! How an allocation's placement and state are stored (JSON columns).
+
+use crate::entity::allocation;
+use crate::ServiceError;
+use serde::{Deserialize, Serialize};
+use tessera_core::lifecycle::AllocationState;
+use tessera_core::placement::Slice;
+use tessera_core::quota::Demand;
+use tessera_core::sharing::SliceShape;
+use tessera_core::units::{ComputeMilli, MemMiB};
+use tessera_protocol::views::AllocatedGpu;
+
+/// Where an allocation was placed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredPlacement {
+    /// Host name at placement time.
+    pub hostname: String,
+    /// GPUs used.
+    pub gpus: Vec<AllocatedGpu>,
+    /// What it takes on them.
+    pub slice: Slice,
+}
+
+fn corrupt(id: i64, what: &str, e: impl std::fmt::Display) -> ServiceError {
+    ServiceError::Database(sea_orm::DbErr::Custom(format!(
+        "allocation {id}: stored {what} is unreadable: {e}"
+    )))
+}
+
+/// Typed accessors over the row.
+pub trait AllocationRow {
+    /// The lifecycle state.
+    fn lifecycle(&self) -> Result<AllocationState, ServiceError>;
+    /// The shape.
+    fn slice_shape(&self) -> Result<SliceShape, ServiceError>;
+    /// The placement, once placed.
+    fn stored_placement(&self) -> Result<Option<StoredPlacement>, ServiceError>;
+    /// The quota demand.
+    fn demand(&self) -> Demand;
+}
+
+impl AllocationRow for allocation::Model {
+    fn lifecycle(&self) -> Result<AllocationState, ServiceError> {
+        serde_json::from_value(self.state_data.clone()).map_err(|e| corrupt(self.id, "state", e))
+    }
+
+    fn slice_shape(&self) -> Result<SliceShape, ServiceError> {
+        serde_json::from_value(self.shape.clone()).map_err(|e| corrupt(self.id, "shape", e))
+    }
+
+    fn stored_placement(&self) -> Result<Option<StoredPlacement>, ServiceError> {
+        self.placement
+            .as_ref()
+            .map(|p| serde_json::from_value(p.clone()).map_err(|e| corrupt(self.id, "placement", e)))
+            .transpose()
+    }
+
+    fn demand(&self) -> Demand {
+        Demand {
+            compute: ComputeMilli(u32::try_from(self.demand_compute_milli).unwrap_or(u32::MAX)),
+            memory: MemMiB(u64::try_from(self.demand_memory_mib).unwrap_or(0)),
+            slices: u32::try_from(self.demand_slices).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// The JSON of a state.
+pub fn state_json(state: &AllocationState) -> serde_json::Value {
+    serde_json::to_value(state).unwrap_or(serde_json::Value::Null)
+}

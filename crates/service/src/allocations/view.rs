@@ -1,0 +1,379 @@
+//! Reading, releasing and extending allocations, and the data of the request form.
+
+use super::access::TenantActor;
+use super::stored::{state_json, AllocationRow};
+use crate::audit::{self, Event};
+use crate::entity::{allocation, gpu, host, tenant};
+use crate::{Principal, Service, ServiceError};
+use chrono::Duration;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use serde_json::json;
+use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, ReleaseOutcome};
+use tessera_core::placement::Slice;
+use tessera_core::sharing::{MpsShare, SliceShape};
+use tessera_core::slice::{connection, ConnectionTarget};
+use tessera_protocol::views::{AllocationView, PoolChoice, QuotaView, RequestOptions};
+
+impl Service {
+    /// The view of one row.
+    pub(crate) async fn allocation_view_of(
+        &self,
+        row: allocation::Model,
+        tenant_slug: &str,
+    ) -> Result<AllocationView, ServiceError> {
+        let positions = if row.state == "queued" {
+            self.queues(&self.db).await?
+        } else {
+            Default::default()
+        };
+        Ok(self.view_with(row, tenant_slug, &positions))
+    }
+
+    fn view_with(
+        &self,
+        row: allocation::Model,
+        tenant_slug: &str,
+        queues: &std::collections::BTreeMap<String, Vec<tessera_core::slice::QueueEntry>>,
+    ) -> AllocationView {
+        let state = row.lifecycle().ok();
+        let shape = row.slice_shape().unwrap_or(SliceShape::TimeSlice {});
+        let placement = row.stored_placement().ok().flatten();
+        let (reason, ending_as) = match &state {
+            Some(AllocationState::Failed { reason }) => (Some(reason.clone()), None),
+            Some(AllocationState::Releasing {
+                outcome,
+                teardown_error,
+            }) => {
+                let reason = match outcome {
+                    ReleaseOutcome::Failed { reason } => Some(reason.clone()),
+                    _ => None,
+                };
+                let reason = match (reason, teardown_error) {
+                    (r, Some(t)) => Some(match r {
+                        Some(r) => format!("{r}; tearing down failed: {t}"),
+                        None => format!("tearing down failed, retrying: {t}"),
+                    }),
+                    (r, None) => r,
+                };
+                (reason, Some(outcome.name().to_owned()))
+            }
+            _ => (None, None),
+        };
+        let queue_position = queues
+            .get(&row.pool)
+            .and_then(|q| q.iter().position(|e| e.id == row.id))
+            .map(|p| u32::try_from(p + 1).unwrap_or(u32::MAX));
+        let connection = match (&placement, row.state.as_str()) {
+            (Some(p), "active") => {
+                let first = p.gpus.first().map(|g| g.uuid.clone()).unwrap_or_default();
+                let target = match (&p.slice, &shape) {
+                    (Slice::Mig(m), _) => row.mig_device_uuid.clone().map(|uuid| ConnectionTarget::Mig {
+                        profile: m.profile.clone(),
+                        device_uuid: uuid,
+                    }),
+                    (
+                        _,
+                        SliceShape::Mps {
+                            compute_percent,
+                            memory_mib,
+                        },
+                    ) => Some(ConnectionTarget::Mps {
+                        gpu_uuid: first,
+                        share: MpsShare {
+                            compute_percent: *compute_percent,
+                            memory: *memory_mib,
+                        },
+                    }),
+                    (_, SliceShape::TimeSlice {}) => Some(ConnectionTarget::TimeSlice { gpu_uuid: first }),
+                    _ => Some(ConnectionTarget::Whole {
+                        gpu_uuids: p.gpus.iter().map(|g| g.uuid.clone()).collect(),
+                    }),
+                };
+                target.map(|t| connection(&p.hostname, &t))
+            }
+            _ => None,
+        };
+        let max_lease_hours = self
+            .settings
+            .pools
+            .iter()
+            .find(|p| p.name == row.pool)
+            .map_or(0, |p| p.max_lease_hours);
+        AllocationView {
+            id: row.id,
+            tenant: tenant_slug.to_owned(),
+            pool: row.pool.clone(),
+            state: row.state.clone(),
+            reason,
+            ending_as,
+            demand: row.demand(),
+            shape,
+            shape_label: row.shape_label.clone(),
+            purpose: row.purpose.clone(),
+            requested_by: row.requested_by.clone(),
+            lease_hours: u32::try_from(row.lease_hours).unwrap_or(0),
+            lease_ends_at: row.lease_ends_at,
+            max_lease_hours,
+            host: placement.as_ref().map(|p| p.hostname.clone()),
+            gpus: placement.as_ref().map(|p| p.gpus.clone()).unwrap_or_default(),
+            mig_start: placement.as_ref().and_then(|p| match &p.slice {
+                Slice::Mig(m) => Some(m.start),
+                _ => None,
+            }),
+            queue_position,
+            connection,
+            created_at: row.created_at,
+            placed_at: row.placed_at,
+            active_at: row.active_at,
+            ended_at: row.ended_at,
+            as_of: self.now(),
+        }
+    }
+
+    /// The tenant's allocations: open ones first, then the newest 100 that ended.
+    pub async fn list_allocations(
+        &self,
+        actor: &TenantActor,
+    ) -> Result<Vec<AllocationView>, ServiceError> {
+        let rows = allocation::Entity::find()
+            .filter(allocation::Column::TenantId.eq(actor.tenant_id))
+            .order_by_desc(allocation::Column::Id)
+            .all(&self.db)
+            .await?;
+        let queues = self.queues(&self.db).await?;
+        let (open, ended): (Vec<_>, Vec<_>) = rows
+            .into_iter()
+            .partition(|r| super::OPEN_STATES.contains(&r.state.as_str()));
+        Ok(open
+            .into_iter()
+            .chain(ended.into_iter().take(100))
+            .map(|r| self.view_with(r, &actor.tenant_slug, &queues))
+            .collect())
+    }
+
+    async fn own_row(
+        &self,
+        actor: &TenantActor,
+        id: i64,
+    ) -> Result<allocation::Model, ServiceError> {
+        allocation::Entity::find_by_id(id)
+            .filter(allocation::Column::TenantId.eq(actor.tenant_id))
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))
+    }
+
+    /// One allocation of the actor's tenant; any other id is `NotFound`.
+    pub async fn get_allocation(
+        &self,
+        actor: &TenantActor,
+        id: i64,
+    ) -> Result<AllocationView, ServiceError> {
+        let row = self.own_row(actor, id).await?;
+        self.allocation_view_of(row, &actor.tenant_slug).await
+    }
+
+    /// The tenant access of a signed-in user to allocation `id` (for the
+    /// REST API, where the URL names no tenant).
+    pub async fn actor_for_allocation(
+        &self,
+        who: &Principal,
+        id: i64,
+    ) -> Result<TenantActor, ServiceError> {
+        let not_found = || ServiceError::not_found(format!("allocation {id}"));
+        let row = allocation::Entity::find_by_id(id)
+            .one(&self.db)
+            .await?
+            .ok_or_else(not_found)?;
+        let t = tenant::Entity::find_by_id(row.tenant_id)
+            .one(&self.db)
+            .await?
+            .ok_or_else(not_found)?;
+        self.tenant_actor(who, &t.slug).await.map_err(|_| not_found())
+    }
+
+    /// Gives a slice back. Before it reaches a GPU it ends at once; after,
+    /// the agent tears it down and the capacity returns when it reports so.
+    pub async fn release_allocation(
+        &self,
+        actor: &TenantActor,
+        id: i64,
+    ) -> Result<AllocationView, ServiceError> {
+        self.own_row(actor, id).await?;
+        let now = self.now();
+        let (txn, _turn) = self.write_txn().await?;
+        let row = allocation::Entity::find_by_id(id)
+            .one(&txn)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
+        let before = row.state.clone();
+        let next = transition(&row.lifecycle()?, &AllocationEvent::Release).map_err(|_| {
+            ServiceError::Conflict(format!(
+                "allocation {id} is {before}; only an open allocation can be released"
+            ))
+        })?;
+        let host_id = row.host_id;
+        let mut a: allocation::ActiveModel = row.into();
+        a.state = Set(next.name().to_owned());
+        a.state_data = Set(state_json(&next));
+        a.updated_at = Set(now);
+        if next.is_terminal() {
+            a.ended_at = Set(Some(now));
+        }
+        if let Some(h) = host_id {
+            a.generation = Set(Some(Self::bump_generation(&txn, h).await?));
+        }
+        let row = a.update(&txn).await?;
+        audit::record(
+            &txn,
+            Event {
+                actor: actor.audit(),
+                tenant_id: Some(actor.tenant_id),
+                action: "allocation.release",
+                target_type: "allocation",
+                target_id: id.to_string(),
+                before: Some(json!({"state": before})),
+                after: Some(json!({"state": row.state})),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        self.desired_changed();
+        self.allocation_view_of(row, &actor.tenant_slug).await
+    }
+
+    /// Moves an active lease's end `hours` later, up to the pool's longest
+    /// lease counted from now.
+    pub async fn extend_allocation(
+        &self,
+        actor: &TenantActor,
+        id: i64,
+        hours: u32,
+    ) -> Result<AllocationView, ServiceError> {
+        if !actor.can_request {
+            return Err(ServiceError::Forbidden(
+                "only members of this tenant can extend its leases".to_owned(),
+            ));
+        }
+        self.own_row(actor, id).await?;
+        if hours == 0 {
+            return Err(ServiceError::invalid("hours", "must be at least 1"));
+        }
+        let now = self.now();
+        let (txn, _turn) = self.write_txn().await?;
+        let row = allocation::Entity::find_by_id(id)
+            .one(&txn)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
+        let (Some(end), "active") = (row.lease_ends_at, row.state.as_str()) else {
+            return Err(ServiceError::Conflict(format!(
+                "allocation {id} is {}; only an active lease can be extended",
+                row.state
+            )));
+        };
+        let max = self.pool_spec("pool", &row.pool)?.max_lease_hours;
+        let new_end = end + Duration::hours(i64::from(hours));
+        let limit = now + Duration::hours(i64::from(max));
+        if new_end > limit {
+            let left = (limit - end).num_hours().max(0);
+            return Err(ServiceError::invalid(
+                "hours",
+                format!(
+                    "pool '{}' allows leases of at most {max} hours from now; extend by at most {left} hours",
+                    row.pool
+                ),
+            ));
+        }
+        let mut a: allocation::ActiveModel = row.into();
+        a.lease_ends_at = Set(Some(new_end));
+        a.updated_at = Set(now);
+        let row = a.update(&txn).await?;
+        audit::record(
+            &txn,
+            Event {
+                actor: actor.audit(),
+                tenant_id: Some(actor.tenant_id),
+                action: "allocation.extend",
+                target_type: "allocation",
+                target_id: id.to_string(),
+                before: Some(json!({"lease_ends_at": end})),
+                after: Some(json!({"lease_ends_at": new_end})),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        self.allocation_view_of(row, &actor.tenant_slug).await
+    }
+
+    /// Quota and use per pool for a tenant (pools with a quota or with use).
+    pub async fn quota_views(&self, tenant_id: i64) -> Result<Vec<QuotaView>, ServiceError> {
+        let mut out = Vec::new();
+        for p in &self.settings.pools {
+            let quota = Self::quota_of(&self.db, tenant_id, &p.name).await?;
+            let usage = Self::usage_of(&self.db, tenant_id, &p.name).await?;
+            if quota.is_some() || usage.slices > 0 {
+                out.push(QuotaView {
+                    pool: p.name.clone(),
+                    quota: quota.unwrap_or_default(),
+                    usage,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the request form offers the tenant.
+    pub async fn request_options(
+        &self,
+        actor: &TenantActor,
+    ) -> Result<RequestOptions, ServiceError> {
+        let t = tenant::Entity::find_by_id(actor.tenant_id)
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("tenant '{}'", actor.tenant_slug)))?;
+        let now = self.now();
+        let online: Vec<i64> = host::Entity::find()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .filter(|h| {
+                h.last_seen_at
+                    .is_some_and(|s| now - s <= self.settings.host_offline_after)
+            })
+            .map(|h| h.id)
+            .collect();
+        let gpus = gpu::Entity::find()
+            .filter(gpu::Column::HostId.is_in(online))
+            .all(&self.db)
+            .await?;
+        let queues = self.queues(&self.db).await?;
+        let mut pools = Vec::new();
+        for p in &self.settings.pools {
+            let gpus_online = gpus
+                .iter()
+                .filter(|g| {
+                    crate::pools::pool_of(&self.settings.pools, &g.model).map(|x| x.name.as_str())
+                        == Some(p.name.as_str())
+                })
+                .count();
+            pools.push(PoolChoice {
+                offer: Self::pool_offer(p),
+                description: p.description.clone(),
+                isolation: p.isolation.as_str().to_owned(),
+                gpus_online: u32::try_from(gpus_online).unwrap_or(u32::MAX),
+                quota: Self::quota_of(&self.db, actor.tenant_id, &p.name).await?,
+                usage: Self::usage_of(&self.db, actor.tenant_id, &p.name).await?,
+                queued: queues
+                    .get(&p.name)
+                    .map_or(0, |q| u32::try_from(q.len()).unwrap_or(u32::MAX)),
+            });
+        }
+        Ok(RequestOptions {
+            tenant: t.slug,
+            tenant_name: t.name,
+            pools,
+        })
+    }
+}

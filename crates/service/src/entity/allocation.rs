@@ -1,0 +1,38 @@
+//! `allocations`: tenants' leases on GPU slices.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "allocations")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub tenant_id: i64,
+    pub pool: String,
+    pub requested_by: String,
+    /// The state's name (for queries); `state_data` has the whole state.
+    pub state: String,
+    pub state_data: Json,
+    pub shape: Json,
+    pub shape_label: String,
+    pub demand_compute_milli: i64,
+    pub demand_memory_mib: i64,
+    pub demand_slices: i32,
+    pub priority: i32,
+    pub purpose: String,
+    pub lease_hours: i32,
+    pub lease_ends_at: Option<DateTimeUtc>,
+    pub host_id: Option<i64>,
+    pub placement: Option<Json>,
+    pub generation: Option<i64>,
+    pub mig_device_uuid: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub placed_at: Option<DateTimeUtc>,
+    pub active_at: Option<DateTimeUtc>,
+    pub ended_at: Option<DateTimeUtc>,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,23 @@
+//! `api_tokens`: tenant-scoped tokens for the REST API (stored hashed).
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "api_tokens")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub tenant_id: i64,
+    pub name: String,
+    #[sea_orm(unique)]
+    pub token_hash: String,
+    pub prefix: String,
+    pub created_by: String,
+    pub created_at: DateTimeUtc,
+    pub last_used_at: Option<DateTimeUtc>,
+    pub revoked_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
