@@ -3,7 +3,12 @@
 
 use crate::error::AppError;
 use leptos::prelude::*;
-use tessera_protocol::views::{CreatedJoinToken, FleetView, JoinTokenView, TenantView, ViewerView};
+use tessera_protocol::views::{
+    AllocationView, ApiTokenView, CreatedApiToken, CreatedJoinToken, FleetView, JoinTokenView,
+    RequestOptions, TenantView, ViewerView,
+};
+#[cfg(feature = "ssr")]
+use tessera_protocol::views::NewAllocation;
 
 #[cfg(feature = "ssr")]
 mod ssr {
@@ -74,4 +79,89 @@ pub async fn revoke_join_token(id: i64) -> Result<(), AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     Ok(service.revoke_join_token(&admin, id).await?)
+}
+
+/// The request form's pools, quotas and use.
+#[server(prefix = "/api/ui", endpoint = "get_request_options")]
+pub async fn get_request_options(slug: String) -> Result<RequestOptions, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    Ok(service.request_options(&actor).await?)
+}
+
+/// Requests a slice; `shape` is the JSON of a `SliceShape`.
+#[server(prefix = "/api/ui", endpoint = "request_slice")]
+pub async fn request_slice(
+    slug: String,
+    pool: String,
+    shape: String,
+    lease_hours: u32,
+    purpose: String,
+) -> Result<AllocationView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    let shape = serde_json::from_str(&shape).map_err(|e| AppError {
+        status: 400,
+        code: "invalid_request".to_owned(),
+        message: format!("shape: {e}"),
+    })?;
+    let req = NewAllocation {
+        tenant: None,
+        pool,
+        shape,
+        lease_hours,
+        purpose,
+    };
+    Ok(service.request_allocation(&actor, &req).await?)
+}
+
+/// One allocation of the tenant.
+#[server(prefix = "/api/ui", endpoint = "get_allocation")]
+pub async fn get_allocation(slug: String, id: i64) -> Result<AllocationView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    Ok(service.get_allocation(&actor, id).await?)
+}
+
+/// Releases an allocation.
+#[server(prefix = "/api/ui", endpoint = "release_slice")]
+pub async fn release_slice(slug: String, id: i64) -> Result<AllocationView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    Ok(service.release_allocation(&actor, id).await?)
+}
+
+/// Extends an active lease by `hours`.
+#[server(prefix = "/api/ui", endpoint = "extend_slice")]
+pub async fn extend_slice(slug: String, id: i64, hours: u32) -> Result<AllocationView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    Ok(service.extend_allocation(&actor, id, hours).await?)
+}
+
+/// The tenant's API tokens (tenant admins).
+#[server(prefix = "/api/ui", endpoint = "list_api_tokens")]
+pub async fn list_api_tokens(slug: String) -> Result<Vec<ApiTokenView>, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let who = viewer.require()?;
+    let actor = service.tenant_actor(who, &slug).await?;
+    Ok(service.list_api_tokens(who, &actor).await?)
+}
+
+/// Creates an API token (tenant admins); the secret is shown once.
+#[server(prefix = "/api/ui", endpoint = "create_api_token")]
+pub async fn create_api_token(slug: String, name: String) -> Result<CreatedApiToken, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let who = viewer.require()?;
+    let actor = service.tenant_actor(who, &slug).await?;
+    Ok(service.create_api_token(who, &actor, &name).await?)
+}
+
+/// Revokes an API token (tenant admins).
+#[server(prefix = "/api/ui", endpoint = "revoke_api_token")]
+pub async fn revoke_api_token(slug: String, id: i64) -> Result<ApiTokenView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let who = viewer.require()?;
+    let actor = service.tenant_actor(who, &slug).await?;
+    Ok(service.revoke_api_token(who, &actor, id).await?)
 }

@@ -13,7 +13,8 @@ use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{path, SsrMode};
 use pages::{
-    fleet::FleetPage, home::HomePage, join_tokens::JoinTokensPage, not_found::NotFound,
+    allocation::AllocationPage, api_tokens::ApiTokensPage, fleet::FleetPage, home::HomePage,
+    join_tokens::JoinTokensPage, not_found::NotFound, request::RequestPage,
     signed_out::SignedOutPage, tenant::TenantPage,
 };
 
@@ -55,6 +56,9 @@ pub fn App() -> impl IntoView {
                 <Routes fallback=|| view! { <NotFound/> }>
                     <Route path=path!("/") view=HomePage ssr=SsrMode::Async/>
                     <Route path=path!("/t/:slug") view=TenantPage ssr=SsrMode::Async/>
+                    <Route path=path!("/t/:slug/request") view=RequestPage ssr=SsrMode::Async/>
+                    <Route path=path!("/t/:slug/a/:id") view=AllocationPage ssr=SsrMode::Async/>
+                    <Route path=path!("/t/:slug/api-tokens") view=ApiTokensPage ssr=SsrMode::Async/>
                     <Route path=path!("/fleet") view=FleetPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/join-tokens") view=JoinTokensPage ssr=SsrMode::Async/>
                     <Route path=path!("/signed-out") view=SignedOutPage ssr=SsrMode::Async/>

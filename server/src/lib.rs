@@ -1,5 +1,6 @@
 //! Tessera's server: configuration, sign-in, the agent API and the pages, wired
 //! into one axum app.
+#![recursion_limit = "256"]
 
 pub mod app;
 pub mod auth;

@@ -1,4 +1,6 @@
 //! Reusable pieces of the pages.
 
+pub mod allocation_state;
+pub mod copy;
 pub mod error_panel;
 pub mod layout;

@@ -1,8 +1,11 @@
 //! One module per page.
 
+pub mod allocation;
+pub mod api_tokens;
 pub mod fleet;
 pub mod home;
 pub mod join_tokens;
 pub mod not_found;
+pub mod request;
 pub mod signed_out;
 pub mod tenant;

@@ -1,28 +1,60 @@
 //! A tenant's home: members, roles and allocations.
 
 use crate::api::get_tenant;
+use crate::components::allocation_state::StateBadge;
 use crate::components::error_panel::ErrorPanel;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
-use tessera_protocol::views::{TenantRole, TenantView};
+use tessera_protocol::views::{QuotaView, TenantRole, TenantView};
 
 /// `/t/:slug`
 #[component]
 pub fn TenantPage() -> impl IntoView {
     let params = use_params_map();
     let slug = move || params.read().get("slug").unwrap_or_default();
-    let tenant = Resource::new(slug, get_tenant);
+    let (tick, set_tick) = signal(0u64);
+    let tenant = Resource::new(move || (slug(), tick.get()), |(slug, _)| get_tenant(slug));
+    // Refreshes while the page is open, so states change without a reload.
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(
+            move || set_tick.update(|t| *t += 1),
+            std::time::Duration::from_secs(3),
+        ) {
+            on_cleanup(move || handle.clear());
+        }
+    });
     view! {
-        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match tenant.await {
                     Ok(t) => view! { <Tenant t/> }.into_any(),
                     Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
                 }
             })}
-        </Suspense>
+        </Transition>
+    }
+}
+
+#[component]
+fn QuotaCard(q: QuotaView) -> impl IntoView {
+    let pct = |used: u64, limit: u64| if limit == 0 { 100 } else { (used.saturating_mul(100) / limit).min(100) };
+    let rows = [
+        ("GPU compute", pct(u64::from(q.usage.compute.0), u64::from(q.quota.compute.0)), format!("{} of {}", q.usage.compute, q.quota.compute)),
+        ("GPU memory", pct(q.usage.memory.0, q.quota.memory.0), format!("{} of {}", q.usage.memory, q.quota.memory)),
+        ("Slices", pct(u64::from(q.usage.slices), u64::from(q.quota.max_slices)), format!("{} of {}", q.usage.slices, q.quota.max_slices)),
+    ];
+    view! {
+        <div class="card tile" data-test="quota" data-pool=q.pool.clone()>
+            <span class="tile-title mono">{q.pool.clone()}</span>
+            {rows.into_iter().map(|(label, p, text)| view! {
+                <div class="quota-line">
+                    <div class="quota-head"><span class="small">{label}</span><span class="muted small" data-test="quota-text">{text}</span></div>
+                    <div class="bar"><span class=bar_class(p) style=format!("width:{p}%")></span></div>
+                </div>
+            }).collect_view()}
+        </div>
     }
 }
 
@@ -39,9 +71,21 @@ fn Tenant(t: TenantView) -> impl IntoView {
                 {format!("{member_count} member{}", if member_count == 1 { "" } else { "s" })}
             </p>
         </section>
+        {(!t.quotas.is_empty()).then(|| view! {
+            <section>
+                <h2 class="section-title">"Quota"</h2>
+                <div class="grid">
+                    {t.quotas.iter().map(|q| view! { <QuotaCard q=q.clone()/> }).collect_view()}
+                </div>
+            </section>
+        })}
         <section>
             <div class="section-row">
                 <h2 class="section-title">"Allocations"</h2>
+                <div class="row-actions">
+                    {t.can_manage_tokens.then(|| view! { <a class="button ghost" href=format!("/t/{}/api-tokens", t.slug) data-test="api-tokens-link">"API tokens"</a> })}
+                    {t.can_request.then(|| view! { <a class="button primary" href=format!("/t/{}/request", t.slug) data-test="request-slice">"Request a slice"</a> })}
+                </div>
             </div>
             {if t.allocations.is_empty() {
                 view! {
@@ -51,19 +95,32 @@ fn Tenant(t: TenantView) -> impl IntoView {
                     </div>
                 }.into_any()
             } else {
+                let now = t.allocations.first().map(|a| a.as_of);
                 view! {
                     <div class="card table-card">
                         <table data-test="allocations">
-                            <thead><tr><th>"Id"</th><th>"State"</th><th>"Shape"</th><th>"GPU"</th><th>"Requested"</th></tr></thead>
+                            <thead><tr><th>"Slice"</th><th>"State"</th><th>"Pool"</th><th>"Where"</th><th>"Requested"</th><th>"Time left"</th></tr></thead>
                             <tbody>
-                                {t.allocations.iter().map(|a| view! {
-                                    <tr>
-                                        <td>{a.id}</td>
-                                        <td><span class="badge">{a.state.clone()}</span></td>
-                                        <td>{a.shape.clone()}</td>
-                                        <td>{a.gpu.clone().unwrap_or_else(|| "—".into())}</td>
-                                        <td>{format::when(a.created_at)}</td>
-                                    </tr>
+                                {t.allocations.iter().map(|a| {
+                                    let left = match (a.lease_ends_at, now, a.state.as_str()) {
+                                        (Some(end), Some(now), "active") => format::until(end, now),
+                                        (_, _, "queued") => a.queue_position.map(|p| format!("queue #{p}")).unwrap_or_default(),
+                                        _ => "—".to_owned(),
+                                    };
+                                    let place = match (&a.host, a.gpus.first()) {
+                                        (Some(h), Some(g)) => format!("{h} · GPU {}", g.index),
+                                        _ => "—".to_owned(),
+                                    };
+                                    view! {
+                                        <tr data-test="allocation-row" data-id=a.id.to_string()>
+                                            <td><a href=format!("/t/{}/a/{}", t.slug, a.id) data-test="allocation-link">{a.shape_label.clone()}</a><div class="muted small">{format!("#{} · {}", a.id, a.requested_by)}</div></td>
+                                            <td><StateBadge state=a.state.clone()/></td>
+                                            <td class="mono">{a.pool.clone()}</td>
+                                            <td>{place}</td>
+                                            <td class="muted">{now.map(|n| format::ago(a.created_at, n)).unwrap_or_default()}</td>
+                                            <td>{left}</td>
+                                        </tr>
+                                    }
                                 }).collect_view()}
                             </tbody>
                         </table>
@@ -93,5 +150,13 @@ fn Tenant(t: TenantView) -> impl IntoView {
                 </table>
             </div>
         </section>
+    }
+}
+
+fn bar_class(pct: u64) -> &'static str {
+    if pct >= 90 {
+        "bar-used full"
+    } else {
+        "bar-used"
     }
 }

@@ -1,0 +1,187 @@
+//! One allocation: live progress, connection details, release and extend.
+
+use crate::api::{get_allocation, ExtendSlice, ReleaseSlice};
+use crate::components::allocation_state::{Progress, StateBadge};
+use crate::components::copy::CopyButton;
+use crate::components::error_panel::ErrorPanel;
+use crate::format;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+use tessera_protocol::views::AllocationView;
+
+/// How often an open allocation page refreshes while the allocation changes.
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `/t/:slug/a/:id`
+#[component]
+pub fn AllocationPage() -> impl IntoView {
+    let params = use_params_map();
+    let slug = move || params.read().get("slug").unwrap_or_default();
+    let id = move || {
+        params
+            .read()
+            .get("id")
+            .and_then(|s| s.parse::<i64>().ok())
+            .unwrap_or(-1)
+    };
+    let (tick, set_tick) = signal(0u64);
+    let (settled, set_settled) = signal(false);
+    let release = ServerAction::<ReleaseSlice>::new();
+    let extend = ServerAction::<ExtendSlice>::new();
+    let alloc = Resource::new(
+        move || (slug(), id(), tick.get(), release.version().get(), extend.version().get()),
+        |(slug, id, _, _, _)| get_allocation(slug, id),
+    );
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(
+            move || {
+                if !settled.get_untracked() {
+                    set_tick.update(|t| *t += 1);
+                }
+            },
+            REFRESH,
+        ) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    view! {
+        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match alloc.await {
+                    Ok(a) => {
+                        set_settled.set(a.is_terminal());
+                        view! { <Allocation a release extend/> }.into_any()
+                    }
+                    Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn Allocation(
+    a: AllocationView,
+    release: ServerAction<ReleaseSlice>,
+    extend: ServerAction<ExtendSlice>,
+) -> impl IntoView {
+    let now = a.as_of;
+    let open = !a.is_terminal() && a.state != "releasing";
+    let gpu_text = a
+        .gpus
+        .iter()
+        .map(|g| format!("#{} {}", g.index, g.model))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let ending_soon = a
+        .lease_ends_at
+        .is_some_and(|end| a.state == "active" && (end - now).num_minutes() < 60);
+    let (slug, id) = (a.tenant.clone(), a.id);
+    let status_line = match a.state.as_str() {
+        "queued" => format!(
+            "Waiting for capacity in {}: number {} in the queue. It starts automatically when a slice frees up.",
+            a.pool,
+            a.queue_position.unwrap_or(1)
+        ),
+        "placed" => "Placed on a GPU; the host agent is picking it up.".to_owned(),
+        "provisioning" => "The host agent is creating the slice…".to_owned(),
+        "active" => "Ready to use.".to_owned(),
+        "releasing" => format!(
+            "Being torn down on the host (will end as {}).",
+            a.ending_as.clone().unwrap_or_else(|| "released".into())
+        ),
+        "released" => "Released; its capacity and quota are back.".to_owned(),
+        "expired" => "The lease ended and the slice was released.".to_owned(),
+        "failed" => "This slice could not be provided; its quota is back.".to_owned(),
+        other => other.to_owned(),
+    };
+    view! {
+        <Title text=format!("Allocation {}", a.id)/>
+        <section class="page-head">
+            <p class="eyebrow"><a href=format!("/t/{}", a.tenant)>{a.tenant.clone()}</a>" · allocation"</p>
+            <div class="section-row">
+                <h1 data-test="allocation-title">{a.shape_label.clone()}<span class="muted">{format!(" #{}", a.id)}</span></h1>
+                <StateBadge state=a.state.clone()/>
+            </div>
+            <p class="muted" data-test="status-line">{status_line}</p>
+        </section>
+        <section class="card">
+            <Progress state=a.state.clone()/>
+            {a.reason.clone().map(|r| view! { <p class="callout danger" data-test="reason">{r}</p> })}
+        </section>
+        {a.connection.clone().map(|c| {
+            let env_block = c.env.iter().map(|(k, v)| format!("export {k}={v}")).collect::<Vec<_>>().join("\n");
+            let mig_uuid = a.gpus.first().and(c.env.iter().find(|(k, _)| k == "CUDA_VISIBLE_DEVICES").map(|(_, v)| v.clone()));
+            view! {
+                <section class="card" data-test="connection">
+                    <h2 class="section-title">"Connect"</h2>
+                    <dl class="facts">
+                        <dt>"Host"</dt>
+                        <dd><code data-test="conn-host">{c.host.clone()}</code><CopyButton text=c.host.clone() what="host"/></dd>
+                        {mig_uuid.map(|u| view! {
+                            <dt>"Device"</dt>
+                            <dd><code data-test="conn-device">{u.clone()}</code><CopyButton text=u what="device"/></dd>
+                        })}
+                        <dt>"Kubernetes"</dt>
+                        <dd><code data-test="conn-k8s">{format!("{}: {}", c.k8s_resource, c.k8s_count)}</code></dd>
+                    </dl>
+                    <h3 class="small muted">"Environment"</h3>
+                    <div class="code-block">
+                        <pre data-test="conn-env">{env_block.clone()}</pre>
+                        <CopyButton text=env_block what="env"/>
+                    </div>
+                    <h3 class="small muted">"Pod snippet"</h3>
+                    <div class="code-block">
+                        <pre data-test="conn-pod">{c.pod_snippet.clone()}</pre>
+                        <CopyButton text=c.pod_snippet.clone() what="pod"/>
+                    </div>
+                </section>
+            }
+        })}
+        <section class="card">
+            <h2 class="section-title">"Details"</h2>
+            <dl class="facts">
+                <dt>"Pool"</dt><dd class="mono">{a.pool.clone()}</dd>
+                <dt>"Host"</dt><dd>{a.host.clone().unwrap_or_else(|| "—".into())}</dd>
+                <dt>"GPU"</dt><dd>{if gpu_text.is_empty() { "—".to_owned() } else { gpu_text }}{a.mig_start.map(|s| format!(" · MIG slice {s}"))}</dd>
+                <dt>"Quota cost"</dt><dd>{format!("{} · {} · {} slice(s)", a.demand.compute, a.demand.memory, a.demand.slices)}</dd>
+                <dt>"Lease"</dt>
+                <dd data-test="lease">
+                    {match a.lease_ends_at {
+                        Some(end) => format!("ends {} ({})", format::until(end, now), format::when(end)),
+                        None => format!("{} h from activation", a.lease_hours),
+                    }}
+                    {ending_soon.then(|| view! { <span class="badge warn">"ending soon"</span> })}
+                </dd>
+                <dt>"Requested"</dt><dd>{format!("{} by {}", format::when(a.created_at), a.requested_by)}</dd>
+                {(!a.purpose.is_empty()).then(|| view! { <dt>"Purpose"</dt><dd>{a.purpose.clone()}</dd> })}
+            </dl>
+        </section>
+        {open.then(|| {
+            let (slug2, slug3) = (slug.clone(), slug.clone());
+            view! {
+                <section class="card actions-card">
+                    {(a.state == "active").then(|| view! {
+                        <ActionForm action=extend attr:class="form-row" attr:data-test="extend-form">
+                            <input type="hidden" name="slug" value=slug2.clone()/>
+                            <input type="hidden" name="id" value=id/>
+                            <label class="field">
+                                <span>"Extend by (hours)"</span>
+                                <input type="number" name="hours" min="1" max=a.max_lease_hours value="1" data-test="extend-hours"/>
+                            </label>
+                            <button class="button" type="submit" data-test="extend">"Extend lease"</button>
+                        </ActionForm>
+                    })}
+                    <ActionForm action=release attr:data-test="release-form">
+                        <input type="hidden" name="slug" value=slug3.clone()/>
+                        <input type="hidden" name="id" value=id/>
+                        <button class="button danger" type="submit" data-test="release">"Release"</button>
+                    </ActionForm>
+                </section>
+            }
+        })}
+        {move || extend.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
+        {move || release.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
+    }
+}

@@ -1,0 +1,89 @@
+//! A tenant's API tokens: create (secret shown once), list, revoke.
+
+use crate::api::{list_api_tokens, CreateApiToken, RevokeApiToken};
+use crate::components::error_panel::ErrorPanel;
+use crate::format;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+/// `/t/:slug/api-tokens` (tenant admins).
+#[component]
+pub fn ApiTokensPage() -> impl IntoView {
+    let params = use_params_map();
+    let slug = move || params.read().get("slug").unwrap_or_default();
+    let create = ServerAction::<CreateApiToken>::new();
+    let revoke = ServerAction::<RevokeApiToken>::new();
+    let tokens = Resource::new(
+        move || (slug(), create.version().get(), revoke.version().get()),
+        |(slug, _, _)| list_api_tokens(slug),
+    );
+    view! {
+        <Title text="API tokens"/>
+        <section class="page-head">
+            <p class="eyebrow"><a href=move || format!("/t/{}", slug())>{slug}</a></p>
+            <h1>"API tokens"</h1>
+            <p class="muted">"Scripts and CI pipelines use a token to request and release slices for this tenant through "<a href="/api/v1/openapi.json">"the REST API"</a>". A token acts for the tenant, not for you; revoke it when it is no longer needed."</p>
+        </section>
+        <section class="card">
+            <ActionForm action=create attr:class="form-row" attr:data-test="create-api-token-form">
+                <input type="hidden" name="slug" prop:value=slug/>
+                <label class="field grow">
+                    <span>"Name"</span>
+                    <input type="text" name="name" required maxlength="100" placeholder="nightly-training CI" data-test="api-token-name"/>
+                </label>
+                <button class="button primary" type="submit" data-test="create-api-token">"Create token"</button>
+            </ActionForm>
+            {move || create.value().get().map(|result| match result {
+                Ok(created) => view! {
+                    <div class="callout success" data-test="api-token-created">
+                        <p><strong>"Copy this token now — it will not be shown again."</strong></p>
+                        <pre class="secret" data-test="api-token-secret">{created.secret.clone()}</pre>
+                        <p class="muted small"><code>{format!("curl -H 'Authorization: Bearer {}' <URL>/api/v1/allocations", created.secret)}</code></p>
+                    </div>
+                }.into_any(),
+                Err(err) => view! { <p class="callout danger" data-test="form-error">{err.message}</p> }.into_any(),
+            })}
+        </section>
+        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match tokens.await {
+                    Err(err) => view! { <ErrorPanel err/> }.into_any(),
+                    Ok(list) if list.is_empty() => view! {
+                        <div class="card empty"><p>"No API tokens yet."</p></div>
+                    }.into_any(),
+                    Ok(list) => view! {
+                        <section class="card table-card">
+                            <table data-test="api-tokens">
+                                <thead><tr><th>"Name"</th><th>"Token"</th><th>"Created"</th><th>"Last used"</th><th>"Status"</th><th></th></tr></thead>
+                                <tbody>
+                                    {list.into_iter().map(|t| {
+                                        let active = t.revoked_at.is_none();
+                                        view! {
+                                            <tr data-test="api-token-row">
+                                                <td>{t.name}<div class="muted small">{t.created_by}</div></td>
+                                                <td class="mono">{format!("{}…", t.prefix)}</td>
+                                                <td class="muted">{format::when(t.created_at)}</td>
+                                                <td class="muted">{t.last_used_at.map(format::when).unwrap_or_else(|| "never".into())}</td>
+                                                <td>{if active { view! { <span class="badge ok">"active"</span> }.into_any() } else { view! { <span class="badge subtle">"revoked"</span> }.into_any() }}</td>
+                                                <td class="actions">
+                                                    {active.then(|| view! {
+                                                        <ActionForm action=revoke>
+                                                            <input type="hidden" name="slug" prop:value=slug/>
+                                                            <input type="hidden" name="id" value=t.id/>
+                                                            <button class="button ghost danger" type="submit" data-test="revoke-api-token">"Revoke"</button>
+                                                        </ActionForm>
+                                                    })}
+                                                </td>
+                                            </tr>
+                                        }
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                        </section>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}

@@ -1,0 +1,278 @@
+//! "Request a slice": pick a pool and a shape the pool allows; the form
+//! checks it with `tessera-core` as you type and shows the quota before and
+//! after.
+
+use crate::api::{get_request_options, RequestSlice};
+use crate::components::error_panel::ErrorPanel;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::{use_navigate, use_params_map};
+use tessera_core::catalogue;
+use tessera_core::quota::{self, Demand, Quota, Usage};
+use tessera_core::sharing::{SharingMode, SliceShape};
+use tessera_core::units::MemMiB;
+use tessera_protocol::views::{PoolChoice, RequestOptions};
+
+/// `/t/:slug/request`
+#[component]
+pub fn RequestPage() -> impl IntoView {
+    let params = use_params_map();
+    let slug = move || params.read().get("slug").unwrap_or_default();
+    let options = Resource::new(slug, get_request_options);
+    view! {
+        <Title text="Request a slice"/>
+        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match options.await {
+                    Ok(o) => view! { <RequestForm o/> }.into_any(),
+                    Err(err) => view! { <ErrorPanel err/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// MIG profiles the pool offers (union over its models, catalogue order).
+fn mig_profiles(p: &PoolChoice) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for m in &p.offer.models {
+        let model = catalogue::lookup(m, 0);
+        let Some(spec) = model.mig else { continue };
+        for prof in spec.profiles {
+            let allowed = p.offer.policy.allowed_mig_profiles.is_empty()
+                || p
+                    .offer
+                    .policy
+                    .allowed_mig_profiles
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(prof.name));
+            if allowed && !out.iter().any(|(n, _)| n == prof.name) {
+                out.push((
+                    prof.name.to_owned(),
+                    format!(
+                        "{} — {} of 7 compute, {}",
+                        prof.name,
+                        prof.compute_slices,
+                        MemMiB(prof.memory_mib)
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn mode_label(mode: SharingMode) -> &'static str {
+    match mode {
+        SharingMode::Mig => "MIG instances",
+        SharingMode::Mps => "MPS shares",
+        SharingMode::TimeSlicing => "Time-sliced replicas",
+        SharingMode::Exclusive => "Whole GPUs",
+    }
+}
+
+#[component]
+fn RequestForm(o: RequestOptions) -> impl IntoView {
+    let slug = o.tenant.clone();
+    let pools = StoredValue::new(o.pools.clone());
+    let first = o
+        .pools
+        .iter()
+        .find(|p| p.quota.is_some())
+        .or(o.pools.first())
+        .map(|p| p.offer.pool.clone())
+        .unwrap_or_default();
+    let (pool, set_pool) = signal(first);
+    let (profile, set_profile) = signal(String::new());
+    let (mps_percent, set_mps_percent) = signal(25u8);
+    let (mps_gib, set_mps_gib) = signal(8u64);
+    let (count, set_count) = signal(1u32);
+    let (nvlink, set_nvlink) = signal(false);
+    let (hours, set_hours) = signal(8u32);
+    let (purpose, set_purpose) = signal(String::new());
+
+    let chosen = move || {
+        pools.with_value(|ps| ps.iter().find(|p| p.offer.pool == pool.get()).cloned())
+    };
+    let profiles = move || chosen().map(|p| mig_profiles(&p)).unwrap_or_default();
+    let shape = move || -> Option<SliceShape> {
+        let p = chosen()?;
+        Some(match p.offer.policy.mode {
+            SharingMode::Mig => {
+                let name = profile.get();
+                let name = if name.is_empty() {
+                    profiles().first().map(|(n, _)| n.clone())?
+                } else {
+                    name
+                };
+                SliceShape::Mig { profile: name }
+            }
+            SharingMode::Mps => SliceShape::Mps {
+                compute_percent: mps_percent.get(),
+                memory_mib: MemMiB(mps_gib.get().saturating_mul(1024)),
+            },
+            SharingMode::TimeSlicing => SliceShape::TimeSlice {},
+            SharingMode::Exclusive => SliceShape::Whole {
+                count: count.get(),
+                nvlink_local: nvlink.get(),
+            },
+        })
+    };
+    // The same checks the server makes: shape, lease, quota.
+    let check = move || -> Result<(Demand, Quota, Usage), String> {
+        let p = chosen().ok_or("choose a pool")?;
+        let s = shape().ok_or("choose a shape")?;
+        let demand = p.offer.admit(&s, hours.get()).map_err(|e| e.to_string())?;
+        let q = p.quota.ok_or_else(|| {
+            format!("your tenant has no quota in pool '{}'; ask a platform admin for one", p.offer.pool)
+        })?;
+        quota::check(&q, &p.usage, &demand).map_err(|e| e.to_string())?;
+        Ok((demand, q, p.usage))
+    };
+    let submit = ServerAction::<RequestSlice>::new();
+    let navigate = use_navigate();
+    let nav_slug = slug.clone();
+    Effect::new(move |_| {
+        if let Some(Ok(a)) = submit.value().get() {
+            navigate(&format!("/t/{}/a/{}", nav_slug, a.id), Default::default());
+        }
+    });
+    let shape_json = move || shape().and_then(|s| serde_json::to_string(&s).ok()).unwrap_or_default();
+
+    view! {
+        <section class="page-head">
+            <p class="eyebrow"><a href=format!("/t/{slug}")>{o.tenant_name.clone()}</a></p>
+            <h1>"Request a GPU slice"</h1>
+            <p class="muted">"Within your quota it is placed at once and ready in seconds; without free capacity it waits in the queue and starts automatically."</p>
+        </section>
+        <ActionForm action=submit attr:class="request-form" attr:data-test="request-form">
+            <input type="hidden" name="slug" value=slug.clone()/>
+            <input type="hidden" name="pool" prop:value=move || pool.get()/>
+            <input type="hidden" name="shape" prop:value=shape_json/>
+            <section class="card">
+                <h2 class="section-title">"1. Pool"</h2>
+                <div class="grid pools">
+                    {o.pools.iter().map(|p| {
+                        let name = p.offer.pool.clone();
+                        let n2 = name.clone();
+                        let n3 = name.clone();
+                        let n4 = name.clone();
+                        let quota_text = match p.quota {
+                            Some(q) => format!("quota {} · {} · {} slices", q.compute, q.memory, q.max_slices),
+                            None => "no quota here".to_owned(),
+                        };
+                        view! {
+                            <label class="card tile choice" class:selected=move || pool.get() == n2 data-test="pool-choice" data-pool=name.clone()>
+                                <input type="radio" name="pool_choice" value=name.clone() prop:checked=move || pool.get() == n3
+                                    on:change=move |_| { set_pool.set(n4.clone()); set_profile.set(String::new()); }/>
+                                <span class="tile-title mono">{p.offer.pool.clone()}</span>
+                                <span class="muted small">{p.description.clone()}</span>
+                                <span class="small"><span class="badge">{mode_label(p.offer.policy.mode)}</span>" "<span class="badge subtle">{p.isolation.clone()}</span></span>
+                                <span class="muted small">{format!("{} GPUs online · {} queued · leases up to {} h", p.gpus_online, p.queued, p.offer.max_lease_hours)}</span>
+                                <span class="muted small">{quota_text}</span>
+                            </label>
+                        }
+                    }).collect_view()}
+                </div>
+            </section>
+            <section class="card">
+                <h2 class="section-title">"2. Shape"</h2>
+                {move || chosen().map(|p| match p.offer.policy.mode {
+                    SharingMode::Mig => view! {
+                        <label class="field">
+                            <span>"MIG profile"</span>
+                            <select data-test="profile" on:change=move |ev| set_profile.set(event_target_value(&ev))>
+                                {profiles().into_iter().map(|(n, text)| {
+                                    let sel = profile.get_untracked() == n;
+                                    view! { <option value=n.clone() selected=sel>{text}</option> }
+                                }).collect_view()}
+                            </select>
+                        </label>
+                    }.into_any(),
+                    SharingMode::Mps => view! {
+                        <div class="form-row">
+                            <label class="field">
+                                <span>"Compute share (%)"</span>
+                                <input type="number" min="1" max="100" data-test="mps-percent" prop:value=move || mps_percent.get().to_string()
+                                    on:input=move |ev| set_mps_percent.set(event_target_value(&ev).parse().unwrap_or(0))/>
+                            </label>
+                            <label class="field">
+                                <span>"Memory limit (GiB)"</span>
+                                <input type="number" min="1" data-test="mps-memory" prop:value=move || mps_gib.get().to_string()
+                                    on:input=move |ev| set_mps_gib.set(event_target_value(&ev).parse().unwrap_or(0))/>
+                            </label>
+                        </div>
+                    }.into_any(),
+                    SharingMode::TimeSlicing => view! {
+                        <p class="muted">{format!("One of {} time-sliced replicas of a GPU. Replicas share the GPU's memory; nothing isolates it.", p.offer.policy.time_slice_replicas)}</p>
+                    }.into_any(),
+                    SharingMode::Exclusive => view! {
+                        <div class="form-row">
+                            <label class="field">
+                                <span>"Whole GPUs"</span>
+                                <input type="number" min="1" max="16" data-test="whole-count" prop:value=move || count.get().to_string()
+                                    on:input=move |ev| set_count.set(event_target_value(&ev).parse().unwrap_or(0))/>
+                            </label>
+                            <label class="check">
+                                <input type="checkbox" data-test="nvlink" prop:checked=move || nvlink.get()
+                                    on:change=move |ev| set_nvlink.set(event_target_checked(&ev))/>
+                                <span>"All on one NVLink island"</span>
+                            </label>
+                        </div>
+                    }.into_any(),
+                })}
+            </section>
+            <section class="card">
+                <h2 class="section-title">"3. Lease and purpose"</h2>
+                <div class="form-row">
+                    <label class="field">
+                        <span>{move || format!("Lease (hours, at most {})", chosen().map_or(0, |p| p.offer.max_lease_hours))}</span>
+                        <input type="number" name="lease_hours" min="1" data-test="lease-hours" prop:value=move || hours.get().to_string()
+                            on:input=move |ev| set_hours.set(event_target_value(&ev).parse().unwrap_or(0))/>
+                    </label>
+                    <label class="field grow">
+                        <span>"Purpose"</span>
+                        <input type="text" name="purpose" maxlength="500" placeholder="fine-tuning ViT-L on the new labels" data-test="purpose"
+                            prop:value=move || purpose.get() on:input=move |ev| set_purpose.set(event_target_value(&ev))/>
+                    </label>
+                </div>
+            </section>
+            <section class="card summary" data-test="summary">
+                {move || match check() {
+                    Ok((d, q, u)) => {
+                        let after = u.plus(&d);
+                        view! {
+                            <div class="quota-compare">
+                                <QuotaLine label="GPU compute" before=u64::from(u.compute.0) after=u64::from(after.compute.0) limit=u64::from(q.compute.0) text=format!("{} → {} of {}", u.compute, after.compute, q.compute)/>
+                                <QuotaLine label="GPU memory" before=u.memory.0 after=after.memory.0 limit=q.memory.0 text=format!("{} → {} of {}", u.memory, after.memory, q.memory)/>
+                                <QuotaLine label="Slices" before=u64::from(u.slices) after=u64::from(after.slices) limit=u64::from(q.max_slices) text=format!("{} → {} of {}", u.slices, after.slices, q.max_slices)/>
+                            </div>
+                            <p class="muted small" data-test="cost">{format!("This slice costs {} and {} of your quota.", d.compute, d.memory)}</p>
+                        }.into_any()
+                    }
+                    Err(msg) => view! { <p class="callout warn" data-test="validation">{msg}</p> }.into_any(),
+                }}
+                <div class="form-row end">
+                    <button class="button primary" type="submit" data-test="submit-request" disabled=move || check().is_err() || submit.pending().get()>
+                        {move || if submit.pending().get() { "Requesting…" } else { "Request slice" }}
+                    </button>
+                </div>
+                {move || submit.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
+            </section>
+        </ActionForm>
+    }
+}
+
+#[component]
+fn QuotaLine(label: &'static str, before: u64, after: u64, limit: u64, text: String) -> impl IntoView {
+    let pct = |v: u64| if limit == 0 { 100 } else { (v.saturating_mul(100) / limit).min(100) };
+    view! {
+        <div class="quota-line">
+            <div class="quota-head"><span>{label}</span><span class="muted small">{text}</span></div>
+            <div class="bar">
+                <span class="bar-used" style=format!("width:{}%", pct(before))></span>
+                <span class="bar-new" style=format!("width:{}%", pct(after).saturating_sub(pct(before)))></span>
+            </div>
+        </div>
+    }
+}

@@ -1,0 +1,1030 @@
+//! Allocations against a real database (SQLite by default; PostgreSQL when
+//! `TESSERA_TEST_POSTGRES_URL` is set): admission, placement, the agent's
+//! part of the lifecycle, the timer, isolation and API tokens.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use chrono::Duration;
+use common::{fixture, Fixture};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use std::collections::{BTreeMap, BTreeSet};
+use tessera_core::mig::MigPlacement;
+use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuObserved, ObservedInstance};
+use tessera_core::sharing::SliceShape;
+use tessera_core::units::MemMiB;
+use tessera_protocol::agent::{
+    DesiredState, GpuApplyError, GpuDesiredEntry, GpuReport, HostReport, MigDevice,
+};
+use tessera_protocol::views::{AllocationView, NewAllocation};
+use tessera_service::allocations::{TenantActor, QUOTA_STATES};
+use tessera_service::entity::allocation;
+use tessera_service::fleet::AuthenticatedHost;
+use tessera_service::{Clock, ServiceError};
+
+const NO_WAIT: std::time::Duration = std::time::Duration::ZERO;
+
+// ---------------------------------------------------------------- fixtures
+
+fn h100(index: u32, uuid: &str) -> GpuReport {
+    GpuReport {
+        index,
+        uuid: uuid.into(),
+        name: "H100-80GB".into(),
+        memory_mib: 81_559,
+        mig_capable: true,
+        mig_enabled: true,
+        nvlink_peers: vec![],
+        health: "healthy".into(),
+        sharing: Some(GpuObserved {
+            mig_enabled: true,
+            ..GpuObserved::default()
+        }),
+        mig_devices: vec![],
+    }
+}
+
+fn l4(index: u32, uuid: &str) -> GpuReport {
+    GpuReport {
+        index,
+        uuid: uuid.into(),
+        name: "L4".into(),
+        memory_mib: 23_034,
+        mig_capable: false,
+        mig_enabled: false,
+        nvlink_peers: vec![],
+        health: "healthy".into(),
+        sharing: Some(GpuObserved::default()),
+        mig_devices: vec![],
+    }
+}
+
+fn a100(index: u32, uuid: &str) -> GpuReport {
+    GpuReport {
+        name: "A100-SXM4-40GB".into(),
+        memory_mib: 40_960,
+        mig_enabled: false,
+        sharing: Some(GpuObserved::default()),
+        ..h100(index, uuid)
+    }
+}
+
+fn report(hostname: &str, gpus: Vec<GpuReport>, applied: Option<i64>) -> HostReport {
+    HostReport {
+        hostname: hostname.into(),
+        agent_version: "0.1.0".into(),
+        cpu_milli: 64_000,
+        memory_mib: 512 * 1024,
+        backend: "simulated".into(),
+        driver_version: Some("550".into()),
+        gpus,
+        applied_generation: applied,
+        errors: vec![],
+    }
+}
+
+/// The MIG device UUID the fake agent gives an instance.
+fn mig_uuid(gpu: &str, start: u8) -> String {
+    format!("MIG-{gpu}-{start}")
+}
+
+/// A host the tests drive by hand, playing its agent.
+struct Agent {
+    host: AuthenticatedHost,
+    /// What the GPUs look like before any desired state is applied.
+    base: Vec<GpuReport>,
+    /// The last desired state fetched.
+    last: Option<DesiredState>,
+}
+
+impl Agent {
+    async fn enrol(f: &Fixture, hostname: &str, gpus: Vec<GpuReport>) -> Self {
+        let host = f.enrolled_host(hostname).await;
+        f.service
+            .record_report(&host, &report(hostname, gpus.clone(), None))
+            .await
+            .unwrap();
+        Self {
+            host,
+            base: gpus,
+            last: None,
+        }
+    }
+
+    /// The agent's long poll, answered at once.
+    async fn fetch(&mut self, f: &Fixture) -> DesiredState {
+        let d = f
+            .service
+            .wait_desired(&self.host, None, NO_WAIT)
+            .await
+            .unwrap();
+        self.last = Some(d.clone());
+        d
+    }
+
+    /// The GPUs after the desired state `d` was applied exactly.
+    fn applied(&self, d: &DesiredState) -> Vec<GpuReport> {
+        self.base
+            .iter()
+            .map(|g| {
+                let mut g = g.clone();
+                if let Some(e) = d.gpus.iter().find(|e| e.uuid == g.uuid) {
+                    apply_entry(&mut g, e);
+                }
+                g
+            })
+            .collect()
+    }
+
+    /// Fetches the desired state, applies it exactly and reports it.
+    async fn converge(&mut self, f: &Fixture) -> DesiredState {
+        let d = self.fetch(f).await;
+        let gpus = self.applied(&d);
+        self.send(f, gpus, Some(d.generation), vec![]).await;
+        d
+    }
+
+    /// Reports `gpus` as they are.
+    async fn send(
+        &self,
+        f: &Fixture,
+        gpus: Vec<GpuReport>,
+        applied: Option<i64>,
+        errors: Vec<GpuApplyError>,
+    ) {
+        let mut r = report(&self.host.hostname, gpus, applied);
+        r.errors = errors;
+        f.service.record_report(&self.host, &r).await.unwrap();
+    }
+}
+
+fn apply_entry(g: &mut GpuReport, e: &GpuDesiredEntry) {
+    let d = &e.desired;
+    g.mig_enabled = d.mig_enabled;
+    g.sharing = Some(GpuObserved {
+        mig_enabled: d.mig_enabled,
+        instances: d
+            .instances
+            .iter()
+            .map(|i| ObservedInstance {
+                placement: i.placement.clone(),
+                compute_instances: i.compute_instances.clone(),
+                in_use: false,
+            })
+            .collect(),
+        processes_running: false,
+        mps: d.mps,
+        time_slice_replicas: d.time_slice_replicas,
+    });
+    g.mig_devices = d
+        .instances
+        .iter()
+        .map(|i| MigDevice {
+            gi_start: i.placement.start,
+            profile: i.placement.profile.clone(),
+            uuid: mig_uuid(&g.uuid, i.placement.start),
+        })
+        .collect();
+}
+
+fn entry<'a>(d: &'a DesiredState, uuid: &str) -> &'a GpuDesiredEntry {
+    d.gpus
+        .iter()
+        .find(|e| e.uuid == uuid)
+        .unwrap_or_else(|| panic!("{uuid} not in desired state {d:?}"))
+}
+
+fn mig(profile: &str) -> SliceShape {
+    SliceShape::Mig {
+        profile: profile.into(),
+    }
+}
+
+fn ask(pool: &str, shape: SliceShape, lease_hours: u32) -> NewAllocation {
+    NewAllocation {
+        tenant: None,
+        pool: pool.into(),
+        shape,
+        lease_hours,
+        purpose: "integration test".into(),
+    }
+}
+
+async fn actor(f: &Fixture, subject: &str, groups: &[&str], tenant: &str) -> TenantActor {
+    let p = f.login(subject, groups).await;
+    f.service.tenant_actor(&p, tenant).await.unwrap()
+}
+
+async fn get(f: &Fixture, a: &TenantActor, id: i64) -> AllocationView {
+    f.service.get_allocation(a, id).await.unwrap()
+}
+
+/// (compute milli, memory MiB, slices) the tenant holds in `pool`.
+async fn usage(f: &Fixture, tenant_id: i64, pool: &str) -> (u32, u64, u32) {
+    let q = f.service.quota_views(tenant_id).await.unwrap();
+    let u = q
+        .iter()
+        .find(|q| q.pool == pool)
+        .map(|q| q.usage)
+        .unwrap_or_default();
+    (u.compute.0, u.memory.0, u.slices)
+}
+
+async fn rows(f: &Fixture) -> Vec<allocation::Model> {
+    allocation::Entity::find()
+        .all(f.service.db())
+        .await
+        .unwrap()
+}
+
+fn env_of(v: &AllocationView, key: &str) -> Option<String> {
+    v.connection
+        .as_ref()?
+        .env
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+}
+
+fn count(actions: &[String], action: &str) -> usize {
+    actions.iter().filter(|a| *a == action).count()
+}
+
+/// Checks, from the database, what must hold whatever happened: no tenant
+/// holds more than its quota in a pool, and the MIG instances that occupy
+/// each GPU are distinct and form a layout the GPU can have.
+async fn check_invariants(f: &Fixture) {
+    let all = rows(f).await;
+    let mut held: BTreeMap<(i64, String), (i64, i64, i64)> = BTreeMap::new();
+    for a in all.iter().filter(|a| QUOTA_STATES.contains(&a.state.as_str())) {
+        let e = held.entry((a.tenant_id, a.pool.clone())).or_default();
+        e.0 += a.demand_compute_milli;
+        e.1 += a.demand_memory_mib;
+        e.2 += i64::from(a.demand_slices);
+    }
+    for ((tenant_id, pool), (compute, memory, slices)) in &held {
+        let q = tessera_service::entity::quota::Entity::find()
+            .filter(tessera_service::entity::quota::Column::TenantId.eq(*tenant_id))
+            .filter(tessera_service::entity::quota::Column::Pool.eq(pool.as_str()))
+            .one(f.service.db())
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("tenant {tenant_id} holds {pool} without a quota"));
+        assert!(
+            *compute <= q.compute_milli
+                && *memory <= q.memory_mib
+                && *slices <= i64::from(q.max_slices),
+            "tenant {tenant_id} in {pool} holds ({compute}, {memory}, {slices}) over its quota {q:?}"
+        );
+    }
+    let mut layouts: BTreeMap<String, Vec<MigPlacement>> = BTreeMap::new();
+    for a in all.iter().filter(|a| {
+        tessera_service::allocations::CAPACITY_STATES.contains(&a.state.as_str())
+    }) {
+        let p = a.placement.as_ref().expect("a placed allocation has a placement");
+        let uuid = p["gpus"][0]["uuid"].as_str().unwrap().to_owned();
+        if let Some(m) = p["slice"].get("mig") {
+            let m: MigPlacement = serde_json::from_value(m.clone()).unwrap();
+            layouts.entry(uuid).or_default().push(m);
+        }
+    }
+    let h100 = tessera_core::catalogue::lookup("H100-80GB", 81_559);
+    for (uuid, layout) in &layouts {
+        let starts: BTreeSet<u8> = layout.iter().map(|m| m.start).collect();
+        assert_eq!(starts.len(), layout.len(), "{uuid}: two slices at one start: {layout:?}");
+        tessera_core::mig::validate(&h100, layout)
+            .unwrap_or_else(|e| panic!("{uuid}: impossible layout {layout:?}: {e}"));
+    }
+}
+
+// ---------------------------------------------------------------- tests
+
+#[tokio::test]
+async fn mig_slice_goes_from_request_to_active_and_back() {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a0"), h100(1, "GPU-a1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let t0 = f.clock.now();
+
+    let v = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 8))
+        .await
+        .unwrap();
+    assert_eq!(v.state, "placed");
+    assert_eq!(v.tenant, "vision");
+    assert_eq!(v.host.as_deref(), Some("gpu-1"));
+    assert_eq!(v.gpus.len(), 1);
+    assert_eq!(v.shape_label, "MIG 1g.10gb");
+    assert_eq!(v.requested_by, "User alice <alice@example.com>");
+    assert_eq!(
+        (v.demand.compute.0, v.demand.memory, v.demand.slices),
+        (142, MemMiB(9984), 1)
+    );
+    assert_eq!(v.placed_at, Some(t0));
+    assert_eq!((v.queue_position, v.connection.clone()), (None, None));
+    let start = v.mig_start.expect("a MIG slice has a start");
+    let gpu = v.gpus[0].uuid.clone();
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (142, 9984, 1));
+
+    // The agent is told to create it; the allocation is now provisioning.
+    let d = agent.fetch(&f).await;
+    let e = entry(&d, &gpu);
+    assert!(e.desired.mig_enabled);
+    assert_eq!(
+        e.desired.instances,
+        vec![DesiredInstance {
+            placement: MigPlacement::new("1g.10gb", start),
+            compute_instances: vec![ComputeInstance::whole(1)],
+        }]
+    );
+    assert!(e.desired.released.instances.is_empty());
+    let other = d.gpus.iter().find(|e| e.uuid != gpu).unwrap();
+    assert!(other.desired.mig_enabled && other.desired.instances.is_empty());
+    assert_eq!(get(&f, &alice, v.id).await.state, "provisioning");
+
+    // A report of an older generation changes nothing.
+    agent
+        .send(&f, agent.applied(&d), Some(d.generation - 1), vec![])
+        .await;
+    assert_eq!(get(&f, &alice, v.id).await.state, "provisioning");
+
+    // The agent created it and says so.
+    f.clock.advance(Duration::seconds(3));
+    agent
+        .send(&f, agent.applied(&d), Some(d.generation), vec![])
+        .await;
+    let active = get(&f, &alice, v.id).await;
+    assert_eq!(active.state, "active");
+    assert_eq!(active.active_at, Some(t0 + Duration::seconds(3)));
+    assert_eq!(
+        active.lease_ends_at,
+        Some(t0 + Duration::seconds(3) + Duration::hours(8))
+    );
+    assert_eq!(
+        env_of(&active, "CUDA_VISIBLE_DEVICES"),
+        Some(mig_uuid(&gpu, start))
+    );
+    let conn = active.connection.clone().unwrap();
+    assert_eq!(conn.host, "gpu-1");
+    assert_eq!(conn.k8s_resource, "nvidia.com/mig-1g.10gb");
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (142, 9984, 1));
+
+    // Release: torn down by the agent, then released.
+    f.clock.advance(Duration::minutes(10));
+    let r = f.service.release_allocation(&alice, v.id).await.unwrap();
+    assert_eq!(r.state, "releasing");
+    assert_eq!(r.ending_as.as_deref(), Some("released"));
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    let d2 = agent.fetch(&f).await;
+    assert!(d2.generation > d.generation);
+    let e = entry(&d2, &gpu);
+    assert!(e.desired.instances.is_empty(), "{e:?}");
+    assert_eq!(e.desired.released.instances, vec![start]);
+
+    // Still there (the agent has not got to it): still releasing.
+    agent
+        .send(&f, agent.applied(&d), Some(d2.generation), vec![])
+        .await;
+    assert_eq!(get(&f, &alice, v.id).await.state, "releasing");
+
+    agent
+        .send(&f, agent.applied(&d2), Some(d2.generation), vec![])
+        .await;
+    let done = get(&f, &alice, v.id).await;
+    assert_eq!(done.state, "released");
+    assert_eq!(done.ended_at, Some(f.clock.now()));
+    assert_eq!(done.connection, None);
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    let d3 = agent.fetch(&f).await;
+    let e = entry(&d3, &gpu);
+    assert!(e.desired.instances.is_empty() && e.desired.released.instances.is_empty());
+
+    // Releasing twice is a conflict.
+    let err = f.service.release_allocation(&alice, v.id).await.unwrap_err();
+    assert_eq!(err.status(), 409, "{err:?}");
+
+    let actions = f.audit_actions().await;
+    for a in [
+        "allocation.create",
+        "allocation.activate",
+        "allocation.release",
+        "allocation.end",
+    ] {
+        assert_eq!(count(&actions, a), 1, "{a} in {actions:?}");
+    }
+}
+
+/// Many callers at once never push a tenant over its quota nor put two
+/// slices on one place, and nobody sees a database error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_respect_quota_and_capacity() {
+    let f = fixture().await;
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-1a0"), h100(1, "GPU-1a1")]).await;
+    let mut actors = Vec::new();
+    for i in 0..4 {
+        actors.push(actor(&f, &format!("v{i}"), &["vision"], "vision").await);
+    }
+    for i in 0..3 {
+        actors.push(actor(&f, &format!("n{i}"), &["nlp"], "nlp").await);
+    }
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let service = f.service.clone();
+            let a = actors[i % actors.len()].clone();
+            tokio::spawn(async move {
+                let r = service
+                    .request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
+                    .await;
+                (a.tenant_slug, r)
+            })
+        })
+        .collect();
+    let results = futures::future::join_all(tasks).await;
+    let mut won: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut refused = 0;
+    for r in results {
+        match r.unwrap() {
+            (t, Ok(v)) => won.entry(t).or_default().push(v.state),
+            (_, Err(ServiceError::QuotaExceeded(_))) => refused += 1,
+            (_, Err(e)) => panic!("unexpected outcome {e:?}"),
+        }
+    }
+    // Slices are the binding limit (vision 8, nlp 4); 12 fit on 14 places.
+    assert_eq!(won["vision"], vec!["placed"; 8]);
+    assert_eq!(won["nlp"], vec!["placed"; 4]);
+    assert_eq!(refused, 188);
+    assert_eq!(f.count("allocations").await, 12);
+    assert_eq!(count(&f.audit_actions().await, "allocation.create"), 12);
+    check_invariants(&f).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_beyond_capacity_queue() {
+    let f = fixture().await;
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-c0")]).await;
+    let mut actors = Vec::new();
+    for i in 0..3 {
+        actors.push(actor(&f, &format!("v{i}"), &["vision"], "vision").await);
+        actors.push(actor(&f, &format!("n{i}"), &["nlp"], "nlp").await);
+    }
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let service = f.service.clone();
+            let a = actors[i % actors.len()].clone();
+            tokio::spawn(async move {
+                service
+                    .request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
+                    .await
+            })
+        })
+        .collect();
+    let mut states: BTreeMap<String, usize> = BTreeMap::new();
+    for r in futures::future::join_all(tasks).await {
+        match r.unwrap() {
+            Ok(v) => *states.entry(v.state).or_default() += 1,
+            Err(ServiceError::QuotaExceeded(_)) => *states.entry("refused".into()).or_default() += 1,
+            Err(e) => panic!("unexpected outcome {e:?}"),
+        }
+    }
+    // 12 admitted by quota, 7 places on the one GPU.
+    let expected: BTreeMap<String, usize> = [("placed", 7), ("queued", 5), ("refused", 188)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert_eq!(states, expected);
+    check_invariants(&f).await;
+    let all = rows(&f).await;
+    for (slug, n) in [("vision", 8), ("nlp", 4)] {
+        let id = actors.iter().find(|a| a.tenant_slug == slug).unwrap().tenant_id;
+        assert_eq!(all.iter().filter(|a| a.tenant_id == id).count(), n, "{slug}");
+    }
+    // The queue is numbered 1..=5.
+    let mut positions: Vec<u32> = Vec::new();
+    for a in &actors[..2] {
+        for v in f.service.list_allocations(a).await.unwrap() {
+            if v.state == "queued" {
+                positions.push(v.queue_position.unwrap());
+            }
+        }
+    }
+    positions.sort_unstable();
+    assert_eq!(positions, vec![1, 2, 3, 4, 5]);
+}
+
+#[tokio::test]
+async fn bad_requests_store_nothing() {
+    let f = fixture().await;
+    let _h = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-b0")]).await;
+    let _a = Agent::enrol(&f, "gpu-2", vec![a100(0, "GPU-b1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    let admin = f.admin().await;
+    let admin_actor = f.service.tenant_actor(&admin, "vision").await.unwrap();
+    assert!(!admin_actor.can_request);
+    let generation = f.service.desired_state(f.service.db(), _h.host.id).await.unwrap().generation;
+
+    let whole = |count| SliceShape::Whole {
+        count,
+        nvlink_local: false,
+    };
+    let invalid: Vec<(NewAllocation, &str)> = vec![
+        (ask("h200-mig", mig("1g.10gb"), 4), "pool"),
+        (ask("a100-whole", mig("1g.10gb"), 4), "shape"),
+        (ask("h100-mig", mig("1g.12gb"), 4), "shape"),
+        (ask("h100-mig", SliceShape::TimeSlice {}, 4), "shape"),
+        (ask("h100-mig", mig("1g.10gb"), 0), "lease_hours"),
+        (ask("h100-mig", mig("1g.10gb"), 73), "lease_hours"),
+        (ask("a100-whole", whole(0), 4), "shape"),
+        (ask("a100-whole", whole(1000), 4), "shape"),
+        // Fits the quota, but the pool has one A100: it could never fit.
+        (ask("a100-whole", whole(2), 4), "shape"),
+        (
+            NewAllocation {
+                purpose: "x".repeat(501),
+                ..ask("h100-mig", mig("1g.10gb"), 4)
+            },
+            "purpose",
+        ),
+    ];
+    for (req, field) in invalid {
+        match f.service.request_allocation(&alice, &req).await {
+            Err(ServiceError::Invalid { field: got, message }) => {
+                assert_eq!(got, field, "{req:?}: {message}");
+                assert!(!message.is_empty());
+            }
+            other => panic!("{req:?}: expected Invalid {field}, got {other:?}"),
+        }
+    }
+    let other_tenant = NewAllocation {
+        tenant: Some("nlp".into()),
+        ..ask("h100-mig", mig("1g.10gb"), 4)
+    };
+    let err = f.service.request_allocation(&alice, &other_tenant).await.unwrap_err();
+    assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
+    // Beyond the quota (5 of 4 slices), and no quota at all.
+    for (who, req) in [
+        (&alice, ask("a100-whole", whole(5), 4)),
+        (&nora, ask("a100-whole", whole(1), 4)),
+    ] {
+        let err = f.service.request_allocation(who, &req).await.unwrap_err();
+        assert!(matches!(err, ServiceError::QuotaExceeded(_)), "{err:?}");
+        assert_eq!((err.status(), err.code()), (403, "quota_exceeded"));
+    }
+    // A pool without GPUs.
+    let err = f
+        .service
+        .request_allocation(&alice, &ask("l4-shared", SliceShape::TimeSlice {}, 4))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::Conflict(_)), "{err:?}");
+    // A platform admin looks, but does not ask.
+    let err = f
+        .service
+        .request_allocation(&admin_actor, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
+
+    assert_eq!(f.count("allocations").await, 0);
+    let actions = f.audit_actions().await;
+    assert!(
+        !actions.iter().any(|a| a.starts_with("allocation.")),
+        "{actions:?}"
+    );
+    let after = f.service.desired_state(f.service.db(), _h.host.id).await.unwrap().generation;
+    assert_eq!(after, generation, "no desired-state change");
+}
+
+#[tokio::test]
+async fn queued_requests_take_freed_capacity_in_order() {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-9e0")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    // Fill the GPU: 4 nlp + 3 vision 1g.10gb.
+    let mut fillers = Vec::new();
+    for who in [&nora, &nora, &nora, &nora, &alice, &alice, &alice] {
+        let v = f
+            .service
+            .request_allocation(who, &ask("h100-mig", mig("1g.10gb"), 4))
+            .await
+            .unwrap();
+        assert_eq!(v.state, "placed");
+        fillers.push(v);
+    }
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, fillers[6].id).await.state, "active");
+
+    f.clock.advance(Duration::seconds(1));
+    let first = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    f.clock.advance(Duration::seconds(1));
+    let second = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!((first.state.as_str(), first.queue_position), ("queued", Some(1)));
+    assert_eq!((second.state.as_str(), second.queue_position), ("queued", Some(2)));
+    assert_eq!(first.host, None);
+    assert_eq!(first.mig_start, None);
+    // Queued requests count against the quota.
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await.2, 5);
+    assert_eq!(f.service.tick().await.unwrap().placed, 0);
+
+    // Give back one vision slice: the place frees only once the agent has
+    // torn it down.
+    let freed = fillers[5].mig_start.unwrap();
+    f.service.release_allocation(&alice, fillers[5].id).await.unwrap();
+    assert_eq!(f.service.tick().await.unwrap().placed, 0);
+    assert_eq!(get(&f, &alice, first.id).await.state, "queued");
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, fillers[5].id).await.state, "released");
+
+    let t = f.service.tick().await.unwrap();
+    assert_eq!(t.placed, 1, "{t:?}");
+    let first = get(&f, &alice, first.id).await;
+    assert_eq!(first.state, "placed");
+    assert_eq!(first.mig_start, Some(freed));
+    assert_eq!(first.queue_position, None);
+    let second = get(&f, &alice, second.id).await;
+    assert_eq!((second.state.as_str(), second.queue_position), ("queued", Some(1)));
+    assert_eq!(count(&f.audit_actions().await, "allocation.place"), 1);
+
+    // A queued request ends at once when released.
+    let r = f.service.release_allocation(&alice, second.id).await.unwrap();
+    assert_eq!(r.state, "released");
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, first.id).await.state, "active");
+    check_invariants(&f).await;
+}
+
+#[tokio::test]
+async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-f0"), h100(1, "GPU-f1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let v = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("2g.20gb"), 4))
+        .await
+        .unwrap();
+    let start = v.mig_start.unwrap();
+    let gpu = v.gpus[0].clone();
+    let d = agent.fetch(&f).await;
+
+    // The driver refused: nothing was created, and the GPU has an error.
+    let message = "create_gpu_instance: driver refused";
+    agent
+        .send(
+            &f,
+            agent.base.clone(),
+            Some(d.generation),
+            vec![GpuApplyError {
+                index: gpu.index,
+                message: message.into(),
+            }],
+        )
+        .await;
+    let failing = get(&f, &alice, v.id).await;
+    assert_eq!(failing.state, "releasing");
+    assert_eq!(failing.ending_as.as_deref(), Some("failed"));
+    assert!(
+        failing.reason.as_deref().unwrap_or_default().contains(message),
+        "{failing:?}"
+    );
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+
+    let d2 = agent.fetch(&f).await;
+    assert!(d2.generation > d.generation);
+    let e = entry(&d2, &gpu.uuid);
+    assert!(e.desired.instances.is_empty());
+    assert_eq!(e.desired.released.instances, vec![start]);
+    agent
+        .send(&f, agent.applied(&d2), Some(d2.generation), vec![])
+        .await;
+    let failed = get(&f, &alice, v.id).await;
+    assert_eq!(failed.state, "failed");
+    assert!(
+        failed.reason.as_deref().unwrap_or_default().contains(message),
+        "{failed:?}"
+    );
+    assert!(failed.ended_at.is_some());
+
+    // Applied, no error, but no MIG device either: fails too, saying so.
+    let w = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    let d3 = agent.fetch(&f).await;
+    agent
+        .send(&f, agent.base.clone(), Some(d3.generation), vec![])
+        .await;
+    let w = get(&f, &alice, w.id).await;
+    assert_eq!(w.ending_as.as_deref(), Some("failed"));
+    assert!(
+        w.reason.as_deref().unwrap_or_default().contains("no MIG device"),
+        "{w:?}"
+    );
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, w.id).await.state, "failed");
+
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    let actions = f.audit_actions().await;
+    assert_eq!(count(&actions, "allocation.fail"), 2, "{actions:?}");
+    assert_eq!(count(&actions, "allocation.end"), 2, "{actions:?}");
+    check_invariants(&f).await;
+}
+
+#[tokio::test]
+async fn leases_extend_within_policy_and_expire() {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-e0")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    let v = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 2))
+        .await
+        .unwrap();
+    // Only an active lease can be extended.
+    let err = f.service.extend_allocation(&alice, v.id, 1).await.unwrap_err();
+    assert_eq!(err.status(), 409, "{err:?}");
+    agent.converge(&f).await;
+    let t0 = f.clock.now();
+    assert_eq!(get(&f, &alice, v.id).await.lease_ends_at, Some(t0 + Duration::hours(2)));
+
+    let x = f.service.extend_allocation(&alice, v.id, 1).await.unwrap();
+    assert_eq!(x.lease_ends_at, Some(t0 + Duration::hours(3)));
+    // Up to exactly 72 hours from now, not one more.
+    let x = f.service.extend_allocation(&alice, v.id, 69).await.unwrap();
+    assert_eq!(x.lease_ends_at, Some(t0 + Duration::hours(72)));
+    for hours in [0, 1] {
+        match f.service.extend_allocation(&alice, v.id, hours).await {
+            Err(ServiceError::Invalid { field, .. }) => assert_eq!(field, "hours"),
+            other => panic!("extend by {hours}: {other:?}"),
+        }
+    }
+    let err = f.service.extend_allocation(&nora, v.id, 1).await.unwrap_err();
+    assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
+    assert_eq!(get(&f, &alice, v.id).await.lease_ends_at, Some(t0 + Duration::hours(72)));
+    assert_eq!(count(&f.audit_actions().await, "allocation.extend"), 2);
+
+    // One second before the end nothing happens; at the end it expires.
+    f.clock.advance(Duration::hours(72) - Duration::seconds(1));
+    assert_eq!(f.service.tick().await.unwrap().expired, 0);
+    f.clock.advance(Duration::seconds(1));
+    let t = f.service.tick().await.unwrap();
+    assert_eq!(t.expired, 1, "{t:?}");
+    let e = get(&f, &alice, v.id).await;
+    assert_eq!(e.state, "releasing");
+    assert_eq!(e.ending_as.as_deref(), Some("expired"));
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    let d = agent.converge(&f).await;
+    assert!(entry(&d, &v.gpus[0].uuid).desired.released.instances.contains(&v.mig_start.unwrap()));
+    let e = get(&f, &alice, v.id).await;
+    assert_eq!(e.state, "expired");
+    assert_eq!(e.ended_at, Some(f.clock.now()));
+    assert_eq!(count(&f.audit_actions().await, "allocation.expire"), 1);
+}
+
+#[tokio::test]
+async fn slices_never_confirmed_time_out_and_return_the_quota() {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-7e0")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    // One the agent fetched but never confirmed, one it never fetched.
+    let fetched = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    agent.fetch(&f).await;
+    assert_eq!(get(&f, &alice, fetched.id).await.state, "provisioning");
+    let unseen = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(unseen.state, "placed");
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await.2, 2);
+
+    f.clock.advance(Duration::seconds(299));
+    assert_eq!(f.service.tick().await.unwrap().timed_out, 0);
+    f.clock.advance(Duration::seconds(2));
+    assert_eq!(f.service.tick().await.unwrap().timed_out, 2);
+
+    let a = get(&f, &alice, fetched.id).await;
+    assert_eq!((a.state.as_str(), a.ending_as.as_deref()), ("releasing", Some("failed")));
+    assert!(a.reason.as_deref().unwrap_or_default().contains("did not confirm"), "{a:?}");
+    let b = get(&f, &alice, unseen.id).await;
+    assert_eq!(b.state, "failed");
+    assert!(b.reason.as_deref().unwrap_or_default().contains("did not confirm"), "{b:?}");
+    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    assert_eq!(f.service.tick().await.unwrap(), Default::default());
+
+    // The host comes back: the fetched one is torn down, the other never made.
+    let d = agent.fetch(&f).await;
+    let e = entry(&d, &fetched.gpus[0].uuid);
+    assert!(e.desired.instances.is_empty(), "{e:?}");
+    assert_eq!(e.desired.released.instances, vec![fetched.mig_start.unwrap()]);
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, fetched.id).await.state, "failed");
+}
+
+#[tokio::test]
+async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
+    let f = fixture().await;
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-1e0")]).await;
+    let member = f.login("m", &["vision"]).await;
+    let lead = f.login("l", &["vision-leads"]).await;
+    let outsider = f.login("o", &["nlp"]).await;
+    let admin = f.admin().await;
+    let alice = f.service.tenant_actor(&member, "vision").await.unwrap();
+    let nora = f.service.tenant_actor(&outsider, "nlp").await.unwrap();
+    let v = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+
+    let err = f.service.tenant_actor(&outsider, "vision").await.unwrap_err();
+    assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
+    let err = f.service.get_allocation(&nora, v.id).await.unwrap_err();
+    assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
+    let err = f.service.release_allocation(&nora, v.id).await.unwrap_err();
+    assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
+    let err = f.service.actor_for_allocation(&outsider, v.id).await.unwrap_err();
+    assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
+    assert!(f.service.list_allocations(&nora).await.unwrap().is_empty());
+    assert_eq!(
+        f.service.actor_for_allocation(&member, v.id).await.unwrap().tenant_slug,
+        "vision"
+    );
+    assert_eq!(get(&f, &alice, v.id).await.state, "placed", "untouched");
+
+    // Tokens: tenant admins only.
+    let err = f.service.create_api_token(&member, &alice, "ci").await.unwrap_err();
+    assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
+    let err = f.service.list_api_tokens(&member, &alice).await.unwrap_err();
+    assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
+    let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let created = f.service.create_api_token(&lead, &lead_actor, "ci").await.unwrap();
+    assert!(created.secret.starts_with("tsk"), "{}", created.secret);
+    assert!(created.secret.starts_with(&created.token.prefix));
+    assert_eq!(created.token.last_used_at, None);
+
+    let by_token = f.service.authenticate_api_token(&created.secret).await.unwrap();
+    assert_eq!(by_token.tenant_slug, "vision");
+    assert_eq!(by_token.tenant_id, alice.tenant_id);
+    assert!(by_token.can_request);
+    assert_eq!(by_token.user_id, None);
+    let w = f
+        .service
+        .request_allocation(&by_token, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(w.requested_by, "token:ci");
+    assert_eq!(get(&f, &by_token, v.id).await.id, v.id);
+    let listed = f.service.list_api_tokens(&lead, &lead_actor).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].last_used_at, Some(f.clock.now()));
+    assert!(!format!("{listed:?}").contains(&created.secret));
+
+    f.service
+        .revoke_api_token(&lead, &lead_actor, created.token.id)
+        .await
+        .unwrap();
+    let err = f.service.authenticate_api_token(&created.secret).await.unwrap_err();
+    assert!(matches!(err, ServiceError::InvalidApiToken), "{err:?}");
+    assert_eq!(err.status(), 401);
+    let err = f.service.authenticate_api_token("tsk_nonsense").await.unwrap_err();
+    assert!(matches!(err, ServiceError::InvalidApiToken), "{err:?}");
+
+    // A platform admin may look and release, not ask.
+    let as_admin = f.service.tenant_actor(&admin, "vision").await.unwrap();
+    assert!(!as_admin.can_request);
+    let err = f.service.extend_allocation(&as_admin, v.id, 1).await.unwrap_err();
+    assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
+    let r = f.service.release_allocation(&as_admin, w.id).await.unwrap();
+    assert_eq!(r.state, "released");
+    let actions = f.audit_actions().await;
+    for a in ["api_token.create", "api_token.revoke", "allocation.release"] {
+        assert_eq!(count(&actions, a), 1, "{a} in {actions:?}");
+    }
+}
+
+#[tokio::test]
+async fn time_sliced_pool_hands_out_replicas_up_to_the_quota() {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "l4-1", vec![l4(0, "GPU-4e0")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let v = f
+            .service
+            .request_allocation(&alice, &ask("l4-shared", SliceShape::TimeSlice {}, 4))
+            .await
+            .unwrap();
+        assert_eq!(v.state, "placed");
+        assert_eq!(v.gpus[0].uuid, "GPU-4e0");
+        assert_eq!(v.mig_start, None);
+        assert_eq!((v.demand.compute.0, v.demand.memory, v.demand.slices), (250, MemMiB(23_034 / 4), 1));
+        ids.push(v.id);
+    }
+    assert_eq!(usage(&f, alice.tenant_id, "l4-shared").await, (1000, 4 * 5758, 4));
+    let err = f
+        .service
+        .request_allocation(&alice, &ask("l4-shared", SliceShape::TimeSlice {}, 4))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::QuotaExceeded(_)), "{err:?}");
+    assert_eq!(f.count("allocations").await, 4);
+
+    let d = agent.converge(&f).await;
+    let e = entry(&d, "GPU-4e0");
+    assert_eq!(e.desired.time_slice_replicas, 4);
+    assert!(!e.desired.mig_enabled && e.desired.instances.is_empty());
+    for id in &ids {
+        let v = get(&f, &alice, *id).await;
+        assert_eq!(v.state, "active");
+        assert_eq!(env_of(&v, "CUDA_VISIBLE_DEVICES").as_deref(), Some("GPU-4e0"));
+    }
+    // Releasing one frees a replica through the agent.
+    let r = f.service.release_allocation(&alice, ids[0]).await.unwrap();
+    assert_eq!(r.state, "releasing");
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, ids[0]).await.state, "released");
+    let v = f
+        .service
+        .request_allocation(&alice, &ask("l4-shared", SliceShape::TimeSlice {}, 4))
+        .await
+        .unwrap();
+    assert_eq!(v.state, "placed");
+}
+
+#[tokio::test]
+async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
+    let f = fixture().await;
+    let mut gpu = h100(0, "GPU-5e0");
+    let handmade = MigPlacement::new("3g.40gb", 0);
+    gpu.sharing = Some(GpuObserved {
+        mig_enabled: true,
+        instances: vec![ObservedInstance {
+            placement: handmade.clone(),
+            compute_instances: vec![ComputeInstance::whole(3)],
+            in_use: true,
+        }],
+        ..GpuObserved::default()
+    });
+    gpu.mig_devices = vec![MigDevice {
+        gi_start: 0,
+        profile: "3g.40gb".into(),
+        uuid: "MIG-handmade".into(),
+    }];
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![gpu]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+
+    let d = f.service.desired_state(f.service.db(), agent.host.id).await.unwrap();
+    assert_eq!(
+        entry(&d, "GPU-5e0").desired.instances,
+        vec![DesiredInstance {
+            placement: handmade.clone(),
+            compute_instances: vec![ComputeInstance::whole(3)],
+        }]
+    );
+
+    // 4g.40gb needs start 0: it would fit an empty GPU, so it waits.
+    let big = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("4g.40gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(big.state, "queued");
+    let small = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(small.state, "placed");
+    let start = small.mig_start.unwrap();
+    assert!((4..=6).contains(&start), "1g.10gb at {start} overlaps 3g.40gb@0");
+
+    let d = agent.converge(&f).await;
+    let starts: Vec<(String, u8)> = entry(&d, "GPU-5e0")
+        .desired
+        .instances
+        .iter()
+        .map(|i| (i.placement.profile.clone(), i.placement.start))
+        .collect();
+    assert_eq!(starts, vec![("3g.40gb".into(), 0), ("1g.10gb".into(), start)]);
+    assert_eq!(get(&f, &alice, small.id).await.state, "active");
+    assert_eq!(f.service.tick().await.unwrap().placed, 0);
+    assert_eq!(get(&f, &alice, big.id).await.state, "queued");
+    check_invariants(&f).await;
+}
