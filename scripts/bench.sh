@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
-# Placement benchmarks: trace replay (all policies) and per-decision criterion benches.
+# Benchmarks. `make bench` runs them all; figures go to stdout (JSON).
+#   1. placement: trace replay (all policies) and per-decision criterion benches
+#   2. slices: request → active latency with 100 simulated hosts, and
+#      admissions per second through the REST API (set
+#      TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)
 source "$(dirname "$0")/lib.sh"
-for policy in pack best-fit first-fit spread random; do
-  cargo run --release -q -p placement-bench -- --synthetic 1000 --seeds 5 --policy "$policy" --json
-done
-cargo run --release -q -p placement-bench -- --synthetic 1000 --seeds 5 --policy pack --mig --json
-cargo run --release -q -p placement-bench -- --synthetic 1000 --seeds 5 --policy best-fit --mig --json
-cargo bench -p placement-bench
+what="${1:-all}"
+if [ "$what" = all ] || [ "$what" = placement ]; then
+  for policy in pack best-fit first-fit spread random; do
+    cargo run --release -q -p placement-bench -- --synthetic 1000 --seeds 5 --policy "$policy" --json
+  done
+  cargo run --release -q -p placement-bench -- --synthetic 1000 --seeds 5 --policy pack --mig --json
+  cargo run --release -q -p placement-bench -- --synthetic 1000 --seeds 5 --policy best-fit --mig --json
+  cargo bench -p placement-bench
+fi
+if [ "$what" = all ] || [ "$what" = slices ]; then
+  ensure_tools
+  build_release
+  (cd end2end && node bench/slices-bench.mjs --hosts 100 --latency 200 --requests 1000 --clients 16)
+fi

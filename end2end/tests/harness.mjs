@@ -73,19 +73,23 @@ export async function startStack({ hosts }) {
     children.push(child);
     return child;
   };
-  spawnLogged('server', SERVER_BIN, ['--config', config]);
+  let server = spawnLogged('server', SERVER_BIN, ['--config', config]);
   await waitFor(async () => (await fetch(`${appUrl}/readyz`)).ok, { what: 'server readiness' });
 
+  // Hosts are names of demo/hosts files, or paths to other host files.
+  const hostFile = (host) => (host.includes('/') ? host : path.join(ROOT, 'demo', 'hosts', `${host}.toml`));
+  const hostName = (host) => path.basename(host, '.toml');
+  const agentArgs = (host) => ['--server', appUrl, '--backend', 'sim', '--sim-host', hostFile(host),
+    '--state-dir', path.join(dir, 'agents')];
+  const cli = (...args) => execFileSync(SERVER_BIN, ['--config', config, ...args], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
+    .toString()
+    .trim();
   const agents = new Map();
   for (const host of hosts) {
-    const token = execFileSync(SERVER_BIN, ['--config', config, 'create-join-token', '--description', `e2e ${host}`], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
-      .toString()
-      .trim();
-    agents.set(host, spawnLogged(`agent-${host}`, AGENT_BIN, [
-      '--server', appUrl, '--backend', 'sim', '--sim-host', path.join(ROOT, 'demo', 'hosts', `${host}.toml`),
-      '--state-dir', path.join(dir, 'agents'), '--join-token', token,
-    ]));
+    const token = cli('create-join-token', '--description', `e2e ${hostName(host)}`);
+    agents.set(hostName(host), spawnLogged(`agent-${hostName(host)}`, AGENT_BIN, [...agentArgs(host), '--join-token', token]));
   }
+  const exited = (c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once('exit', r)));
 
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -99,10 +103,39 @@ export async function startStack({ hosts }) {
     idp,
     browser,
     agents,
+    /** A tenant API token, created with the server's command line. */
+    apiToken: (tenant) => cli('create-api-token', '--tenant', tenant, '--name', 'e2e'),
+    /** Kills a host's agent process (SIGKILL: no chance to clean up). */
+    async killAgent(host) {
+      const c = agents.get(host);
+      c.kill('SIGKILL');
+      await exited(c);
+    },
+    /** Starts a host's agent again; it reuses its saved credential. */
+    restartAgent(host) {
+      const file = hosts.find((h) => hostName(h) === host);
+      agents.set(host, spawnLogged(`agent-${host}-restarted`, AGENT_BIN, agentArgs(file)));
+    },
+    /** Stops the server (SIGTERM) and starts it again on the same database. */
+    async restartServer() {
+      server.kill('SIGTERM');
+      await exited(server);
+      server = spawnLogged('server-restarted', SERVER_BIN, ['--config', config]);
+      await waitFor(async () => (await fetch(`${appUrl}/readyz`)).ok, { what: 'server readiness after restart' });
+    },
+    /** Calls the REST API with a token. */
+    async api(token, method, route, body) {
+      const res = await fetch(`${appUrl}/api/v1${route}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+      return { status: res.status, body: await res.json().catch(() => null) };
+    },
     async stop() {
       await browser.close().catch(() => {});
       for (const c of children) c.kill('SIGTERM');
-      await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once('exit', r)))));
+      await Promise.all(children.map(exited));
       await idp.close();
     },
   };

@@ -1028,3 +1028,50 @@ async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
     assert_eq!(get(&f, &alice, big.id).await.state, "queued");
     check_invariants(&f).await;
 }
+
+/// A release that answered "released" stays released, whatever the timer
+/// does at the same moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn releasing_a_queued_request_while_the_queue_is_placed_sticks() {
+    let f = fixture().await;
+    let agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-2b0"), h100(1, "GPU-2b1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    for round in 0..5 {
+        // The host is offline: requests queue.
+        f.clock.advance(Duration::seconds(31));
+        let mut queued = Vec::new();
+        for who in std::iter::repeat_n(&alice, 8).chain(std::iter::repeat_n(&nora, 4)) {
+            let v = f
+                .service
+                .request_allocation(who, &ask("h100-mig", mig("1g.10gb"), 4))
+                .await
+                .unwrap();
+            assert_eq!(v.state, "queued");
+            queued.push((who.clone(), v.id));
+        }
+        agent.send(&f, agent.base.clone(), None, vec![]).await;
+        let tick = {
+            let service = f.service.clone();
+            tokio::spawn(async move { service.tick().await })
+        };
+        let releases: Vec<_> = queued
+            .iter()
+            .map(|(who, id)| {
+                let (service, who, id) = (f.service.clone(), who.clone(), *id);
+                tokio::spawn(async move { service.release_allocation(&who, id).await })
+            })
+            .collect();
+        for r in futures::future::join_all(releases).await {
+            let v = r.unwrap().unwrap();
+            assert_eq!(v.state, "released", "round {round}: {v:?}");
+        }
+        tick.await.unwrap().unwrap();
+        for (who, id) in &queued {
+            let v = get(&f, who, *id).await;
+            assert_eq!(v.state, "released", "round {round}: {v:?}");
+        }
+        assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+        check_invariants(&f).await;
+    }
+}

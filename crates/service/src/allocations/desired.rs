@@ -7,7 +7,9 @@ use crate::entity::{allocation, gpu, host};
 use crate::fleet::AuthenticatedHost;
 use crate::pools::pool_of;
 use crate::{Service, ServiceError};
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Set,
+};
 use std::time::Duration;
 use tessera_core::catalogue;
 use tessera_core::lifecycle::{transition, AllocationEvent};
@@ -178,7 +180,12 @@ impl Service {
         let (txn, _turn) = self.write_txn().await?;
         for a in placed {
             // Re-read inside the transaction: another writer may have moved it.
-            let Some(a) = allocation::Entity::find_by_id(a.id).one(&txn).await? else {
+            let Some(a) = allocation::Entity::find_by_id(a.id)
+                .filter(allocation::Column::State.eq("placed"))
+                .lock_exclusive()
+                .one(&txn)
+                .await?
+            else {
                 continue;
             };
             let Ok(next) = transition(&a.lifecycle()?, &AllocationEvent::StartProvisioning) else {

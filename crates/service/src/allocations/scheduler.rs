@@ -1,12 +1,12 @@
 //! The server's timer: ends expired leases, fails provisioning that never
 //! finished, and places queued requests as capacity frees.
 
-use super::stored::{state_json, AllocationRow};
+use super::stored::{state_json, update_if_state, AllocationRow};
 use crate::audit::{self, Actor, Event};
 use crate::entity::allocation;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
 use serde_json::json;
 use std::collections::BTreeMap;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
@@ -119,7 +119,10 @@ impl Service {
                 a.generation = Set(Some(Self::bump_generation(&txn, h).await?));
             }
         }
-        a.update(&txn).await?;
+        if !update_if_state(&txn, id, &before, a).await? {
+            // Moved meanwhile; the next tick looks again.
+            return Ok(false);
+        }
         audit::record(
             &txn,
             Event {
@@ -207,7 +210,14 @@ impl Service {
                 continue;
             };
             for e in entries {
-                let Some(row) = allocation::Entity::find_by_id(e.id).one(&txn).await? else {
+                // Locked, and still queued: a release may have ended it
+                // since the queue was read.
+                let Some(row) = allocation::Entity::find_by_id(e.id)
+                    .filter(allocation::Column::State.eq("queued"))
+                    .lock_exclusive()
+                    .one(&txn)
+                    .await?
+                else {
                     continue;
                 };
                 let tenant_id = row.tenant_id;

@@ -2,6 +2,7 @@
 
 use crate::entity::allocation;
 use crate::ServiceError;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use tessera_core::lifecycle::AllocationState;
 use tessera_core::placement::Slice;
@@ -67,4 +68,24 @@ impl AllocationRow for allocation::Model {
 /// The JSON of a state.
 pub fn state_json(state: &AllocationState) -> serde_json::Value {
     serde_json::to_value(state).unwrap_or(serde_json::Value::Null)
+}
+
+/// Writes the set columns of `a` to allocation `id` only while it is still
+/// in state `before`; returns whether it did. On PostgreSQL a row read in a
+/// transaction is not locked, so another writer may have moved it since (a
+/// release racing the queue, or the agent's long poll): writing anyway would
+/// undo that change.
+pub async fn update_if_state<C: ConnectionTrait>(
+    conn: &C,
+    id: i64,
+    before: &str,
+    a: allocation::ActiveModel,
+) -> Result<bool, ServiceError> {
+    let res = allocation::Entity::update_many()
+        .set(a)
+        .filter(allocation::Column::Id.eq(id))
+        .filter(allocation::Column::State.eq(before))
+        .exec(conn)
+        .await?;
+    Ok(res.rows_affected == 1)
 }

@@ -1,7 +1,7 @@
 //! Reading, releasing and extending allocations, and the data of the request form.
 
 use super::access::TenantActor;
-use super::stored::{state_json, AllocationRow};
+use super::stored::{state_json, update_if_state, AllocationRow};
 use crate::audit::{self, Event};
 use crate::entity::{allocation, gpu, host, tenant};
 use crate::{Principal, Service, ServiceError};
@@ -201,29 +201,47 @@ impl Service {
     ) -> Result<AllocationView, ServiceError> {
         self.own_row(actor, id).await?;
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
-        let row = allocation::Entity::find_by_id(id)
-            .one(&txn)
-            .await?
-            .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-        let before = row.state.clone();
-        let next = transition(&row.lifecycle()?, &AllocationEvent::Release).map_err(|_| {
-            ServiceError::Conflict(format!(
-                "allocation {id} is {before}; only an open allocation can be released"
-            ))
-        })?;
-        let host_id = row.host_id;
-        let mut a: allocation::ActiveModel = row.into();
-        a.state = Set(next.name().to_owned());
-        a.state_data = Set(state_json(&next));
-        a.updated_at = Set(now);
-        if next.is_terminal() {
-            a.ended_at = Set(Some(now));
-        }
-        if let Some(h) = host_id {
-            a.generation = Set(Some(Self::bump_generation(&txn, h).await?));
-        }
-        let row = a.update(&txn).await?;
+        // Another writer (the queue, the agent's long poll) may move the row
+        // between our read and our write; then read it again.
+        let mut attempts = 0;
+        let (txn, _turn, before, row) = loop {
+            attempts += 1;
+            let (txn, turn) = self.write_txn().await?;
+            let row = allocation::Entity::find_by_id(id)
+                .one(&txn)
+                .await?
+                .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
+            let before = row.state.clone();
+            let next = transition(&row.lifecycle()?, &AllocationEvent::Release).map_err(|_| {
+                ServiceError::Conflict(format!(
+                    "allocation {id} is {before}; only an open allocation can be released"
+                ))
+            })?;
+            let host_id = row.host_id;
+            let mut a: allocation::ActiveModel = row.into();
+            a.state = Set(next.name().to_owned());
+            a.state_data = Set(state_json(&next));
+            a.updated_at = Set(now);
+            if next.is_terminal() {
+                a.ended_at = Set(Some(now));
+            }
+            if let Some(h) = host_id {
+                a.generation = Set(Some(Self::bump_generation(&txn, h).await?));
+            }
+            if update_if_state(&txn, id, &before, a).await? {
+                let row = allocation::Entity::find_by_id(id)
+                    .one(&txn)
+                    .await?
+                    .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
+                break (txn, turn, before, row);
+            }
+            txn.rollback().await?;
+            if attempts >= 5 {
+                return Err(ServiceError::Conflict(format!(
+                    "allocation {id} is changing right now; try again"
+                )));
+            }
+        };
         audit::record(
             &txn,
             Event {

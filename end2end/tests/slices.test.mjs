@@ -1,0 +1,174 @@
+// Self-service slices end to end: a tenant member requests a MIG slice in the
+// browser, watches it become active, copies its MIG UUID; another tenant
+// cannot see it; a request beyond capacity queues and starts when the first
+// is released. Then the control loop survives a killed agent and a restarted
+// server.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { startStack, newPage, screenshot, signIn, hydrated, waitFor, ROOT } from './harness.mjs';
+
+const host = (name) => path.join(ROOT, 'end2end', 'hosts', `${name}.toml`);
+
+async function waitForState(page, wanted, timeoutMs = 30_000) {
+  await waitFor(async () => (await page.textContent('.page-head [data-test=state]'))?.trim() === wanted, {
+    timeoutMs,
+    what: `allocation state ${wanted}`,
+  });
+}
+
+describe('self-service slices', () => {
+  let stack;
+  let first; // the 1g.10gb allocation's page URL
+  before(async () => {
+    stack = await startStack({ hosts: [host('gpu-h100-e2e')] });
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('a member requests a 1g.10gb MIG slice, watches it become active and copies its UUID', async () => {
+    const { context, page } = await newPage(stack);
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: stack.appUrl });
+    await signIn(stack, page, 'bob', '/t/vision');
+    await hydrated(page);
+    await screenshot(page, '20-tenant-before-request');
+    await page.click('[data-test=request-slice]');
+    await page.waitForURL(`${stack.appUrl}/t/vision/request`);
+    await hydrated(page);
+    await page.click('[data-test=pool-choice][data-pool=h100-mig]');
+    await page.selectOption('[data-test=profile]', '1g.10gb');
+    await page.fill('[data-test=purpose]', 'e2e: notebook for label review');
+    // The form checks with tessera-core as you type: a lease beyond the pool's 72 h is refused.
+    await page.fill('[data-test=lease-hours]', '100');
+    await waitFor(async () => /between 1 and 72 hours/.test(await page.textContent('[data-test=validation]')), { what: 'lease validation' });
+    assert.equal(await page.isDisabled('[data-test=submit-request]'), true);
+    await page.fill('[data-test=lease-hours]', '4');
+    await waitFor(async () => /costs 0\.142 GPU/.test(await page.textContent('[data-test=cost]')), { what: 'quota preview' });
+    await screenshot(page, '21-request-form');
+    await page.click('[data-test=submit-request]');
+    await page.waitForURL(/\/t\/vision\/a\/\d+$/);
+    first = page.url();
+    // Live progress, without reloading: placed/provisioning → active.
+    await waitForState(page, 'active');
+    const device = (await page.textContent('[data-test=conn-device]')).trim();
+    assert.match(device, /^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    assert.match(await page.textContent('[data-test=conn-env]'), new RegExp(`CUDA_VISIBLE_DEVICES=${device}`));
+    assert.match(await page.textContent('[data-test=conn-k8s]'), /nvidia\.com\/mig-1g\.10gb: 1/);
+    assert.equal((await page.textContent('[data-test=conn-host]')).trim(), 'gpu-h100-e2e');
+    await page.click('[data-test=copy-device]');
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), device);
+    assert.match(await page.textContent('[data-test=copy-device]'), /Copied/);
+    await screenshot(page, '22-allocation-active');
+
+    // The tenant page lists it with its quota use.
+    await page.goto(`${stack.appUrl}/t/vision`);
+    const row = page.locator('[data-test=allocation-row]').first();
+    assert.match(await row.textContent(), /MIG 1g\.10gb/);
+    assert.equal((await row.locator('[data-test=state]').textContent()).trim(), 'active');
+    assert.match(await page.textContent('[data-test=quota][data-pool=h100-mig]'), /0\.142 GPU of 2\.000 GPU/);
+    await screenshot(page, '23-tenant-with-allocation');
+    await context.close();
+  });
+
+  it("another tenant's member cannot see it, in the UI or the API", async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'dave', '/t/nlp');
+    const resp = await page.goto(first);
+    assert.equal(resp.status(), 404);
+    assert.equal(await page.getAttribute('[data-test=error-panel]', 'data-status'), '404');
+    await screenshot(page, '24-other-tenant-404');
+    const id = first.split('/').pop();
+    const nlp = stack.apiToken('nlp');
+    assert.equal((await stack.api(nlp, 'GET', `/allocations/${id}`)).status, 404);
+    assert.deepEqual((await stack.api(nlp, 'GET', '/allocations')).body, []);
+    await context.close();
+  });
+
+  it('a request beyond capacity is queued and becomes active when the first is released', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'bob', '/t/vision/request');
+    await hydrated(page);
+    await page.click('[data-test=pool-choice][data-pool=h100-mig]');
+    await page.selectOption('[data-test=profile]', '7g.80gb');
+    await page.fill('[data-test=lease-hours]', '2');
+    await page.click('[data-test=submit-request]');
+    await page.waitForURL(/\/t\/vision\/a\/\d+$/);
+    const second = page.url();
+    await waitForState(page, 'queued');
+    assert.match(await page.textContent('[data-test=status-line]'), /number 1 in the queue/);
+    await screenshot(page, '25-allocation-queued');
+
+    // Release the first slice from its page.
+    const other = await context.newPage();
+    await other.goto(first);
+    await hydrated(other);
+    await other.click('[data-test=release]');
+    await waitFor(async () => ['releasing', 'released'].includes((await other.textContent('.page-head [data-test=state]')).trim()), { what: 'release started' });
+    await waitForState(other, 'released');
+    await screenshot(other, '26-allocation-released');
+
+    // The queued one is placed and provisioned without anyone touching it.
+    await waitForState(page, 'active');
+    assert.match(await page.textContent('[data-test=conn-device]'), /^MIG-/);
+    await screenshot(page, '27-queued-now-active');
+    await page.click('[data-test=release]');
+    await waitForState(page, 'released');
+    await context.close();
+  });
+});
+
+describe('control loop resilience', () => {
+  let stack;
+  let token;
+  before(async () => {
+    stack = await startStack({ hosts: [host('gpu-h100-slow')] });
+    token = stack.apiToken('vision');
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  const request = (profile) => stack.api(token, 'POST', '/allocations', { pool: 'h100-mig', shape: { kind: 'mig', profile }, lease_hours: 1 });
+  const get = async (id) => (await stack.api(token, 'GET', `/allocations/${id}`)).body;
+  const waitApiState = (id, wanted, timeoutMs = 30_000) => waitFor(async () => (await get(id))?.state === wanted, { timeoutMs, what: `allocation ${id} ${wanted}` });
+
+  it('an agent killed in the middle of provisioning converges after a restart, and nothing leaks', async () => {
+    const created = await request('3g.40gb');
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const { id } = created.body;
+    // The simulated driver hangs 4 s on the instance; kill the agent meanwhile.
+    await waitApiState(id, 'provisioning');
+    await stack.killAgent('gpu-h100-slow');
+    assert.equal((await get(id)).state, 'provisioning');
+    stack.restartAgent('gpu-h100-slow');
+    await waitApiState(id, 'active');
+    const a = await get(id);
+    assert.match(a.connection.env[0][1], /^MIG-/);
+    // Released, the instance is gone from the host (the server waits for the agent to say so).
+    assert.equal((await stack.api(token, 'POST', `/allocations/${id}/release`)).status, 200);
+    await waitApiState(id, 'released');
+    // The whole GPU is free again: a 7g.80gb fits at once.
+    const whole = await request('7g.80gb');
+    assert.equal(whole.body.state, 'placed', JSON.stringify(whole.body));
+    await waitApiState(whole.body.id, 'active');
+    await stack.api(token, 'POST', `/allocations/${whole.body.id}/release`);
+    await waitApiState(whole.body.id, 'released');
+  });
+
+  it('a server restart in the middle of a flow loses nothing', async () => {
+    const created = await request('1g.10gb');
+    assert.equal(created.status, 201);
+    const { id } = created.body;
+    await stack.restartServer();
+    await waitApiState(id, 'active');
+    const queuedBehind = await request('7g.80gb');
+    assert.equal(queuedBehind.body.state, 'queued');
+    await stack.restartServer();
+    assert.equal((await get(queuedBehind.body.id)).state, 'queued');
+    assert.equal((await stack.api(token, 'POST', `/allocations/${id}/release`)).status, 200);
+    await waitApiState(queuedBehind.body.id, 'active');
+    await stack.api(token, 'POST', `/allocations/${queuedBehind.body.id}/release`);
+    await waitApiState(queuedBehind.body.id, 'released');
+  });
+});
