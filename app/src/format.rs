@@ -43,6 +43,13 @@ pub fn cores(milli: i64) -> String {
     }
 }
 
+/// `used` as a whole percentage of `limit`, capped at 100 (100 when there is no limit).
+pub fn percent_of(used: u64, limit: u64) -> u64 {
+    used.saturating_mul(100)
+        .checked_div(limit)
+        .map_or(100, |p| p.min(100))
+}
+
 /// A timestamp as "2026-11-29 17:30 UTC".
 pub fn when(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
@@ -52,6 +59,14 @@ pub fn when(t: DateTime<Utc>) -> String {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn percentages_are_capped_and_safe() {
+        assert_eq!(percent_of(142, 2000), 7);
+        assert_eq!(percent_of(3000, 2000), 100);
+        assert_eq!(percent_of(1, 0), 100);
+        assert_eq!(percent_of(0, 10), 0);
+    }
 
     #[test]
     fn relative_times() {

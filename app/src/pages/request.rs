@@ -265,7 +265,7 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
 
 #[component]
 fn QuotaLine(label: &'static str, before: u64, after: u64, limit: u64, text: String) -> impl IntoView {
-    let pct = |v: u64| if limit == 0 { 100 } else { (v.saturating_mul(100) / limit).min(100) };
+    let pct = |v: u64| crate::format::percent_of(v, limit);
     view! {
         <div class="quota-line">
             <div class="quota-head"><span>{label}</span><span class="muted small">{text}</span></div>

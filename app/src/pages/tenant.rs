@@ -39,7 +39,7 @@ pub fn TenantPage() -> impl IntoView {
 
 #[component]
 fn QuotaCard(q: QuotaView) -> impl IntoView {
-    let pct = |used: u64, limit: u64| if limit == 0 { 100 } else { (used.saturating_mul(100) / limit).min(100) };
+    let pct = format::percent_of;
     let rows = [
         ("GPU compute", pct(u64::from(q.usage.compute.0), u64::from(q.quota.compute.0)), format!("{} of {}", q.usage.compute, q.quota.compute)),
         ("GPU memory", pct(q.usage.memory.0, q.quota.memory.0), format!("{} of {}", q.usage.memory, q.quota.memory)),

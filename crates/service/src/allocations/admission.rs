@@ -27,7 +27,7 @@ use tessera_protocol::views::{AllocationView, NewAllocation};
 pub const MAX_PURPOSE_CHARS: usize = 500;
 
 /// A PostgreSQL advisory-lock key that admissions and the queue take in turn.
-const ADMISSION_LOCK: i64 = 0x7465_7373_6572_61; // "tessera"
+const ADMISSION_LOCK: i64 = 0x0074_6573_7365_7261; // "tessera"
 
 impl Service {
     /// A write transaction in which no other admission runs: on SQLite the

@@ -27,10 +27,11 @@ impl Service {
     /// One pass of the timer.
     pub async fn tick(&self) -> Result<TickReport, ServiceError> {
         let now = self.now();
-        let mut report = TickReport::default();
-        report.expired = self.end_leases(now).await?;
-        report.timed_out = self.fail_stuck(now).await?;
-        report.placed = self.place_queued(now).await?;
+        let report = TickReport {
+            expired: self.end_leases(now).await?,
+            timed_out: self.fail_stuck(now).await?,
+            placed: self.place_queued(now).await?,
+        };
         if report != TickReport::default() {
             self.desired_changed();
         }
