@@ -256,7 +256,10 @@ fn count(actions: &[String], action: &str) -> usize {
 async fn check_invariants(f: &Fixture) {
     let all = rows(f).await;
     let mut held: BTreeMap<(i64, String), (i64, i64, i64)> = BTreeMap::new();
-    for a in all.iter().filter(|a| QUOTA_STATES.contains(&a.state.as_str())) {
+    for a in all
+        .iter()
+        .filter(|a| QUOTA_STATES.contains(&a.state.as_str()))
+    {
         let e = held.entry((a.tenant_id, a.pool.clone())).or_default();
         e.0 += a.demand_compute_milli;
         e.1 += a.demand_memory_mib;
@@ -278,10 +281,14 @@ async fn check_invariants(f: &Fixture) {
         );
     }
     let mut layouts: BTreeMap<String, Vec<MigPlacement>> = BTreeMap::new();
-    for a in all.iter().filter(|a| {
-        tessera_service::allocations::CAPACITY_STATES.contains(&a.state.as_str())
-    }) {
-        let p = a.placement.as_ref().expect("a placed allocation has a placement");
+    for a in all
+        .iter()
+        .filter(|a| tessera_service::allocations::CAPACITY_STATES.contains(&a.state.as_str()))
+    {
+        let p = a
+            .placement
+            .as_ref()
+            .expect("a placed allocation has a placement");
         let uuid = p["gpus"][0]["uuid"].as_str().unwrap().to_owned();
         if let Some(m) = p["slice"].get("mig") {
             let m: MigPlacement = serde_json::from_value(m.clone()).unwrap();
@@ -291,7 +298,11 @@ async fn check_invariants(f: &Fixture) {
     let h100 = tessera_core::catalogue::lookup("H100-80GB", 81_559);
     for (uuid, layout) in &layouts {
         let starts: BTreeSet<u8> = layout.iter().map(|m| m.start).collect();
-        assert_eq!(starts.len(), layout.len(), "{uuid}: two slices at one start: {layout:?}");
+        assert_eq!(
+            starts.len(),
+            layout.len(),
+            "{uuid}: two slices at one start: {layout:?}"
+        );
         tessera_core::mig::validate(&h100, layout)
             .unwrap_or_else(|e| panic!("{uuid}: impossible layout {layout:?}: {e}"));
     }
@@ -401,7 +412,11 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
     assert!(e.desired.instances.is_empty() && e.desired.released.instances.is_empty());
 
     // Releasing twice is a conflict.
-    let err = f.service.release_allocation(&alice, v.id).await.unwrap_err();
+    let err = f
+        .service
+        .release_allocation(&alice, v.id)
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), 409, "{err:?}");
 
     let actions = f.audit_actions().await;
@@ -483,7 +498,9 @@ async fn concurrent_requests_beyond_capacity_queue() {
     for r in futures::future::join_all(tasks).await {
         match r.unwrap() {
             Ok(v) => *states.entry(v.state).or_default() += 1,
-            Err(ServiceError::QuotaExceeded(_)) => *states.entry("refused".into()).or_default() += 1,
+            Err(ServiceError::QuotaExceeded(_)) => {
+                *states.entry("refused".into()).or_default() += 1
+            }
             Err(e) => panic!("unexpected outcome {e:?}"),
         }
     }
@@ -496,8 +513,16 @@ async fn concurrent_requests_beyond_capacity_queue() {
     check_invariants(&f).await;
     let all = rows(&f).await;
     for (slug, n) in [("vision", 8), ("nlp", 4)] {
-        let id = actors.iter().find(|a| a.tenant_slug == slug).unwrap().tenant_id;
-        assert_eq!(all.iter().filter(|a| a.tenant_id == id).count(), n, "{slug}");
+        let id = actors
+            .iter()
+            .find(|a| a.tenant_slug == slug)
+            .unwrap()
+            .tenant_id;
+        assert_eq!(
+            all.iter().filter(|a| a.tenant_id == id).count(),
+            n,
+            "{slug}"
+        );
     }
     // The queue is numbered 1..=5.
     let mut positions: Vec<u32> = Vec::new();
@@ -522,7 +547,12 @@ async fn bad_requests_store_nothing() {
     let admin = f.admin().await;
     let admin_actor = f.service.tenant_actor(&admin, "vision").await.unwrap();
     assert!(!admin_actor.can_request);
-    let generation = f.service.desired_state(f.service.db(), _h.host.id).await.unwrap().generation;
+    let generation = f
+        .service
+        .desired_state(f.service.db(), _h.host.id)
+        .await
+        .unwrap()
+        .generation;
 
     let whole = |count| SliceShape::Whole {
         count,
@@ -549,7 +579,10 @@ async fn bad_requests_store_nothing() {
     ];
     for (req, field) in invalid {
         match f.service.request_allocation(&alice, &req).await {
-            Err(ServiceError::Invalid { field: got, message }) => {
+            Err(ServiceError::Invalid {
+                field: got,
+                message,
+            }) => {
                 assert_eq!(got, field, "{req:?}: {message}");
                 assert!(!message.is_empty());
             }
@@ -560,7 +593,11 @@ async fn bad_requests_store_nothing() {
         tenant: Some("nlp".into()),
         ..ask("h100-mig", mig("1g.10gb"), 4)
     };
-    let err = f.service.request_allocation(&alice, &other_tenant).await.unwrap_err();
+    let err = f
+        .service
+        .request_allocation(&alice, &other_tenant)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
     // Beyond the quota (5 of 4 slices), and no quota at all.
     for (who, req) in [
@@ -592,7 +629,12 @@ async fn bad_requests_store_nothing() {
         !actions.iter().any(|a| a.starts_with("allocation.")),
         "{actions:?}"
     );
-    let after = f.service.desired_state(f.service.db(), _h.host.id).await.unwrap().generation;
+    let after = f
+        .service
+        .desired_state(f.service.db(), _h.host.id)
+        .await
+        .unwrap()
+        .generation;
     assert_eq!(after, generation, "no desired-state change");
 }
 
@@ -628,8 +670,14 @@ async fn queued_requests_take_freed_capacity_in_order() {
         .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
         .await
         .unwrap();
-    assert_eq!((first.state.as_str(), first.queue_position), ("queued", Some(1)));
-    assert_eq!((second.state.as_str(), second.queue_position), ("queued", Some(2)));
+    assert_eq!(
+        (first.state.as_str(), first.queue_position),
+        ("queued", Some(1))
+    );
+    assert_eq!(
+        (second.state.as_str(), second.queue_position),
+        ("queued", Some(2))
+    );
     assert_eq!(first.host, None);
     assert_eq!(first.mig_start, None);
     // Queued requests count against the quota.
@@ -639,7 +687,10 @@ async fn queued_requests_take_freed_capacity_in_order() {
     // Give back one vision slice: the place frees only once the agent has
     // torn it down.
     let freed = fillers[5].mig_start.unwrap();
-    f.service.release_allocation(&alice, fillers[5].id).await.unwrap();
+    f.service
+        .release_allocation(&alice, fillers[5].id)
+        .await
+        .unwrap();
     assert_eq!(f.service.tick().await.unwrap().placed, 0);
     assert_eq!(get(&f, &alice, first.id).await.state, "queued");
     agent.converge(&f).await;
@@ -652,11 +703,18 @@ async fn queued_requests_take_freed_capacity_in_order() {
     assert_eq!(first.mig_start, Some(freed));
     assert_eq!(first.queue_position, None);
     let second = get(&f, &alice, second.id).await;
-    assert_eq!((second.state.as_str(), second.queue_position), ("queued", Some(1)));
+    assert_eq!(
+        (second.state.as_str(), second.queue_position),
+        ("queued", Some(1))
+    );
     assert_eq!(count(&f.audit_actions().await, "allocation.place"), 1);
 
     // A queued request ends at once when released.
-    let r = f.service.release_allocation(&alice, second.id).await.unwrap();
+    let r = f
+        .service
+        .release_allocation(&alice, second.id)
+        .await
+        .unwrap();
     assert_eq!(r.state, "released");
     agent.converge(&f).await;
     assert_eq!(get(&f, &alice, first.id).await.state, "active");
@@ -694,7 +752,11 @@ async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
     assert_eq!(failing.state, "releasing");
     assert_eq!(failing.ending_as.as_deref(), Some("failed"));
     assert!(
-        failing.reason.as_deref().unwrap_or_default().contains(message),
+        failing
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains(message),
         "{failing:?}"
     );
     assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
@@ -710,7 +772,11 @@ async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
     let failed = get(&f, &alice, v.id).await;
     assert_eq!(failed.state, "failed");
     assert!(
-        failed.reason.as_deref().unwrap_or_default().contains(message),
+        failed
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains(message),
         "{failed:?}"
     );
     assert!(failed.ended_at.is_some());
@@ -728,7 +794,10 @@ async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
     let w = get(&f, &alice, w.id).await;
     assert_eq!(w.ending_as.as_deref(), Some("failed"));
     assert!(
-        w.reason.as_deref().unwrap_or_default().contains("no MIG device"),
+        w.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no MIG device"),
         "{w:?}"
     );
     agent.converge(&f).await;
@@ -753,11 +822,18 @@ async fn leases_extend_within_policy_and_expire() {
         .await
         .unwrap();
     // Only an active lease can be extended.
-    let err = f.service.extend_allocation(&alice, v.id, 1).await.unwrap_err();
+    let err = f
+        .service
+        .extend_allocation(&alice, v.id, 1)
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), 409, "{err:?}");
     agent.converge(&f).await;
     let t0 = f.clock.now();
-    assert_eq!(get(&f, &alice, v.id).await.lease_ends_at, Some(t0 + Duration::hours(2)));
+    assert_eq!(
+        get(&f, &alice, v.id).await.lease_ends_at,
+        Some(t0 + Duration::hours(2))
+    );
 
     let x = f.service.extend_allocation(&alice, v.id, 1).await.unwrap();
     assert_eq!(x.lease_ends_at, Some(t0 + Duration::hours(3)));
@@ -770,9 +846,16 @@ async fn leases_extend_within_policy_and_expire() {
             other => panic!("extend by {hours}: {other:?}"),
         }
     }
-    let err = f.service.extend_allocation(&nora, v.id, 1).await.unwrap_err();
+    let err = f
+        .service
+        .extend_allocation(&nora, v.id, 1)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
-    assert_eq!(get(&f, &alice, v.id).await.lease_ends_at, Some(t0 + Duration::hours(72)));
+    assert_eq!(
+        get(&f, &alice, v.id).await.lease_ends_at,
+        Some(t0 + Duration::hours(72))
+    );
     assert_eq!(count(&f.audit_actions().await, "allocation.extend"), 2);
 
     // One second before the end nothing happens; at the end it expires.
@@ -786,7 +869,11 @@ async fn leases_extend_within_policy_and_expire() {
     assert_eq!(e.ending_as.as_deref(), Some("expired"));
     assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
     let d = agent.converge(&f).await;
-    assert!(entry(&d, &v.gpus[0].uuid).desired.released.instances.contains(&v.mig_start.unwrap()));
+    assert!(entry(&d, &v.gpus[0].uuid)
+        .desired
+        .released
+        .instances
+        .contains(&v.mig_start.unwrap()));
     let e = get(&f, &alice, v.id).await;
     assert_eq!(e.state, "expired");
     assert_eq!(e.ended_at, Some(f.clock.now()));
@@ -820,11 +907,26 @@ async fn slices_never_confirmed_time_out_and_return_the_quota() {
     assert_eq!(f.service.tick().await.unwrap().timed_out, 2);
 
     let a = get(&f, &alice, fetched.id).await;
-    assert_eq!((a.state.as_str(), a.ending_as.as_deref()), ("releasing", Some("failed")));
-    assert!(a.reason.as_deref().unwrap_or_default().contains("did not confirm"), "{a:?}");
+    assert_eq!(
+        (a.state.as_str(), a.ending_as.as_deref()),
+        ("releasing", Some("failed"))
+    );
+    assert!(
+        a.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("did not confirm"),
+        "{a:?}"
+    );
     let b = get(&f, &alice, unseen.id).await;
     assert_eq!(b.state, "failed");
-    assert!(b.reason.as_deref().unwrap_or_default().contains("did not confirm"), "{b:?}");
+    assert!(
+        b.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("did not confirm"),
+        "{b:?}"
+    );
     assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
     assert_eq!(f.service.tick().await.unwrap(), Default::default());
 
@@ -832,7 +934,10 @@ async fn slices_never_confirmed_time_out_and_return_the_quota() {
     let d = agent.fetch(&f).await;
     let e = entry(&d, &fetched.gpus[0].uuid);
     assert!(e.desired.instances.is_empty(), "{e:?}");
-    assert_eq!(e.desired.released.instances, vec![fetched.mig_start.unwrap()]);
+    assert_eq!(
+        e.desired.released.instances,
+        vec![fetched.mig_start.unwrap()]
+    );
     agent.converge(&f).await;
     assert_eq!(get(&f, &alice, fetched.id).await.state, "failed");
 }
@@ -853,33 +958,61 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
         .await
         .unwrap();
 
-    let err = f.service.tenant_actor(&outsider, "vision").await.unwrap_err();
+    let err = f
+        .service
+        .tenant_actor(&outsider, "vision")
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
     let err = f.service.get_allocation(&nora, v.id).await.unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
     let err = f.service.release_allocation(&nora, v.id).await.unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
-    let err = f.service.actor_for_allocation(&outsider, v.id).await.unwrap_err();
+    let err = f
+        .service
+        .actor_for_allocation(&outsider, v.id)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
     assert!(f.service.list_allocations(&nora).await.unwrap().is_empty());
     assert_eq!(
-        f.service.actor_for_allocation(&member, v.id).await.unwrap().tenant_slug,
+        f.service
+            .actor_for_allocation(&member, v.id)
+            .await
+            .unwrap()
+            .tenant_slug,
         "vision"
     );
     assert_eq!(get(&f, &alice, v.id).await.state, "placed", "untouched");
 
     // Tokens: tenant admins only.
-    let err = f.service.create_api_token(&member, &alice, "ci").await.unwrap_err();
+    let err = f
+        .service
+        .create_api_token(&member, &alice, "ci")
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
-    let err = f.service.list_api_tokens(&member, &alice).await.unwrap_err();
+    let err = f
+        .service
+        .list_api_tokens(&member, &alice)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
     let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
-    let created = f.service.create_api_token(&lead, &lead_actor, "ci").await.unwrap();
+    let created = f
+        .service
+        .create_api_token(&lead, &lead_actor, "ci")
+        .await
+        .unwrap();
     assert!(created.secret.starts_with("tsk"), "{}", created.secret);
     assert!(created.secret.starts_with(&created.token.prefix));
     assert_eq!(created.token.last_used_at, None);
 
-    let by_token = f.service.authenticate_api_token(&created.secret).await.unwrap();
+    let by_token = f
+        .service
+        .authenticate_api_token(&created.secret)
+        .await
+        .unwrap();
     assert_eq!(by_token.tenant_slug, "vision");
     assert_eq!(by_token.tenant_id, alice.tenant_id);
     assert!(by_token.can_request);
@@ -900,16 +1033,28 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
         .revoke_api_token(&lead, &lead_actor, created.token.id)
         .await
         .unwrap();
-    let err = f.service.authenticate_api_token(&created.secret).await.unwrap_err();
+    let err = f
+        .service
+        .authenticate_api_token(&created.secret)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::InvalidApiToken), "{err:?}");
     assert_eq!(err.status(), 401);
-    let err = f.service.authenticate_api_token("tsk_nonsense").await.unwrap_err();
+    let err = f
+        .service
+        .authenticate_api_token("tsk_nonsense")
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::InvalidApiToken), "{err:?}");
 
     // A platform admin may look and release, not ask.
     let as_admin = f.service.tenant_actor(&admin, "vision").await.unwrap();
     assert!(!as_admin.can_request);
-    let err = f.service.extend_allocation(&as_admin, v.id, 1).await.unwrap_err();
+    let err = f
+        .service
+        .extend_allocation(&as_admin, v.id, 1)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
     let r = f.service.release_allocation(&as_admin, w.id).await.unwrap();
     assert_eq!(r.state, "released");
@@ -934,10 +1079,16 @@ async fn time_sliced_pool_hands_out_replicas_up_to_the_quota() {
         assert_eq!(v.state, "placed");
         assert_eq!(v.gpus[0].uuid, "GPU-4e0");
         assert_eq!(v.mig_start, None);
-        assert_eq!((v.demand.compute.0, v.demand.memory, v.demand.slices), (250, MemMiB(23_034 / 4), 1));
+        assert_eq!(
+            (v.demand.compute.0, v.demand.memory, v.demand.slices),
+            (250, MemMiB(23_034 / 4), 1)
+        );
         ids.push(v.id);
     }
-    assert_eq!(usage(&f, alice.tenant_id, "l4-shared").await, (1000, 4 * 5758, 4));
+    assert_eq!(
+        usage(&f, alice.tenant_id, "l4-shared").await,
+        (1000, 4 * 5758, 4)
+    );
     let err = f
         .service
         .request_allocation(&alice, &ask("l4-shared", SliceShape::TimeSlice {}, 4))
@@ -953,7 +1104,10 @@ async fn time_sliced_pool_hands_out_replicas_up_to_the_quota() {
     for id in &ids {
         let v = get(&f, &alice, *id).await;
         assert_eq!(v.state, "active");
-        assert_eq!(env_of(&v, "CUDA_VISIBLE_DEVICES").as_deref(), Some("GPU-4e0"));
+        assert_eq!(
+            env_of(&v, "CUDA_VISIBLE_DEVICES").as_deref(),
+            Some("GPU-4e0")
+        );
     }
     // Releasing one frees a replica through the agent.
     let r = f.service.release_allocation(&alice, ids[0]).await.unwrap();
@@ -990,7 +1144,11 @@ async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
     let mut agent = Agent::enrol(&f, "gpu-1", vec![gpu]).await;
     let alice = actor(&f, "alice", &["vision"], "vision").await;
 
-    let d = f.service.desired_state(f.service.db(), agent.host.id).await.unwrap();
+    let d = f
+        .service
+        .desired_state(f.service.db(), agent.host.id)
+        .await
+        .unwrap();
     assert_eq!(
         entry(&d, "GPU-5e0").desired.instances,
         vec![DesiredInstance {
@@ -999,13 +1157,6 @@ async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
         }]
     );
 
-    // 4g.40gb needs start 0: it would fit an empty GPU, so it waits.
-    let big = f
-        .service
-        .request_allocation(&alice, &ask("h100-mig", mig("4g.40gb"), 4))
-        .await
-        .unwrap();
-    assert_eq!(big.state, "queued");
     let small = f
         .service
         .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
@@ -1013,7 +1164,17 @@ async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
         .unwrap();
     assert_eq!(small.state, "placed");
     let start = small.mig_start.unwrap();
-    assert!((4..=6).contains(&start), "1g.10gb at {start} overlaps 3g.40gb@0");
+    assert!(
+        (4..=6).contains(&start),
+        "1g.10gb at {start} overlaps 3g.40gb@0"
+    );
+    // 4g.40gb needs start 0: it would fit an empty GPU, so it waits.
+    let big = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("4g.40gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(big.state, "queued");
 
     let d = agent.converge(&f).await;
     let starts: Vec<(String, u8)> = entry(&d, "GPU-5e0")
@@ -1022,7 +1183,10 @@ async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
         .iter()
         .map(|i| (i.placement.profile.clone(), i.placement.start))
         .collect();
-    assert_eq!(starts, vec![("3g.40gb".into(), 0), ("1g.10gb".into(), start)]);
+    assert_eq!(
+        starts,
+        vec![("3g.40gb".into(), 0), ("1g.10gb".into(), start)]
+    );
     assert_eq!(get(&f, &alice, small.id).await.state, "active");
     assert_eq!(f.service.tick().await.unwrap().placed, 0);
     assert_eq!(get(&f, &alice, big.id).await.state, "queued");
@@ -1037,7 +1201,7 @@ async fn releasing_a_queued_request_while_the_queue_is_placed_sticks() {
     let agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-2b0"), h100(1, "GPU-2b1")]).await;
     let alice = actor(&f, "alice", &["vision"], "vision").await;
     let nora = actor(&f, "nora", &["nlp"], "nlp").await;
-    for round in 0..5 {
+    for round in 0..3 {
         // The host is offline: requests queue.
         f.clock.advance(Duration::seconds(31));
         let mut queued = Vec::new();
@@ -1072,6 +1236,60 @@ async fn releasing_a_queued_request_while_the_queue_is_placed_sticks() {
             assert_eq!(v.state, "released", "round {round}: {v:?}");
         }
         assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+        check_invariants(&f).await;
+    }
+}
+
+/// A slice released while the agent is being sent it is torn down, not left
+/// behind on the GPU as an instance nobody owns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn releasing_while_the_agent_fetches_leaves_no_instance_behind() {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-3c0"), h100(1, "GPU-3c1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    for round in 0..3 {
+        let mut ids = Vec::new();
+        for _ in 0..8 {
+            let v = f
+                .service
+                .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
+                .await
+                .unwrap();
+            assert_eq!(v.state, "placed");
+            ids.push(v.id);
+        }
+        let fetch = {
+            let (service, host) = (f.service.clone(), agent.host.clone());
+            tokio::spawn(async move { service.wait_desired(&host, None, NO_WAIT).await })
+        };
+        let releases: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let (service, who, id) = (f.service.clone(), alice.clone(), *id);
+                tokio::spawn(async move { service.release_allocation(&who, id).await })
+            })
+            .collect();
+        for r in futures::future::join_all(releases).await {
+            r.unwrap().unwrap();
+        }
+        // The agent creates what it was sent, and reports it.
+        let sent = fetch.await.unwrap().unwrap();
+        agent
+            .send(&f, agent.applied(&sent), Some(sent.generation), vec![])
+            .await;
+        agent.converge(&f).await;
+        agent.converge(&f).await;
+        for id in &ids {
+            let v = get(&f, &alice, *id).await;
+            assert_eq!(v.state, "released", "round {round}: {v:?}");
+        }
+        let d = agent.fetch(&f).await;
+        for e in &d.gpus {
+            assert!(
+                e.desired.instances.is_empty(),
+                "round {round}: left behind: {e:?}"
+            );
+        }
         check_invariants(&f).await;
     }
 }

@@ -160,34 +160,31 @@ impl Service {
             let nap = RECHECK.min(deadline - tokio::time::Instant::now());
             let _ = tokio::time::timeout(nap, rx.changed()).await;
         }
-        let state = self.desired_state(&self.db, who.id).await?;
-        self.mark_provisioning(who.id, state.generation).await?;
-        Ok(state)
+        self.take_desired(who.id).await
     }
 
-    /// `placed` → `provisioning` for allocations the agent has now been sent.
-    async fn mark_provisioning(&self, host_id: i64, generation: i64) -> Result<(), ServiceError> {
+    /// The desired state, with the allocations it carries moved from
+    /// `placed` to `provisioning` in the same transaction. Read apart, a
+    /// release could end a slice in between as never sent (`placed` →
+    /// `released`) while the agent creates it, leaving an instance nobody owns.
+    async fn take_desired(&self, host_id: i64) -> Result<DesiredState, ServiceError> {
+        let now = self.now();
+        let (txn, _turn) = self.write_txn().await?;
+        // Placing or releasing on this host bumps its generation, so they
+        // wait for this lock (PostgreSQL; on SQLite writers take turns).
+        let generation = host::Entity::find_by_id(host_id)
+            .lock_exclusive()
+            .one(&txn)
+            .await?
+            .ok_or(ServiceError::InvalidCredential)?
+            .desired_generation;
         let placed = allocation::Entity::find()
             .filter(allocation::Column::HostId.eq(host_id))
             .filter(allocation::Column::State.eq("placed"))
             .filter(allocation::Column::Generation.lte(generation))
-            .all(&self.db)
+            .all(&txn)
             .await?;
-        if placed.is_empty() {
-            return Ok(());
-        }
-        let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
         for a in placed {
-            // Re-read inside the transaction: another writer may have moved it.
-            let Some(a) = allocation::Entity::find_by_id(a.id)
-                .filter(allocation::Column::State.eq("placed"))
-                .lock_exclusive()
-                .one(&txn)
-                .await?
-            else {
-                continue;
-            };
             let Ok(next) = transition(&a.lifecycle()?, &AllocationEvent::StartProvisioning) else {
                 continue;
             };
@@ -197,7 +194,8 @@ impl Service {
             m.updated_at = Set(now);
             m.update(&txn).await?;
         }
+        let state = self.desired_state(&txn, host_id).await?;
         txn.commit().await?;
-        Ok(())
+        Ok(state)
     }
 }

@@ -84,7 +84,7 @@ pub async fn update_if_state<C: ConnectionTrait>(
     let res = allocation::Entity::update_many()
         .set(a)
         .filter(allocation::Column::Id.eq(id))
-        .filter(allocation::Column::State.ne(before.to_owned() + "x"))
+        .filter(allocation::Column::State.eq(before))
         .exec(conn)
         .await?;
     Ok(res.rows_affected == 1)
