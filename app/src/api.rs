@@ -3,12 +3,12 @@
 
 use crate::error::AppError;
 use leptos::prelude::*;
+#[cfg(feature = "ssr")]
+use tessera_protocol::views::NewAllocation;
 use tessera_protocol::views::{
     AllocationView, ApiTokenView, CreatedApiToken, CreatedJoinToken, FleetView, JoinTokenView,
     RequestOptions, TenantView, ViewerView,
 };
-#[cfg(feature = "ssr")]
-use tessera_protocol::views::NewAllocation;
 
 #[cfg(feature = "ssr")]
 mod ssr {

@@ -151,7 +151,11 @@ impl MigrationTrait for Migration {
                     .col(id_col(Quotas::Id))
                     .col(ColumnDef::new(Quotas::TenantId).big_integer().not_null())
                     .col(ColumnDef::new(Quotas::Pool).string_len(64).not_null())
-                    .col(ColumnDef::new(Quotas::ComputeMilli).big_integer().not_null())
+                    .col(
+                        ColumnDef::new(Quotas::ComputeMilli)
+                            .big_integer()
+                            .not_null(),
+                    )
                     .col(ColumnDef::new(Quotas::MemoryMib).big_integer().not_null())
                     .col(ColumnDef::new(Quotas::MaxSlices).integer().not_null())
                     .col(ts(Quotas::UpdatedAt, false))
@@ -180,13 +184,25 @@ impl MigrationTrait for Migration {
                 Table::create()
                     .table(Allocations::Table)
                     .col(id_col(Allocations::Id))
-                    .col(ColumnDef::new(Allocations::TenantId).big_integer().not_null())
+                    .col(
+                        ColumnDef::new(Allocations::TenantId)
+                            .big_integer()
+                            .not_null(),
+                    )
                     .col(ColumnDef::new(Allocations::Pool).string_len(64).not_null())
-                    .col(ColumnDef::new(Allocations::RequestedBy).string_len(300).not_null())
+                    .col(
+                        ColumnDef::new(Allocations::RequestedBy)
+                            .string_len(300)
+                            .not_null(),
+                    )
                     .col(ColumnDef::new(Allocations::State).string_len(20).not_null())
                     .col(ColumnDef::new(Allocations::StateData).json().not_null())
                     .col(ColumnDef::new(Allocations::Shape).json().not_null())
-                    .col(ColumnDef::new(Allocations::ShapeLabel).string_len(100).not_null())
+                    .col(
+                        ColumnDef::new(Allocations::ShapeLabel)
+                            .string_len(100)
+                            .not_null(),
+                    )
                     .col(
                         ColumnDef::new(Allocations::DemandComputeMilli)
                             .big_integer()
@@ -197,20 +213,32 @@ impl MigrationTrait for Migration {
                             .big_integer()
                             .not_null(),
                     )
-                    .col(ColumnDef::new(Allocations::DemandSlices).integer().not_null())
+                    .col(
+                        ColumnDef::new(Allocations::DemandSlices)
+                            .integer()
+                            .not_null(),
+                    )
                     .col(
                         ColumnDef::new(Allocations::Priority)
                             .integer()
                             .not_null()
                             .default(0),
                     )
-                    .col(ColumnDef::new(Allocations::Purpose).string_len(500).not_null())
+                    .col(
+                        ColumnDef::new(Allocations::Purpose)
+                            .string_len(500)
+                            .not_null(),
+                    )
                     .col(ColumnDef::new(Allocations::LeaseHours).integer().not_null())
                     .col(ts(Allocations::LeaseEndsAt, true))
                     .col(ColumnDef::new(Allocations::HostId).big_integer().null())
                     .col(ColumnDef::new(Allocations::Placement).json().null())
                     .col(ColumnDef::new(Allocations::Generation).big_integer().null())
-                    .col(ColumnDef::new(Allocations::MigDeviceUuid).string_len(100).null())
+                    .col(
+                        ColumnDef::new(Allocations::MigDeviceUuid)
+                            .string_len(100)
+                            .null(),
+                    )
                     .col(ts(Allocations::CreatedAt, false))
                     .col(ts(Allocations::PlacedAt, true))
                     .col(ts(Allocations::ActiveAt, true))
@@ -260,7 +288,11 @@ impl MigrationTrait for Migration {
                             .unique_key(),
                     )
                     .col(ColumnDef::new(ApiTokens::Prefix).string_len(16).not_null())
-                    .col(ColumnDef::new(ApiTokens::CreatedBy).string_len(300).not_null())
+                    .col(
+                        ColumnDef::new(ApiTokens::CreatedBy)
+                            .string_len(300)
+                            .not_null(),
+                    )
                     .col(ts(ApiTokens::CreatedAt, false))
                     .col(ts(ApiTokens::LastUsedAt, true))
                     .col(ts(ApiTokens::RevokedAt, true))

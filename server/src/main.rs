@@ -98,7 +98,10 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
             Ok(())
         }
         Command::CreateApiToken { tenant, name } => {
-            let created = state.service.create_api_token_as_system(&tenant, &name).await?;
+            let created = state
+                .service
+                .create_api_token_as_system(&tenant, &name)
+                .await?;
             println!("{}", created.secret);
             Ok(())
         }
@@ -113,7 +116,9 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
             );
             let scheduler = tokio::spawn(run_scheduler(
                 state.service.clone(),
-                std::time::Duration::from_millis(state.config.agents.scheduler_interval_ms.max(100)),
+                std::time::Duration::from_millis(
+                    state.config.agents.scheduler_interval_ms.max(100),
+                ),
             ));
             let app = router(state, store);
             let listener = TcpListener::bind(listen).await?;

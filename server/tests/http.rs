@@ -394,13 +394,18 @@ async fn server_functions_refuse_anonymous_callers() {
 async fn l4_host(app: &App) -> String {
     let credential = app.enroll("node-l4").await;
     let (status, body) = app
-        .post_json("/api/agent/v1/report", Some(&credential), &report("node-l4").to_string())
+        .post_json(
+            "/api/agent/v1/report",
+            Some(&credential),
+            &report("node-l4").to_string(),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     credential
 }
 
-const TIME_SLICE: &str = r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":2,"purpose":"ci"}"#;
+const TIME_SLICE: &str =
+    r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":2,"purpose":"ci"}"#;
 
 #[tokio::test]
 async fn rest_api_allocation_lifecycle_with_a_tenant_token() {
@@ -409,7 +414,9 @@ async fn rest_api_allocation_lifecycle_with_a_tenant_token() {
     let token = app.api_token("vision").await;
 
     // Create: placed at once.
-    let (status, created) = app.post_json("/api/v1/allocations", Some(&token), TIME_SLICE).await;
+    let (status, created) = app
+        .post_json("/api/v1/allocations", Some(&token), TIME_SLICE)
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     assert_eq!(created["state"], "placed");
     assert_eq!(created["tenant"], "vision");
@@ -417,11 +424,15 @@ async fn rest_api_allocation_lifecycle_with_a_tenant_token() {
     let id = created["id"].as_i64().unwrap();
 
     // The agent's long poll carries the pool's policy; the allocation is then provisioning.
-    let (status, desired) = app.get_json("/api/agent/v1/desired?wait_s=0", Some(&host)).await;
+    let (status, desired) = app
+        .get_json("/api/agent/v1/desired?wait_s=0", Some(&host))
+        .await;
     assert_eq!(status, StatusCode::OK, "{desired}");
     assert_eq!(desired["gpus"][0]["desired"]["time_slice_replicas"], 2);
     let generation = desired["generation"].as_i64().unwrap();
-    let (_, a) = app.get_json(&format!("/api/v1/allocations/{id}"), Some(&token)).await;
+    let (_, a) = app
+        .get_json(&format!("/api/v1/allocations/{id}"), Some(&token))
+        .await;
     assert_eq!(a["state"], "provisioning");
 
     // The agent applied it: active, with connection details.
@@ -431,7 +442,9 @@ async fn rest_api_allocation_lifecycle_with_a_tenant_token() {
         .post_json("/api/agent/v1/report", Some(&host), &applied.to_string())
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (_, a) = app.get_json(&format!("/api/v1/allocations/{id}"), Some(&token)).await;
+    let (_, a) = app
+        .get_json(&format!("/api/v1/allocations/{id}"), Some(&token))
+        .await;
     assert_eq!(a["state"], "active", "{a}");
     assert_eq!(a["connection"]["env"][0][0], "CUDA_VISIBLE_DEVICES");
     assert_eq!(a["connection"]["k8s_resource"], "nvidia.com/gpu.shared");
@@ -441,11 +454,17 @@ async fn rest_api_allocation_lifecycle_with_a_tenant_token() {
     let (_, list) = app.get_json("/api/v1/allocations", Some(&token)).await;
     assert_eq!(list.as_array().unwrap().len(), 1);
     let other = app.api_token("nlp").await;
-    let (status, body) = app.get_json(&format!("/api/v1/allocations/{id}"), Some(&other)).await;
+    let (status, body) = app
+        .get_json(&format!("/api/v1/allocations/{id}"), Some(&other))
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["code"], "not_found");
     let (status, _) = app
-        .post_json(&format!("/api/v1/allocations/{id}/release"), Some(&other), "")
+        .post_json(
+            &format!("/api/v1/allocations/{id}/release"),
+            Some(&other),
+            "",
+        )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (_, nlp_list) = app.get_json("/api/v1/allocations", Some(&other)).await;
@@ -453,28 +472,52 @@ async fn rest_api_allocation_lifecycle_with_a_tenant_token() {
 
     // Extend within policy, and beyond it.
     let (status, body) = app
-        .post_json(&format!("/api/v1/allocations/{id}/extend"), Some(&token), r#"{"hours":1}"#)
+        .post_json(
+            &format!("/api/v1/allocations/{id}/extend"),
+            Some(&token),
+            r#"{"hours":1}"#,
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = app
-        .post_json(&format!("/api/v1/allocations/{id}/extend"), Some(&token), r#"{"hours":100}"#)
+        .post_json(
+            &format!("/api/v1/allocations/{id}/extend"),
+            Some(&token),
+            r#"{"hours":100}"#,
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(body["message"].as_str().unwrap().starts_with("hours:"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().starts_with("hours:"),
+        "{body}"
+    );
 
     // Release: releasing until the agent has applied the new generation, then released.
     let (status, body) = app
-        .post_json(&format!("/api/v1/allocations/{id}/release"), Some(&token), "")
+        .post_json(
+            &format!("/api/v1/allocations/{id}/release"),
+            Some(&token),
+            "",
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["state"], "releasing");
-    let (_, desired) = app.get_json("/api/agent/v1/desired?wait_s=0", Some(&host)).await;
+    let (_, desired) = app
+        .get_json("/api/agent/v1/desired?wait_s=0", Some(&host))
+        .await;
     applied["applied_generation"] = desired["generation"].clone();
-    app.post_json("/api/agent/v1/report", Some(&host), &applied.to_string()).await;
-    let (_, a) = app.get_json(&format!("/api/v1/allocations/{id}"), Some(&token)).await;
+    app.post_json("/api/agent/v1/report", Some(&host), &applied.to_string())
+        .await;
+    let (_, a) = app
+        .get_json(&format!("/api/v1/allocations/{id}"), Some(&token))
+        .await;
     assert_eq!(a["state"], "released", "{a}");
     let (status, body) = app
-        .post_json(&format!("/api/v1/allocations/{id}/release"), Some(&token), "")
+        .post_json(
+            &format!("/api/v1/allocations/{id}/release"),
+            Some(&token),
+            "",
+        )
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
 }
@@ -486,23 +529,51 @@ async fn rest_api_refuses_bad_callers_and_bad_input_and_stores_nothing() {
     let token = app.api_token("vision").await;
     let (status, body) = app.post_json("/api/v1/allocations", None, TIME_SLICE).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
-    let (status, body) = app.post_json("/api/v1/allocations", Some("tsk_forged"), TIME_SLICE).await;
+    let (status, body) = app
+        .post_json("/api/v1/allocations", Some("tsk_forged"), TIME_SLICE)
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(body["code"], "invalid_api_token");
     let cases = [
-        (r#"{"pool":"nope","shape":{"kind":"time_slice"},"lease_hours":2}"#, "pool:"),
-        (r#"{"pool":"l4","shape":{"kind":"mig","profile":"1g.10gb"},"lease_hours":2}"#, "shape:"),
-        (r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":0}"#, "lease_hours:"),
-        (r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":25}"#, "lease_hours:"),
-        (r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":2,"colour":"red"}"#, "colour:"),
-        (r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":-1}"#, "lease_hours:"),
-        (r#"{"pool":"l4","shape":{"kind":"whole","count":1,"nvlink_local":false},"lease_hours":2}"#, "shape:"),
+        (
+            r#"{"pool":"nope","shape":{"kind":"time_slice"},"lease_hours":2}"#,
+            "pool:",
+        ),
+        (
+            r#"{"pool":"l4","shape":{"kind":"mig","profile":"1g.10gb"},"lease_hours":2}"#,
+            "shape:",
+        ),
+        (
+            r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":0}"#,
+            "lease_hours:",
+        ),
+        (
+            r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":25}"#,
+            "lease_hours:",
+        ),
+        (
+            r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":2,"colour":"red"}"#,
+            "colour:",
+        ),
+        (
+            r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":-1}"#,
+            "lease_hours:",
+        ),
+        (
+            r#"{"pool":"l4","shape":{"kind":"whole","count":1,"nvlink_local":false},"lease_hours":2}"#,
+            "shape:",
+        ),
     ];
     for (body, field) in cases {
-        let (status, answer) = app.post_json("/api/v1/allocations", Some(&token), body).await;
+        let (status, answer) = app
+            .post_json("/api/v1/allocations", Some(&token), body)
+            .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body} → {answer}");
         assert_eq!(answer["code"], "invalid_request");
-        assert!(answer["message"].as_str().unwrap().starts_with(field), "{body} → {answer}");
+        assert!(
+            answer["message"].as_str().unwrap().starts_with(field),
+            "{body} → {answer}"
+        );
     }
     // Another tenant named in the body: not found, not forbidden (no leak).
     let (status, _) = app
@@ -515,13 +586,24 @@ async fn rest_api_refuses_bad_callers_and_bad_input_and_stores_nothing() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     // Beyond quota (2 slices): the third is refused with what to do.
     for _ in 0..2 {
-        assert_eq!(app.post_json("/api/v1/allocations", Some(&token), TIME_SLICE).await.0, StatusCode::CREATED);
+        assert_eq!(
+            app.post_json("/api/v1/allocations", Some(&token), TIME_SLICE)
+                .await
+                .0,
+            StatusCode::CREATED
+        );
     }
-    let (status, body) = app.post_json("/api/v1/allocations", Some(&token), TIME_SLICE).await;
+    let (status, body) = app
+        .post_json("/api/v1/allocations", Some(&token), TIME_SLICE)
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["code"], "quota_exceeded");
     let (_, list) = app.get_json("/api/v1/allocations", Some(&token)).await;
-    assert_eq!(list.as_array().unwrap().len(), 2, "only the two good requests were stored");
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        2,
+        "only the two good requests were stored"
+    );
     let rows = app
         .service
         .db()
@@ -540,7 +622,9 @@ async fn desired_state_long_poll_wakes_on_a_change() {
     let app = app().await;
     let host = l4_host(&app).await;
     let token = app.api_token("vision").await;
-    let (_, first) = app.get_json("/api/agent/v1/desired?wait_s=0", Some(&host)).await;
+    let (_, first) = app
+        .get_json("/api/agent/v1/desired?wait_s=0", Some(&host))
+        .await;
     let before = first["generation"].as_i64().unwrap();
     let waiter = {
         let router = app.router.clone();
@@ -556,15 +640,21 @@ async fn desired_state_long_poll_wakes_on_a_change() {
         })
     };
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert!(!waiter.is_finished(), "the poll waits while nothing changes");
-    app.post_json("/api/v1/allocations", Some(&token), TIME_SLICE).await;
+    assert!(
+        !waiter.is_finished(),
+        "the poll waits while nothing changes"
+    );
+    app.post_json("/api/v1/allocations", Some(&token), TIME_SLICE)
+        .await;
     // Guard only: the poll must answer long before its 30 s hold.
     let answer = tokio::time::timeout(std::time::Duration::from_secs(15), waiter)
         .await
         .expect("the long poll woke up")
         .unwrap();
     assert!(answer["generation"].as_i64().unwrap() > before, "{answer}");
-    let (status, _) = app.get_json("/api/agent/v1/desired", Some("tsh_forged")).await;
+    let (status, _) = app
+        .get_json("/api/agent/v1/desired", Some("tsh_forged"))
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
@@ -574,7 +664,12 @@ async fn openapi_document_describes_the_routes() {
     let (status, doc) = app.get_json("/api/v1/openapi.json", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(doc["openapi"], "3.1.0");
-    for path in ["/allocations", "/allocations/{id}", "/allocations/{id}/release", "/allocations/{id}/extend"] {
+    for path in [
+        "/allocations",
+        "/allocations/{id}",
+        "/allocations/{id}/release",
+        "/allocations/{id}/extend",
+    ] {
         assert!(doc["paths"][path].is_object(), "missing {path}");
     }
     assert!(doc["components"]["schemas"]["NewAllocation"]["properties"]["shape"].is_object());

@@ -22,7 +22,11 @@ pub fn StateBadge(#[prop(into)] state: String) -> impl IntoView {
 /// The steps from request to active, with the current one marked.
 #[component]
 pub fn Progress(#[prop(into)] state: String) -> impl IntoView {
-    let second = if state == "queued" { "queued" } else { "placed" };
+    let second = if state == "queued" {
+        "queued"
+    } else {
+        "placed"
+    };
     let steps = ["requested", second, "provisioning", "active"];
     let reached = match state.as_str() {
         "requested" => 0,

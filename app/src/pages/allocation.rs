@@ -30,7 +30,15 @@ pub fn AllocationPage() -> impl IntoView {
     let release = ServerAction::<ReleaseSlice>::new();
     let extend = ServerAction::<ExtendSlice>::new();
     let alloc = Resource::new(
-        move || (slug(), id(), tick.get(), release.version().get(), extend.version().get()),
+        move || {
+            (
+                slug(),
+                id(),
+                tick.get(),
+                release.version().get(),
+                extend.version().get(),
+            )
+        },
         |(slug, id, _, _, _)| get_allocation(slug, id),
     );
     Effect::new(move |_| {

@@ -40,8 +40,7 @@ fn mig_profiles(p: &PoolChoice) -> Vec<(String, String)> {
         let Some(spec) = model.mig else { continue };
         for prof in spec.profiles {
             let allowed = p.offer.policy.allowed_mig_profiles.is_empty()
-                || p
-                    .offer
+                || p.offer
                     .policy
                     .allowed_mig_profiles
                     .iter()
@@ -91,9 +90,8 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
     let (hours, set_hours) = signal(8u32);
     let (purpose, set_purpose) = signal(String::new());
 
-    let chosen = move || {
-        pools.with_value(|ps| ps.iter().find(|p| p.offer.pool == pool.get()).cloned())
-    };
+    let chosen =
+        move || pools.with_value(|ps| ps.iter().find(|p| p.offer.pool == pool.get()).cloned());
     let profiles = move || chosen().map(|p| mig_profiles(&p)).unwrap_or_default();
     let shape = move || -> Option<SliceShape> {
         let p = chosen()?;
@@ -124,7 +122,10 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
         let s = shape().ok_or("choose a shape")?;
         let demand = p.offer.admit(&s, hours.get()).map_err(|e| e.to_string())?;
         let q = p.quota.ok_or_else(|| {
-            format!("your tenant has no quota in pool '{}'; ask a platform admin for one", p.offer.pool)
+            format!(
+                "your tenant has no quota in pool '{}'; ask a platform admin for one",
+                p.offer.pool
+            )
         })?;
         quota::check(&q, &p.usage, &demand).map_err(|e| e.to_string())?;
         Ok((demand, q, p.usage))
@@ -137,7 +138,11 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
             navigate(&format!("/t/{}/a/{}", nav_slug, a.id), Default::default());
         }
     });
-    let shape_json = move || shape().and_then(|s| serde_json::to_string(&s).ok()).unwrap_or_default();
+    let shape_json = move || {
+        shape()
+            .and_then(|s| serde_json::to_string(&s).ok())
+            .unwrap_or_default()
+    };
 
     view! {
         <section class="page-head">
@@ -264,7 +269,13 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
 }
 
 #[component]
-fn QuotaLine(label: &'static str, before: u64, after: u64, limit: u64, text: String) -> impl IntoView {
+fn QuotaLine(
+    label: &'static str,
+    before: u64,
+    after: u64,
+    limit: u64,
+    text: String,
+) -> impl IntoView {
     let pct = |v: u64| crate::format::percent_of(v, limit);
     view! {
         <div class="quota-line">

@@ -41,9 +41,21 @@ pub fn TenantPage() -> impl IntoView {
 fn QuotaCard(q: QuotaView) -> impl IntoView {
     let pct = format::percent_of;
     let rows = [
-        ("GPU compute", pct(u64::from(q.usage.compute.0), u64::from(q.quota.compute.0)), format!("{} of {}", q.usage.compute, q.quota.compute)),
-        ("GPU memory", pct(q.usage.memory.0, q.quota.memory.0), format!("{} of {}", q.usage.memory, q.quota.memory)),
-        ("Slices", pct(u64::from(q.usage.slices), u64::from(q.quota.max_slices)), format!("{} of {}", q.usage.slices, q.quota.max_slices)),
+        (
+            "GPU compute",
+            pct(u64::from(q.usage.compute.0), u64::from(q.quota.compute.0)),
+            format!("{} of {}", q.usage.compute, q.quota.compute),
+        ),
+        (
+            "GPU memory",
+            pct(q.usage.memory.0, q.quota.memory.0),
+            format!("{} of {}", q.usage.memory, q.quota.memory),
+        ),
+        (
+            "Slices",
+            pct(u64::from(q.usage.slices), u64::from(q.quota.max_slices)),
+            format!("{} of {}", q.usage.slices, q.quota.max_slices),
+        ),
     ];
     view! {
         <div class="card tile" data-test="quota" data-pool=q.pool.clone()>

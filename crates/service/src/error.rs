@@ -122,7 +122,11 @@ mod tests {
             (ServiceError::InvalidJoinToken, 401, "invalid_join_token"),
             (ServiceError::InvalidCredential, 401, "invalid_credential"),
             (ServiceError::InvalidApiToken, 401, "invalid_api_token"),
-            (ServiceError::QuotaExceeded("no".into()), 403, "quota_exceeded"),
+            (
+                ServiceError::QuotaExceeded("no".into()),
+                403,
+                "quota_exceeded",
+            ),
             (
                 ServiceError::Database(sea_orm::DbErr::Custom("secret detail".into())),
                 500,

@@ -1293,3 +1293,34 @@ async fn releasing_while_the_agent_fetches_leaves_no_instance_behind() {
         check_invariants(&f).await;
     }
 }
+
+#[tokio::test]
+async fn a_new_request_waits_behind_the_queue_even_when_it_would_fit() {
+    let f = fixture().await;
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a0")]).await;
+    let bob = actor(&f, "bob", &["vision"], "vision").await;
+    let first = f
+        .service
+        .request_allocation(&bob, &ask("h100-mig", mig("4g.40gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(first.state, "placed");
+    let big = f
+        .service
+        .request_allocation(&bob, &ask("h100-mig", mig("7g.80gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(big.state, "queued");
+    // 1g.10gb would fit next to the 4g.40gb, but the 7g.80gb asked first.
+    let small = f
+        .service
+        .request_allocation(&bob, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(small.state, "queued");
+    assert_eq!(small.queue_position, Some(2));
+    assert_eq!(get(&f, &bob, big.id).await.queue_position, Some(1));
+    // The timer keeps the order: the head does not fit yet, so nothing is placed.
+    assert_eq!(f.service.tick().await.unwrap().placed, 0);
+    assert_eq!(get(&f, &bob, small.id).await.state, "queued");
+}

@@ -22,7 +22,11 @@ enum Caller {
     User(tessera_service::Principal),
 }
 
-async fn caller(state: &AppState, headers: &HeaderMap, viewer: &Viewer) -> Result<Caller, ApiError> {
+async fn caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    viewer: &Viewer,
+) -> Result<Caller, ApiError> {
     let bearer = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -41,7 +45,11 @@ async fn caller(state: &AppState, headers: &HeaderMap, viewer: &Viewer) -> Resul
 impl Caller {
     /// The tenant to act in: the token's, or the one named (a user with a
     /// single tenant may leave it out).
-    async fn in_tenant(&self, state: &AppState, slug: Option<&str>) -> Result<TenantActor, ApiError> {
+    async fn in_tenant(
+        &self,
+        state: &AppState,
+        slug: Option<&str>,
+    ) -> Result<TenantActor, ApiError> {
         match self {
             Caller::Token(actor) => match slug {
                 Some(s) if s != actor.tenant_slug => {
@@ -150,7 +158,10 @@ pub async fn extend(
         .for_allocation(&state, id)
         .await?;
     Ok(Json(
-        state.service.extend_allocation(&actor, id, body.hours).await?,
+        state
+            .service
+            .extend_allocation(&actor, id, body.hours)
+            .await?,
     ))
 }
 

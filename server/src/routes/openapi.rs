@@ -101,31 +101,31 @@ pub fn document() -> Value {
 
 fn paths(with: &dyn Fn((&str, Value)) -> Value) -> Value {
     json!({
-            "/allocations": {
-                "get": {
-                    "summary": "List the tenant's allocations (open first, then the newest that ended)",
-                    "parameters": [{"name": "tenant", "in": "query", "required": false, "schema": {"type": "string"}, "description": "Tenant slug; optional with a token or a single tenant"}],
-                    "responses": with(("200", json!({"description": "Allocations", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Allocation"}}}}})))
-                },
-                "post": {
-                    "summary": "Request a slice: placed at once within quota and capacity, otherwise queued",
-                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewAllocation"}}}},
-                    "responses": with(("201", allocation_response("Created (state `placed` or `queued`)")))
-                }
+        "/allocations": {
+            "get": {
+                "summary": "List the tenant's allocations (open first, then the newest that ended)",
+                "parameters": [{"name": "tenant", "in": "query", "required": false, "schema": {"type": "string"}, "description": "Tenant slug; optional with a token or a single tenant"}],
+                "responses": with(("200", json!({"description": "Allocations", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Allocation"}}}}})))
             },
-            "/allocations/{id}": {
-                "get": {"summary": "One allocation", "parameters": [id_param()], "responses": with(("200", allocation_response("The allocation")))}
-            },
-            "/allocations/{id}/release": {
-                "post": {"summary": "Release: the agent tears the slice down; capacity and quota return", "parameters": [id_param()], "responses": with(("200", allocation_response("Releasing or released")))}
-            },
-            "/allocations/{id}/extend": {
-                "post": {
-                    "summary": "Extend an active lease within the pool's limit",
-                    "parameters": [id_param()],
-                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["hours"], "properties": {"hours": {"type": "integer", "minimum": 1}}, "additionalProperties": false}}}},
-                    "responses": with(("200", allocation_response("The allocation with its new end")))
-                }
+            "post": {
+                "summary": "Request a slice: placed at once within quota and capacity, otherwise queued",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewAllocation"}}}},
+                "responses": with(("201", allocation_response("Created (state `placed` or `queued`)")))
             }
-        })
+        },
+        "/allocations/{id}": {
+            "get": {"summary": "One allocation", "parameters": [id_param()], "responses": with(("200", allocation_response("The allocation")))}
+        },
+        "/allocations/{id}/release": {
+            "post": {"summary": "Release: the agent tears the slice down; capacity and quota return", "parameters": [id_param()], "responses": with(("200", allocation_response("Releasing or released")))}
+        },
+        "/allocations/{id}/extend": {
+            "post": {
+                "summary": "Extend an active lease within the pool's limit",
+                "parameters": [id_param()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["hours"], "properties": {"hours": {"type": "integer", "minimum": 1}}, "additionalProperties": false}}}},
+                "responses": with(("200", allocation_response("The allocation with its new end")))
+            }
+        }
+    })
 }

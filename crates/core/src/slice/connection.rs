@@ -76,8 +76,12 @@ pub fn connection(host: &str, target: &ConnectionTarget) -> Connection {
             for (k, v) in share.env(0) {
                 env.push((k.to_string(), v));
             }
-            debug_assert!(env.iter().any(|(k, _)| k == ENV_MPS_ACTIVE_THREAD_PERCENTAGE));
-            debug_assert!(env.iter().any(|(k, _)| k == ENV_MPS_PINNED_DEVICE_MEM_LIMIT));
+            debug_assert!(env
+                .iter()
+                .any(|(k, _)| k == ENV_MPS_ACTIVE_THREAD_PERCENTAGE));
+            debug_assert!(env
+                .iter()
+                .any(|(k, _)| k == ENV_MPS_PINNED_DEVICE_MEM_LIMIT));
             ("nvidia.com/gpu.shared".to_string(), 1)
         }
         ConnectionTarget::TimeSlice { gpu_uuid } => {

@@ -8,8 +8,8 @@ mod pool;
 mod queue;
 
 pub use connection::{connection, mps_share, Connection, ConnectionTarget, MPS_PIPE_ROOT};
-pub use queue::{queue_order, QueueEntry};
 pub use pool::{label, PoolOffer, PoolShapeError, MAX_WHOLE_GPUS};
+pub use queue::{queue_order, QueueEntry};
 
 #[cfg(test)]
 mod tests;

@@ -25,8 +25,14 @@ impl QueueEntry {
     /// Used share of quota as a fraction `used / quota`, compared exactly by
     /// cross-multiplication; a tenant without quota counts as fully used.
     fn share_cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let a = (u128::from(self.tenant_used_milli), u128::from(self.tenant_quota_milli.max(1)));
-        let b = (u128::from(other.tenant_used_milli), u128::from(other.tenant_quota_milli.max(1)));
+        let a = (
+            u128::from(self.tenant_used_milli),
+            u128::from(self.tenant_quota_milli.max(1)),
+        );
+        let b = (
+            u128::from(other.tenant_used_milli),
+            u128::from(other.tenant_quota_milli.max(1)),
+        );
         (a.0 * b.1).cmp(&(b.0 * a.1))
     }
 }

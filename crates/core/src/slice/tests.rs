@@ -21,13 +21,31 @@ fn mig_profile_valid_on_one_model_of_a_mixed_pool() {
         profile: "1g.10gb".into(),
     };
     let models = pool.models_for(&shape).unwrap();
-    assert_eq!(models.len(), 2, "1g.10gb is the two-memory-slice profile on A100-40GB too");
+    assert_eq!(
+        models.len(),
+        2,
+        "1g.10gb is the two-memory-slice profile on A100-40GB too"
+    );
     let d = pool.admit(&shape, 4).unwrap();
     assert_eq!(d.slices, 1);
-    assert_eq!(d.memory, MemMiB(models.iter().map(|m| m.mig.unwrap().profile("1g.10gb").unwrap().memory_mib).max().unwrap()));
+    assert_eq!(
+        d.memory,
+        MemMiB(
+            models
+                .iter()
+                .map(|m| m.mig.unwrap().profile("1g.10gb").unwrap().memory_mib)
+                .max()
+                .unwrap()
+        )
+    );
     let req = pool.placement_request(&shape).unwrap();
     assert_eq!(req.pool.as_deref(), Some("p"));
-    assert_eq!(req.demand, placement::Demand::Mig { profile: "1g.10gb".into() });
+    assert_eq!(
+        req.demand,
+        placement::Demand::Mig {
+            profile: "1g.10gb".into()
+        }
+    );
 
     let bad = SliceShape::Mig {
         profile: "1g.12gb".into(),
@@ -46,12 +64,18 @@ fn lease_and_size_limits() {
         pool.admit(&one, 25),
         Err(PoolShapeError::LeaseOutOfRange { hours: 25, max: 24 })
     );
-    assert!(matches!(pool.admit(&one, 0), Err(PoolShapeError::LeaseOutOfRange { .. })));
+    assert!(matches!(
+        pool.admit(&one, 0),
+        Err(PoolShapeError::LeaseOutOfRange { .. })
+    ));
     let huge = SliceShape::Whole {
         count: 1000,
         nvlink_local: false,
     };
-    assert!(matches!(pool.admit(&huge, 1), Err(PoolShapeError::TooManyGpus { .. })));
+    assert!(matches!(
+        pool.admit(&huge, 1),
+        Err(PoolShapeError::TooManyGpus { .. })
+    ));
     let zero = SliceShape::Whole {
         count: 0,
         nvlink_local: false,
@@ -68,7 +92,11 @@ fn lease_and_size_limits() {
     let mig = SliceShape::Mig {
         profile: "1g.5gb".into(),
     };
-    assert!(pool.admit(&mig, 1).unwrap_err().to_string().contains("whole GPU"));
+    assert!(pool
+        .admit(&mig, 1)
+        .unwrap_err()
+        .to_string()
+        .contains("whole GPU"));
 }
 
 #[test]
@@ -77,7 +105,11 @@ fn time_slice_and_mps_demands() {
     ts.policy.time_slice_replicas = 4;
     let d = ts.admit(&SliceShape::TimeSlice {}, 1).unwrap();
     assert_eq!(d.compute, ComputeMilli(250));
-    match ts.placement_request(&SliceShape::TimeSlice {}).unwrap().demand {
+    match ts
+        .placement_request(&SliceShape::TimeSlice {})
+        .unwrap()
+        .demand
+    {
         placement::Demand::Fraction { compute, memory } => {
             assert_eq!(compute, ComputeMilli(250));
             assert_eq!(memory, Some(d.memory));
@@ -99,7 +131,12 @@ fn time_slice_and_mps_demands() {
 
 #[test]
 fn labels() {
-    assert_eq!(label(&SliceShape::Mig { profile: "1g.10gb".into() }), "MIG 1g.10gb");
+    assert_eq!(
+        label(&SliceShape::Mig {
+            profile: "1g.10gb".into()
+        }),
+        "MIG 1g.10gb"
+    );
     assert_eq!(
         label(&SliceShape::Mps {
             compute_percent: 25,
@@ -125,7 +162,10 @@ fn connection_details() {
             device_uuid: "MIG-abc".into(),
         },
     );
-    assert_eq!(mig.env, vec![("CUDA_VISIBLE_DEVICES".to_string(), "MIG-abc".to_string())]);
+    assert_eq!(
+        mig.env,
+        vec![("CUDA_VISIBLE_DEVICES".to_string(), "MIG-abc".to_string())]
+    );
     assert_eq!(mig.k8s_resource, "nvidia.com/mig-1g.10gb");
     assert!(mig.pod_snippet.contains("nvidia.com/mig-1g.10gb: 1"));
     assert!(mig.pod_snippet.contains("kubernetes.io/hostname: gpu-1"));
@@ -141,9 +181,18 @@ fn connection_details() {
         },
     );
     let get = |k: &str| mps.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    assert_eq!(get("CUDA_MPS_PIPE_DIRECTORY").as_deref(), Some("/var/run/tessera/mps/GPU-1"));
-    assert_eq!(get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE").as_deref(), Some("25"));
-    assert_eq!(get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT").as_deref(), Some("0=2048M"));
+    assert_eq!(
+        get("CUDA_MPS_PIPE_DIRECTORY").as_deref(),
+        Some("/var/run/tessera/mps/GPU-1")
+    );
+    assert_eq!(
+        get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE").as_deref(),
+        Some("25")
+    );
+    assert_eq!(
+        get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT").as_deref(),
+        Some("0=2048M")
+    );
 
     let whole = connection(
         "gpu-3",
@@ -152,5 +201,8 @@ fn connection_details() {
         },
     );
     assert_eq!(whole.env[0].1, "GPU-a,GPU-b");
-    assert_eq!((whole.k8s_resource.as_str(), whole.k8s_count), ("nvidia.com/gpu", 2));
+    assert_eq!(
+        (whole.k8s_resource.as_str(), whole.k8s_count),
+        ("nvidia.com/gpu", 2)
+    );
 }

@@ -54,10 +54,18 @@ impl Service {
             .iter()
             .find(|p| p.name == name)
             .ok_or_else(|| {
-                let names: Vec<&str> = self.settings.pools.iter().map(|p| p.name.as_str()).collect();
+                let names: Vec<&str> = self
+                    .settings
+                    .pools
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect();
                 ServiceError::invalid(
                     field,
-                    format!("there is no pool '{name}'; choose one of: {}", names.join(", ")),
+                    format!(
+                        "there is no pool '{name}'; choose one of: {}",
+                        names.join(", ")
+                    ),
                 )
             })
     }
@@ -240,27 +248,6 @@ impl Service {
         tessera_core::quota::check(&quota, &usage, &demand)
             .map_err(|e| ServiceError::QuotaExceeded(e.to_string()))?;
 
-        // Refuse what could never fit, rather than queueing it forever.
-        let empty = self
-            .pool_snapshot(&txn, &spec, now, View::Empty, &[])
-            .await?;
-        if empty.gpu_count() == 0 {
-            return Err(ServiceError::Conflict(format!(
-                "pool '{}' has no GPUs yet; try again once its hosts have reported",
-                spec.name
-            )));
-        }
-        if let Err(e) = empty.fleet.place(&request, Policy::Pack) {
-            return Err(ServiceError::invalid(
-                "shape",
-                format!(
-                    "{} can never fit in pool '{}', even when it is empty ({e}); ask for less",
-                    label(&req.shape),
-                    spec.name
-                ),
-            ));
-        }
-
         let state = AllocationState::Requested;
         let row = allocation::ActiveModel {
             tenant_id: Set(actor.tenant_id),
@@ -283,9 +270,43 @@ impl Service {
         .insert(&txn)
         .await?;
         let id = row.id;
-        let row = match self.try_place(&txn, row.clone(), &spec, now).await? {
+        // Requests already waiting in this pool go first: a new one joins the
+        // queue behind them (the timer places the queue in order).
+        let waiting = allocation::Entity::find()
+            .filter(allocation::Column::Pool.eq(&spec.name))
+            .filter(allocation::Column::State.eq("queued"))
+            .one(&txn)
+            .await?
+            .is_some();
+        let placed = if waiting {
+            None
+        } else {
+            self.try_place(&txn, row.clone(), &spec, now).await?
+        };
+        let row = match placed {
             Some(placed) => placed,
             None => {
+                // Refuse what could never fit, rather than queueing it forever.
+                let empty = self
+                    .pool_snapshot(&txn, &spec, now, View::Empty, &[])
+                    .await?;
+                if empty.gpu_count() == 0 {
+                    return Err(ServiceError::Conflict(format!(
+                        "pool '{}' has no GPUs yet; try again once its hosts have reported",
+                        spec.name
+                    )));
+                }
+                if let Err(e) = empty.fleet.place(&request, Policy::Pack) {
+                    return Err(ServiceError::invalid(
+                                "shape",
+                                format!(
+                                    "{} can never fit in pool '{}', even when it is empty ({e}); ask for less",
+                                    label(&req.shape),
+                                    spec.name
+                                ),
+                    ));
+                }
+
                 let state = transition(&row.lifecycle()?, &AllocationEvent::NoCapacity)
                     .map_err(|e| ServiceError::Conflict(e.to_string()))?;
                 let mut a: allocation::ActiveModel = row.into();

@@ -28,7 +28,10 @@ impl Service {
         self.desired_tx.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    async fn generation_of<C: ConnectionTrait>(conn: &C, host_id: i64) -> Result<i64, ServiceError> {
+    async fn generation_of<C: ConnectionTrait>(
+        conn: &C,
+        host_id: i64,
+    ) -> Result<i64, ServiceError> {
         Ok(host::Entity::find_by_id(host_id)
             .one(conn)
             .await?
@@ -70,7 +73,8 @@ impl Service {
             let mut desired = GpuDesired::default();
             match policy.mode {
                 SharingMode::Mig => {
-                    let model = catalogue::lookup(&g.model, u64::try_from(g.memory_mib).unwrap_or(0));
+                    let model =
+                        catalogue::lookup(&g.model, u64::try_from(g.memory_mib).unwrap_or(0));
                     let Some(spec) = model.mig else {
                         continue;
                     };

@@ -65,7 +65,10 @@ impl Service {
                 .iter()
                 .find_map(|g| errors.get(&g.index).copied())
                 .map(str::to_owned);
-            let gpu = placement.gpus.first().and_then(|g| by_uuid.get(g.uuid.as_str()));
+            let gpu = placement
+                .gpus
+                .first()
+                .and_then(|g| by_uuid.get(g.uuid.as_str()));
             let mig_start = match &placement.slice {
                 Slice::Mig(m) => Some(m.start),
                 _ => None,
@@ -76,7 +79,8 @@ impl Service {
             }
             let change = match (&state, mig_start) {
                 (AllocationState::Provisioning, Some(start)) => {
-                    let device = gpu.and_then(|g| g.mig_devices.iter().find(|d| d.gi_start == start));
+                    let device =
+                        gpu.and_then(|g| g.mig_devices.iter().find(|d| d.gi_start == start));
                     match device {
                         Some(d) => Change {
                             state: step(&state, AllocationEvent::Provisioned)?,
@@ -116,9 +120,8 @@ impl Service {
                 },
                 (AllocationState::Releasing { .. }, _) => {
                     let still_there = mig_start.is_some_and(|start| {
-                        gpu.and_then(|g| g.sharing.as_ref()).is_some_and(|o| {
-                            o.instances.iter().any(|i| i.placement.start == start)
-                        })
+                        gpu.and_then(|g| g.sharing.as_ref())
+                            .is_some_and(|o| o.instances.iter().any(|i| i.placement.start == start))
                     });
                     match (error, still_there) {
                         (Some(reason), _) => Change {
@@ -152,12 +155,8 @@ impl Service {
         now: DateTime<Utc>,
     ) -> Result<bool, ServiceError> {
         let mut state = change.state;
-        if let (
-            Some(reason),
-            AllocationState::Releasing {
-                teardown_error, ..
-            },
-        ) = (&change.teardown_error, &mut state)
+        if let (Some(reason), AllocationState::Releasing { teardown_error, .. }) =
+            (&change.teardown_error, &mut state)
         {
             if teardown_error.as_deref() == Some(reason.as_str()) {
                 return Ok(false);
@@ -190,7 +189,9 @@ impl Service {
         a.update(txn).await?;
         let action = match &state {
             AllocationState::Active => "allocation.activate",
-            AllocationState::Releasing { .. } if before == "releasing" => "allocation.teardown_error",
+            AllocationState::Releasing { .. } if before == "releasing" => {
+                "allocation.teardown_error"
+            }
             AllocationState::Releasing { .. } => "allocation.fail",
             _ => "allocation.end",
         };

@@ -47,9 +47,13 @@ impl Service {
         let mut n = 0;
         for a in due {
             if self
-                .end_one(a.id, AllocationEvent::Expire, "allocation.expire", now, |a| {
-                    a.state == "active" && a.lease_ends_at.is_some_and(|t| t <= now)
-                })
+                .end_one(
+                    a.id,
+                    AllocationEvent::Expire,
+                    "allocation.expire",
+                    now,
+                    |a| a.state == "active" && a.lease_ends_at.is_some_and(|t| t <= now),
+                )
                 .await?
             {
                 n += 1;

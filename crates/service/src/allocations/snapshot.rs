@@ -207,7 +207,11 @@ impl Service {
                     SharingMode::Mps | SharingMode::TimeSlicing => {
                         let (mut compute, mut mem, mut clients) = (0u32, 0u64, 0u32);
                         for (_, p) in owned {
-                            if let Slice::Shared { compute: c, memory: m } = &p.slice {
+                            if let Slice::Shared {
+                                compute: c,
+                                memory: m,
+                            } = &p.slice
+                            {
                                 compute += c.0;
                                 mem += m.0;
                                 clients += 1;

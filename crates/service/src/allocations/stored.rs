@@ -52,7 +52,9 @@ impl AllocationRow for allocation::Model {
     fn stored_placement(&self) -> Result<Option<StoredPlacement>, ServiceError> {
         self.placement
             .as_ref()
-            .map(|p| serde_json::from_value(p.clone()).map_err(|e| corrupt(self.id, "placement", e)))
+            .map(|p| {
+                serde_json::from_value(p.clone()).map_err(|e| corrupt(self.id, "placement", e))
+            })
             .transpose()
     }
 

@@ -67,10 +67,14 @@ impl Service {
             (Some(p), "active") => {
                 let first = p.gpus.first().map(|g| g.uuid.clone()).unwrap_or_default();
                 let target = match (&p.slice, &shape) {
-                    (Slice::Mig(m), _) => row.mig_device_uuid.clone().map(|uuid| ConnectionTarget::Mig {
-                        profile: m.profile.clone(),
-                        device_uuid: uuid,
-                    }),
+                    (Slice::Mig(m), _) => {
+                        row.mig_device_uuid
+                            .clone()
+                            .map(|uuid| ConnectionTarget::Mig {
+                                profile: m.profile.clone(),
+                                device_uuid: uuid,
+                            })
+                    }
                     (
                         _,
                         SliceShape::Mps {
@@ -84,7 +88,9 @@ impl Service {
                             memory: *memory_mib,
                         },
                     }),
-                    (_, SliceShape::TimeSlice {}) => Some(ConnectionTarget::TimeSlice { gpu_uuid: first }),
+                    (_, SliceShape::TimeSlice {}) => {
+                        Some(ConnectionTarget::TimeSlice { gpu_uuid: first })
+                    }
                     _ => Some(ConnectionTarget::Whole {
                         gpu_uuids: p.gpus.iter().map(|g| g.uuid.clone()).collect(),
                     }),
@@ -115,7 +121,10 @@ impl Service {
             lease_ends_at: row.lease_ends_at,
             max_lease_hours,
             host: placement.as_ref().map(|p| p.hostname.clone()),
-            gpus: placement.as_ref().map(|p| p.gpus.clone()).unwrap_or_default(),
+            gpus: placement
+                .as_ref()
+                .map(|p| p.gpus.clone())
+                .unwrap_or_default(),
             mig_start: placement.as_ref().and_then(|p| match &p.slice {
                 Slice::Mig(m) => Some(m.start),
                 _ => None,
@@ -189,7 +198,9 @@ impl Service {
             .one(&self.db)
             .await?
             .ok_or_else(not_found)?;
-        self.tenant_actor(who, &t.slug).await.map_err(|_| not_found())
+        self.tenant_actor(who, &t.slug)
+            .await
+            .map_err(|_| not_found())
     }
 
     /// Gives a slice back. Before it reaches a GPU it ends at once; after,
