@@ -138,6 +138,7 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
                             _ => ("badge subtle", "n/a"),
                         };
                         let instances = g.mig_instances.clone();
+                        let holders = g.holders.clone();
                         view! {
                             <tr data-test="gpu">
                                 <td>{g.index}</td>
@@ -148,13 +149,19 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
                                     <span class=mig.0 data-test="gpu-mig">{mig.1}</span>
                                     {instances.into_iter().map(|i| view! {
                                         <span
-                                            class=if i.in_use { "chip busy" } else { "chip" }
-                                            title=if i.in_use { "in use" } else { "idle" }
+                                            class=if i.in_use || i.tenant.is_some() { "chip busy" } else { "chip" }
+                                            title=match (&i.tenant, i.in_use) {
+                                                (Some(t), _) => format!("held by {t}"),
+                                                (None, true) => "made outside Tessera, in use".to_owned(),
+                                                (None, false) => "made outside Tessera, idle".to_owned(),
+                                            }
                                             data-test="mig-instance"
                                         >
                                             {format!("{}@{}", i.profile, i.start)}
+                                            {i.tenant.clone().map(|t| view! { <span class="chip-tenant" data-test="mig-tenant">{t}</span> })}
                                         </span>
                                     }).collect_view()}
+                                    {holders.into_iter().map(|h| view! { <span class="chip busy" data-test="gpu-holder">{h}</span> }).collect_view()}
                                 </td>
                                 <td>{g.health}</td>
                                 <td class="mono muted small uuid" title=g.uuid.clone()>{g.uuid.clone()}</td>

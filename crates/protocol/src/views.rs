@@ -186,6 +186,8 @@ pub struct GpuView {
     pub mig_instances: Vec<MigInstanceView>,
     /// The pool the GPU belongs to, if any.
     pub pool: Option<String>,
+    /// Who holds slices on it that are not MIG instances (`vision: 1 whole GPU`).
+    pub holders: Vec<String>,
 }
 
 /// One MIG GPU instance on a GPU.
@@ -197,6 +199,8 @@ pub struct MigInstanceView {
     pub start: u8,
     /// Processes running in it.
     pub in_use: bool,
+    /// The tenant whose allocation it is (none: made outside Tessera).
+    pub tenant: Option<String>,
 }
 
 /// A join token as listed (never the secret).

@@ -162,8 +162,11 @@ fn validate_gpu(i: usize, g: &GpuReport, indices: &BTreeSet<u32>) -> Result<(), 
     Ok(())
 }
 
-/// The MIG instances in a stored sharing report, by start slice.
-fn mig_instances(sharing: Option<&serde_json::Value>) -> Vec<MigInstanceView> {
+/// Tenants holding capacity on a GPU: (MIG start or none, tenant slug, shape label).
+type Holders = Vec<(Option<u8>, String, String)>;
+
+/// The MIG instances in a stored sharing report, by start slice, with their tenants.
+fn mig_instances(sharing: Option<&serde_json::Value>, holders: &Holders) -> Vec<MigInstanceView> {
     let Some(observed) = sharing
         .and_then(|v| serde_json::from_value::<tessera_core::plan::GpuObserved>(v.clone()).ok())
     else {
@@ -173,6 +176,10 @@ fn mig_instances(sharing: Option<&serde_json::Value>) -> Vec<MigInstanceView> {
         .instances
         .into_iter()
         .map(|i| MigInstanceView {
+            tenant: holders
+                .iter()
+                .find(|(start, _, _)| *start == Some(i.placement.start))
+                .map(|(_, t, _)| t.clone()),
             profile: i.placement.profile,
             start: i.placement.start,
             in_use: i.in_use,
@@ -615,6 +622,27 @@ impl Service {
             .all(&self.db)
             .await?;
         let offline_after = self.settings.host_offline_after;
+        let slugs: BTreeMap<i64, String> = crate::entity::tenant::Entity::find()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t.slug))
+            .collect();
+        let mut holders: BTreeMap<String, Holders> = BTreeMap::new();
+        for (uuid, list) in crate::allocations::occupancy(&self.db, None, None).await? {
+            for (a, p) in list {
+                let start = match &p.slice {
+                    tessera_core::placement::Slice::Mig(m) => Some(m.start),
+                    _ => None,
+                };
+                let slug = slugs.get(&a.tenant_id).cloned().unwrap_or_default();
+                holders
+                    .entry(uuid.clone())
+                    .or_default()
+                    .push((start, slug, a.shape_label.clone()));
+            }
+        }
+        let no_holders = Holders::new();
         let hosts = hosts
             .into_iter()
             .map(|h| HostView {
@@ -641,7 +669,17 @@ impl Service {
                         mig_capable: g.mig_capable,
                         mig_enabled: g.mig_enabled,
                         health: g.health.clone(),
-                        mig_instances: mig_instances(g.sharing.as_ref()),
+                        mig_instances: mig_instances(
+                            g.sharing.as_ref(),
+                            holders.get(&g.uuid).unwrap_or(&no_holders),
+                        ),
+                        holders: holders
+                            .get(&g.uuid)
+                            .unwrap_or(&no_holders)
+                            .iter()
+                            .filter(|(start, _, _)| start.is_none())
+                            .map(|(_, t, label)| format!("{t}: {label}"))
+                            .collect(),
                         pool: pools::pool_of(&self.settings.pools, &g.model)
                             .map(|p| p.name.clone()),
                     })

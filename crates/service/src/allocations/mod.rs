@@ -19,6 +19,7 @@ mod view;
 
 pub use access::TenantActor;
 pub use scheduler::TickReport;
+pub(crate) use snapshot::occupancy;
 
 /// States whose demand counts against the tenant's quota.
 pub const QUOTA_STATES: [&str; 5] = ["requested", "queued", "placed", "provisioning", "active"];
