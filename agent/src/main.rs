@@ -6,7 +6,11 @@ mod client;
 mod reconcile;
 
 use agent::HostAgent;
-use backend::{nvml::NvmlBackend, sim::SimBackend, GpuBackend};
+use backend::{
+    nvml::{NvmlBackend, NvmlOptions},
+    sim::SimBackend,
+    GpuBackend,
+};
 use clap::{Parser, Subcommand, ValueEnum};
 use client::ServerClient;
 use std::collections::BTreeMap;
@@ -55,6 +59,11 @@ struct Cli {
     /// one more simulated host, so one process can run a whole fleet.
     #[arg(long = "sim-hosts-dir", global = true)]
     sim_hosts_dirs: Vec<PathBuf>,
+    /// The NVIDIA device plugin's config file (its `--config-file`), where
+    /// the NVML backend writes time-slicing replicas; without it the agent
+    /// cannot set time-slicing.
+    #[arg(long, env = "TESSERA_DEVICE_PLUGIN_CONFIG", value_name = "PATH")]
+    device_plugin_config: Option<PathBuf>,
     /// Report under this host name instead of the machine's (NVML backend).
     #[arg(long)]
     hostname: Option<String>,
@@ -173,7 +182,9 @@ fn sim_host_paths(cli: &Cli) -> Result<Vec<PathBuf>, backend::BackendError> {
 
 fn backends(cli: &Cli) -> Result<Vec<Arc<dyn GpuBackend>>, backend::BackendError> {
     match cli.backend {
-        Backend::Nvml => Ok(vec![Arc::new(NvmlBackend::init()?)]),
+        Backend::Nvml => Ok(vec![Arc::new(NvmlBackend::init(NvmlOptions {
+            device_plugin_config: cli.device_plugin_config.clone(),
+        })?)]),
         Backend::Sim => {
             let paths = sim_host_paths(cli)?;
             if paths.is_empty() {

@@ -1,0 +1,391 @@
+//! The real thing: NVML through `nvml-wrapper`. The library is loaded at run
+//! time, so the agent starts (and says clearly what is missing) on a machine
+//! without the NVIDIA driver.
+//!
+//! - MIG: raw NVML calls (`raw`, the only `unsafe` code), driven by the logic
+//!   in `mig` over the [`mig::MigDriver`] trait;
+//! - MPS: one `nvidia-cuda-mps-control` daemon per GPU (`mps`);
+//! - time-slicing: the NVIDIA device plugin's sharing config, written to the
+//!   file given with `--device-plugin-config` (`time_slicing`).
+//!
+//! Calls block; the agent runs them off the async runtime.
+
+pub mod mig;
+pub mod mps;
+pub mod profiles;
+mod raw;
+pub mod time_slicing;
+
+#[cfg(test)]
+mod tests;
+
+use super::{BackendError, GpuBackend, Inventory};
+use mig::MigDriver;
+use mps::{CommandRunner, MpsControl, SystemRunner, MPS_LOG_ROOT};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Nvml;
+use raw::NvmlGpu;
+use std::path::PathBuf;
+use tessera_core::catalogue::{self, GpuModel};
+use tessera_core::plan::{GpuObserved, Op};
+use tessera_core::sharing::MAX_TIME_SLICE_REPLICAS;
+use tessera_core::slice::MPS_PIPE_ROOT;
+use tessera_protocol::agent::{GpuReport, MigDevice};
+use time_slicing::TimeSlicingFile;
+
+/// How the NVML backend shares GPUs beyond MIG.
+#[derive(Debug, Clone, Default)]
+pub struct NvmlOptions {
+    /// The NVIDIA device plugin's config file, where time-slicing replicas
+    /// are written (`--device-plugin-config`); without it, time-slicing
+    /// cannot be set.
+    pub device_plugin_config: Option<PathBuf>,
+}
+
+/// GPUs as NVML reports them.
+pub struct NvmlBackend {
+    nvml: Nvml,
+    sharing: Sharing,
+}
+
+/// Why NVML could not start, in words an operator can act on.
+fn unavailable(e: NvmlError) -> BackendError {
+    let detail = match e {
+        NvmlError::LibloadingError(e) => {
+            format!("cannot load the NVML library (libnvidia-ml.so.1): {e}")
+        }
+        NvmlError::LibraryNotFound => {
+            "the NVML library (libnvidia-ml.so.1) was not found".to_owned()
+        }
+        NvmlError::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".to_owned(),
+        NvmlError::NoPermission => {
+            "no permission to use the NVIDIA driver (run the agent as root)".to_owned()
+        }
+        other => other.to_string(),
+    };
+    BackendError::NvmlUnavailable(detail)
+}
+
+impl NvmlBackend {
+    /// Loads and initialises NVML.
+    pub fn init(options: NvmlOptions) -> Result<Self, BackendError> {
+        let nvml = Nvml::init().map_err(unavailable)?;
+        Ok(Self {
+            nvml,
+            sharing: Sharing::new(
+                Box::new(SystemRunner::default()),
+                PathBuf::from(MPS_PIPE_ROOT),
+                PathBuf::from(MPS_LOG_ROOT),
+                options.device_plugin_config,
+            ),
+        })
+    }
+
+    /// GPU `index` and the facts about it the sharing logic needs.
+    fn gpu(&self, index: u32) -> Result<(NvmlGpu<'_>, GpuFacts), BackendError> {
+        let dev = match self.nvml.device_by_index(index) {
+            Ok(d) => d,
+            Err(NvmlError::InvalidArg | NvmlError::NotFound) => {
+                return Err(BackendError::NoSuchGpu(index))
+            }
+            Err(e) => return Err(call_err("nvmlDeviceGetHandleByIndex", e)),
+        };
+        let uuid = call("nvmlDeviceGetUUID", dev.uuid())?;
+        let name = call("nvmlDeviceGetName", dev.name())?;
+        let memory_mib = call("nvmlDeviceGetMemoryInfo", dev.memory_info())?.total / (1024 * 1024);
+        let facts = GpuFacts {
+            model: catalogue::lookup(&name, memory_mib),
+            uuid,
+            memory_mib,
+        };
+        Ok((NvmlGpu::new(dev), facts))
+    }
+}
+
+fn call_err(name: &'static str, e: NvmlError) -> BackendError {
+    BackendError::Nvml {
+        call: name,
+        detail: e.to_string(),
+    }
+}
+
+fn call<T>(
+    name: &'static str,
+    r: Result<T, nvml_wrapper::error::NvmlError>,
+) -> Result<T, BackendError> {
+    r.map_err(|e| call_err(name, e))
+}
+
+/// What the sharing logic needs to know about one GPU.
+#[derive(Debug, Clone)]
+pub struct GpuFacts {
+    /// `GPU-...`.
+    pub uuid: String,
+    /// Its catalogue model (MIG geometry).
+    pub model: GpuModel,
+    /// Total memory in MiB.
+    pub memory_mib: u64,
+}
+
+/// MIG, MPS and time-slicing for the GPUs of a host, over a [`MigDriver`]
+/// per GPU: the NVML backend's logic, testable without a GPU.
+#[derive(Debug)]
+pub struct Sharing {
+    mps: MpsControl,
+    time_slicing: Option<TimeSlicingFile>,
+}
+
+impl Sharing {
+    /// MPS daemons under `mps_pipe_root` / `mps_log_root`, time-slicing in
+    /// `device_plugin_config` (if given).
+    pub fn new(
+        runner: Box<dyn CommandRunner>,
+        mps_pipe_root: PathBuf,
+        mps_log_root: PathBuf,
+        device_plugin_config: Option<PathBuf>,
+    ) -> Self {
+        Self {
+            mps: MpsControl::new(runner, mps_pipe_root, mps_log_root),
+            time_slicing: device_plugin_config.map(TimeSlicingFile::new),
+        }
+    }
+
+    /// The GPU's sharing state and its MIG devices.
+    pub fn observe(
+        &self,
+        d: &dyn MigDriver,
+        gpu: &GpuFacts,
+    ) -> Result<(GpuObserved, Vec<MigDevice>), BackendError> {
+        let mig = mig::observe(d, &gpu.model)?;
+        let mps = self.mps.observe(&gpu.uuid)?;
+        let time_slice_replicas = match &self.time_slicing {
+            Some(file) => file.replicas(&gpu.uuid)?,
+            None => 1,
+        };
+        Ok((
+            GpuObserved {
+                mig_enabled: mig.mig_enabled,
+                instances: mig.instances,
+                processes_running: mig.processes_running,
+                mps,
+                time_slice_replicas,
+            },
+            mig.devices,
+        ))
+    }
+
+    /// Applies one planned operation to GPU `index`.
+    pub fn apply(
+        &self,
+        d: &dyn MigDriver,
+        gpu: &GpuFacts,
+        index: u32,
+        op: &Op,
+    ) -> Result<(), BackendError> {
+        let refused =
+            |op: &'static str, detail: String| BackendError::Refused { index, op, detail };
+        match op {
+            Op::StopProcesses { gi_start } => Err(refused(
+                "stop_processes",
+                format!(
+                    "Tessera does not stop tenant processes yet; an administrator must stop the                      processes of the released allocation ({}) — see `nvidia-smi` on the host —                      and the next pass continues",
+                    match gi_start {
+                        Some(start) => format!("in the GPU instance at memory slice {start}"),
+                        None => "on the whole GPU".to_owned(),
+                    }
+                ),
+            )),
+            Op::SetMps { settings } => {
+                if settings.is_some() && d.mig_enabled()? {
+                    return Err(refused(
+                        "set_mps",
+                        "MPS cannot run with MIG mode on".to_owned(),
+                    ));
+                }
+                let running = self.mps.observe(&gpu.uuid)?.is_some();
+                if settings.is_some() != running {
+                    let busy = d.busy()?;
+                    if busy.whole_gpu || !busy.gpu_instances.is_empty() {
+                        return Err(refused(
+                            "set_mps",
+                            "processes are running on the GPU; starting or stopping the MPS                              daemon would disconnect them"
+                                .to_owned(),
+                        ));
+                    }
+                }
+                self.mps.apply(&gpu.uuid, gpu.memory_mib, *settings)
+            }
+            Op::EnableMig => {
+                if gpu.model.mig.is_none() {
+                    return Err(refused(
+                        "enable_mig",
+                        format!("{} does not support MIG", gpu.model.name),
+                    ));
+                }
+                if self.mps.observe(&gpu.uuid)?.is_some() {
+                    return Err(refused(
+                        "enable_mig",
+                        "MPS cannot run with MIG mode on; stop the MPS daemon first".to_owned(),
+                    ));
+                }
+                mig::set_mig(d, index, true)
+            }
+            Op::DisableMig => mig::set_mig(d, index, false),
+            Op::CreateGpuInstance { profile, start } => {
+                mig::create_gpu_instance(d, index, &gpu.model, profile, *start)
+            }
+            Op::DestroyGpuInstance { start } => mig::destroy_gpu_instance(d, index, *start),
+            Op::CreateComputeInstance { gi_start, ci } => {
+                mig::create_compute_instance(d, index, *gi_start, *ci)
+            }
+            Op::DestroyComputeInstance { gi_start, ci } => {
+                mig::destroy_compute_instance(d, index, *gi_start, *ci)
+            }
+            Op::SetReplicas { replicas } => {
+                if !(1..=MAX_TIME_SLICE_REPLICAS).contains(replicas) {
+                    return Err(refused(
+                        "set_replicas",
+                        format!(
+                            "time-slicing replicas must be between 1 and \
+                             {MAX_TIME_SLICE_REPLICAS}, not {replicas}"
+                        ),
+                    ));
+                }
+                match &self.time_slicing {
+                    Some(file) => file.set(&gpu.uuid, *replicas),
+                    None if *replicas == 1 => Ok(()),
+                    None => Err(BackendError::NotConfigured {
+                        what: "time-slicing",
+                        hint: "start the agent with --device-plugin-config PATH, the config file \
+                               the NVIDIA device plugin reads (its --config-file), so Tessera can \
+                               write the replicas there"
+                            .to_owned(),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+impl GpuBackend for NvmlBackend {
+    fn name(&self) -> &'static str {
+        "nvml"
+    }
+
+    fn hostname(&self) -> String {
+        host_facts::hostname()
+    }
+
+    fn inventory(&self) -> Result<Inventory, BackendError> {
+        let count = call("nvmlDeviceGetCount", self.nvml.device_count())?;
+        let mut gpus = Vec::new();
+        for index in 0..count {
+            let dev = call(
+                "nvmlDeviceGetHandleByIndex",
+                self.nvml.device_by_index(index),
+            )?;
+            let memory = call("nvmlDeviceGetMemoryInfo", dev.memory_info())?;
+            // Not all GPUs support MIG; NotSupported means "not MIG-capable".
+            let (mig_capable, mig_enabled) = match dev.mig_mode() {
+                Ok(mode) => (true, mode.current == 1),
+                Err(_) => (false, false),
+            };
+            let mut nvlink_peers = Vec::new();
+            for link in 0..18u32 {
+                let l = dev.link_wrapper_for(link);
+                if l.is_active().unwrap_or(false) {
+                    if let Ok(pci) = l.remote_pci_info() {
+                        for peer in 0..count {
+                            if peer == index {
+                                continue;
+                            }
+                            let same = self
+                                .nvml
+                                .device_by_index(peer)
+                                .and_then(|d| d.pci_info())
+                                .map(|p| p.bus_id == pci.bus_id)
+                                .unwrap_or(false);
+                            if same && !nvlink_peers.contains(&peer) {
+                                nvlink_peers.push(peer);
+                            }
+                        }
+                    }
+                }
+            }
+            // The sharing state is extra: a GPU whose state cannot be read is
+            // still reported.
+            let (sharing, mig_devices) = match self
+                .gpu(index)
+                .and_then(|(d, facts)| self.sharing.observe(&d, &facts))
+            {
+                Ok((observed, devices)) => (Some(observed), devices),
+                Err(e) => {
+                    tracing::warn!(gpu = index, "cannot read the sharing state: {e}");
+                    (None, Vec::new())
+                }
+            };
+            gpus.push(GpuReport {
+                index,
+                uuid: call("nvmlDeviceGetUUID", dev.uuid())?,
+                name: call("nvmlDeviceGetName", dev.name())?,
+                memory_mib: memory.total / (1024 * 1024),
+                mig_capable,
+                mig_enabled,
+                nvlink_peers,
+                health: "healthy".to_owned(),
+                sharing,
+                mig_devices,
+            });
+        }
+        Ok(Inventory {
+            cpu_milli: host_facts::cpu_milli(),
+            memory_mib: host_facts::memory_mib(),
+            driver_version: self.nvml.sys_driver_version().ok(),
+            gpus,
+        })
+    }
+
+    fn observe(&self, index: u32) -> Result<GpuObserved, BackendError> {
+        let (d, facts) = self.gpu(index)?;
+        Ok(self.sharing.observe(&d, &facts)?.0)
+    }
+
+    fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError> {
+        let (d, facts) = self.gpu(index)?;
+        self.sharing.apply(&d, &facts, index, op)
+    }
+}
+
+/// Facts about the machine the agent runs on.
+pub mod host_facts {
+    /// The kernel's host name.
+    pub fn hostname() -> String {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_owned())
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "localhost".to_owned())
+    }
+
+    /// Logical CPUs in thousandths.
+    pub fn cpu_milli() -> u64 {
+        std::thread::available_parallelism()
+            .map(|n| n.get() as u64)
+            .unwrap_or(1)
+            * 1000
+    }
+
+    /// Total memory in MiB, from /proc/meminfo.
+    pub fn memory_mib() -> u64 {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find(|l| l.starts_with("MemTotal:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|kb| kb.parse::<u64>().ok())
+            })
+            .map(|kb| kb / 1024)
+            .unwrap_or(1)
+    }
+}

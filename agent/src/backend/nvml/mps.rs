@@ -1,0 +1,624 @@
+//! MPS through `nvidia-cuda-mps-control`: one control daemon per GPU, with
+//! its own pipe directory (`<MPS_PIPE_ROOT>/<gpu uuid>`, which clients put in
+//! `CUDA_MPS_PIPE_DIRECTORY`) and log directory, and only that GPU visible.
+//!
+//! Start: `nvidia-cuda-mps-control -d`; configure: write
+//! `set_default_active_thread_percentage <n>` and
+//! `set_default_device_pinned_mem_limit 0 <limit>M` to its stdin (device 0 is
+//! the one visible GPU); stop: `quit`. Observed: the pipe directory exists
+//! and the daemon answers `get_default_active_thread_percentage`.
+//!
+//! Commands go through [`CommandRunner`] so tests can record them.
+
+use crate::backend::BackendError;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tessera_core::plan::MpsSettings;
+use tessera_core::units::MemMiB;
+
+/// The control program.
+pub const MPS_CONTROL: &str = "nvidia-cuda-mps-control";
+/// Where the daemons log, one folder per GPU UUID.
+pub const MPS_LOG_ROOT: &str = "/var/log/tessera/mps";
+/// The file in the pipe directory where Tessera notes the pinned-memory
+/// limit it set (the daemon has no reliable way to read it back).
+const PINNED_LIMIT_FILE: &str = "tessera-pinned-mem-limit";
+
+/// One command to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// Program.
+    pub program: String,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Environment added to the agent's.
+    pub env: Vec<(String, String)>,
+    /// Text written to its stdin (then closed).
+    pub stdin: Option<String>,
+    /// The program forks a daemon and returns: do not capture its output
+    /// (the daemon would keep the pipes open).
+    pub daemon: bool,
+}
+
+/// What a command did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// It exited with status 0.
+    pub success: bool,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+/// Runs commands (the real processes, or a recording in tests).
+pub trait CommandRunner: Send + Sync {
+    /// Runs `cmd` to completion. `Err` when it could not be started (or
+    /// timed out); a non-zero exit is `Ok` with `success: false`.
+    fn run(&self, cmd: &CommandSpec) -> std::io::Result<CommandOutput>;
+}
+
+/// Runs real processes, each with a time limit.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemRunner {
+    /// How long a command may take before it is killed.
+    pub timeout: Duration,
+}
+
+impl Default for SystemRunner {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+fn read_all(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut r) = r {
+            let _ = r.read_to_string(&mut s);
+        }
+        s
+    })
+}
+
+impl CommandRunner for SystemRunner {
+    fn run(&self, cmd: &CommandSpec) -> std::io::Result<CommandOutput> {
+        let mut command = std::process::Command::new(&cmd.program);
+        command
+            .args(&cmd.args)
+            .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+            .stdin(if cmd.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+        if cmd.daemon {
+            command.stdout(Stdio::null()).stderr(Stdio::null());
+        } else {
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        let mut child = command.spawn()?;
+        if let (Some(text), Some(mut stdin)) = (&cmd.stdin, child.stdin.take()) {
+            // A daemon that is gone may close the pipe early; its answer
+            // (or exit status) says what happened.
+            let _ = stdin.write_all(text.as_bytes());
+            let _ = stdin.write_all(b"\n");
+        }
+        let stdout = read_all(child.stdout.take());
+        let stderr = read_all(child.stderr.take());
+        let deadline = Instant::now() + self.timeout;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("{} did not finish within {:?}", cmd.program, self.timeout),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Ok(CommandOutput {
+            success: status.success(),
+            stdout: stdout.join().unwrap_or_default(),
+            stderr: stderr.join().unwrap_or_default(),
+        })
+    }
+}
+
+/// The MPS control daemons of a host.
+pub struct MpsControl {
+    runner: Box<dyn CommandRunner>,
+    pipe_root: PathBuf,
+    log_root: PathBuf,
+    /// Tries (100 ms apart) for a freshly started daemon to answer.
+    start_tries: u32,
+}
+
+impl std::fmt::Debug for MpsControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpsControl")
+            .field("pipe_root", &self.pipe_root)
+            .field("log_root", &self.log_root)
+            .finish_non_exhaustive()
+    }
+}
+
+fn mps_err(detail: impl Into<String>) -> BackendError {
+    BackendError::Nvml {
+        call: MPS_CONTROL,
+        detail: detail.into(),
+    }
+}
+
+impl MpsControl {
+    /// Daemons with pipe directories under `pipe_root` and logs under
+    /// `log_root` (normally [`tessera_core::slice::MPS_PIPE_ROOT`] and
+    /// [`MPS_LOG_ROOT`]).
+    pub fn new(runner: Box<dyn CommandRunner>, pipe_root: PathBuf, log_root: PathBuf) -> Self {
+        Self {
+            runner,
+            pipe_root,
+            log_root,
+            start_tries: 50,
+        }
+    }
+
+    /// The pipe directory of the GPU `uuid` (what clients set as
+    /// `CUDA_MPS_PIPE_DIRECTORY`).
+    pub fn pipe_dir(&self, uuid: &str) -> PathBuf {
+        self.pipe_root.join(uuid)
+    }
+
+    /// The log directory of the GPU `uuid`.
+    pub fn log_dir(&self, uuid: &str) -> PathBuf {
+        self.log_root.join(uuid)
+    }
+
+    fn command(&self, uuid: &str, args: &[&str], stdin: Option<String>) -> CommandSpec {
+        CommandSpec {
+            program: MPS_CONTROL.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            env: vec![
+                ("CUDA_VISIBLE_DEVICES".to_owned(), uuid.to_owned()),
+                (
+                    "CUDA_MPS_PIPE_DIRECTORY".to_owned(),
+                    self.pipe_dir(uuid).display().to_string(),
+                ),
+                (
+                    "CUDA_MPS_LOG_DIRECTORY".to_owned(),
+                    self.log_dir(uuid).display().to_string(),
+                ),
+            ],
+            daemon: args == ["-d"],
+            stdin,
+        }
+    }
+
+    fn run(&self, cmd: &CommandSpec) -> Result<CommandOutput, BackendError> {
+        self.runner.run(cmd).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                mps_err(format!(
+                    "{MPS_CONTROL} was not found; install the NVIDIA driver's compute utilities \
+                     (e.g. nvidia-compute-utils) so MPS can run"
+                ))
+            } else {
+                mps_err(e.to_string())
+            }
+        })
+    }
+
+    /// Sends one control command to the daemon of GPU `uuid`.
+    fn send(&self, uuid: &str, line: &str) -> Result<CommandOutput, BackendError> {
+        self.run(&self.command(uuid, &[], Some(line.to_owned())))
+    }
+
+    fn send_ok(&self, uuid: &str, line: &str) -> Result<String, BackendError> {
+        let out = self.send(uuid, line)?;
+        if out.success {
+            Ok(out.stdout)
+        } else {
+            Err(mps_err(format!(
+                "`{line}` failed: {}{}",
+                out.stderr.trim(),
+                out.stdout.trim()
+            )))
+        }
+    }
+
+    /// The daemon's defaults for GPU `uuid`, or `None` when no daemon runs.
+    pub fn observe(&self, uuid: &str) -> Result<Option<MpsSettings>, BackendError> {
+        let dir = self.pipe_dir(uuid);
+        if !dir.is_dir() {
+            return Ok(None);
+        }
+        let Some(percentage) = self.active_thread_percentage(uuid)? else {
+            return Ok(None);
+        };
+        let pinned = std::fs::read_to_string(dir.join(PINNED_LIMIT_FILE))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(MemMiB);
+        Ok(Some(MpsSettings {
+            default_active_thread_percentage: percentage,
+            default_pinned_mem_limit: pinned,
+        }))
+    }
+
+    fn active_thread_percentage(&self, uuid: &str) -> Result<Option<u8>, BackendError> {
+        let out = match self.send(uuid, "get_default_active_thread_percentage") {
+            Ok(out) => out,
+            // Not installed: no daemon can be running.
+            Err(_) => return Ok(None),
+        };
+        if !out.success {
+            return Ok(None);
+        }
+        Ok(parse_percentage(&out.stdout))
+    }
+
+    /// Starts, reconfigures or stops the daemon of GPU `uuid`. `memory_mib`
+    /// is the GPU's memory: dropping a pinned-memory limit on a running
+    /// daemon sets it to the whole GPU.
+    pub fn apply(
+        &self,
+        uuid: &str,
+        memory_mib: u64,
+        settings: Option<MpsSettings>,
+    ) -> Result<(), BackendError> {
+        let current = self.observe(uuid)?;
+        let Some(want) = settings else {
+            if current.is_some() {
+                self.send_ok(uuid, "quit")?;
+            }
+            let _ = std::fs::remove_file(self.pipe_dir(uuid).join(PINNED_LIMIT_FILE));
+            return Ok(());
+        };
+        if !(1..=100).contains(&want.default_active_thread_percentage) {
+            return Err(mps_err(
+                "MPS default active thread percentage must be 1..=100",
+            ));
+        }
+        if current.is_none() {
+            self.start(uuid)?;
+        }
+        self.send_ok(
+            uuid,
+            &format!(
+                "set_default_active_thread_percentage {}",
+                want.default_active_thread_percentage
+            ),
+        )?;
+        let had_limit = current.is_some_and(|c| c.default_pinned_mem_limit.is_some());
+        let limit = match want.default_pinned_mem_limit {
+            Some(MemMiB(m)) => Some(m),
+            None if had_limit => Some(memory_mib),
+            None => None,
+        };
+        if let Some(m) = limit {
+            self.send_ok(uuid, &format!("set_default_device_pinned_mem_limit 0 {m}M"))?;
+        }
+        let note = self.pipe_dir(uuid).join(PINNED_LIMIT_FILE);
+        match want.default_pinned_mem_limit {
+            Some(MemMiB(m)) => std::fs::write(&note, format!("{m}\n"))
+                .map_err(|e| mps_err(format!("{}: {e}", note.display())))?,
+            None => {
+                let _ = std::fs::remove_file(&note);
+            }
+        }
+        Ok(())
+    }
+
+    fn start(&self, uuid: &str) -> Result<(), BackendError> {
+        for dir in [self.pipe_dir(uuid), self.log_dir(uuid)] {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| mps_err(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let out = self.run(&self.command(uuid, &["-d"], None))?;
+        if !out.success {
+            return Err(mps_err(format!(
+                "`{MPS_CONTROL} -d` failed for GPU {uuid}; see {}",
+                self.log_dir(uuid).join("control.log").display()
+            )));
+        }
+        // The daemon forks: wait until it answers on its pipe.
+        for attempt in 0..self.start_tries.max(1) {
+            if self.active_thread_percentage(uuid)?.is_some() {
+                return Ok(());
+            }
+            if attempt + 1 < self.start_tries {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Err(mps_err(format!(
+            "the MPS control daemon for GPU {uuid} did not answer after starting; see {}",
+            self.log_dir(uuid).join("control.log").display()
+        )))
+    }
+}
+
+/// True when process `pid` is an MPS server (`nvidia-cuda-mps-server`), by
+/// its command line in `/proc` (the agent must see the host's processes).
+pub fn is_mps_server(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .and_then(|cmdline| {
+            let argv0 = cmdline.split(|b| *b == 0).next()?.to_vec();
+            let argv0 = String::from_utf8(argv0).ok()?;
+            Some(Path::new(&argv0).file_name()? == "nvidia-cuda-mps-server")
+        })
+        .unwrap_or(false)
+}
+
+/// `get_default_active_thread_percentage` prints e.g. `100.0`.
+fn parse_percentage(stdout: &str) -> Option<u8> {
+    let v: f64 = stdout.split_whitespace().last()?.parse().ok()?;
+    if (0.0..=100.0).contains(&v) {
+        Some(v.round() as u8)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// Records commands and answers as a daemon would: running after `-d`,
+    /// gone after `quit`, echoing the last percentage set.
+    #[derive(Default, Clone)]
+    pub(crate) struct Recorder {
+        pub log: Arc<Mutex<Vec<CommandSpec>>>,
+        state: Arc<Mutex<Option<String>>>,
+    }
+
+    impl Recorder {
+        pub(crate) fn lines(&self) -> Vec<String> {
+            self.log
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    let mut s = c.args.join(" ");
+                    if let Some(stdin) = &c.stdin {
+                        s.push_str(stdin);
+                    }
+                    s
+                })
+                .collect()
+        }
+    }
+
+    impl CommandRunner for Recorder {
+        fn run(&self, cmd: &CommandSpec) -> std::io::Result<CommandOutput> {
+            self.log.lock().unwrap().push(cmd.clone());
+            let mut state = self.state.lock().unwrap();
+            let ok = |stdout: &str| CommandOutput {
+                success: true,
+                stdout: stdout.to_owned(),
+                stderr: String::new(),
+            };
+            let gone = CommandOutput {
+                success: false,
+                stdout: String::new(),
+                stderr: "Cannot find MPS control daemon process".into(),
+            };
+            if cmd.args == ["-d"] {
+                *state = Some("100.0".into());
+                return Ok(ok(""));
+            }
+            let line = cmd.stdin.clone().unwrap_or_default();
+            Ok(
+                match (
+                    state.as_mut(),
+                    line.split_whitespace().collect::<Vec<_>>().as_slice(),
+                ) {
+                    (None, _) => gone,
+                    (Some(p), ["get_default_active_thread_percentage"]) => ok(&format!("{p}\n")),
+                    (Some(p), ["set_default_active_thread_percentage", n]) => {
+                        *p = format!("{n}.0");
+                        ok("")
+                    }
+                    (Some(_), ["quit"]) => {
+                        *state = None;
+                        ok("")
+                    }
+                    (Some(_), _) => ok(""),
+                },
+            )
+        }
+    }
+
+    pub(crate) fn temp_root(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "tessera-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn control(rec: &Recorder, root: &Path) -> MpsControl {
+        let mut c = MpsControl::new(Box::new(rec.clone()), root.join("run"), root.join("log"));
+        c.start_tries = 1;
+        c
+    }
+
+    const UUID: &str = "GPU-0000-test";
+
+    #[test]
+    fn starts_configures_and_stops_one_daemon_per_gpu() {
+        let root = temp_root("mps-seq");
+        let rec = Recorder::default();
+        let mps = control(&rec, &root);
+        assert_eq!(mps.observe(UUID).unwrap(), None);
+        assert!(rec.lines().is_empty(), "no pipe dir, no command");
+
+        let settings = MpsSettings {
+            default_active_thread_percentage: 25,
+            default_pinned_mem_limit: Some(MemMiB(8192)),
+        };
+        mps.apply(UUID, 81559, Some(settings)).unwrap();
+        assert_eq!(
+            rec.lines(),
+            vec![
+                "-d",
+                "get_default_active_thread_percentage",
+                "set_default_active_thread_percentage 25",
+                "set_default_device_pinned_mem_limit 0 8192M",
+            ]
+        );
+        let all = rec.log.lock().unwrap().clone();
+        for c in &all {
+            assert_eq!(c.program, "nvidia-cuda-mps-control");
+            let env: std::collections::BTreeMap<_, _> = c.env.iter().cloned().collect();
+            assert_eq!(env["CUDA_VISIBLE_DEVICES"], UUID);
+            assert_eq!(
+                Path::new(&env["CUDA_MPS_PIPE_DIRECTORY"]),
+                root.join("run").join(UUID)
+            );
+            assert_eq!(
+                Path::new(&env["CUDA_MPS_LOG_DIRECTORY"]),
+                root.join("log").join(UUID)
+            );
+        }
+        assert!(all[0].daemon && !all[1].daemon);
+        assert!(root.join("run").join(UUID).is_dir() && root.join("log").join(UUID).is_dir());
+        assert_eq!(mps.observe(UUID).unwrap(), Some(settings));
+
+        // Reconfigure: no second daemon; dropping the limit sets the whole GPU.
+        rec.log.lock().unwrap().clear();
+        let relaxed = MpsSettings {
+            default_active_thread_percentage: 50,
+            default_pinned_mem_limit: None,
+        };
+        mps.apply(UUID, 81559, Some(relaxed)).unwrap();
+        assert_eq!(
+            rec.lines(),
+            vec![
+                "get_default_active_thread_percentage",
+                "set_default_active_thread_percentage 50",
+                "set_default_device_pinned_mem_limit 0 81559M",
+            ]
+        );
+        assert_eq!(mps.observe(UUID).unwrap(), Some(relaxed));
+
+        rec.log.lock().unwrap().clear();
+        mps.apply(UUID, 81559, None).unwrap();
+        assert_eq!(
+            rec.lines(),
+            vec!["get_default_active_thread_percentage", "quit"]
+        );
+        assert_eq!(mps.observe(UUID).unwrap(), None);
+        // Stopping a stopped daemon sends nothing but the check.
+        rec.log.lock().unwrap().clear();
+        mps.apply(UUID, 81559, None).unwrap();
+        assert_eq!(rec.lines(), vec!["get_default_active_thread_percentage"]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_daemon_that_does_not_start_is_an_error_naming_the_log() {
+        struct Failing;
+        impl CommandRunner for Failing {
+            fn run(&self, _: &CommandSpec) -> std::io::Result<CommandOutput> {
+                Ok(CommandOutput::default())
+            }
+        }
+        let root = temp_root("mps-fail");
+        let mut mps = MpsControl::new(Box::new(Failing), root.join("run"), root.join("log"));
+        mps.start_tries = 1;
+        let err = mps
+            .apply(
+                UUID,
+                1024,
+                Some(MpsSettings {
+                    default_active_thread_percentage: 10,
+                    default_pinned_mem_limit: None,
+                }),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("control.log"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_missing_control_program_says_what_to_install() {
+        let root = temp_root("mps-missing");
+        let runner = SystemRunner::default();
+        let mut mps = MpsControl::new(Box::new(runner), root.join("run"), root.join("log"));
+        mps.start_tries = 1;
+        if std::process::Command::new(MPS_CONTROL)
+            .arg("-h")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+        {
+            eprintln!("{MPS_CONTROL} is installed here; skipping");
+            return;
+        }
+        let err = mps
+            .apply(
+                UUID,
+                1024,
+                Some(MpsSettings {
+                    default_active_thread_percentage: 10,
+                    default_pinned_mem_limit: None,
+                }),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("was not found"), "{err}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn system_runner_feeds_stdin_and_captures_output() {
+        let out = SystemRunner::default()
+            .run(&CommandSpec {
+                program: "sh".into(),
+                args: vec!["-c".into(), "read x; echo \"got $x $FOO\"; exit 3".into()],
+                env: vec![("FOO".into(), "bar".into())],
+                stdin: Some("hello".into()),
+                daemon: false,
+            })
+            .unwrap();
+        assert!(!out.success);
+        assert_eq!(out.stdout, "got hello bar\n");
+        let slow = SystemRunner {
+            timeout: Duration::from_millis(100),
+        }
+        .run(&CommandSpec {
+            program: "sleep".into(),
+            args: vec!["5".into()],
+            env: vec![],
+            stdin: None,
+            daemon: false,
+        })
+        .unwrap_err();
+        assert_eq!(slow.kind(), std::io::ErrorKind::TimedOut);
+    }
+
+    #[test]
+    fn parses_the_daemons_percentage() {
+        assert_eq!(parse_percentage("100.0\n"), Some(100));
+        assert_eq!(parse_percentage("25.0"), Some(25));
+        assert_eq!(
+            parse_percentage("Cannot find MPS control daemon process"),
+            None
+        );
+        assert_eq!(parse_percentage(""), None);
+    }
+}
