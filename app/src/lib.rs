@@ -1,5 +1,6 @@
 //! Tessera's pages. Server functions in [`api`] are thin adapters over
 //! `tessera-service`; the components only render.
+#![recursion_limit = "256"]
 
 pub mod api;
 pub mod components;
