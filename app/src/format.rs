@@ -34,6 +34,20 @@ pub fn mib(m: i64) -> String {
     }
 }
 
+/// GPU memory for people: "9.7 GiB", "160.0 GiB", "512 MiB".
+pub fn mem(m: tessera_core::units::MemMiB) -> String {
+    mib(i64::try_from(m.0).unwrap_or(i64::MAX))
+}
+
+/// "1 GPU", "3 GPUs".
+pub fn gpus(n: u32) -> String {
+    if n == 1 {
+        "1 GPU".to_owned()
+    } else {
+        format!("{n} GPUs")
+    }
+}
+
 /// Thousandths of a CPU as cores ("96 cores", "0.5 cores").
 pub fn cores(milli: i64) -> String {
     if milli % 1000 == 0 {

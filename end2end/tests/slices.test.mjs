@@ -69,6 +69,14 @@ describe('self-service slices', () => {
     assert.match(await page.textContent('[data-test=quota][data-pool=h100-mig]'), /0\.142 GPU of 2\.000 GPU/);
     await screenshot(page, '23-tenant-with-allocation');
     await context.close();
+
+    // The platform admin's fleet page shows which tenant holds the instance.
+    const admin = await newPage(stack);
+    await signIn(stack, admin.page, 'alice', '/fleet');
+    await waitFor(async () => (await admin.page.locator('[data-test=mig-tenant]').allTextContents()).join() === 'vision', { what: 'tenant on the fleet page' });
+    assert.match(await admin.page.textContent('[data-test=mig-instance]'), /^1g\.10gb@\d/);
+    await screenshot(admin.page, '23b-fleet-shows-the-tenant');
+    await admin.context.close();
   });
 
   it("another tenant's member cannot see it, in the UI or the API", async () => {

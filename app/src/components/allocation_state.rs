@@ -32,7 +32,8 @@ pub fn Progress(#[prop(into)] state: String) -> impl IntoView {
         "requested" => 0,
         "queued" | "placed" => 1,
         "provisioning" => 2,
-        "active" | "releasing" | "released" | "expired" => 3,
+        // Reached the end: every step is done.
+        "active" | "releasing" | "released" | "expired" => 4,
         _ => 0,
     };
     let failed = state == "failed";

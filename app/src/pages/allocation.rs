@@ -86,6 +86,11 @@ fn Allocation(
         .lease_ends_at
         .is_some_and(|end| a.state == "active" && (end - now).num_minutes() < 60);
     let (slug, id) = (a.tenant.clone(), a.id);
+    let release_label = if matches!(a.state.as_str(), "queued" | "requested") {
+        "Cancel request"
+    } else {
+        "Release"
+    };
     let status_line = match a.state.as_str() {
         "queued" => format!(
             "Waiting for capacity in {}: number {} in the queue. It starts automatically when a slice frees up.",
@@ -153,7 +158,7 @@ fn Allocation(
                 <dt>"Pool"</dt><dd class="mono">{a.pool.clone()}</dd>
                 <dt>"Host"</dt><dd>{a.host.clone().unwrap_or_else(|| "—".into())}</dd>
                 <dt>"GPU"</dt><dd>{if gpu_text.is_empty() { "—".to_owned() } else { gpu_text }}{a.mig_start.map(|s| format!(" · MIG slice {s}"))}</dd>
-                <dt>"Quota cost"</dt><dd>{format!("{} · {} · {} slice(s)", a.demand.compute, a.demand.memory, a.demand.slices)}</dd>
+                <dt>"Quota cost"</dt><dd>{format!("{} · {} · {} slice(s)", a.demand.compute, format::mem(a.demand.memory), a.demand.slices)}</dd>
                 <dt>"Lease"</dt>
                 <dd data-test="lease">
                     {match a.lease_ends_at {
@@ -184,7 +189,7 @@ fn Allocation(
                     <ActionForm action=release attr:data-test="release-form">
                         <input type="hidden" name="slug" value=slug3.clone()/>
                         <input type="hidden" name="id" value=id/>
-                        <button class="button danger" type="submit" data-test="release">"Release"</button>
+                        <button class="button danger" type="submit" data-test="release">{release_label}</button>
                     </ActionForm>
                 </section>
             }

@@ -49,10 +49,11 @@ fn mig_profiles(p: &PoolChoice) -> Vec<(String, String)> {
                 out.push((
                     prof.name.to_owned(),
                     format!(
-                        "{} — {} of 7 compute, {}",
+                        "{} — {} of {} compute slices, {}",
                         prof.name,
                         prof.compute_slices,
-                        MemMiB(prof.memory_mib)
+                        spec.compute_slices,
+                        crate::format::mem(MemMiB(prof.memory_mib))
                     ),
                 ));
             }
@@ -163,7 +164,7 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
                         let n3 = name.clone();
                         let n4 = name.clone();
                         let quota_text = match p.quota {
-                            Some(q) => format!("quota {} · {} · {} slices", q.compute, q.memory, q.max_slices),
+                            Some(q) => format!("quota {} · {} · {} slices", q.compute, crate::format::mem(q.memory), q.max_slices),
                             None => "no quota here".to_owned(),
                         };
                         view! {
@@ -173,7 +174,7 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
                                 <span class="tile-title mono">{p.offer.pool.clone()}</span>
                                 <span class="muted small">{p.description.clone()}</span>
                                 <span class="small"><span class="badge">{mode_label(p.offer.policy.mode)}</span>" "<span class="badge subtle">{p.isolation.clone()}</span></span>
-                                <span class="muted small">{format!("{} GPUs online · {} queued · leases up to {} h", p.gpus_online, p.queued, p.offer.max_lease_hours)}</span>
+                                <span class="muted small">{format!("{} online · {} queued · leases up to {} h", crate::format::gpus(p.gpus_online), p.queued, p.offer.max_lease_hours)}</span>
                                 <span class="muted small">{quota_text}</span>
                             </label>
                         }
@@ -249,10 +250,10 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
                         view! {
                             <div class="quota-compare">
                                 <QuotaLine label="GPU compute" before=u64::from(u.compute.0) after=u64::from(after.compute.0) limit=u64::from(q.compute.0) text=format!("{} → {} of {}", u.compute, after.compute, q.compute)/>
-                                <QuotaLine label="GPU memory" before=u.memory.0 after=after.memory.0 limit=q.memory.0 text=format!("{} → {} of {}", u.memory, after.memory, q.memory)/>
+                                <QuotaLine label="GPU memory" before=u.memory.0 after=after.memory.0 limit=q.memory.0 text=format!("{} → {} of {}", crate::format::mem(u.memory), crate::format::mem(after.memory), crate::format::mem(q.memory))/>
                                 <QuotaLine label="Slices" before=u64::from(u.slices) after=u64::from(after.slices) limit=u64::from(q.max_slices) text=format!("{} → {} of {}", u.slices, after.slices, q.max_slices)/>
                             </div>
-                            <p class="muted small" data-test="cost">{format!("This slice costs {} and {} of your quota.", d.compute, d.memory)}</p>
+                            <p class="muted small" data-test="cost">{format!("This slice costs {} and {} of your quota.", d.compute, crate::format::mem(d.memory))}</p>
                         }.into_any()
                     }
                     Err(msg) => view! { <p class="callout warn" data-test="validation">{msg}</p> }.into_any(),

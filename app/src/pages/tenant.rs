@@ -49,7 +49,11 @@ fn QuotaCard(q: QuotaView) -> impl IntoView {
         (
             "GPU memory",
             pct(q.usage.memory.0, q.quota.memory.0),
-            format!("{} of {}", q.usage.memory, q.quota.memory),
+            format!(
+                "{} of {}",
+                format::mem(q.usage.memory),
+                format::mem(q.quota.memory)
+            ),
         ),
         (
             "Slices",

@@ -599,7 +599,7 @@ impl Service {
         }
         txn.commit().await?;
         if desired_changed {
-            self.desired_changed();
+            self.desired_changed(Some(who.id));
         }
         let next = u64::try_from(self.settings.report_interval.num_seconds())
             .unwrap_or(10)

@@ -68,7 +68,7 @@ pub struct Service {
     sqlite_writer: Option<Arc<tokio::sync::Mutex<()>>>,
     /// Bumped after every commit that changes some host's desired state;
     /// wakes the agents' long polls.
-    desired_tx: Arc<tokio::sync::watch::Sender<u64>>,
+    desired_tx: tokio::sync::broadcast::Sender<i64>,
 }
 
 /// The process's writer turn on SQLite; keep it until the transaction ends.
@@ -85,7 +85,7 @@ impl Service {
             settings: Arc::new(settings),
             clock,
             sqlite_writer,
-            desired_tx: Arc::new(tokio::sync::watch::channel(0).0),
+            desired_tx: tokio::sync::broadcast::channel(4096).0,
         }
     }
 

@@ -22,10 +22,15 @@ use tessera_protocol::agent::{DesiredState, GpuDesiredEntry, DESIRED_MAX_WAIT_S}
 /// by another server replica is seen too.
 const RECHECK: Duration = Duration::from_secs(1);
 
+/// The wake-up message that concerns every host.
+const ALL_HOSTS: i64 = -1;
+
 impl Service {
     /// Wakes long polls after a commit that changed some host's desired state.
-    pub(crate) fn desired_changed(&self) {
-        self.desired_tx.send_modify(|n| *n = n.wrapping_add(1));
+    /// Only that host's long poll wakes (`None`: every host's).
+    pub(crate) fn desired_changed(&self, host_id: Option<i64>) {
+        // No receiver (no agent waiting) is not an error.
+        let _ = self.desired_tx.send(host_id.unwrap_or(ALL_HOSTS));
     }
 
     async fn generation_of<C: ConnectionTrait>(
@@ -156,13 +161,20 @@ impl Service {
         let deadline = tokio::time::Instant::now() + wait;
         let mut rx = self.desired_tx.subscribe();
         loop {
-            rx.borrow_and_update();
             let current = Self::generation_of(&self.db, who.id).await?;
-            if Some(current) != after || tokio::time::Instant::now() >= deadline {
+            let now = tokio::time::Instant::now();
+            if Some(current) != after || now >= deadline {
                 break;
             }
-            let nap = RECHECK.min(deadline - tokio::time::Instant::now());
-            let _ = tokio::time::timeout(nap, rx.changed()).await;
+            // Sleep until this host's change is announced, or the re-check is due.
+            let nap_until = (now + RECHECK).min(deadline);
+            loop {
+                match tokio::time::timeout_at(nap_until, rx.recv()).await {
+                    Ok(Ok(host)) if host != who.id && host != ALL_HOSTS => continue,
+                    // Ours, missed messages (lagged), or the re-check is due.
+                    _ => break,
+                }
+            }
         }
         self.take_desired(who.id).await
     }

@@ -33,7 +33,7 @@ impl Service {
             placed: self.place_queued(now).await?,
         };
         if report != TickReport::default() {
-            self.desired_changed();
+            self.desired_changed(None);
         }
         Ok(report)
     }

@@ -158,8 +158,16 @@ impl Service {
             })
             .collect();
         let host_ids: Vec<i64> = online.iter().map(|h| h.id).collect();
+        // Only the pool's models (the first pool listing a model owns it; checked below).
+        let models: Vec<String> = pool
+            .models
+            .iter()
+            .map(|m| catalogue::lookup(m, 0).name.to_string())
+            .chain(pool.models.iter().cloned())
+            .collect();
         let gpus = gpu::Entity::find()
             .filter(gpu::Column::HostId.is_in(host_ids))
+            .filter(gpu::Column::Model.is_in(models))
             .order_by_asc(gpu::Column::HostId)
             .order_by_asc(gpu::Column::Idx)
             .all(conn)

@@ -268,7 +268,7 @@ impl Service {
         )
         .await?;
         txn.commit().await?;
-        self.desired_changed();
+        self.desired_changed(row.host_id);
         self.allocation_view_of(row, &actor.tenant_slug).await
     }
 
