@@ -28,7 +28,7 @@ const dir = mkdtempSync(path.join(tmpdir(), 'tessera-bench-'));
 const env = {
   ...process.env,
   TESSERA_DATABASE__URL: process.env.TESSERA_BENCH_DATABASE_URL || `sqlite://${dir}/tessera.db?mode=rwc`,
-  TESSERA_LOG: 'warn',
+  TESSERA_LOG: process.env.TESSERA_LOG || 'warn',
 };
 const config = path.join(ROOT, 'end2end', 'bench', 'tessera-bench.toml');
 const cli = (...a) => execFileSync(SERVER, ['--config', config, ...a], { env, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();

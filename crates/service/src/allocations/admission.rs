@@ -172,11 +172,22 @@ impl Service {
         let request = offer
             .placement_request(&shape)
             .map_err(|e| ServiceError::invalid("shape", e.to_string()))?;
+        let t0 = std::time::Instant::now();
         let workload = self.pool_workload(txn, spec).await?;
+        let t1 = std::time::Instant::now();
         let snapshot = self
             .pool_snapshot(txn, spec, now, View::Live, &workload)
             .await?;
-        let Ok(decision) = snapshot.fleet.place(&request, Policy::Pack) else {
+        let t2 = std::time::Instant::now();
+        let placed = snapshot.fleet.place(&request, Policy::Pack);
+        let t3 = std::time::Instant::now();
+        tracing::debug!(
+            workload_ms = (t1 - t0).as_secs_f64() * 1e3,
+            snapshot_ms = (t2 - t1).as_secs_f64() * 1e3,
+            place_ms = (t3 - t2).as_secs_f64() * 1e3,
+            "placement timings"
+        );
+        let Ok(decision) = placed else {
             return Ok(None);
         };
         let Some((host_id, placement)) = snapshot.placement(&decision) else {
@@ -235,7 +246,12 @@ impl Service {
             .map_err(|e| ServiceError::invalid("shape", e.to_string()))?;
         let now = self.now();
 
+        let t_lock = std::time::Instant::now();
         let (txn, _turn) = self.admission_txn().await?;
+        tracing::debug!(
+            wait_ms = t_lock.elapsed().as_secs_f64() * 1e3,
+            "admission turn"
+        );
         let quota = Self::quota_of(&txn, actor.tenant_id, &spec.name)
             .await?
             .ok_or_else(|| {
