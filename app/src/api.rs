@@ -6,8 +6,8 @@ use leptos::prelude::*;
 #[cfg(feature = "ssr")]
 use tessera_protocol::views::NewAllocation;
 use tessera_protocol::views::{
-    AllocationView, ApiTokenView, CreatedApiToken, CreatedJoinToken, FleetView, JoinTokenView,
-    RequestOptions, TenantView, ViewerView,
+    AllocationView, ApiTokenView, AuditPage, AuditQuery, CreatedApiToken, CreatedJoinToken,
+    FleetView, JoinTokenView, RequestOptions, TenantView, ViewerView,
 };
 
 #[cfg(feature = "ssr")]
@@ -164,4 +164,16 @@ pub async fn revoke_api_token(slug: String, id: i64) -> Result<ApiTokenView, App
     let who = viewer.require()?;
     let actor = service.tenant_actor(who, &slug).await?;
     Ok(service.revoke_api_token(who, &actor, id).await?)
+}
+
+/// A page of the audit log (platform admins: all; tenant admins: their tenants).
+#[server(prefix = "/api/ui", endpoint = "get_audit")]
+pub async fn get_audit(query: AuditQuery) -> Result<AuditPage, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let filter = query.filter().map_err(|(field, message)| AppError {
+        status: 400,
+        code: "invalid_request".to_owned(),
+        message: format!("{field}: {message}"),
+    })?;
+    Ok(service.audit_log(viewer.require()?, &filter).await?)
 }

@@ -14,8 +14,8 @@ use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{path, SsrMode};
 use pages::{
-    allocation::AllocationPage, api_tokens::ApiTokensPage, fleet::FleetPage, home::HomePage,
-    join_tokens::JoinTokensPage, not_found::NotFound, request::RequestPage,
+    allocation::AllocationPage, api_tokens::ApiTokensPage, audit::AuditLogPage, fleet::FleetPage,
+    home::HomePage, join_tokens::JoinTokensPage, not_found::NotFound, request::RequestPage,
     signed_out::SignedOutPage, tenant::TenantPage,
 };
 
@@ -61,6 +61,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/t/:slug/a/:id") view=AllocationPage ssr=SsrMode::Async/>
                     <Route path=path!("/t/:slug/api-tokens") view=ApiTokensPage ssr=SsrMode::Async/>
                     <Route path=path!("/fleet") view=FleetPage ssr=SsrMode::Async/>
+                    <Route path=path!("/audit") view=AuditLogPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/join-tokens") view=JoinTokensPage ssr=SsrMode::Async/>
                     <Route path=path!("/signed-out") view=SignedOutPage ssr=SsrMode::Async/>
                 </Routes>

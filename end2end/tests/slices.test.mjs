@@ -124,6 +124,30 @@ describe('self-service slices', () => {
     await waitForState(page, 'released');
     await context.close();
   });
+
+  it('every step is in the audit log, for admins, filtered and as CSV', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/audit?action=allocation.');
+    const actions = await page.locator('[data-test=audit-action]').allTextContents();
+    for (const a of ['allocation.create', 'allocation.activate', 'allocation.release', 'allocation.end', 'allocation.place']) {
+      assert.ok(actions.includes(a), `${a} in ${actions}`);
+    }
+    assert.ok(actions.every((a) => a.startsWith('allocation.')), String(actions));
+    await screenshot(page, '28-audit-log');
+    const csv = await page.request.get(`${stack.appUrl}/audit.csv?action=allocation.create`);
+    assert.equal(csv.status(), 200);
+    const lines = (await csv.text()).trim().split('\n');
+    assert.equal(lines[0], 'id,at,actor,tenant,action,target_type,target_id,before,after');
+    assert.equal(lines.length, 1 + 2, 'two slices were requested');
+    assert.match(lines[1], /Bob Builder <bob@example\.com>,vision,allocation\.create,allocation,/);
+    await context.close();
+
+    // A member has no audit log.
+    const member = await newPage(stack);
+    await signIn(stack, member.page, 'bob', '/audit');
+    assert.equal(await member.page.getAttribute('[data-test=error-panel]', 'data-status'), '403');
+    await member.context.close();
+  });
 });
 
 describe('control loop resilience', () => {

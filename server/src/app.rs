@@ -2,7 +2,7 @@
 
 use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::config::Config;
-use crate::routes::{agent, api, health, metrics};
+use crate::routes::{agent, api, audit, health, metrics};
 use crate::state::AppState;
 use axum::routing::{get, post};
 use axum::Router;
@@ -113,6 +113,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
             &format!("{}/allocations/{{id}}/extend", api::API_PREFIX),
             post(api::extend),
         )
+        .route("/audit.csv", get(audit::csv))
         .route("/auth/login", get(oidc::login))
         .route("/auth/callback", get(oidc::callback))
         .route("/auth/logout", post(oidc::logout))

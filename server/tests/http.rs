@@ -674,3 +674,16 @@ async fn openapi_document_describes_the_routes() {
     }
     assert!(doc["components"]["schemas"]["NewAllocation"]["properties"]["shape"].is_object());
 }
+
+#[tokio::test]
+async fn audit_csv_needs_a_signed_in_admin_and_checks_its_filters() {
+    let app = app().await;
+    let (status, body) = app.get_json("/audit.csv", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let (status, body) = app.get_json("/audit.csv?from=yesterday", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().starts_with("from:"),
+        "{body}"
+    );
+}

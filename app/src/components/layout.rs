@@ -51,6 +51,10 @@ fn Nav(viewer: ViewerView) -> impl IntoView {
     };
     let tenants = viewer.tenants.clone();
     let admin = viewer.platform_admin;
+    let tenant_admin = viewer
+        .tenants
+        .iter()
+        .any(|m| m.role == TenantRole::TenantAdmin);
     let initials: String = viewer
         .name
         .split_whitespace()
@@ -86,6 +90,9 @@ fn Nav(viewer: ViewerView) -> impl IntoView {
             {admin.then(|| view! {
                 <a class=move || current("/fleet") href="/fleet" data-test="nav-fleet">"Fleet"</a>
                 <a class=move || current("/admin") href="/admin/join-tokens" data-test="nav-admin">"Join tokens"</a>
+            })}
+            {(admin || tenant_admin).then(|| view! {
+                <a class=move || current("/audit") href="/audit" data-test="nav-audit">"Audit log"</a>
             })}
         </nav>
         <div class="user" data-test="user">

@@ -2,6 +2,7 @@
 
 pub mod allocation;
 pub mod api_tokens;
+pub mod audit;
 pub mod fleet;
 pub mod home;
 pub mod join_tokens;

@@ -8,7 +8,7 @@ use chrono::Duration;
 use common::fixture;
 use tessera_protocol::agent::{EnrollRequest, GpuReport, HostReport};
 use tessera_protocol::views::{HostStatus, TenantRole};
-use tessera_service::ServiceError;
+use tessera_service::{Clock, ServiceError};
 
 fn report(hostname: &str, gpus: usize, uuid_prefix: &str) -> HostReport {
     HostReport {
@@ -558,4 +558,148 @@ async fn concurrent_logins_and_reports_never_fail_on_locks() {
         t.unwrap().unwrap();
     }
     assert_eq!(f.count("gpus").await, 8);
+}
+
+#[tokio::test]
+async fn audit_log_is_scoped_filtered_paged_and_exported() {
+    use tessera_protocol::views::AuditFilter;
+    let f = fixture().await;
+    let admin = f.admin().await;
+    let lead = f.login("lead", &["vision-leads"]).await;
+    let member = f.login("member", &["vision"]).await;
+    // Events for both tenants: API tokens created by the operator.
+    for _ in 0..3 {
+        f.service
+            .create_api_token_as_system("vision", "ci")
+            .await
+            .unwrap();
+    }
+    f.service
+        .create_api_token_as_system("nlp", "ci")
+        .await
+        .unwrap();
+
+    // Platform admins see everything; tenant admins only their tenant; members nothing.
+    let all = f
+        .service
+        .audit_log(&admin, &AuditFilter::default())
+        .await
+        .unwrap();
+    assert!(all
+        .events
+        .iter()
+        .any(|e| e.tenant.as_deref() == Some("nlp")));
+    let mine = f
+        .service
+        .audit_log(&lead, &AuditFilter::default())
+        .await
+        .unwrap();
+    assert!(!mine.events.is_empty());
+    assert!(
+        mine.events
+            .iter()
+            .all(|e| e.tenant.as_deref() == Some("vision")),
+        "{:?}",
+        mine.events
+    );
+    assert_eq!(
+        mine.tenants,
+        vec![("vision".to_owned(), "Vision".to_owned())]
+    );
+    let err = f
+        .service
+        .audit_log(&member, &AuditFilter::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 403);
+    // Naming another tenant is not found, not an empty page.
+    let forged = AuditFilter {
+        tenant: Some("nlp".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        f.service
+            .audit_log(&lead, &forged)
+            .await
+            .unwrap_err()
+            .status(),
+        404
+    );
+
+    // Filters: action prefix, actor, time range.
+    let tokens = AuditFilter {
+        action: Some("api_token.".into()),
+        ..Default::default()
+    };
+    let page = f.service.audit_log(&admin, &tokens).await.unwrap();
+    assert_eq!(page.total, 4);
+    assert!(
+        page.events.windows(2).all(|w| w[0].id > w[1].id),
+        "newest first"
+    );
+    let by_actor = AuditFilter {
+        actor: Some("system".into()),
+        action: Some("api_token.create".into()),
+        tenant: Some("vision".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        f.service.audit_log(&admin, &by_actor).await.unwrap().total,
+        3
+    );
+    let future = AuditFilter {
+        from: Some(f.clock.now() + chrono::Duration::days(1)),
+        ..Default::default()
+    };
+    assert_eq!(f.service.audit_log(&admin, &future).await.unwrap().total, 0);
+    let backwards = AuditFilter {
+        from: Some(f.clock.now()),
+        until: Some(f.clock.now() - chrono::Duration::days(1)),
+        ..Default::default()
+    };
+    assert_eq!(
+        f.service
+            .audit_log(&admin, &backwards)
+            .await
+            .unwrap_err()
+            .status(),
+        400
+    );
+
+    // Paging: 50 per page.
+    for _ in 0..60 {
+        f.service
+            .create_api_token_as_system("vision", "bulk")
+            .await
+            .unwrap();
+    }
+    let p1 = f.service.audit_log(&admin, &tokens).await.unwrap();
+    assert_eq!((p1.total, p1.pages, p1.events.len()), (64, 2, 50));
+    let p2 = f
+        .service
+        .audit_log(
+            &admin,
+            &AuditFilter {
+                page: Some(2),
+                ..tokens.clone()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(p2.events.len(), 14);
+    assert!(p2.events[0].id < p1.events[49].id);
+
+    // CSV: a header and one line per matching event.
+    let csv = f.service.audit_csv(&lead, &tokens).await.unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "id,at,actor,tenant,action,target_type,target_id,before,after"
+    );
+    assert_eq!(lines.len(), 1 + 63, "vision's 63 token events only");
+    assert!(
+        lines[1].contains(",vision,api_token.create,api_token,"),
+        "{}",
+        lines[1]
+    );
 }

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod audit;
 pub mod extract;
 pub mod health;
 pub mod metrics;
