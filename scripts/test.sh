@@ -56,8 +56,6 @@ cargo test -p tessera-service -p tessera-server --test service --test allocation
 build_release
 log "end-to-end tests on SQLite (IdP + server + agents + Chromium)"
 (cd end2end && npm test)
-e2e_db="tessera_t_e2e_$$"
-psql "$TESSERA_TEST_POSTGRES_URL" -qc "create database $e2e_db" >/dev/null
-log "end-to-end tests on PostgreSQL"
-(cd end2end && TESSERA_E2E_DATABASE_URL="${TESSERA_TEST_POSTGRES_URL%/*}/$e2e_db" npm test)
+log "end-to-end tests on PostgreSQL (a new database per stack)"
+(cd end2end && TESSERA_E2E_POSTGRES_URL="$TESSERA_TEST_POSTGRES_URL" npm test)
 log "all tests passed; screenshots in end2end/artifacts/"

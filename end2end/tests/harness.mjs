@@ -45,6 +45,21 @@ export async function waitFor(check, { timeoutMs = 30_000, intervalMs = 200, wha
   throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
 }
 
+let stacks = 0;
+/**
+ * A fresh database for one stack: a SQLite file in its directory, or, when
+ * TESSERA_E2E_POSTGRES_URL names a PostgreSQL server (any database on it), a
+ * new database there, so stacks never see each other's hosts.
+ */
+function databaseUrl(dir) {
+  const admin = process.env.TESSERA_E2E_POSTGRES_URL;
+  if (!admin) return `sqlite://${dir}/tessera.db?mode=rwc`;
+  stacks += 1;
+  const name = `tessera_t_e2e_${process.pid}_${stacks}`;
+  execFileSync('psql', [admin, '-qc', `create database ${name}`], { stdio: 'ignore' });
+  return `${admin.replace(/\/[^/]*$/, '')}/${name}`;
+}
+
 /** Starts IdP, server and agents (one per simulated host file name in demo/hosts). */
 export async function startStack({ hosts }) {
   const dir = mkdtempSync(path.join(tmpdir(), 'tessera-e2e-'));
@@ -57,7 +72,7 @@ export async function startStack({ hosts }) {
     TESSERA_SERVER__LISTEN: `127.0.0.1:${appPort}`,
     TESSERA_SERVER__PUBLIC_URL: appUrl,
     TESSERA_SERVER__SITE_ROOT: path.join(ROOT, 'target', 'site'),
-    TESSERA_DATABASE__URL: process.env.TESSERA_E2E_DATABASE_URL || `sqlite://${dir}/tessera.db?mode=rwc`,
+    TESSERA_DATABASE__URL: databaseUrl(dir),
     TESSERA_OIDC__ISSUER_URL: idp.issuer,
     TESSERA_OIDC__CLIENT_SECRET: SECRET,
     TESSERA_AGENTS__REPORT_INTERVAL_SECONDS: '1',
