@@ -129,7 +129,7 @@ describe('self-service slices', () => {
     const { context, page } = await newPage(stack);
     await signIn(stack, page, 'alice', '/audit?action=allocation.');
     const actions = await page.locator('[data-test=audit-action]').allTextContents();
-    for (const a of ['allocation.create', 'allocation.activate', 'allocation.release', 'allocation.end', 'allocation.place']) {
+    for (const a of ['allocation.create', 'allocation.provision', 'allocation.activate', 'allocation.release', 'allocation.end', 'allocation.place']) {
       assert.ok(actions.includes(a), `${a} in ${actions}`);
     }
     assert.ok(actions.every((a) => a.startsWith('allocation.')), String(actions));

@@ -422,6 +422,7 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
     let actions = f.audit_actions().await;
     for a in [
         "allocation.create",
+        "allocation.provision",
         "allocation.activate",
         "allocation.release",
         "allocation.end",

@@ -188,12 +188,12 @@ impl Service {
         let (txn, _turn) = self.write_txn().await?;
         // Placing or releasing on this host bumps its generation, so they
         // wait for this lock (PostgreSQL; on SQLite writers take turns).
-        let generation = host::Entity::find_by_id(host_id)
+        let host = host::Entity::find_by_id(host_id)
             .lock_exclusive()
             .one(&txn)
             .await?
-            .ok_or(ServiceError::InvalidCredential)?
-            .desired_generation;
+            .ok_or(ServiceError::InvalidCredential)?;
+        let generation = host.desired_generation;
         let placed = allocation::Entity::find()
             .filter(allocation::Column::HostId.eq(host_id))
             .filter(allocation::Column::State.eq("placed"))
@@ -204,11 +204,29 @@ impl Service {
             let Ok(next) = transition(&a.lifecycle()?, &AllocationEvent::StartProvisioning) else {
                 continue;
             };
+            let (id, tenant_id) = (a.id, a.tenant_id);
             let mut m: allocation::ActiveModel = a.into();
             m.state = Set(next.name().to_owned());
             m.state_data = Set(state_json(&next));
             m.updated_at = Set(now);
             m.update(&txn).await?;
+            crate::audit::record(
+                &txn,
+                crate::audit::Event {
+                    actor: crate::audit::Actor::Host {
+                        host_id,
+                        hostname: host.hostname.clone(),
+                    },
+                    tenant_id: Some(tenant_id),
+                    action: "allocation.provision",
+                    target_type: "allocation",
+                    target_id: id.to_string(),
+                    before: Some(serde_json::json!({"state": "placed"})),
+                    after: Some(state_json(&next)),
+                },
+                now,
+            )
+            .await?;
         }
         let state = self.desired_state(&txn, host_id).await?;
         txn.commit().await?;
