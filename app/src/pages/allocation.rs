@@ -125,7 +125,7 @@ fn Allocation(
         </section>
         {a.connection.clone().map(|c| {
             let env_block = c.env.iter().map(|(k, v)| format!("export {k}={v}")).collect::<Vec<_>>().join("\n");
-            let mig_uuid = a.gpus.first().and(c.env.iter().find(|(k, _)| k == "CUDA_VISIBLE_DEVICES").map(|(_, v)| v.clone()));
+            let mig_uuid = c.env.iter().find(|(k, _)| k == "CUDA_VISIBLE_DEVICES").map(|(_, v)| v.clone());
             view! {
                 <section class="card" data-test="connection">
                     <h2 class="section-title">"Connect"</h2>

@@ -82,6 +82,19 @@ impl Caller {
     }
 }
 
+/// The tenant actor for allocation `id`, whoever calls.
+async fn actor_for(
+    state: &AppState,
+    headers: &HeaderMap,
+    viewer: &Viewer,
+    id: i64,
+) -> Result<TenantActor, ApiError> {
+    caller(state, headers, viewer)
+        .await?
+        .for_allocation(state, id)
+        .await
+}
+
 /// `?tenant=<slug>`.
 #[derive(Debug, Deserialize)]
 pub struct TenantQuery {
@@ -124,10 +137,7 @@ pub async fn get(
     headers: HeaderMap,
     Path(id): Path<i64>,
 ) -> Result<Json<AllocationView>, ApiError> {
-    let actor = caller(&state, &headers, &viewer)
-        .await?
-        .for_allocation(&state, id)
-        .await?;
+    let actor = actor_for(&state, &headers, &viewer, id).await?;
     Ok(Json(state.service.get_allocation(&actor, id).await?))
 }
 
@@ -138,10 +148,7 @@ pub async fn release(
     headers: HeaderMap,
     Path(id): Path<i64>,
 ) -> Result<Json<AllocationView>, ApiError> {
-    let actor = caller(&state, &headers, &viewer)
-        .await?
-        .for_allocation(&state, id)
-        .await?;
+    let actor = actor_for(&state, &headers, &viewer, id).await?;
     Ok(Json(state.service.release_allocation(&actor, id).await?))
 }
 
@@ -153,10 +160,7 @@ pub async fn extend(
     Path(id): Path<i64>,
     JsonBody(body): JsonBody<ExtendLease>,
 ) -> Result<Json<AllocationView>, ApiError> {
-    let actor = caller(&state, &headers, &viewer)
-        .await?
-        .for_allocation(&state, id)
-        .await?;
+    let actor = actor_for(&state, &headers, &viewer, id).await?;
     Ok(Json(
         state
             .service

@@ -26,7 +26,7 @@ impl Service {
         } else {
             Default::default()
         };
-        Ok(self.view_with(row, tenant_slug, &positions))
+        self.view_with(row, tenant_slug, &positions)
     }
 
     fn view_with(
@@ -34,10 +34,11 @@ impl Service {
         row: allocation::Model,
         tenant_slug: &str,
         queues: &std::collections::BTreeMap<String, Vec<tessera_core::slice::QueueEntry>>,
-    ) -> AllocationView {
-        let state = row.lifecycle().ok();
-        let shape = row.slice_shape().unwrap_or(SliceShape::TimeSlice {});
-        let placement = row.stored_placement().ok().flatten();
+    ) -> Result<AllocationView, ServiceError> {
+        // A row that does not read back is an error, not a guess.
+        let state = Some(row.lifecycle()?);
+        let shape = row.slice_shape()?;
+        let placement = row.stored_placement()?;
         let (reason, ending_as) = match &state {
             Some(AllocationState::Failed { reason }) => (Some(reason.clone()), None),
             Some(AllocationState::Releasing {
@@ -105,7 +106,7 @@ impl Service {
             .iter()
             .find(|p| p.name == row.pool)
             .map_or(0, |p| p.max_lease_hours);
-        AllocationView {
+        Ok(AllocationView {
             id: row.id,
             tenant: tenant_slug.to_owned(),
             pool: row.pool.clone(),
@@ -136,7 +137,7 @@ impl Service {
             active_at: row.active_at,
             ended_at: row.ended_at,
             as_of: self.now(),
-        }
+        })
     }
 
     /// The tenant's allocations: open ones first, then the newest 100 that ended.
@@ -153,11 +154,10 @@ impl Service {
         let (open, ended): (Vec<_>, Vec<_>) = rows
             .into_iter()
             .partition(|r| super::OPEN_STATES.contains(&r.state.as_str()));
-        Ok(open
-            .into_iter()
+        open.into_iter()
             .chain(ended.into_iter().take(100))
             .map(|r| self.view_with(r, &actor.tenant_slug, &queues))
-            .collect())
+            .collect()
     }
 
     async fn own_row(
