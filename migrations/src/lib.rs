@@ -7,6 +7,7 @@ mod m20261129_000001_create_identity;
 mod m20261129_000002_create_fleet;
 mod m20261129_000003_add_gpu_sharing;
 mod m20261129_000004_create_allocations;
+mod m20261130_000005_create_quota_requests;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000002_create_fleet::Migration),
             Box::new(m20261129_000003_add_gpu_sharing::Migration),
             Box::new(m20261129_000004_create_allocations::Migration),
+            Box::new(m20261130_000005_create_quota_requests::Migration),
         ]
     }
 }

@@ -2,9 +2,9 @@
 
 use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::config::Config;
-use crate::routes::{agent, api, audit, health, metrics};
+use crate::routes::{agent, api, audit, health, metrics, quotas};
 use crate::state::AppState;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
@@ -46,6 +46,7 @@ pub async fn build_state(
         report_interval: chrono::Duration::seconds(config.agents.report_interval_seconds),
         pools: config.pools.clone(),
         provision_timeout: chrono::Duration::seconds(config.agents.provision_timeout_seconds),
+        four_eyes: config.approvals.four_eyes,
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
     let service = Service::new(db, settings, clock);
@@ -113,6 +114,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
             &format!("{}/allocations/{{id}}/extend", api::API_PREFIX),
             post(api::extend),
         )
+        .merge(quota_routes())
         .route("/audit.csv", get(audit::csv))
         .route("/auth/login", get(oidc::login))
         .route("/auth/callback", get(oidc::callback))
@@ -136,6 +138,46 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         .merge(pages)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// `/api/v1` routes for quotas, quota requests, notifications and webhooks.
+fn quota_routes() -> Router<AppState> {
+    let p = |path: &str| format!("{}{path}", api::API_PREFIX);
+    Router::new()
+        .route(&p("/tenants/{slug}/quotas"), get(quotas::tenant_quotas))
+        .route(&p("/quota-requests"), post(quotas::create_request))
+        .route(&p("/quota-requests/{id}"), get(quotas::get_request))
+        .route(
+            &p("/quota-requests/{id}/submit"),
+            post(quotas::submit_request),
+        )
+        .route(
+            &p("/quota-requests/{id}/withdraw"),
+            post(quotas::withdraw_request),
+        )
+        .route(
+            &p("/quota-requests/{id}/decide"),
+            post(quotas::decide_request),
+        )
+        .route(&p("/approvals"), get(quotas::approvals))
+        .route(
+            &p("/admin/quotas"),
+            get(quotas::admin_quotas).put(quotas::set_quota),
+        )
+        .route(&p("/admin/quota-grants"), post(quotas::grant_quota))
+        .route(&p("/admin/quota-grants/{id}"), delete(quotas::end_grant))
+        .route(&p("/notifications"), get(quotas::notifications))
+        .route(&p("/notifications/read"), post(quotas::mark_read))
+        .route(
+            &p("/tenants/{slug}/webhook"),
+            get(quotas::get_webhook)
+                .put(quotas::set_webhook)
+                .delete(quotas::delete_webhook),
+        )
+        .route(
+            &p("/tenants/{slug}/webhook/test"),
+            post(quotas::test_webhook),
+        )
 }
 
 /// Runs the allocation timer (lease ends, provisioning timeouts, the queue)

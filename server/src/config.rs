@@ -54,6 +54,47 @@ pub struct Config {
     /// GPU pools (`[[pools]]`).
     #[serde(default)]
     pub pools: Vec<tessera_service::pools::PoolSpec>,
+    /// Quota approvals.
+    #[serde(default)]
+    pub approvals: ApprovalsConfig,
+    /// Outgoing tenant webhooks.
+    #[serde(default)]
+    pub webhooks: WebhooksConfig,
+}
+
+/// `[approvals]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalsConfig {
+    /// Four-eyes: nobody decides a quota request they filed or submitted,
+    /// or one of a tenant they administer.
+    pub four_eyes: bool,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self { four_eyes: true }
+    }
+}
+
+/// `[webhooks]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// First retry after this many seconds, doubling each time (capped at an
+    /// hour; 8 tries in all).
+    pub retry_base_seconds: u64,
+    /// A receiver that does not answer within this many seconds failed.
+    pub timeout_seconds: u64,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        Self {
+            retry_base_seconds: 5,
+            timeout_seconds: 10,
+        }
+    }
 }
 
 /// `[server]`

@@ -8,3 +8,4 @@ pub mod config;
 pub mod error;
 pub mod routes;
 pub mod state;
+pub mod webhooks;

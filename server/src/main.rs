@@ -120,6 +120,15 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                     state.config.agents.scheduler_interval_ms.max(100),
                 ),
             ));
+            let deliveries = tokio::spawn(tessera_server::webhooks::run_deliveries(
+                state.service.clone(),
+                tessera_server::webhooks::DeliveryConfig {
+                    timeout: std::time::Duration::from_secs(
+                        state.config.webhooks.timeout_seconds.max(1),
+                    ),
+                    retry_base_s: state.config.webhooks.retry_base_seconds,
+                },
+            ));
             let app = router(state, store);
             let listener = TcpListener::bind(listen).await?;
             tracing::info!("listening on http://{listen}");
@@ -128,6 +137,7 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                 .await?;
             cleanup.abort();
             scheduler.abort();
+            deliveries.abort();
             tracing::info!("stopped");
             Ok(())
         }

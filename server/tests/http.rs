@@ -39,6 +39,7 @@ async fn database_url() -> String {
 struct App {
     router: Router,
     service: Service,
+    store: tessera_server::auth::session::DbSessionStore,
 }
 
 async fn app() -> App {
@@ -53,6 +54,7 @@ platform_admin_groups = ["admins"]
 slug = "vision"
 name = "Vision"
 member_groups = ["vision"]
+admin_groups = ["vision-leads"]
 quotas = [{ pool = "l4", gpus = 1, memory_gib = 24, max_slices = 2 }]
 [[directory.tenants]]
 slug = "nlp"
@@ -71,8 +73,9 @@ max_lease_hours = 24
     let (state, store) = build_state(config, Arc::new(SystemClock)).await.unwrap();
     let service = state.service.clone();
     App {
-        router: router(state, store),
+        router: router(state, store.clone()),
         service,
+        store,
     }
 }
 
@@ -109,6 +112,90 @@ impl App {
             status,
             serde_json::from_str(&text).unwrap_or(Value::String(text)),
         )
+    }
+
+    /// Signs a user in (as the OIDC callback would) and returns the cookie.
+    async fn sign_in(&self, subject: &str, groups: &[&str]) -> String {
+        use tower_sessions::session::{Id, Record};
+        use tower_sessions::session_store::SessionStore;
+        let user_id = self
+            .service
+            .login(&tessera_service::LoginClaims {
+                issuer: "http://idp.test".into(),
+                subject: subject.into(),
+                email: Some(format!("{subject}@example.com")),
+                name: format!("User {subject}"),
+                groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            })
+            .await
+            .unwrap();
+        let mut record = Record {
+            id: Id::default(),
+            data: [
+                ("user_id".to_owned(), json!(user_id)),
+                ("login_at".to_owned(), json!(chrono::Utc::now().timestamp())),
+            ]
+            .into_iter()
+            .collect(),
+            expiry_date: tower_sessions::cookie::time::OffsetDateTime::now_utc()
+                + tower_sessions::cookie::time::Duration::hours(1),
+        };
+        self.store.create(&mut record).await.unwrap();
+        format!("tessera_session={}", record.id)
+    }
+
+    /// A JSON (or form, for server functions) call as a signed-in user.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        cookie: &str,
+        body: Option<&str>,
+    ) -> (StatusCode, Value) {
+        let form = path.starts_with("/api/ui/");
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::COOKIE, cookie)
+            .header(
+                header::CONTENT_TYPE,
+                if form {
+                    "application/x-www-form-urlencoded"
+                } else {
+                    "application/json"
+                },
+            )
+            .body(Body::from(
+                body.unwrap_or(if form { "" } else { "{}" }).to_owned(),
+            ))
+            .unwrap();
+        let (status, _, text) = self.call(req).await;
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// Audit events so far.
+    async fn audit_count(&self) -> usize {
+        use sea_orm::{EntityTrait, PaginatorTrait};
+        tessera_service::entity::audit_event::Entity::find()
+            .count(self.service.db())
+            .await
+            .unwrap() as usize
+    }
+
+    /// The newest audit event's action.
+    async fn last_action(&self) -> String {
+        use sea_orm::{EntityTrait, QueryOrder};
+        use tessera_service::entity::audit_event;
+        audit_event::Entity::find()
+            .order_by_desc(audit_event::Column::Id)
+            .one(self.service.db())
+            .await
+            .unwrap()
+            .unwrap()
+            .action
     }
 
     async fn api_token(&self, tenant: &str) -> String {
@@ -669,6 +756,12 @@ async fn openapi_document_describes_the_routes() {
         "/allocations/{id}",
         "/allocations/{id}/release",
         "/allocations/{id}/extend",
+        "/quota-requests",
+        "/quota-requests/{id}/decide",
+        "/approvals",
+        "/admin/quotas",
+        "/notifications",
+        "/tenants/{slug}/webhook",
     ] {
         assert!(doc["paths"][path].is_object(), "missing {path}");
     }
@@ -686,4 +779,453 @@ async fn audit_csv_needs_a_signed_in_admin_and_checks_its_filters() {
         body["message"].as_str().unwrap().starts_with("from:"),
         "{body}"
     );
+}
+
+#[tokio::test]
+async fn every_mutating_endpoint_leaves_exactly_one_audit_event() {
+    let app = app().await;
+    let member = app.sign_in("mia", &["vision"]).await;
+    let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
+    let admin = app.sign_in("root", &["admins"]).await;
+    let credential = app.enroll("node-l4").await;
+    let token = app.api_token("vision").await;
+    let ends = (chrono::Utc::now() + chrono::Duration::days(3)).to_rfc3339();
+    let amount = r#"{"gpus":1,"memory_gib":8,"max_slices":1}"#;
+
+    // (expected action, call) — each call must leave exactly that one event.
+    let mut ids: std::collections::BTreeMap<&str, String> = Default::default();
+    type Step<'a> = (
+        &'a str,
+        &'a str,
+        String,
+        String,
+        Option<String>,
+        Option<&'a str>,
+    );
+    // action, method, path, cookie or "token", body, remember json pointer as
+    let steps: Vec<Step> = vec![
+        (
+            "host.first_report",
+            "POST",
+            "/api/agent/v1/report".into(),
+            "agent".into(),
+            Some(report("node-l4").to_string()),
+            None,
+        ),
+        (
+            "allocation.create",
+            "POST",
+            "/api/v1/allocations".into(),
+            "token".into(),
+            Some(TIME_SLICE.into()),
+            Some("alloc"),
+        ),
+        (
+            "allocation.release",
+            "POST",
+            "/api/v1/allocations/{alloc}/release".into(),
+            member.clone(),
+            None,
+            None,
+        ),
+        (
+            "quota_request.create",
+            "POST",
+            "/api/v1/quota-requests".into(),
+            member.clone(),
+            Some(format!(
+                r#"{{"tenant":"vision","pool":"l4","amount":{amount},"justification":"more"}}"#
+            )),
+            Some("qr1"),
+        ),
+        (
+            "quota_request.submit",
+            "POST",
+            "/api/v1/quota-requests/{qr1}/submit".into(),
+            lead.clone(),
+            None,
+            None,
+        ),
+        (
+            "quota_request.approve",
+            "POST",
+            "/api/v1/quota-requests/{qr1}/decide".into(),
+            admin.clone(),
+            Some(r#"{"decision":"approve"}"#.into()),
+            None,
+        ),
+        (
+            "quota_request.create",
+            "POST",
+            "/api/v1/quota-requests".into(),
+            lead.clone(),
+            Some(format!(
+                r#"{{"tenant":"vision","pool":"l4","amount":{amount},"ends_at":"{ends}","justification":"burst"}}"#
+            )),
+            Some("qr2"),
+        ),
+        (
+            "quota_request.reject",
+            "POST",
+            "/api/v1/quota-requests/{qr2}/decide".into(),
+            admin.clone(),
+            Some(r#"{"decision":"reject","reason":"not this week"}"#.into()),
+            None,
+        ),
+        (
+            "quota_request.create",
+            "POST",
+            "/api/v1/quota-requests".into(),
+            lead.clone(),
+            Some(format!(
+                r#"{{"tenant":"vision","pool":"l4","amount":{amount},"justification":"oops"}}"#
+            )),
+            Some("qr3"),
+        ),
+        (
+            "quota_request.withdraw",
+            "POST",
+            "/api/v1/quota-requests/{qr3}/withdraw".into(),
+            lead.clone(),
+            None,
+            None,
+        ),
+        (
+            "quota.set",
+            "PUT",
+            "/api/v1/admin/quotas".into(),
+            admin.clone(),
+            Some(format!(
+                r#"{{"tenant":"nlp","pool":"l4","amount":{amount}}}"#
+            )),
+            None,
+        ),
+        (
+            "quota.grant",
+            "POST",
+            "/api/v1/admin/quota-grants".into(),
+            admin.clone(),
+            Some(format!(
+                r#"{{"tenant":"nlp","pool":"l4","amount":{amount},"ends_at":"{ends}","reason":"demo"}}"#
+            )),
+            Some("grant"),
+        ),
+        (
+            "webhook.set",
+            "PUT",
+            "/api/v1/tenants/vision/webhook".into(),
+            lead.clone(),
+            Some(r#"{"url":"http://127.0.0.1:9/hook"}"#.into()),
+            None,
+        ),
+        (
+            "webhook.test",
+            "POST",
+            "/api/v1/tenants/vision/webhook/test".into(),
+            lead.clone(),
+            None,
+            None,
+        ),
+        (
+            "webhook.delete",
+            "DELETE",
+            "/api/v1/tenants/vision/webhook".into(),
+            lead.clone(),
+            None,
+            None,
+        ),
+        (
+            "api_token.create",
+            "POST",
+            "/api/ui/create_api_token".into(),
+            lead.clone(),
+            Some("slug=vision&name=ci".into()),
+            Some("token"),
+        ),
+        (
+            "api_token.revoke",
+            "POST",
+            "/api/ui/revoke_api_token".into(),
+            lead.clone(),
+            Some("slug=vision&id={token}".into()),
+            None,
+        ),
+        (
+            "join_token.create",
+            "POST",
+            "/api/ui/create_join_token".into(),
+            admin.clone(),
+            Some("description=rack+7&ttl_hours=2".into()),
+            Some("join"),
+        ),
+        (
+            "join_token.revoke",
+            "POST",
+            "/api/ui/revoke_join_token".into(),
+            admin.clone(),
+            Some("id={join}".into()),
+            None,
+        ),
+    ];
+    for (action, method, path, who, body, remember) in steps {
+        let fill = |s: &str| {
+            ids.iter()
+                .fold(s.to_owned(), |s, (k, v)| s.replace(&format!("{{{k}}}"), v))
+        };
+        let (path, body) = (fill(&path), body.map(|b| fill(&b)));
+        let before = app.audit_count().await;
+        let (status, json) = match who.as_str() {
+            "token" => {
+                app.post_json(&path, Some(&token), body.as_deref().unwrap())
+                    .await
+            }
+            "agent" => {
+                app.post_json(&path, Some(&credential), body.as_deref().unwrap())
+                    .await
+            }
+            cookie => app.send(method, &path, cookie, body.as_deref()).await,
+        };
+        assert!(
+            status.is_success(),
+            "{action}: {method} {path} -> {status} {json}"
+        );
+        assert_eq!(
+            app.audit_count().await,
+            before + 1,
+            "{action}: {method} {path}"
+        );
+        assert_eq!(app.last_action().await, action, "{method} {path}");
+        if let Some(key) = remember {
+            let id = json["id"]
+                .as_i64()
+                .or_else(|| json["token"]["id"].as_i64())
+                .or_else(|| json["grants"][0]["id"].as_i64())
+                .unwrap_or_else(|| panic!("{action}: no id in {json}"));
+            ids.insert(key, id.to_string());
+        }
+    }
+    // Ending the grant, then a refused call and reading notifications: one
+    // event, then none (reading is the reader's own view, not shared state).
+    let before = app.audit_count().await;
+    let (status, body) = app
+        .send(
+            "DELETE",
+            &format!("/api/v1/admin/quota-grants/{}", ids["grant"]),
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    assert_eq!(app.audit_count().await, before + 1);
+    assert_eq!(app.last_action().await, "quota.grant_end");
+    let before = app.audit_count().await;
+    let (status, _) = app
+        .send(
+            "DELETE",
+            &format!("/api/v1/admin/quota-grants/{}", ids["grant"]),
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, page) = app
+        .send("POST", "/api/v1/notifications/read", &member, None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["unread"], 0);
+    assert_eq!(app.audit_count().await, before);
+}
+
+#[tokio::test]
+async fn quota_endpoints_check_roles_and_two_admins_racing_get_one_win() {
+    let app = app().await;
+    let member = app.sign_in("mia", &["vision"]).await;
+    let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
+    let a = app.sign_in("ann", &["admins"]).await;
+    let b = app.sign_in("bo", &["admins"]).await;
+    let token = app.api_token("vision").await;
+
+    // Tokens act for slices only; anonymous callers sign in first.
+    let (status, body) = app
+        .get_json("/api/v1/tenants/vision/quotas", Some(&token))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, _) = app.get_json("/api/v1/tenants/vision/quotas", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A member cannot set quota or see the queue; a tenant admin cannot decide.
+    let set =
+        r#"{"tenant":"vision","pool":"l4","amount":{"gpus":9,"memory_gib":9,"max_slices":9}}"#;
+    let (status, body) = app
+        .send("PUT", "/api/v1/admin/quotas", &member, Some(set))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, _) = app.send("GET", "/api/v1/approvals", &lead, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let new = r#"{"tenant":"vision","pool":"l4","amount":{"gpus":1,"memory_gib":0,"max_slices":1},"justification":"x"}"#;
+    let (status, r) = app
+        .send("POST", "/api/v1/quota-requests", &lead, Some(new))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    assert_eq!(r["state"]["state"], "pending");
+    let id = r["id"].as_i64().unwrap();
+    let decide = format!("/api/v1/quota-requests/{id}/decide");
+    let (status, body) = app
+        .send("POST", &decide, &lead, Some(r#"{"decision":"approve"}"#))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    // A forged tenant is a 404; a bad body names the field.
+    let forged = new.replace("\"vision\"", "\"nlp\"");
+    let (status, _) = app
+        .send("POST", "/api/v1/quota-requests", &lead, Some(&forged))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = app
+        .send(
+            "POST",
+            &decide,
+            &a,
+            Some(r#"{"decision":"approve","amount":{"gpus":"lots"}}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("amount.gpus"),
+        "{body}"
+    );
+
+    // The queue holds it; two admins approve at once: one wins, one gets 409.
+    let (status, queue) = app.send("GET", "/api/v1/approvals", &a, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(queue["items"][0]["request"]["id"], id);
+    let body = r#"{"decision":"approve"}"#;
+    let (ra, rb) = tokio::join!(
+        app.send("POST", &decide, &a, Some(body)),
+        app.send("POST", &decide, &b, Some(body)),
+    );
+    let mut statuses = [ra.0, rb.0];
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::CONFLICT],
+        "{ra:?} {rb:?}"
+    );
+    let loser = if ra.0 == StatusCode::CONFLICT {
+        ra.1
+    } else {
+        rb.1
+    };
+    assert_eq!(loser["code"], "conflict");
+    assert!(
+        loser["message"]
+            .as_str()
+            .unwrap()
+            .contains("already approved"),
+        "{loser}"
+    );
+    let (_, page) = app
+        .send("GET", "/api/v1/tenants/vision/quotas", &member, None)
+        .await;
+    assert_eq!(page["quotas"][0]["quota"]["compute"], 2000, "{page}");
+    // The lead was told.
+    let (_, inbox) = app.send("GET", "/api/v1/notifications", &lead, None).await;
+    assert_eq!(
+        inbox["items"][0]["kind"], "quota_request.approved",
+        "{inbox}"
+    );
+}
+
+#[tokio::test]
+async fn webhooks_are_signed_and_retried_until_delivered() {
+    use axum::routing::post;
+    use std::sync::Mutex;
+    let app = app().await;
+    let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
+
+    // A receiver that fails the first call and accepts the next.
+    type Seen = Arc<Mutex<Vec<(axum::http::HeaderMap, String)>>>;
+    let seen: Seen = Arc::default();
+    let receiver = Router::new()
+        .route(
+            "/hook",
+            post(
+                |axum::extract::State(seen): axum::extract::State<Seen>,
+                 headers: axum::http::HeaderMap,
+                 body: String| async move {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push((headers, body));
+                    if seen.len() == 1 {
+                        StatusCode::INTERNAL_SERVER_ERROR
+                    } else {
+                        StatusCode::NO_CONTENT
+                    }
+                },
+            ),
+        )
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, receiver).await.unwrap() });
+
+    let (status, created) = app
+        .send(
+            "PUT",
+            "/api/v1/tenants/vision/webhook",
+            &lead,
+            Some(&format!(r#"{{"url":"http://{addr}/hook"}}"#)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let (status, _) = app
+        .send("POST", "/api/v1/tenants/vision/webhook/test", &lead, None)
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+
+    let client = reqwest::Client::new();
+    let config = tessera_server::webhooks::DeliveryConfig {
+        timeout: std::time::Duration::from_secs(5),
+        retry_base_s: 1,
+    };
+    assert_eq!(
+        tessera_server::webhooks::deliver_due(&app.service, &client, config)
+            .await
+            .unwrap(),
+        1
+    );
+    // Not due again until the backoff has passed.
+    assert_eq!(
+        tessera_server::webhooks::deliver_due(&app.service, &client, config)
+            .await
+            .unwrap(),
+        0
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(
+        tessera_server::webhooks::deliver_due(&app.service, &client, config)
+            .await
+            .unwrap(),
+        1
+    );
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    for (headers, body) in &seen {
+        let ts: i64 = headers["x-tessera-timestamp"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            headers["x-tessera-signature"].to_str().unwrap(),
+            tessera_service::notifications::sign(&secret, ts, body)
+        );
+        assert_eq!(headers["x-tessera-event"], "webhook.test");
+        let payload: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(payload["tenant"], "vision");
+    }
+    let (_, view) = app
+        .send("GET", "/api/v1/tenants/vision/webhook", &lead, None)
+        .await;
+    assert_eq!(view["deliveries"][0]["status"], "delivered", "{view}");
+    assert_eq!(view["deliveries"][0]["attempts"], 2);
 }

@@ -4,6 +4,7 @@
 pub mod catalogue;
 pub mod lifecycle;
 pub mod mig;
+pub mod notify;
 pub mod placement;
 pub mod plan;
 pub mod quota;

@@ -260,6 +260,8 @@ pub fn transition(
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum QuotaRequestState {
+    /// Proposed by a tenant member; waits for a tenant admin to submit it.
+    Proposed,
     /// Waiting for a platform admin.
     Pending,
     /// Granted; the quota changed.
@@ -277,6 +279,7 @@ impl QuotaRequestState {
     /// Snake-case name, as serialized.
     pub fn name(&self) -> &'static str {
         match self {
+            Self::Proposed => "proposed",
             Self::Pending => "pending",
             Self::Approved => "approved",
             Self::Rejected { .. } => "rejected",
@@ -286,7 +289,7 @@ impl QuotaRequestState {
 
     /// Decided or withdrawn.
     pub fn is_terminal(&self) -> bool {
-        !matches!(self, Self::Pending)
+        !matches!(self, Self::Proposed | Self::Pending)
     }
 }
 
@@ -294,6 +297,8 @@ impl QuotaRequestState {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum QuotaRequestEvent {
+    /// A tenant admin submits a member's proposal to the platform admins.
+    Submit,
     /// A platform admin grants it.
     Approve,
     /// A platform admin refuses it.
@@ -309,6 +314,7 @@ impl QuotaRequestEvent {
     /// Snake-case name, as serialized.
     pub fn name(&self) -> &'static str {
         match self {
+            Self::Submit => "submit",
             Self::Approve => "approve",
             Self::Reject { .. } => "reject",
             Self::Withdraw => "withdraw",
@@ -333,15 +339,26 @@ pub fn quota_request_transition(
     state: &QuotaRequestState,
     event: &QuotaRequestEvent,
 ) -> Result<QuotaRequestState, QuotaRequestError> {
-    if state.is_terminal() {
-        return Err(TransitionError {
+    let refused = || -> QuotaRequestError {
+        TransitionError {
             subject: "a quota request".into(),
             from: state.name().into(),
             event: event.name().into(),
         }
-        .into());
+        .into()
+    };
+    if state.is_terminal() {
+        return Err(refused());
     }
+    // A proposal is only submitted or withdrawn; only a submitted (pending)
+    // request reaches the platform admins.
+    let pending = matches!(state, QuotaRequestState::Pending);
     Ok(match event {
+        QuotaRequestEvent::Submit if !pending => QuotaRequestState::Pending,
+        QuotaRequestEvent::Submit => return Err(refused()),
+        QuotaRequestEvent::Approve | QuotaRequestEvent::Reject { .. } if !pending => {
+            return Err(refused())
+        }
         QuotaRequestEvent::Approve => QuotaRequestState::Approved,
         QuotaRequestEvent::Reject { reason } => {
             if reason.trim().is_empty() {

@@ -248,6 +248,29 @@ fn errors_read_well_and_serialize() {
 }
 
 #[test]
+fn proposals_are_submitted_before_anyone_decides() {
+    use QuotaRequestEvent as QE;
+    use QuotaRequestState as QS;
+    assert_eq!(
+        quota_request_transition(&QS::Proposed, &QE::Submit),
+        Ok(QS::Pending)
+    );
+    assert_eq!(
+        quota_request_transition(&QS::Proposed, &QE::Withdraw),
+        Ok(QS::Withdrawn)
+    );
+    for event in [QE::Approve, QE::Reject { reason: "r".into() }] {
+        let err = quota_request_transition(&QS::Proposed, &event).unwrap_err();
+        assert!(matches!(err, QuotaRequestError::Transition(_)), "{event:?}");
+    }
+    let err = quota_request_transition(&QS::Pending, &QE::Submit).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot submit a quota request that is pending"
+    );
+}
+
+#[test]
 fn quota_requests_are_decided_once() {
     use QuotaRequestEvent as QE;
     use QuotaRequestState as QS;
@@ -287,7 +310,12 @@ fn quota_requests_are_decided_once() {
         QS::Withdrawn,
     ];
     for state in done {
-        for event in [QE::Approve, QE::Reject { reason: "r".into() }, QE::Withdraw] {
+        for event in [
+            QE::Submit,
+            QE::Approve,
+            QE::Reject { reason: "r".into() },
+            QE::Withdraw,
+        ] {
             let err = quota_request_transition(&state, &event).unwrap_err();
             assert!(
                 matches!(err, QuotaRequestError::Transition(_)),

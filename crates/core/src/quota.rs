@@ -5,6 +5,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
 use crate::units::{ComputeMilli, MemMiB};
 
@@ -17,6 +18,125 @@ pub struct Quota {
     pub memory: MemMiB,
     /// Concurrent slices.
     pub max_slices: u32,
+}
+
+impl Quota {
+    /// This quota with `extra` added in every dimension (saturating).
+    pub fn plus(&self, extra: &Quota) -> Quota {
+        Quota {
+            compute: self.compute + extra.compute,
+            memory: self.memory + extra.memory,
+            max_slices: self.max_slices.saturating_add(extra.max_slices),
+        }
+    }
+
+    /// Nothing in every dimension.
+    pub fn is_zero(&self) -> bool {
+        *self == Quota::default()
+    }
+
+    /// The quota in force: the permanent `base` plus every temporary grant
+    /// that has not ended at `now` (grants are `(amount, ends_at)`; times are
+    /// any ordered type, so the caller's clock stays outside core).
+    pub fn effective<T: PartialOrd>(base: &Quota, grants: &[(Quota, T)], now: &T) -> Quota {
+        grants
+            .iter()
+            .filter(|(_, ends)| ends > now)
+            .fold(*base, |q, (extra, _)| q.plus(extra))
+    }
+}
+
+/// The smallest quota increase that lets `demand` fit on top of `usage`:
+/// per dimension, what the demand needs beyond the headroom (zero where it
+/// already fits). The refusal of a slice offers exactly this.
+pub fn shortfall(quota: &Quota, usage: &Usage, demand: &Demand) -> Quota {
+    let left = headroom(quota, usage);
+    Quota {
+        compute: demand.compute - left.compute,
+        memory: demand.memory - left.memory,
+        max_slices: demand.slices.saturating_sub(left.slices),
+    }
+}
+
+/// Largest quota amount accepted, in GPU-equivalents.
+pub const MAX_QUOTA_GPUS: f64 = 100_000.0;
+/// Largest quota amount accepted, in GiB of GPU memory.
+pub const MAX_QUOTA_MEMORY_GIB: f64 = 100_000_000.0;
+
+/// A quota amount as people write it: GPU-equivalents, GiB and a slice
+/// count (`{"gpus": 1.5, "memory_gib": 40, "max_slices": 2}`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaAmount {
+    /// GPU-equivalents (e.g. `1.5`).
+    pub gpus: f64,
+    /// GPU memory in GiB (e.g. `40` or `9.75`).
+    pub memory_gib: f64,
+    /// Concurrent slices.
+    pub max_slices: u32,
+}
+
+/// A quota amount that cannot be used; names the field to fix.
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
+#[error("{field}: {message}")]
+pub struct QuotaAmountError {
+    /// `gpus`, `memory_gib` or `max_slices`.
+    pub field: String,
+    /// What is wrong and what would be right.
+    pub message: String,
+}
+
+impl QuotaAmount {
+    /// In core's integer units (GPUs to the thousandth, memory to the MiB).
+    pub fn to_quota(&self) -> Result<Quota, QuotaAmountError> {
+        let bad = |field: &str, message: String| QuotaAmountError {
+            field: field.to_owned(),
+            message,
+        };
+        if !self.gpus.is_finite() || self.gpus < 0.0 || self.gpus > MAX_QUOTA_GPUS {
+            return Err(bad(
+                "gpus",
+                format!("must be a number of GPUs between 0 and {MAX_QUOTA_GPUS}"),
+            ));
+        }
+        if !self.memory_gib.is_finite()
+            || self.memory_gib < 0.0
+            || self.memory_gib > MAX_QUOTA_MEMORY_GIB
+        {
+            return Err(bad(
+                "memory_gib",
+                format!("must be a number of GiB between 0 and {MAX_QUOTA_MEMORY_GIB}"),
+            ));
+        }
+        Ok(Quota {
+            compute: ComputeMilli((self.gpus * 1000.0).round() as u32),
+            memory: MemMiB((self.memory_gib * 1024.0).round() as u64),
+            max_slices: self.max_slices,
+        })
+    }
+
+    /// The same amount in people's units.
+    pub fn from_quota(q: &Quota) -> Self {
+        Self {
+            gpus: f64::from(q.compute.0) / 1000.0,
+            memory_gib: q.memory.0 as f64 / 1024.0,
+            max_slices: q.max_slices,
+        }
+    }
+}
+
+impl fmt::Display for Quota {
+    /// `1.500 GPU · 40 GiB · 2 slices`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} · {} · {} slice{}",
+            self.compute,
+            self.memory,
+            self.max_slices,
+            if self.max_slices == 1 { "" } else { "s" }
+        )
+    }
 }
 
 /// What one slice costs (see [`crate::sharing::cost`]).
@@ -235,6 +355,66 @@ mod tests {
         let u = Usage::default().plus(&d).plus(&d).minus(&d);
         assert_eq!(u, Usage::from_demands(&[d]));
         assert_eq!(Usage::default().minus(&d), Usage::default());
+    }
+
+    #[test]
+    fn temporary_grants_count_until_they_end() {
+        let base = quota();
+        let extra = Quota {
+            compute: ComputeMilli(1000),
+            memory: MemMiB::from_gib(40),
+            max_slices: 1,
+        };
+        let grants = [(extra, 10), (extra, 20)];
+        assert_eq!(
+            Quota::effective(&base, &grants, &5),
+            base.plus(&extra).plus(&extra)
+        );
+        assert_eq!(Quota::effective(&base, &grants, &10), base.plus(&extra));
+        assert_eq!(Quota::effective(&base, &grants, &20), base);
+        assert_eq!(Quota::effective::<i32>(&base, &[], &0), base);
+    }
+
+    #[test]
+    fn shortfall_is_what_is_missing_per_dimension() {
+        // 2 GPU / 80 GiB / 4 slices, 1.5 GPU / 70 GiB / 1 slice used.
+        let usage = Usage::from_demands(&[demand(1500, 70, 1)]);
+        let missing = shortfall(&quota(), &usage, &demand(1000, 20, 1));
+        assert_eq!(
+            missing,
+            Quota {
+                compute: ComputeMilli(500),
+                memory: MemMiB::from_gib(10),
+                max_slices: 0,
+            }
+        );
+        // With the shortfall added the demand fits exactly.
+        let raised = quota().plus(&missing);
+        assert_eq!(check(&raised, &usage, &demand(1000, 20, 1)), Ok(()));
+        assert!(shortfall(&quota(), &Usage::default(), &demand(1, 1, 1)).is_zero());
+    }
+
+    #[test]
+    fn amounts_convert_and_name_the_bad_field() {
+        let a = QuotaAmount {
+            gpus: 1.5,
+            memory_gib: 9.75,
+            max_slices: 2,
+        };
+        let q = a.to_quota().unwrap();
+        assert_eq!(q.compute, ComputeMilli(1500));
+        assert_eq!(q.memory, MemMiB(9984));
+        assert_eq!(QuotaAmount::from_quota(&q), a);
+        assert_eq!(q.to_string(), "1.500 GPU · 9984 MiB · 2 slices");
+        let err = QuotaAmount { gpus: -1.0, ..a }.to_quota().unwrap_err();
+        assert_eq!(err.field, "gpus");
+        let err = QuotaAmount {
+            memory_gib: f64::NAN,
+            ..a
+        }
+        .to_quota()
+        .unwrap_err();
+        assert_eq!(err.field, "memory_gib");
     }
 
     #[test]

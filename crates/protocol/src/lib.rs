@@ -4,4 +4,5 @@
 //! pages render. Nothing here knows about the database.
 
 pub mod agent;
+pub mod quotas;
 pub mod views;

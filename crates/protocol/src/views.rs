@@ -259,10 +259,16 @@ mod tests {
 pub struct QuotaView {
     /// Pool name.
     pub pool: String,
-    /// The limit.
+    /// The limit in force: permanent plus unexpired temporary grants.
     pub quota: tessera_core::quota::Quota,
     /// What live allocations (queued included) hold.
     pub usage: tessera_core::quota::Usage,
+    /// The permanent part.
+    #[serde(default)]
+    pub base: tessera_core::quota::Quota,
+    /// Temporary grants in force.
+    #[serde(default)]
+    pub grants: Vec<crate::quotas::QuotaGrantView>,
 }
 
 /// What a tenant asks for (UI form and `POST /api/v1/allocations`).

@@ -226,7 +226,7 @@ impl Service {
         Ok(())
     }
 
-    /// Sets the configured quotas (creates or updates; audited).
+    /// Creates the configured starting quotas that do not exist yet (audited).
     async fn sync_quotas(
         &self,
         txn: &sea_orm::DatabaseTransaction,
@@ -262,22 +262,11 @@ impl Service {
                 let before = existing.as_ref().map(|e| {
                     json!({"compute_milli": e.compute_milli, "memory_mib": e.memory_mib, "max_slices": e.max_slices})
                 });
+                // Configuration seeds a quota; once set, platform admins own
+                // it (the Quotas page, approved requests), so a restart does
+                // not undo their changes.
                 match existing {
-                    Some(e)
-                        if e.compute_milli == compute
-                            && e.memory_mib == memory
-                            && e.max_slices == slices =>
-                    {
-                        continue
-                    }
-                    Some(e) => {
-                        let mut a: quota::ActiveModel = e.into();
-                        a.compute_milli = Set(compute);
-                        a.memory_mib = Set(memory);
-                        a.max_slices = Set(slices);
-                        a.updated_at = Set(now);
-                        a.update(txn).await?;
-                    }
+                    Some(_) => continue,
                     None => {
                         quota::ActiveModel {
                             tenant_id: Set(t.id),

@@ -15,7 +15,9 @@ pub mod entity;
 mod error;
 pub mod fleet;
 pub mod identity;
+pub mod notifications;
 pub mod pools;
+pub mod quotas;
 mod secret;
 pub mod tenants;
 
@@ -57,6 +59,9 @@ pub struct Settings {
     pub pools: Vec<pools::PoolSpec>,
     /// A slice not active this long after placement fails.
     pub provision_timeout: Duration,
+    /// Nobody decides a quota request they filed or submitted, or one of a
+    /// tenant they administer.
+    pub four_eyes: bool,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.

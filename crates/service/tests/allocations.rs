@@ -879,6 +879,28 @@ async fn leases_extend_within_policy_and_expire() {
     assert_eq!(e.state, "expired");
     assert_eq!(e.ended_at, Some(f.clock.now()));
     assert_eq!(count(&f.audit_actions().await, "allocation.expire"), 1);
+
+    // Alice was told: active, ending soon (once, although two ticks ran in
+    // the last hour), expired; newest first.
+    let person = f.login("alice", &["vision"]).await;
+    let inbox = f.service.notifications(&person).await.unwrap();
+    let kinds: Vec<&str> = inbox.items.iter().map(|n| n.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "allocation.expired",
+            "allocation.lease_ending",
+            "allocation.active"
+        ]
+    );
+    assert_eq!(inbox.unread, 3);
+    assert_eq!(
+        inbox.items[0].link.as_deref(),
+        Some(format!("/t/vision/a/{}", v.id).as_str())
+    );
+    // Nora (another tenant) was told nothing.
+    let other = f.login("nora", &["nlp"]).await;
+    assert_eq!(f.service.notifications(&other).await.unwrap().unread, 0);
 }
 
 #[tokio::test]

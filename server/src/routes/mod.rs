@@ -7,3 +7,4 @@ pub mod extract;
 pub mod health;
 pub mod metrics;
 pub mod openapi;
+pub mod quotas;

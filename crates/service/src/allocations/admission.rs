@@ -6,7 +6,7 @@ use super::snapshot::View;
 use super::stored::{state_json, AllocationRow};
 use super::QUOTA_STATES;
 use crate::audit::{self, Event};
-use crate::entity::{allocation, host, quota};
+use crate::entity::{allocation, host};
 use crate::pools::PoolSpec;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
@@ -18,9 +18,8 @@ use sea_orm::{
 use serde_json::json;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::placement::{PlacementRequest, Policy};
-use tessera_core::quota::{Quota, Usage};
+use tessera_core::quota::Usage;
 use tessera_core::slice::{label, PoolOffer, PoolShapeError};
-use tessera_core::units::{ComputeMilli, MemMiB};
 use tessera_protocol::views::{AllocationView, NewAllocation};
 
 /// Longest purpose text.
@@ -82,24 +81,6 @@ impl Service {
                 .collect(),
             max_lease_hours: spec.max_lease_hours,
         }
-    }
-
-    /// The tenant's quota in a pool (zero when none is set).
-    pub(crate) async fn quota_of<C: ConnectionTrait>(
-        conn: &C,
-        tenant_id: i64,
-        pool: &str,
-    ) -> Result<Option<Quota>, ServiceError> {
-        Ok(quota::Entity::find()
-            .filter(quota::Column::TenantId.eq(tenant_id))
-            .filter(quota::Column::Pool.eq(pool))
-            .one(conn)
-            .await?
-            .map(|q| Quota {
-                compute: ComputeMilli(u32::try_from(q.compute_milli).unwrap_or(u32::MAX)),
-                memory: MemMiB(u64::try_from(q.memory_mib).unwrap_or(0)),
-                max_slices: u32::try_from(q.max_slices).unwrap_or(0),
-            }))
     }
 
     /// What the tenant's open allocations hold against its quota in a pool.
@@ -252,7 +233,7 @@ impl Service {
             wait_ms = t_lock.elapsed().as_secs_f64() * 1e3,
             "admission turn"
         );
-        let quota = Self::quota_of(&txn, actor.tenant_id, &spec.name)
+        let quota = Self::quota_of(&txn, actor.tenant_id, &spec.name, now)
             .await?
             .ok_or_else(|| {
                 ServiceError::QuotaExceeded(format!(
@@ -279,6 +260,7 @@ impl Service {
             priority: Set(0),
             purpose: Set(purpose),
             lease_hours: Set(i32::try_from(req.lease_hours).unwrap_or(i32::MAX)),
+            requested_by_user_id: Set(actor.user_id),
             created_at: Set(now),
             updated_at: Set(now),
             ..Default::default()

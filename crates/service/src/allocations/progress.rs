@@ -166,6 +166,7 @@ impl Service {
         let before = row.state.clone();
         let (id, tenant_id, host_id, lease_hours) =
             (row.id, row.tenant_id, row.host_id, row.lease_hours);
+        let original = row.clone();
         let mut a: allocation::ActiveModel = row.into();
         a.state = Set(state.name().to_owned());
         a.state_data = Set(state_json(&state));
@@ -212,6 +213,39 @@ impl Service {
             now,
         )
         .await?;
+        match (action, &state) {
+            ("allocation.activate", _) => {
+                crate::notifications::about_allocation(
+                    txn,
+                    &original,
+                    "allocation.active",
+                    format!("Slice #{id} ({}) is active", original.shape_label),
+                    format!(
+                        "It runs on {} for {lease_hours} h; the connection details are on its page.",
+                        who.hostname
+                    ),
+                    now,
+                )
+                .await?;
+            }
+            ("allocation.fail", AllocationState::Releasing { outcome, .. }) => {
+                crate::notifications::about_allocation(
+                    txn,
+                    &original,
+                    "allocation.failed",
+                    format!("Slice #{id} ({}) failed", original.shape_label),
+                    match outcome {
+                        tessera_core::lifecycle::ReleaseOutcome::Failed { reason } => {
+                            reason.clone()
+                        }
+                        _ => "the host could not provide it".to_owned(),
+                    },
+                    now,
+                )
+                .await?;
+            }
+            _ => {}
+        }
         Ok(desired_changed)
     }
 }

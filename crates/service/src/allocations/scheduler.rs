@@ -4,12 +4,14 @@
 use super::stored::{state_json, update_if_state, AllocationRow};
 use crate::audit::{self, Actor, Event};
 use crate::entity::allocation;
-use crate::{Service, ServiceError};
+use crate::{notifications, Service, ServiceError};
 use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
 use serde_json::json;
 use std::collections::BTreeMap;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
+use tessera_core::notify::LEASE_ENDING_SOON_MINUTES;
 use tessera_core::slice::{queue_order, QueueEntry};
 
 /// What one tick did.
@@ -21,6 +23,8 @@ pub struct TickReport {
     pub timed_out: u32,
     /// Queued requests placed.
     pub placed: u32,
+    /// "Lease ending soon" notices sent.
+    pub warned: u32,
 }
 
 impl Service {
@@ -31,8 +35,9 @@ impl Service {
             expired: self.end_leases(now).await?,
             timed_out: self.fail_stuck(now).await?,
             placed: self.place_queued(now).await?,
+            warned: self.warn_leases(now).await?,
         };
-        if report != TickReport::default() {
+        if report.expired + report.timed_out + report.placed > 0 {
             self.desired_changed(None);
         }
         Ok(report)
@@ -112,6 +117,7 @@ impl Service {
         let next = transition(&row.lifecycle()?, &event)
             .map_err(|e| ServiceError::Conflict(e.to_string()))?;
         let (tenant_id, host_id) = (row.tenant_id, row.host_id);
+        let original = row.clone();
         let mut a: allocation::ActiveModel = row.into();
         a.state = Set(next.name().to_owned());
         a.state_data = Set(state_json(&next));
@@ -142,8 +148,71 @@ impl Service {
             now,
         )
         .await?;
+        let told = match (&event, action) {
+            (AllocationEvent::Expire, _) => Some((
+                "allocation.expired",
+                format!("The lease of slice #{id} ({}) ended", original.shape_label),
+                "Its GPU share is being released. Request a new slice if you still need one."
+                    .to_owned(),
+            )),
+            (AllocationEvent::Fail { reason }, _) => Some((
+                "allocation.failed",
+                format!("Slice #{id} ({}) failed", original.shape_label),
+                reason.clone(),
+            )),
+            _ => None,
+        };
+        if let Some((kind, title, body)) = told {
+            notifications::about_allocation(&txn, &original, kind, title, body, now).await?;
+        }
         txn.commit().await?;
         Ok(true)
+    }
+
+    /// Tells the requesters of active slices whose lease ends within the
+    /// hour, once per lease (extending resets it).
+    async fn warn_leases(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
+        let soon = now + chrono::Duration::minutes(LEASE_ENDING_SOON_MINUTES);
+        let due = allocation::Entity::find()
+            .filter(allocation::Column::State.eq("active"))
+            .filter(allocation::Column::LeaseEndsAt.lte(soon))
+            .filter(allocation::Column::LeaseEndsAt.gt(now))
+            .filter(allocation::Column::LeaseWarnedAt.is_null())
+            .all(&self.db)
+            .await?;
+        let mut n = 0;
+        for row in due {
+            let (txn, _turn) = self.write_txn().await?;
+            let claimed = allocation::Entity::update_many()
+                .col_expr(allocation::Column::LeaseWarnedAt, Expr::value(now))
+                .filter(allocation::Column::Id.eq(row.id))
+                .filter(allocation::Column::LeaseWarnedAt.is_null())
+                .filter(allocation::Column::State.eq("active"))
+                .exec(&txn)
+                .await?
+                .rows_affected;
+            if claimed == 0 {
+                continue;
+            }
+            let left = row
+                .lease_ends_at
+                .map_or(0, |end| (end - now).num_minutes().max(0));
+            notifications::about_allocation(
+                &txn,
+                &row,
+                "allocation.lease_ending",
+                format!("The lease of slice #{} ends in {left} min", row.id),
+                format!(
+                    "{} in pool {} is released when the lease ends; extend it on its page if you still need it.",
+                    row.shape_label, row.pool
+                ),
+                now,
+            )
+            .await?;
+            txn.commit().await?;
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// The queue of each pool in placement order.
@@ -161,7 +230,7 @@ impl Service {
             let key = (a.tenant_id, a.pool.clone());
             if !shares.contains_key(&key) {
                 let used = Self::usage_of_active(conn, a.tenant_id, &a.pool).await?;
-                let quota = Self::quota_of(conn, a.tenant_id, &a.pool)
+                let quota = Self::quota_of(conn, a.tenant_id, &a.pool, self.now())
                     .await?
                     .map_or(0, |q| u64::from(q.compute.0));
                 shares.insert(key.clone(), (used, quota));
@@ -199,7 +268,7 @@ impl Service {
 
     /// Places queued requests in order, per pool, stopping at the first that
     /// does not fit (so large requests are not starved by small ones).
-    async fn place_queued(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
+    pub(crate) async fn place_queued(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
         let any = allocation::Entity::find()
             .filter(allocation::Column::State.eq("queued"))
             .one(&self.db)
@@ -229,6 +298,16 @@ impl Service {
                 match self.try_place(&txn, row, &spec, now).await? {
                     Some(row) => {
                         placed += 1;
+                        notifications::about_allocation(
+                            &txn,
+                            &row,
+                            "allocation.placed",
+                            format!("Slice #{} ({}) left the queue", row.id, row.shape_label),
+                            "Capacity freed up and it was placed; it becomes active in a few seconds."
+                                .to_owned(),
+                            now,
+                        )
+                        .await?;
                         audit::record(
                             &txn,
                             Event {

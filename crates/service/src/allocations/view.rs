@@ -316,6 +316,7 @@ impl Service {
         }
         let mut a: allocation::ActiveModel = row.into();
         a.lease_ends_at = Set(Some(new_end));
+        a.lease_warned_at = Set(None);
         a.updated_at = Set(now);
         let row = a.update(&txn).await?;
         audit::record(
@@ -338,16 +339,12 @@ impl Service {
 
     /// Quota and use per pool for a tenant (pools with a quota or with use).
     pub async fn quota_views(&self, tenant_id: i64) -> Result<Vec<QuotaView>, ServiceError> {
+        let now = self.now();
         let mut out = Vec::new();
         for p in &self.settings.pools {
-            let quota = Self::quota_of(&self.db, tenant_id, &p.name).await?;
-            let usage = Self::usage_of(&self.db, tenant_id, &p.name).await?;
-            if quota.is_some() || usage.slices > 0 {
-                out.push(QuotaView {
-                    pool: p.name.clone(),
-                    quota: quota.unwrap_or_default(),
-                    usage,
-                });
+            let v = Self::quota_view(&self.db, tenant_id, &p.name, now).await?;
+            if !v.quota.is_zero() || v.usage.slices > 0 {
+                out.push(v);
             }
         }
         Ok(out)
@@ -392,7 +389,7 @@ impl Service {
                 description: p.description.clone(),
                 isolation: p.isolation.as_str().to_owned(),
                 gpus_online: u32::try_from(gpus_online).unwrap_or(u32::MAX),
-                quota: Self::quota_of(&self.db, actor.tenant_id, &p.name).await?,
+                quota: Self::quota_of(&self.db, actor.tenant_id, &p.name, now).await?,
                 usage: Self::usage_of(&self.db, actor.tenant_id, &p.name).await?,
                 queued: queues
                     .get(&p.name)

@@ -30,6 +30,10 @@ pub struct Model {
     pub active_at: Option<DateTimeUtc>,
     pub ended_at: Option<DateTimeUtc>,
     pub updated_at: DateTimeUtc,
+    /// The user who asked, when a person did (API tokens have none).
+    pub requested_by_user_id: Option<i64>,
+    /// When the "lease ending soon" notice went out.
+    pub lease_warned_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -153,6 +153,7 @@ pub async fn fixture() -> Fixture {
             report_interval: Duration::seconds(5),
             pools: pools(),
             provision_timeout: Duration::seconds(300),
+            four_eyes: true,
         },
         clock.clone(),
     );

@@ -1,0 +1,22 @@
+//! `notifications`: a user's in-app notifications.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "notifications")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub user_id: i64,
+    pub tenant_id: Option<i64>,
+    pub kind: String,
+    pub title: String,
+    pub body: String,
+    pub link: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub read_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,24 @@
+//! `webhook_deliveries`: the outbox of webhook calls, retried with backoff.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "webhook_deliveries")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub tenant_id: i64,
+    pub event: String,
+    pub payload: String,
+    pub attempts: i32,
+    /// `None` once delivered or given up.
+    pub next_attempt_at: Option<DateTimeUtc>,
+    pub delivered_at: Option<DateTimeUtc>,
+    pub failed_at: Option<DateTimeUtc>,
+    pub last_error: Option<String>,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

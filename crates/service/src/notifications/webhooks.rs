@@ -1,0 +1,395 @@
+//! A tenant's outgoing webhook: set up and removed by its tenant admins;
+//! events wait in an outbox that the server's delivery task posts, signed,
+//! retrying with backoff.
+
+use crate::audit::{self, Event};
+use crate::entity::{tenant, webhook, webhook_delivery};
+use crate::{secret, Principal, Service, ServiceError};
+use chrono::Duration;
+use hmac::{Hmac, Mac};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
+use serde_json::json;
+use sha2::Sha256;
+use tessera_core::notify::webhook_retry_delay_s;
+use tessera_protocol::quotas::{CreatedWebhook, WebhookDeliveryView, WebhookView};
+use tessera_protocol::views::TenantRole;
+
+/// Header with `sha256=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`.
+pub const SIGNATURE_HEADER: &str = "X-Tessera-Signature";
+/// Header with the Unix time the signature covers.
+pub const TIMESTAMP_HEADER: &str = "X-Tessera-Timestamp";
+
+/// Longest webhook URL.
+const MAX_URL: usize = 500;
+
+/// The signature of `body` sent at `timestamp` (Unix seconds): what a
+/// receiver recomputes with the shared secret to trust the call.
+pub fn sign(secret: &str, timestamp: i64, body: &str) -> String {
+    // HMAC accepts keys of any length, so this cannot fail.
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes())
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    mac.update(format!("{timestamp}.{body}").as_bytes());
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// A delivery that is due, with what the delivery task needs to post it.
+#[derive(Debug, Clone)]
+pub struct DueDelivery {
+    /// Outbox id.
+    pub id: i64,
+    /// Event kind (`X-Tessera-Event`).
+    pub event: String,
+    /// Where to post.
+    pub url: String,
+    /// Signing key.
+    pub secret: String,
+    /// The JSON body.
+    pub payload: String,
+    /// Tries so far.
+    pub attempts: u32,
+}
+
+impl Service {
+    /// The tenant (by slug) if the caller administers it; members get 403,
+    /// others 404.
+    async fn webhook_tenant(
+        &self,
+        who: &Principal,
+        slug: &str,
+    ) -> Result<tenant::Model, ServiceError> {
+        let not_found = || ServiceError::not_found(format!("tenant '{slug}'"));
+        let t = tenant::Entity::find()
+            .filter(tenant::Column::Slug.eq(slug))
+            .one(&self.db)
+            .await?
+            .ok_or_else(not_found)?;
+        match who.role_in(t.id) {
+            Some(TenantRole::TenantAdmin) => Ok(t),
+            Some(TenantRole::Member) => Err(ServiceError::Forbidden(
+                "only tenant admins can manage the tenant's webhook".to_owned(),
+            )),
+            None if who.platform_admin => Err(ServiceError::Forbidden(
+                "the webhook belongs to the tenant; ask one of its tenant admins".to_owned(),
+            )),
+            None => Err(not_found()),
+        }
+    }
+
+    /// The tenant's webhook and its latest deliveries (`None` when not set up).
+    pub async fn webhook_view(
+        &self,
+        who: &Principal,
+        slug: &str,
+    ) -> Result<Option<WebhookView>, ServiceError> {
+        let t = self.webhook_tenant(who, slug).await?;
+        self.webhook_view_of(t.id).await
+    }
+
+    async fn webhook_view_of(&self, tenant_id: i64) -> Result<Option<WebhookView>, ServiceError> {
+        let Some(hook) = webhook::Entity::find()
+            .filter(webhook::Column::TenantId.eq(tenant_id))
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let deliveries = webhook_delivery::Entity::find()
+            .filter(webhook_delivery::Column::TenantId.eq(tenant_id))
+            .order_by_desc(webhook_delivery::Column::Id)
+            .limit(20)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|d| WebhookDeliveryView {
+                id: d.id,
+                event: d.event,
+                status: if d.delivered_at.is_some() {
+                    "delivered"
+                } else if d.failed_at.is_some() {
+                    "failed"
+                } else {
+                    "pending"
+                }
+                .to_owned(),
+                attempts: u32::try_from(d.attempts).unwrap_or(0),
+                last_error: d.last_error,
+                created_at: d.created_at,
+            })
+            .collect();
+        Ok(Some(WebhookView {
+            url: hook.url,
+            created_at: hook.created_at,
+            created_by: hook.created_by,
+            deliveries,
+        }))
+    }
+
+    /// Sets (or replaces) the tenant's webhook; a new signing secret is made
+    /// and returned once.
+    pub async fn set_webhook(
+        &self,
+        who: &Principal,
+        slug: &str,
+        url: &str,
+    ) -> Result<CreatedWebhook, ServiceError> {
+        let t = self.webhook_tenant(who, slug).await?;
+        let url = validate_url(url)?;
+        let now = self.now();
+        let secret = secret::generate("whsec");
+        let (txn, _turn) = self.write_txn().await?;
+        let existing = webhook::Entity::find()
+            .filter(webhook::Column::TenantId.eq(t.id))
+            .one(&txn)
+            .await?;
+        let before = existing.as_ref().map(|h| json!({"url": h.url}));
+        if let Some(h) = existing {
+            webhook::Entity::delete_by_id(h.id).exec(&txn).await?;
+        }
+        webhook::ActiveModel {
+            tenant_id: Set(t.id),
+            url: Set(url.clone()),
+            secret: Set(secret.clone()),
+            created_by: Set(who.audit_name()),
+            created_at: Set(now),
+            ..Default::default()
+        }
+        .insert(&txn)
+        .await?;
+        audit::record(
+            &txn,
+            Event {
+                actor: audit::Actor::User(who),
+                tenant_id: Some(t.id),
+                action: "webhook.set",
+                target_type: "webhook",
+                target_id: t.slug.clone(),
+                before,
+                after: Some(json!({"url": url})),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        let webhook = self
+            .webhook_view_of(t.id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("webhook"))?;
+        Ok(CreatedWebhook { webhook, secret })
+    }
+
+    /// Removes the tenant's webhook; undelivered events are dropped.
+    pub async fn delete_webhook(&self, who: &Principal, slug: &str) -> Result<(), ServiceError> {
+        let t = self.webhook_tenant(who, slug).await?;
+        let now = self.now();
+        let (txn, _turn) = self.write_txn().await?;
+        let hook = webhook::Entity::find()
+            .filter(webhook::Column::TenantId.eq(t.id))
+            .one(&txn)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("a webhook for tenant '{slug}'")))?;
+        webhook::Entity::delete_by_id(hook.id).exec(&txn).await?;
+        webhook_delivery::Entity::delete_many()
+            .filter(webhook_delivery::Column::TenantId.eq(t.id))
+            .filter(webhook_delivery::Column::DeliveredAt.is_null())
+            .filter(webhook_delivery::Column::FailedAt.is_null())
+            .exec(&txn)
+            .await?;
+        audit::record(
+            &txn,
+            Event {
+                actor: audit::Actor::User(who),
+                tenant_id: Some(t.id),
+                action: "webhook.delete",
+                target_type: "webhook",
+                target_id: t.slug.clone(),
+                before: Some(json!({"url": hook.url})),
+                after: None,
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    /// Queues a `webhook.test` event, so a tenant admin can check the receiver.
+    pub async fn test_webhook(&self, who: &Principal, slug: &str) -> Result<(), ServiceError> {
+        let t = self.webhook_tenant(who, slug).await?;
+        let now = self.now();
+        let (txn, _turn) = self.write_txn().await?;
+        let hook = webhook::Entity::find()
+            .filter(webhook::Column::TenantId.eq(t.id))
+            .one(&txn)
+            .await?;
+        if hook.is_none() {
+            return Err(ServiceError::Conflict(
+                "set up the webhook first, then send a test event".to_owned(),
+            ));
+        }
+        super::send(
+            &txn,
+            [],
+            &super::Notice {
+                tenant_id: Some(t.id),
+                kind: "webhook.test",
+                title: format!("Test event for {}", t.name),
+                body: format!("{} sent a test event from Tessera.", who.name),
+                link: Some(format!("/t/{}/webhook", t.slug)),
+                data: json!({}),
+            },
+            now,
+        )
+        .await?;
+        audit::record(
+            &txn,
+            Event {
+                actor: audit::Actor::User(who),
+                tenant_id: Some(t.id),
+                action: "webhook.test",
+                target_type: "webhook",
+                target_id: t.slug.clone(),
+                before: None,
+                after: None,
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    /// Deliveries due now (oldest first, at most `limit`). Events of a tenant
+    /// whose webhook was removed are given up.
+    pub async fn due_webhook_deliveries(
+        &self,
+        limit: u64,
+    ) -> Result<Vec<DueDelivery>, ServiceError> {
+        let now = self.now();
+        let rows = webhook_delivery::Entity::find()
+            .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
+            .order_by_asc(webhook_delivery::Column::Id)
+            .limit(limit)
+            .all(&self.db)
+            .await?;
+        let mut due = Vec::new();
+        for d in rows {
+            let hook = webhook::Entity::find()
+                .filter(webhook::Column::TenantId.eq(d.tenant_id))
+                .one(&self.db)
+                .await?;
+            match hook {
+                Some(h) => due.push(DueDelivery {
+                    id: d.id,
+                    event: d.event,
+                    url: h.url,
+                    secret: h.secret,
+                    payload: d.payload,
+                    attempts: u32::try_from(d.attempts).unwrap_or(0),
+                }),
+                None => {
+                    self.finish_webhook_delivery(d.id, Err("the webhook was removed".into()), 1)
+                        .await?;
+                }
+            }
+        }
+        Ok(due)
+    }
+
+    /// Records the outcome of one try: delivered, or failed and retried after
+    /// `retry_base_s · 2^(tries-1)` seconds until the tries run out.
+    pub async fn finish_webhook_delivery(
+        &self,
+        id: i64,
+        outcome: Result<(), String>,
+        retry_base_s: u64,
+    ) -> Result<(), ServiceError> {
+        let now = self.now();
+        let (txn, _turn) = self.write_txn().await?;
+        let Some(d) = webhook_delivery::Entity::find_by_id(id).one(&txn).await? else {
+            return Ok(());
+        };
+        let attempts = u32::try_from(d.attempts).unwrap_or(0).saturating_add(1);
+        let mut a: webhook_delivery::ActiveModel = d.into();
+        a.attempts = Set(i32::try_from(attempts).unwrap_or(i32::MAX));
+        match outcome {
+            Ok(()) => {
+                a.delivered_at = Set(Some(now));
+                a.next_attempt_at = Set(None);
+                a.last_error = Set(None);
+            }
+            Err(e) => {
+                a.last_error = Set(Some(e.chars().take(1000).collect()));
+                match webhook_retry_delay_s(attempts, retry_base_s) {
+                    Some(s) => {
+                        a.next_attempt_at = Set(Some(
+                            now + Duration::seconds(i64::try_from(s).unwrap_or(3600)),
+                        ))
+                    }
+                    None => {
+                        a.next_attempt_at = Set(None);
+                        a.failed_at = Set(Some(now));
+                    }
+                }
+            }
+        }
+        a.update(&txn).await?;
+        txn.commit().await?;
+        Ok(())
+    }
+}
+
+/// An absolute http(s) URL, or a 400 that says what is wrong.
+fn validate_url(raw: &str) -> Result<String, ServiceError> {
+    let raw = raw.trim();
+    let bad = |m: &str| ServiceError::invalid("url", m);
+    if raw.len() > MAX_URL {
+        return Err(bad("must be at most 500 characters"));
+    }
+    let parsed = url::Url::parse(raw).map_err(|e| {
+        bad(&format!(
+            "is not a valid URL ({e}); e.g. https://chat.example.com/hooks/gpu"
+        ))
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(bad("must be an http:// or https:// URL with a host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad(
+            "must not carry a user name or password; the signature authenticates Tessera",
+        ));
+    }
+    Ok(parsed.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_is_hmac_sha256_of_timestamp_and_body() {
+        // Known answer: HMAC-SHA256("key", "1.{}").
+        let s = sign("key", 1, "{}");
+        assert_eq!(
+            s,
+            "sha256=1ba6b8171186efc613e8bcc0cbdab2748f24984d7c5a84faa2637afa0e40d224"
+        );
+        assert_ne!(s, sign("key", 2, "{}"));
+        assert_ne!(s, sign("other", 1, "{}"));
+    }
+
+    #[test]
+    fn urls_are_checked() {
+        assert_eq!(
+            validate_url(" https://chat.example.com/hook ")
+                .ok()
+                .as_deref(),
+            Some("https://chat.example.com/hook")
+        );
+        for bad in ["", "ftp://x", "not a url", "https://u:p@x.example/"] {
+            let err = validate_url(bad).unwrap_err();
+            assert_eq!(err.status(), 400, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! What platform admins do to quotas directly: set the permanent quota,
+//! grant temporary extra quota, end a grant early; and the overviews.
+
+use super::{quota_columns, quota_from_columns};
+use crate::audit::{self, Actor, Event};
+use crate::entity::{quota, quota_grant, quota_request, tenant};
+use crate::notifications::{self, Notice};
+use crate::{PlatformAdmin, Principal, Service, ServiceError};
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, Set,
+};
+use serde_json::json;
+use tessera_core::quota::{Quota, QuotaAmount};
+use tessera_protocol::quotas::{NewQuotaGrant, SetQuota, TenantQuotaPage, TenantQuotasView};
+use tessera_protocol::views::{QuotaView, TenantRole};
+
+/// Longest reason or justification text.
+pub(crate) const MAX_REASON_CHARS: usize = 1000;
+
+impl Service {
+    /// The tenant called `slug`, or a 404 naming it.
+    pub(crate) async fn tenant_by_slug<C: ConnectionTrait>(
+        conn: &C,
+        slug: &str,
+    ) -> Result<tenant::Model, ServiceError> {
+        tenant::Entity::find()
+            .filter(tenant::Column::Slug.eq(slug))
+            .one(conn)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("tenant '{slug}'")))
+    }
+
+    /// Replaces the permanent quota row (creating it); returns the old one.
+    pub(crate) async fn write_base_quota<C: ConnectionTrait>(
+        conn: &C,
+        tenant_id: i64,
+        pool: &str,
+        q: &Quota,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Quota>, ServiceError> {
+        let (compute, memory, slices) = quota_columns(q);
+        let existing = quota::Entity::find()
+            .filter(quota::Column::TenantId.eq(tenant_id))
+            .filter(quota::Column::Pool.eq(pool))
+            .one(conn)
+            .await?;
+        let before = existing
+            .as_ref()
+            .map(|e| quota_from_columns(e.compute_milli, e.memory_mib, e.max_slices));
+        match existing {
+            Some(e) => {
+                let mut a: quota::ActiveModel = e.into();
+                a.compute_milli = Set(compute);
+                a.memory_mib = Set(memory);
+                a.max_slices = Set(slices);
+                a.updated_at = Set(now);
+                a.update(conn).await?;
+            }
+            None => {
+                quota::ActiveModel {
+                    tenant_id: Set(tenant_id),
+                    pool: Set(pool.to_owned()),
+                    compute_milli: Set(compute),
+                    memory_mib: Set(memory),
+                    max_slices: Set(slices),
+                    updated_at: Set(now),
+                    ..Default::default()
+                }
+                .insert(conn)
+                .await?;
+            }
+        }
+        Ok(before)
+    }
+
+    /// Adds a temporary grant.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn write_grant<C: ConnectionTrait>(
+        conn: &C,
+        tenant_id: i64,
+        pool: &str,
+        extra: &Quota,
+        ends_at: DateTime<Utc>,
+        reason: &str,
+        quota_request_id: Option<i64>,
+        by: &str,
+        now: DateTime<Utc>,
+    ) -> Result<i64, ServiceError> {
+        let (compute, memory, slices) = quota_columns(extra);
+        let g = quota_grant::ActiveModel {
+            tenant_id: Set(tenant_id),
+            pool: Set(pool.to_owned()),
+            compute_milli: Set(compute),
+            memory_mib: Set(memory),
+            max_slices: Set(slices),
+            ends_at: Set(ends_at),
+            reason: Set(reason.to_owned()),
+            quota_request_id: Set(quota_request_id),
+            created_by: Set(by.to_owned()),
+            created_at: Set(now),
+            revoked_at: Set(None),
+            ..Default::default()
+        }
+        .insert(conn)
+        .await?;
+        Ok(g.id)
+    }
+
+    /// Sets a tenant's permanent quota in a pool (platform admins). Requests
+    /// waiting in the queue are tried again at once.
+    pub async fn set_quota(
+        &self,
+        admin: &PlatformAdmin<'_>,
+        req: &SetQuota,
+    ) -> Result<QuotaView, ServiceError> {
+        let spec = self.pool_spec("pool", &req.pool)?.clone();
+        let q = amount(&req.amount)?;
+        let now = self.now();
+        let (txn, turn) = self.admission_txn().await?;
+        let t = Self::tenant_by_slug(&txn, &req.tenant).await?;
+        let before_view = Self::quota_view(&txn, t.id, &spec.name, now).await?;
+        Self::write_base_quota(&txn, t.id, &spec.name, &q, now).await?;
+        let after_view = Self::quota_view(&txn, t.id, &spec.name, now).await?;
+        audit::record(
+            &txn,
+            Event {
+                actor: Actor::User(admin.principal()),
+                tenant_id: Some(t.id),
+                action: "quota.set",
+                target_type: "quota",
+                target_id: format!("{}/{}", t.slug, spec.name),
+                before: Some(json!({"permanent": before_view.base, "in_force": before_view.quota})),
+                after: Some(json!({"permanent": after_view.base, "in_force": after_view.quota})),
+            },
+            now,
+        )
+        .await?;
+        notifications::send(
+            &txn,
+            notifications::tenant_admins(&txn, t.id).await?,
+            &Notice {
+                tenant_id: Some(t.id),
+                kind: "quota.changed",
+                title: format!("Quota in {} is now {}", spec.name, after_view.quota),
+                body: format!(
+                    "{} set the permanent quota of {} in pool {} to {} (was {}).",
+                    admin.principal().name,
+                    t.name,
+                    spec.name,
+                    after_view.base,
+                    before_view.base
+                ),
+                link: Some(format!("/t/{}/quota", t.slug)),
+                data: json!({"pool": spec.name, "quota": after_view.quota}),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        // Let go of the writer turn before retrying the queue (which takes it).
+        drop(turn);
+        self.retry_waiting().await?;
+        Ok(after_view)
+    }
+
+    /// Grants temporary extra quota until `ends_at` (platform admins).
+    pub async fn grant_quota(
+        &self,
+        admin: &PlatformAdmin<'_>,
+        req: &NewQuotaGrant,
+    ) -> Result<QuotaView, ServiceError> {
+        let spec = self.pool_spec("pool", &req.pool)?.clone();
+        let extra = amount(&req.amount)?;
+        if extra.is_zero() {
+            return Err(ServiceError::invalid(
+                "amount",
+                "grant at least some GPU compute, memory or slices",
+            ));
+        }
+        let now = self.now();
+        if req.ends_at <= now {
+            return Err(ServiceError::invalid(
+                "ends_at",
+                "must be in the future; temporary quota ends then",
+            ));
+        }
+        let reason = reason_text("reason", &req.reason, false)?;
+        let (txn, turn) = self.admission_txn().await?;
+        let t = Self::tenant_by_slug(&txn, &req.tenant).await?;
+        let before = Self::quota_view(&txn, t.id, &spec.name, now).await?;
+        let by = admin.principal().audit_name();
+        let id = Self::write_grant(
+            &txn,
+            t.id,
+            &spec.name,
+            &extra,
+            req.ends_at,
+            &reason,
+            None,
+            &by,
+            now,
+        )
+        .await?;
+        let after = Self::quota_view(&txn, t.id, &spec.name, now).await?;
+        audit::record(
+            &txn,
+            Event {
+                actor: Actor::User(admin.principal()),
+                tenant_id: Some(t.id),
+                action: "quota.grant",
+                target_type: "quota_grant",
+                target_id: id.to_string(),
+                before: Some(json!({"in_force": before.quota})),
+                after: Some(json!({
+                    "pool": spec.name, "extra": extra, "ends_at": req.ends_at,
+                    "reason": reason, "in_force": after.quota,
+                })),
+            },
+            now,
+        )
+        .await?;
+        notifications::send(
+            &txn,
+            notifications::tenant_admins(&txn, t.id).await?,
+            &Notice {
+                tenant_id: Some(t.id),
+                kind: "quota.changed",
+                title: format!("Temporary quota in {}: +{}", spec.name, extra),
+                body: format!(
+                    "{} granted {} extra in pool {} until {}.",
+                    admin.principal().name,
+                    t.name,
+                    spec.name,
+                    req.ends_at.format("%Y-%m-%d %H:%M UTC")
+                ),
+                link: Some(format!("/t/{}/quota", t.slug)),
+                data: json!({"pool": spec.name, "extra": extra, "ends_at": req.ends_at}),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        // Let go of the writer turn before retrying the queue (which takes it).
+        drop(turn);
+        self.retry_waiting().await?;
+        Ok(after)
+    }
+
+    /// Ends a temporary grant now (platform admins).
+    pub async fn end_quota_grant(
+        &self,
+        admin: &PlatformAdmin<'_>,
+        id: i64,
+    ) -> Result<(), ServiceError> {
+        let now = self.now();
+        let (txn, _turn) = self.write_txn().await?;
+        let g = quota_grant::Entity::find_by_id(id)
+            .one(&txn)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("quota grant {id}")))?;
+        if g.revoked_at.is_some() || g.ends_at <= now {
+            return Err(ServiceError::Conflict(format!(
+                "quota grant {id} has already ended"
+            )));
+        }
+        let (tenant_id, pool) = (g.tenant_id, g.pool.clone());
+        let mut a: quota_grant::ActiveModel = g.into();
+        a.revoked_at = Set(Some(now));
+        a.update(&txn).await?;
+        audit::record(
+            &txn,
+            Event {
+                actor: Actor::User(admin.principal()),
+                tenant_id: Some(tenant_id),
+                action: "quota.grant_end",
+                target_type: "quota_grant",
+                target_id: id.to_string(),
+                before: Some(json!({"pool": pool, "revoked": false})),
+                after: Some(json!({"pool": pool, "revoked": true})),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    /// Every tenant with its quota and use in every pool (platform admins).
+    pub async fn admin_quotas(
+        &self,
+        _admin: &PlatformAdmin<'_>,
+    ) -> Result<Vec<TenantQuotasView>, ServiceError> {
+        let now = self.now();
+        let tenants = tenant::Entity::find()
+            .order_by_asc(tenant::Column::Name)
+            .all(&self.db)
+            .await?;
+        let mut out = Vec::new();
+        for t in tenants {
+            let mut quotas = Vec::new();
+            for p in &self.settings.pools {
+                quotas.push(Self::quota_view(&self.db, t.id, &p.name, now).await?);
+            }
+            let pending = quota_request::Entity::find()
+                .filter(quota_request::Column::TenantId.eq(t.id))
+                .filter(quota_request::Column::State.eq("pending"))
+                .count(&self.db)
+                .await?;
+            out.push(TenantQuotasView {
+                slug: t.slug,
+                name: t.name,
+                quotas,
+                pending_requests: u32::try_from(pending).unwrap_or(u32::MAX),
+            });
+        }
+        Ok(out)
+    }
+
+    /// A tenant's quota page: quota, use and headroom per pool, and its
+    /// quota requests (members, tenant admins, platform admins).
+    pub async fn tenant_quota_page(
+        &self,
+        who: &Principal,
+        slug: &str,
+    ) -> Result<TenantQuotaPage, ServiceError> {
+        let t = Self::tenant_by_slug(&self.db, slug).await?;
+        let role = who.role_in(t.id);
+        if role.is_none() && !who.platform_admin {
+            return Err(ServiceError::not_found(format!("tenant '{slug}'")));
+        }
+        let now = self.now();
+        let mut quotas = Vec::new();
+        for p in &self.settings.pools {
+            let v = Self::quota_view(&self.db, t.id, &p.name, now).await?;
+            if !v.quota.is_zero() || v.usage.slices > 0 {
+                quotas.push(v);
+            }
+        }
+        let requests = self.tenant_quota_requests(who, t.id).await?;
+        Ok(TenantQuotaPage {
+            slug: t.slug,
+            name: t.name,
+            quotas,
+            pools: self.settings.pools.iter().map(|p| p.name.clone()).collect(),
+            requests,
+            can_submit: role == Some(TenantRole::TenantAdmin),
+        })
+    }
+
+    /// After quota grew: places what waits in the queues now rather than at
+    /// the next tick.
+    pub(crate) async fn retry_waiting(&self) -> Result<(), ServiceError> {
+        let placed = self.place_queued(self.now()).await?;
+        if placed > 0 {
+            self.desired_changed(None);
+        }
+        Ok(())
+    }
+}
+
+/// A quota amount in core's units, or a 400 naming the field.
+pub(crate) fn amount(a: &QuotaAmount) -> Result<Quota, ServiceError> {
+    a.to_quota()
+        .map_err(|e| ServiceError::invalid(format!("amount.{}", e.field), e.message))
+}
+
+/// Trimmed free text of at most [`MAX_REASON_CHARS`] characters.
+pub(crate) fn reason_text(field: &str, text: &str, required: bool) -> Result<String, ServiceError> {
+    let t = text.trim();
+    if required && t.is_empty() {
+        return Err(ServiceError::invalid(field, "must not be empty; say why"));
+    }
+    if t.chars().count() > MAX_REASON_CHARS {
+        return Err(ServiceError::invalid(
+            field,
+            format!("must be at most {MAX_REASON_CHARS} characters"),
+        ));
+    }
+    Ok(t.to_owned())
+}

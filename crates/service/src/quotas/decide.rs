@@ -1,0 +1,364 @@
+//! Platform admins decide quota requests: approve (optionally a different
+//! amount or end date) or reject with a reason. The decision and the quota
+//! change commit together; a request is decided once (a conditional update
+//! makes the loser of a race a 409). With four-eyes on, nobody decides a
+//! request they filed or submitted, or one of a tenant they administer.
+
+use super::admin::{amount, reason_text};
+use super::{quota_columns, quota_from_columns};
+use crate::allocations::TenantActor;
+use crate::audit::{self, Actor, Event};
+use crate::entity::quota_request;
+use crate::{PlatformAdmin, Principal, Service, ServiceError};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::json;
+use tessera_core::lifecycle::QuotaRequestEvent;
+use tessera_protocol::quotas::{QuotaDecision, QuotaRequestView};
+use tessera_protocol::views::{NewAllocation, TenantRole};
+
+/// Why four-eyes stops `who` from deciding `row`, if it does.
+pub(crate) fn four_eyes_block(who: &Principal, row: &quota_request::Model) -> Option<String> {
+    if row.requested_by_user_id == Some(who.user_id) || row.slice_user_id == Some(who.user_id) {
+        return Some("you filed this request; another platform admin must decide it".to_owned());
+    }
+    if row.submitted_by_user_id == Some(who.user_id) {
+        return Some(
+            "you submitted this request; another platform admin must decide it".to_owned(),
+        );
+    }
+    if who.role_in(row.tenant_id) == Some(TenantRole::TenantAdmin) {
+        return Some(
+            "you administer this tenant; another platform admin must decide its requests"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+impl Service {
+    /// Approves or rejects a pending quota request.
+    pub async fn decide_quota_request(
+        &self,
+        admin: &PlatformAdmin<'_>,
+        id: i64,
+        decision: &QuotaDecision,
+    ) -> Result<QuotaRequestView, ServiceError> {
+        let who = admin.principal();
+        let (row, t) = self.visible_quota_request(who, id).await?;
+        if self.settings.four_eyes {
+            if let Some(why) = four_eyes_block(who, &row) {
+                return Err(ServiceError::Forbidden(why));
+            }
+        }
+        let now = self.now();
+        let asked = quota_from_columns(row.compute_milli, row.memory_mib, row.max_slices);
+        let event = match decision {
+            QuotaDecision::Approve { .. } => QuotaRequestEvent::Approve,
+            QuotaDecision::Reject { reason } => QuotaRequestEvent::Reject {
+                reason: reason_text("reason", reason, true)?,
+            },
+        };
+        let next = Self::check_quota_request_event(&row, &event)?;
+        let grant = match decision {
+            QuotaDecision::Approve { amount: a, ends_at } => {
+                let q = match a {
+                    Some(a) => amount(a)?,
+                    None => asked,
+                };
+                if q.is_zero() {
+                    return Err(ServiceError::invalid(
+                        "amount",
+                        "approve more than nothing, or reject the request with a reason",
+                    ));
+                }
+                let ends = ends_at.or(row.ends_at);
+                if ends.is_some_and(|e| e <= now) {
+                    return Err(ServiceError::invalid(
+                        "ends_at",
+                        "must be in the future; change the end date or approve it as permanent",
+                    ));
+                }
+                Some((q, ends))
+            }
+            QuotaDecision::Reject { .. } => None,
+        };
+
+        let (txn, turn) = self.admission_txn().await?;
+        let mut update = quota_request::Entity::update_many()
+            .col_expr(quota_request::Column::State, Expr::value(next.name()))
+            .col_expr(
+                quota_request::Column::DecidedByUserId,
+                Expr::value(who.user_id),
+            )
+            .col_expr(
+                quota_request::Column::DecidedBy,
+                Expr::value(who.audit_name()),
+            )
+            .col_expr(quota_request::Column::DecidedAt, Expr::value(now))
+            .col_expr(quota_request::Column::UpdatedAt, Expr::value(now));
+        if let QuotaRequestEvent::Reject { reason } = &event {
+            update = update.col_expr(
+                quota_request::Column::RejectReason,
+                Expr::value(reason.clone()),
+            );
+        }
+        if let Some((q, ends)) = &grant {
+            let (c, m, s) = quota_columns(q);
+            update = update
+                .col_expr(quota_request::Column::GrantedComputeMilli, Expr::value(c))
+                .col_expr(quota_request::Column::GrantedMemoryMib, Expr::value(m))
+                .col_expr(quota_request::Column::GrantedMaxSlices, Expr::value(s))
+                .col_expr(quota_request::Column::GrantedEndsAt, Expr::value(*ends));
+        }
+        // Only a still-pending request is decided: of two admins racing,
+        // the second updates nothing and gets a 409.
+        let changed = update
+            .filter(quota_request::Column::Id.eq(id))
+            .filter(quota_request::Column::State.eq("pending"))
+            .exec(&txn)
+            .await?
+            .rows_affected;
+        if changed == 0 {
+            return Err(Self::already_moved(&txn, id).await);
+        }
+        let before = Self::quota_view(&txn, t.id, &row.pool, now).await?;
+        if let Some((q, ends)) = &grant {
+            match ends {
+                Some(ends) => {
+                    Self::write_grant(
+                        &txn,
+                        t.id,
+                        &row.pool,
+                        q,
+                        *ends,
+                        &row.justification,
+                        Some(id),
+                        &who.audit_name(),
+                        now,
+                    )
+                    .await?;
+                }
+                None => {
+                    let raised = before.base.plus(q);
+                    Self::write_base_quota(&txn, t.id, &row.pool, &raised, now).await?;
+                }
+            }
+        }
+        let after = Self::quota_view(&txn, t.id, &row.pool, now).await?;
+        let (action, title, body) = match (&grant, &event) {
+            (Some((q, ends)), _) => (
+                "quota_request.approve",
+                format!("Quota request approved: +{} in {}", q, row.pool),
+                format!(
+                    "{} approved +{}{} for {} in pool {} (asked: +{}). The quota is now {}.",
+                    who.name,
+                    q,
+                    ends.map(|e| format!(" until {}", e.format("%Y-%m-%d %H:%M UTC")))
+                        .unwrap_or_default(),
+                    t.name,
+                    row.pool,
+                    asked,
+                    after.quota
+                ),
+            ),
+            (None, QuotaRequestEvent::Reject { reason }) => (
+                "quota_request.reject",
+                format!("Quota request rejected: +{} in {}", asked, row.pool),
+                format!("{} rejected the request: {reason}", who.name),
+            ),
+            (None, _) => ("quota_request.reject", String::new(), String::new()),
+        };
+        audit::record(
+            &txn,
+            Event {
+                actor: Actor::User(who),
+                tenant_id: Some(t.id),
+                action,
+                target_type: "quota_request",
+                target_id: id.to_string(),
+                before: Some(json!({"state": "pending", "quota": before.quota})),
+                after: Some(json!({
+                    "state": next.name(),
+                    "granted": grant.as_ref().map(|(q, _)| q),
+                    "ends_at": grant.as_ref().and_then(|(_, e)| *e),
+                    "reason": match &event { QuotaRequestEvent::Reject { reason } => Some(reason), _ => None },
+                    "quota": after.quota,
+                })),
+            },
+            now,
+        )
+        .await?;
+        let recipients = [
+            row.requested_by_user_id,
+            row.submitted_by_user_id,
+            row.slice_user_id,
+        ]
+        .into_iter()
+        .flatten();
+        crate::notifications::send(
+            &txn,
+            recipients.filter(|u| *u != who.user_id),
+            &crate::notifications::Notice {
+                tenant_id: Some(t.id),
+                kind: if grant.is_some() {
+                    "quota_request.approved"
+                } else {
+                    "quota_request.rejected"
+                },
+                title,
+                body,
+                link: Some(format!("/t/{}/quota#request-{id}", t.slug)),
+                data: json!({"quota_request": id, "pool": row.pool, "quota": after.quota}),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        // Let go of the writer turn before requesting the slice (which takes it).
+        drop(turn);
+
+        if grant.is_some() {
+            self.request_waiting_slice(&row, &t).await?;
+            self.retry_waiting().await?;
+        }
+        self.quota_request_view(who, id).await
+    }
+
+    /// Requests the slice that waited for this quota, for the person who
+    /// asked for it; records the allocation, or why it still does not fit.
+    async fn request_waiting_slice(
+        &self,
+        row: &quota_request::Model,
+        t: &crate::entity::tenant::Model,
+    ) -> Result<(), ServiceError> {
+        let Some(slice) = &row.slice else {
+            return Ok(());
+        };
+        let Ok(slice) = serde_json::from_value::<NewAllocation>(slice.clone()) else {
+            return Ok(());
+        };
+        let actor = TenantActor {
+            tenant_id: t.id,
+            tenant_slug: t.slug.clone(),
+            name: row
+                .slice_requested_by
+                .clone()
+                .unwrap_or_else(|| row.requested_by.clone()),
+            user_id: row.slice_user_id,
+            can_request: true,
+        };
+        let outcome = self.request_allocation(&actor, &slice).await;
+        let (allocation_id, error) = match outcome {
+            Ok(a) => (Some(a.id), None),
+            Err(e) => {
+                tracing::info!(quota_request = row.id, error = %e, "the waiting slice could not be requested");
+                (None, Some(e.public_message()))
+            }
+        };
+        let now = self.now();
+        let (txn, _turn) = self.write_txn().await?;
+        quota_request::Entity::update_many()
+            .col_expr(
+                quota_request::Column::AllocationId,
+                Expr::value(allocation_id),
+            )
+            .col_expr(
+                quota_request::Column::SliceError,
+                Expr::value(error.clone()),
+            )
+            .col_expr(quota_request::Column::UpdatedAt, Expr::value(now))
+            .filter(quota_request::Column::Id.eq(row.id))
+            .exec(&txn)
+            .await?;
+        if let Some(error) = error {
+            crate::notifications::send(
+                &txn,
+                row.slice_user_id,
+                &crate::notifications::Notice {
+                    tenant_id: Some(t.id),
+                    kind: "allocation.failed",
+                    title: "Your waiting slice still does not fit".to_owned(),
+                    body: error,
+                    link: Some(format!("/t/{}/request", t.slug)),
+                    data: json!({"quota_request": row.id}),
+                },
+                now,
+            )
+            .await?;
+        }
+        txn.commit().await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_protocol::views::MembershipView;
+
+    fn row() -> quota_request::Model {
+        let now = chrono::Utc::now();
+        quota_request::Model {
+            id: 1,
+            tenant_id: 7,
+            pool: "p".into(),
+            compute_milli: 1000,
+            memory_mib: 0,
+            max_slices: 1,
+            ends_at: None,
+            justification: "j".into(),
+            state: "pending".into(),
+            reject_reason: None,
+            requested_by_user_id: Some(10),
+            requested_by: "m".into(),
+            submitted_by_user_id: Some(11),
+            submitted_by: Some("a".into()),
+            decided_by_user_id: None,
+            decided_by: None,
+            decided_at: None,
+            granted_compute_milli: None,
+            granted_memory_mib: None,
+            granted_max_slices: None,
+            granted_ends_at: None,
+            slice: None,
+            slice_user_id: None,
+            slice_requested_by: None,
+            allocation_id: None,
+            slice_error: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    fn admin(user_id: i64, tenant_admin_of: Option<i64>) -> Principal {
+        Principal {
+            user_id,
+            name: "A".into(),
+            email: None,
+            platform_admin: true,
+            memberships: tenant_admin_of
+                .map(|t| {
+                    (
+                        t,
+                        MembershipView {
+                            slug: "t".into(),
+                            name: "T".into(),
+                            role: TenantRole::TenantAdmin,
+                        },
+                    )
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn four_eyes_blocks_requester_submitter_and_tenant_admins() {
+        assert!(four_eyes_block(&admin(10, None), &row()).is_some());
+        assert!(four_eyes_block(&admin(11, None), &row()).is_some());
+        assert!(four_eyes_block(&admin(12, Some(7)), &row()).is_some());
+        assert_eq!(four_eyes_block(&admin(12, Some(8)), &row()), None);
+        assert_eq!(four_eyes_block(&admin(12, None), &row()), None);
+    }
+}

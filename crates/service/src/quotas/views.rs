@@ -1,0 +1,230 @@
+//! Quota requests as pages show them, and the platform admins' approval
+//! queue with what a decision needs: the tenant's quota and use, its earlier
+//! requests, and the pool's capacity.
+
+use super::decide::four_eyes_block;
+use super::quota_from_columns;
+use super::requests::stored_state;
+use crate::allocations::CAPACITY_STATES;
+use crate::entity::{allocation, gpu, host, quota, quota_request, tenant};
+use crate::{PlatformAdmin, Principal, Service, ServiceError};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use tessera_core::quota::Quota;
+use tessera_core::slice::label;
+use tessera_core::units::{ComputeMilli, MemMiB};
+use tessera_protocol::quotas::{
+    ApprovalItem, ApprovalQueueView, PoolCapacityView, QuotaRequestView,
+};
+use tessera_protocol::views::{NewAllocation, TenantRole};
+
+impl Service {
+    /// One quota request (its tenant's members and platform admins).
+    pub async fn quota_request_view(
+        &self,
+        who: &Principal,
+        id: i64,
+    ) -> Result<QuotaRequestView, ServiceError> {
+        let (row, t) = self.visible_quota_request(who, id).await?;
+        Ok(self.request_view(who, &row, &t))
+    }
+
+    /// A tenant's requests, newest first.
+    pub(crate) async fn tenant_quota_requests(
+        &self,
+        who: &Principal,
+        tenant_id: i64,
+    ) -> Result<Vec<QuotaRequestView>, ServiceError> {
+        let t = tenant::Entity::find_by_id(tenant_id)
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("tenant {tenant_id}")))?;
+        Ok(quota_request::Entity::find()
+            .filter(quota_request::Column::TenantId.eq(tenant_id))
+            .order_by_desc(quota_request::Column::Id)
+            .limit(50)
+            .all(&self.db)
+            .await?
+            .iter()
+            .map(|r| self.request_view(who, r, &t))
+            .collect())
+    }
+
+    /// Pending requests, oldest first, each with its context; and the
+    /// latest decisions.
+    pub async fn approval_queue(
+        &self,
+        admin: &PlatformAdmin<'_>,
+    ) -> Result<ApprovalQueueView, ServiceError> {
+        let who = admin.principal();
+        let now = self.now();
+        let pending = quota_request::Entity::find()
+            .filter(quota_request::Column::State.eq("pending"))
+            .order_by_asc(quota_request::Column::CreatedAt)
+            .order_by_asc(quota_request::Column::Id)
+            .all(&self.db)
+            .await?;
+        let tenants = tenant::Entity::find().all(&self.db).await?;
+        let tenant_of = |id: i64| tenants.iter().find(|t| t.id == id);
+        let mut items = Vec::new();
+        for row in &pending {
+            let Some(t) = tenant_of(row.tenant_id) else {
+                continue;
+            };
+            let history = quota_request::Entity::find()
+                .filter(quota_request::Column::TenantId.eq(t.id))
+                .filter(quota_request::Column::Id.ne(row.id))
+                .order_by_desc(quota_request::Column::Id)
+                .limit(5)
+                .all(&self.db)
+                .await?
+                .iter()
+                .map(|r| self.request_view(who, r, t))
+                .collect();
+            items.push(ApprovalItem {
+                request: self.request_view(who, row, t),
+                current: Self::quota_view(&self.db, t.id, &row.pool, now).await?,
+                history,
+                pool: self.pool_capacity(&row.pool).await?,
+            });
+        }
+        let recent = quota_request::Entity::find()
+            .filter(quota_request::Column::State.is_in(["approved", "rejected"]))
+            .order_by_desc(quota_request::Column::DecidedAt)
+            .limit(10)
+            .all(&self.db)
+            .await?
+            .iter()
+            .filter_map(|r| Some(self.request_view(who, r, tenant_of(r.tenant_id)?)))
+            .collect();
+        Ok(ApprovalQueueView {
+            items,
+            recent,
+            four_eyes: self.settings.four_eyes,
+        })
+    }
+
+    /// A pool's healthy GPUs on online hosts, what live slices hold of
+    /// them, and how much quota all tenants have there.
+    async fn pool_capacity(&self, pool: &str) -> Result<PoolCapacityView, ServiceError> {
+        let now = self.now();
+        let online: Vec<i64> = host::Entity::find()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .filter(|h| {
+                h.last_seen_at
+                    .is_some_and(|s| now - s <= self.settings.host_offline_after)
+            })
+            .map(|h| h.id)
+            .collect();
+        let gpus: Vec<gpu::Model> = gpu::Entity::find()
+            .filter(gpu::Column::HostId.is_in(online))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .filter(|g| {
+                g.health == "healthy"
+                    && crate::pools::pool_of(&self.settings.pools, &g.model)
+                        .is_some_and(|p| p.name == pool)
+            })
+            .collect();
+        let total = Quota {
+            compute: ComputeMilli::gpus(u32::try_from(gpus.len()).unwrap_or(u32::MAX)),
+            memory: MemMiB(
+                gpus.iter()
+                    .map(|g| u64::try_from(g.memory_mib).unwrap_or(0))
+                    .sum(),
+            ),
+            max_slices: 0,
+        };
+        let held = allocation::Entity::find()
+            .filter(allocation::Column::Pool.eq(pool))
+            .filter(allocation::Column::State.is_in(CAPACITY_STATES))
+            .all(&self.db)
+            .await?;
+        let held_compute: u32 = held
+            .iter()
+            .map(|a| u32::try_from(a.demand_compute_milli).unwrap_or(0))
+            .sum();
+        let held_memory: u64 = held
+            .iter()
+            .map(|a| u64::try_from(a.demand_memory_mib).unwrap_or(0))
+            .sum();
+        let promised = quota::Entity::find()
+            .filter(quota::Column::Pool.eq(pool))
+            .all(&self.db)
+            .await?
+            .iter()
+            .fold(Quota::default(), |sum, q| {
+                sum.plus(&quota_from_columns(
+                    q.compute_milli,
+                    q.memory_mib,
+                    q.max_slices,
+                ))
+            });
+        Ok(PoolCapacityView {
+            pool: pool.to_owned(),
+            gpus: u32::try_from(gpus.len()).unwrap_or(u32::MAX),
+            free: Quota {
+                compute: total.compute - ComputeMilli(held_compute),
+                memory: total.memory - MemMiB(held_memory),
+                max_slices: 0,
+            },
+            total,
+            promised,
+        })
+    }
+
+    /// The request as `who` sees it, with what they may do now.
+    fn request_view(
+        &self,
+        who: &Principal,
+        row: &quota_request::Model,
+        t: &tenant::Model,
+    ) -> QuotaRequestView {
+        let state = stored_state(row);
+        let role = who.role_in(row.tenant_id);
+        let tenant_admin = role == Some(TenantRole::TenantAdmin);
+        let blocked = if who.platform_admin && self.settings.four_eyes {
+            four_eyes_block(who, row)
+        } else {
+            None
+        };
+        let granted = row.granted_compute_milli.map(|c| {
+            quota_from_columns(
+                c,
+                row.granted_memory_mib.unwrap_or(0),
+                row.granted_max_slices.unwrap_or(0),
+            )
+        });
+        QuotaRequestView {
+            id: row.id,
+            tenant: t.slug.clone(),
+            tenant_name: t.name.clone(),
+            pool: row.pool.clone(),
+            amount: quota_from_columns(row.compute_milli, row.memory_mib, row.max_slices),
+            ends_at: row.ends_at,
+            justification: row.justification.clone(),
+            requested_by: row.requested_by.clone(),
+            submitted_by: row.submitted_by.clone(),
+            decided_by: row.decided_by.clone(),
+            decided_at: row.decided_at,
+            granted,
+            granted_ends_at: row.granted_ends_at,
+            slice: row
+                .slice
+                .as_ref()
+                .and_then(|s| serde_json::from_value::<NewAllocation>(s.clone()).ok())
+                .map(|s| label(&s.shape)),
+            allocation_id: row.allocation_id,
+            slice_error: row.slice_error.clone(),
+            created_at: row.created_at,
+            can_submit: tenant_admin && row.state == "proposed",
+            can_withdraw: !state.is_terminal()
+                && (tenant_admin || row.requested_by_user_id == Some(who.user_id)),
+            can_decide: who.platform_admin && row.state == "pending" && blocked.is_none(),
+            decide_blocked: blocked.filter(|_| row.state == "pending"),
+            state,
+        }
+    }
+}
