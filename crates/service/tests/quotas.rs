@@ -829,3 +829,54 @@ async fn notifications_are_per_user_and_marked_read() {
     );
     assert_eq!(f.service.unread_notifications(&lee).await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
+    let f = fixture().await;
+    h100_host(&f, 1).await;
+    let nora = f.login("nora", &["nlp"]).await;
+    let nlp = f.service.tenant_actor(&nora, "nlp").await.unwrap();
+    let full = f
+        .service
+        .request_allocation(&nlp, &slice("7g.80gb"))
+        .await
+        .unwrap();
+    assert_eq!(full.state, "placed");
+    let mia = member(&f).await;
+    let vision = f.service.tenant_actor(&mia, "vision").await.unwrap();
+    let waiting = f
+        .service
+        .request_allocation(&vision, &slice("1g.10gb"))
+        .await
+        .unwrap();
+    assert_eq!(waiting.state, "queued");
+    // set_quota, grant_quota and an approval each retry the queue after
+    // their commit; none may wait on its own writer turn.
+    let limit = std::time::Duration::from_secs(10);
+    tokio::time::timeout(limit, set(&f, "vision", amount(3.0, 200.0, 8)))
+        .await
+        .expect("set_quota returns");
+    let root = f.admin().await;
+    let proof = root.require_platform_admin().unwrap();
+    tokio::time::timeout(
+        limit,
+        f.service.grant_quota(
+            &proof,
+            &NewQuotaGrant {
+                tenant: "vision".into(),
+                pool: "h100-mig".into(),
+                amount: amount(1.0, 0.0, 0),
+                ends_at: f.clock.now() + Duration::hours(1),
+                reason: "burst".into(),
+            },
+        ),
+    )
+    .await
+    .expect("grant_quota returns")
+    .unwrap();
+    // Once the GPU frees, the next retry places the waiting slice.
+    f.service.release_allocation(&nlp, full.id).await.unwrap();
+    f.service.tick().await.unwrap();
+    let w = f.service.get_allocation(&vision, waiting.id).await.unwrap();
+    assert_ne!(w.state, "queued");
+}
