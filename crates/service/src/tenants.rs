@@ -1,6 +1,6 @@
 //! Tenant pages.
 
-use crate::entity::{membership, tenant, user};
+use crate::entity::{membership, user};
 use crate::{Principal, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tessera_protocol::views::{MemberView, TenantRole, TenantView};
@@ -13,14 +13,9 @@ impl Service {
         who: &Principal,
         slug: &str,
     ) -> Result<TenantView, ServiceError> {
-        let not_found = || ServiceError::not_found(format!("tenant '{slug}'"));
-        let t = tenant::Entity::find()
-            .filter(tenant::Column::Slug.eq(slug))
-            .one(&self.db)
-            .await?
-            .ok_or_else(not_found)?;
+        let t = Self::tenant_by_slug(&self.db, slug).await?;
         if who.role_in(t.id).is_none() && !who.platform_admin {
-            return Err(not_found());
+            return Err(ServiceError::not_found(format!("tenant '{slug}'")));
         }
         let ms = membership::Entity::find()
             .filter(membership::Column::TenantId.eq(t.id))

@@ -40,15 +40,10 @@ impl Service {
         who: &Principal,
         slug: &str,
     ) -> Result<TenantActor, ServiceError> {
-        let not_found = || ServiceError::not_found(format!("tenant '{slug}'"));
-        let t = tenant::Entity::find()
-            .filter(tenant::Column::Slug.eq(slug))
-            .one(&self.db)
-            .await?
-            .ok_or_else(not_found)?;
+        let t = Self::tenant_by_slug(&self.db, slug).await?;
         let member = who.role_in(t.id).is_some();
         if !member && !who.platform_admin {
-            return Err(not_found());
+            return Err(ServiceError::not_found(format!("tenant '{slug}'")));
         }
         Ok(TenantActor {
             tenant_id: t.id,

@@ -3,7 +3,7 @@
 use super::access::TenantActor;
 use super::stored::{state_json, update_if_state, AllocationRow};
 use crate::audit::{self, Event};
-use crate::entity::{allocation, gpu, host, tenant};
+use crate::entity::{allocation, gpu, tenant};
 use crate::{Principal, Service, ServiceError};
 use chrono::Duration;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
@@ -360,16 +360,7 @@ impl Service {
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("tenant '{}'", actor.tenant_slug)))?;
         let now = self.now();
-        let online: Vec<i64> = host::Entity::find()
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .filter(|h| {
-                h.last_seen_at
-                    .is_some_and(|s| now - s <= self.settings.host_offline_after)
-            })
-            .map(|h| h.id)
-            .collect();
+        let online = self.online_host_ids().await?;
         let gpus = gpu::Entity::find()
             .filter(gpu::Column::HostId.is_in(online))
             .all(&self.db)

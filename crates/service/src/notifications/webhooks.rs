@@ -59,12 +59,7 @@ impl Service {
         who: &Principal,
         slug: &str,
     ) -> Result<tenant::Model, ServiceError> {
-        let not_found = || ServiceError::not_found(format!("tenant '{slug}'"));
-        let t = tenant::Entity::find()
-            .filter(tenant::Column::Slug.eq(slug))
-            .one(&self.db)
-            .await?
-            .ok_or_else(not_found)?;
+        let t = Self::tenant_by_slug(&self.db, slug).await?;
         match who.role_in(t.id) {
             Some(TenantRole::TenantAdmin) => Ok(t),
             Some(TenantRole::Member) => Err(ServiceError::Forbidden(
@@ -73,7 +68,7 @@ impl Service {
             None if who.platform_admin => Err(ServiceError::Forbidden(
                 "the webhook belongs to the tenant; ask one of its tenant admins".to_owned(),
             )),
-            None => Err(not_found()),
+            None => Err(ServiceError::not_found(format!("tenant '{slug}'"))),
         }
     }
 

@@ -32,6 +32,21 @@ impl Service {
             .ok_or_else(|| ServiceError::not_found(format!("tenant '{slug}'")))
     }
 
+    /// Hosts that reported recently enough to be online.
+    pub(crate) async fn online_host_ids(&self) -> Result<Vec<i64>, ServiceError> {
+        let now = self.now();
+        Ok(crate::entity::host::Entity::find()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .filter(|h| {
+                h.last_seen_at
+                    .is_some_and(|s| now - s <= self.settings.host_offline_after)
+            })
+            .map(|h| h.id)
+            .collect())
+    }
+
     /// Replaces the permanent quota row (creating it); returns the old one.
     pub(crate) async fn write_base_quota<C: ConnectionTrait>(
         conn: &C,

@@ -6,7 +6,7 @@ use super::decide::four_eyes_block;
 use super::quota_from_columns;
 use super::requests::stored_state;
 use crate::allocations::CAPACITY_STATES;
-use crate::entity::{allocation, gpu, host, quota, quota_request, tenant};
+use crate::entity::{allocation, gpu, quota, quota_request, tenant};
 use crate::{PlatformAdmin, Principal, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use tessera_core::quota::Quota;
@@ -106,17 +106,7 @@ impl Service {
     /// A pool's healthy GPUs on online hosts, what live slices hold of
     /// them, and how much quota all tenants have there.
     async fn pool_capacity(&self, pool: &str) -> Result<PoolCapacityView, ServiceError> {
-        let now = self.now();
-        let online: Vec<i64> = host::Entity::find()
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .filter(|h| {
-                h.last_seen_at
-                    .is_some_and(|s| now - s <= self.settings.host_offline_after)
-            })
-            .map(|h| h.id)
-            .collect();
+        let online = self.online_host_ids().await?;
         let gpus: Vec<gpu::Model> = gpu::Entity::find()
             .filter(gpu::Column::HostId.is_in(online))
             .all(&self.db)
