@@ -3,12 +3,27 @@
 
 use crate::error::AppError;
 use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+use tessera_protocol::quotas::{
+    ApprovalQueueView, CreatedWebhook, NotificationsPage, QuotaRequestView, TenantQuotaPage,
+    TenantQuotasView, WebhookView,
+};
 #[cfg(feature = "ssr")]
 use tessera_protocol::views::NewAllocation;
 use tessera_protocol::views::{
     AllocationView, ApiTokenView, AuditPage, AuditQuery, CreatedApiToken, CreatedJoinToken,
-    FleetView, JoinTokenView, RequestOptions, TenantView, ViewerView,
+    FleetView, JoinTokenView, QuotaView, RequestOptions, TenantView, ViewerView,
 };
+
+/// A view with the server's time when it was read, so relative times ("3 h
+/// ago") render the same on the server and in the browser.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamped<T> {
+    /// The view.
+    pub value: T,
+    /// When it was read.
+    pub now: chrono::DateTime<chrono::Utc>,
+}
 
 #[cfg(feature = "ssr")]
 mod ssr {
@@ -27,6 +42,40 @@ mod ssr {
             .await
             .unwrap_or_else(|_| axum::Extension(Viewer::default()));
         Ok((service, viewer))
+    }
+
+    /// `value`, stamped with the time it was read.
+    pub fn stamped<T>(service: &Service, value: T) -> super::Stamped<T> {
+        super::Stamped {
+            value,
+            now: service.now(),
+        }
+    }
+
+    /// A 400 naming the field, for input the page could not convert.
+    pub fn invalid(field: &str, message: impl std::fmt::Display) -> AppError {
+        AppError {
+            status: 400,
+            code: "invalid_request".to_owned(),
+            message: format!("{field}: {message}"),
+        }
+    }
+
+    /// A date field ("2026-11-29") as the end of that day in UTC.
+    pub fn end_of_day(
+        field: &str,
+        value: &str,
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, AppError> {
+        crate::format::end_of_day(value).map_err(|m| invalid(field, m))
+    }
+
+    /// A quota amount from a form's three fields.
+    pub fn amount(gpus: f64, memory_gib: f64, max_slices: u32) -> tessera_core::quota::QuotaAmount {
+        tessera_core::quota::QuotaAmount {
+            gpus,
+            memory_gib,
+            max_slices,
+        }
     }
 }
 
@@ -176,4 +225,229 @@ pub async fn get_audit(query: AuditQuery) -> Result<AuditPage, AppError> {
         message: format!("{field}: {message}"),
     })?;
     Ok(service.audit_log(viewer.require()?, &filter).await?)
+}
+
+/// A tenant's quota, use and quota requests.
+#[server(prefix = "/api/ui", endpoint = "get_tenant_quota")]
+pub async fn get_tenant_quota(slug: String) -> Result<Stamped<TenantQuotaPage>, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let page = service.tenant_quota_page(viewer.require()?, &slug).await?;
+    Ok(ssr::stamped(&service, page))
+}
+
+/// Asks for more quota (a member proposes, a tenant admin submits).
+/// `ends_on` is a date (temporary until the end of that day, UTC) or empty
+/// (permanent); `slice` is the JSON of a refused `NewAllocation`, or empty.
+#[server(prefix = "/api/ui", endpoint = "create_quota_request")]
+#[allow(clippy::too_many_arguments)]
+pub async fn create_quota_request(
+    slug: String,
+    pool: String,
+    gpus: f64,
+    memory_gib: f64,
+    max_slices: u32,
+    ends_on: String,
+    justification: String,
+    slice: String,
+) -> Result<QuotaRequestView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let slice = match slice.trim() {
+        "" => None,
+        json => Some(
+            serde_json::from_str::<NewAllocation>(json).map_err(|e| ssr::invalid("slice", e))?,
+        ),
+    };
+    let req = tessera_protocol::quotas::NewQuotaRequest {
+        tenant: slug,
+        pool,
+        amount: ssr::amount(gpus, memory_gib, max_slices),
+        ends_at: ssr::end_of_day("ends_at", &ends_on)?,
+        justification,
+        slice,
+    };
+    Ok(service
+        .create_quota_request(viewer.require()?, &req)
+        .await?)
+}
+
+/// A tenant admin submits a member's proposal.
+#[server(prefix = "/api/ui", endpoint = "submit_quota_request")]
+pub async fn submit_quota_request(id: i64) -> Result<QuotaRequestView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(service.submit_quota_request(viewer.require()?, id).await?)
+}
+
+/// The tenant takes a quota request back.
+#[server(prefix = "/api/ui", endpoint = "withdraw_quota_request")]
+pub async fn withdraw_quota_request(id: i64) -> Result<QuotaRequestView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(service
+        .withdraw_quota_request(viewer.require()?, id)
+        .await?)
+}
+
+/// Pending quota requests with what a decision needs (platform admins).
+#[server(prefix = "/api/ui", endpoint = "get_approval_queue")]
+pub async fn get_approval_queue() -> Result<Stamped<ApprovalQueueView>, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    Ok(ssr::stamped(
+        &service,
+        service.approval_queue(&admin).await?,
+    ))
+}
+
+/// Approves a quota request, granting the amount given (platform admins).
+#[server(prefix = "/api/ui", endpoint = "approve_quota_request")]
+pub async fn approve_quota_request(
+    id: i64,
+    gpus: f64,
+    memory_gib: f64,
+    max_slices: u32,
+) -> Result<QuotaRequestView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    let decision = tessera_protocol::quotas::QuotaDecision::Approve {
+        amount: Some(ssr::amount(gpus, memory_gib, max_slices)),
+        ends_at: None,
+    };
+    Ok(service.decide_quota_request(&admin, id, &decision).await?)
+}
+
+/// Rejects a quota request with a reason (platform admins).
+#[server(prefix = "/api/ui", endpoint = "reject_quota_request")]
+pub async fn reject_quota_request(id: i64, reason: String) -> Result<QuotaRequestView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    let decision = tessera_protocol::quotas::QuotaDecision::Reject { reason };
+    Ok(service.decide_quota_request(&admin, id, &decision).await?)
+}
+
+/// Every tenant's quotas (platform admins).
+#[server(prefix = "/api/ui", endpoint = "get_admin_quotas")]
+pub async fn get_admin_quotas() -> Result<Stamped<Vec<TenantQuotasView>>, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    Ok(ssr::stamped(&service, service.admin_quotas(&admin).await?))
+}
+
+/// Sets a tenant's permanent quota in a pool (platform admins).
+#[server(prefix = "/api/ui", endpoint = "set_tenant_quota")]
+pub async fn set_tenant_quota(
+    tenant: String,
+    pool: String,
+    gpus: f64,
+    memory_gib: f64,
+    max_slices: u32,
+) -> Result<QuotaView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    let req = tessera_protocol::quotas::SetQuota {
+        tenant,
+        pool,
+        amount: ssr::amount(gpus, memory_gib, max_slices),
+    };
+    Ok(service.set_quota(&admin, &req).await?)
+}
+
+/// Grants temporary extra quota until the end of `ends_on` (platform admins).
+#[server(prefix = "/api/ui", endpoint = "grant_tenant_quota")]
+pub async fn grant_tenant_quota(
+    tenant: String,
+    pool: String,
+    gpus: f64,
+    memory_gib: f64,
+    max_slices: u32,
+    ends_on: String,
+    reason: String,
+) -> Result<QuotaView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    let ends_at = ssr::end_of_day("ends_at", &ends_on)?
+        .ok_or_else(|| ssr::invalid("ends_at", "choose the day the extra quota ends"))?;
+    let req = tessera_protocol::quotas::NewQuotaGrant {
+        tenant,
+        pool,
+        amount: ssr::amount(gpus, memory_gib, max_slices),
+        ends_at,
+        reason,
+    };
+    Ok(service.grant_quota(&admin, &req).await?)
+}
+
+/// Ends a temporary grant now (platform admins).
+#[server(prefix = "/api/ui", endpoint = "end_quota_grant")]
+pub async fn end_quota_grant(id: i64) -> Result<(), AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    Ok(service.end_quota_grant(&admin, id).await?)
+}
+
+/// The viewer's notifications, newest first.
+#[server(prefix = "/api/ui", endpoint = "get_notifications")]
+pub async fn get_notifications() -> Result<Stamped<NotificationsPage>, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(ssr::stamped(
+        &service,
+        service.notifications(viewer.require()?).await?,
+    ))
+}
+
+/// How many of the viewer's notifications are unread (0 when signed out).
+#[server(prefix = "/api/ui", endpoint = "get_unread_notifications")]
+pub async fn get_unread_notifications() -> Result<u64, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    match viewer.0.as_ref() {
+        Some(who) => Ok(service.unread_notifications(who).await?),
+        None => Ok(0),
+    }
+}
+
+/// Marks one notification read.
+#[server(prefix = "/api/ui", endpoint = "mark_notification_read")]
+pub async fn mark_notification_read(id: i64) -> Result<u64, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(service
+        .mark_notifications_read(viewer.require()?, Some(id))
+        .await?)
+}
+
+/// Marks all of the viewer's notifications read.
+#[server(prefix = "/api/ui", endpoint = "mark_all_notifications_read")]
+pub async fn mark_all_notifications_read() -> Result<u64, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(service
+        .mark_notifications_read(viewer.require()?, None)
+        .await?)
+}
+
+/// The tenant's webhook and its latest deliveries (tenant admins).
+#[server(prefix = "/api/ui", endpoint = "get_webhook")]
+pub async fn get_webhook(slug: String) -> Result<Stamped<Option<WebhookView>>, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(ssr::stamped(
+        &service,
+        service.webhook_view(viewer.require()?, &slug).await?,
+    ))
+}
+
+/// Sets the tenant's webhook URL; the new signing secret is shown once.
+#[server(prefix = "/api/ui", endpoint = "set_webhook")]
+pub async fn set_webhook(slug: String, url: String) -> Result<CreatedWebhook, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(service.set_webhook(viewer.require()?, &slug, &url).await?)
+}
+
+/// Removes the tenant's webhook.
+#[server(prefix = "/api/ui", endpoint = "delete_webhook")]
+pub async fn delete_webhook(slug: String) -> Result<(), AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(service.delete_webhook(viewer.require()?, &slug).await?)
+}
+
+/// Queues a test event to the tenant's webhook.
+#[server(prefix = "/api/ui", endpoint = "send_test_webhook")]
+pub async fn send_test_webhook(slug: String) -> Result<(), AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(service.test_webhook(viewer.require()?, &slug).await?)
 }

@@ -64,9 +64,62 @@ pub fn percent_of(used: u64, limit: u64) -> u64 {
         .map_or(100, |p| p.min(100))
 }
 
+/// `part` as a whole percentage of `total`, not capped (over-commitment shows
+/// as more than 100); `None` when there is no total.
+pub fn share_of(part: u64, total: u64) -> Option<u64> {
+    part.saturating_mul(100).checked_div(total)
+}
+
 /// A timestamp as "2026-11-29 17:30 UTC".
 pub fn when(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// GPU memory in GiB with up to two decimals: "40 GiB", "9.75 GiB", "0.5 GiB".
+pub fn gib(m: tessera_core::units::MemMiB) -> String {
+    let hundredths = (m.0.saturating_mul(100) + 512) / 1024;
+    let (whole, frac) = (hundredths / 100, hundredths % 100);
+    match frac {
+        0 => format!("{whole} GiB"),
+        f if f % 10 == 0 => format!("{whole}.{} GiB", f / 10),
+        f => format!("{whole}.{f:02} GiB"),
+    }
+}
+
+/// A quota or an amount of quota: "1.500 GPU · 40 GiB · 2 slices".
+pub fn quota(q: &tessera_core::quota::Quota) -> String {
+    format!(
+        "{} · {} · {} slice{}",
+        q.compute,
+        gib(q.memory),
+        q.max_slices,
+        if q.max_slices == 1 { "" } else { "s" }
+    )
+}
+
+/// A number for a form field: "1.5", "40", "9.7265625" — the shortest text
+/// that reads back as the same number, so an unchanged field changes nothing.
+pub fn number(x: f64) -> String {
+    format!("{x}")
+}
+
+/// The day of a timestamp, as a date input wants it: "2026-11-29".
+pub fn day(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d").to_string()
+}
+
+/// A date input's value ("2026-11-29") as the end of that day in UTC; `None`
+/// when the field was left empty.
+pub fn end_of_day(value: &str) -> Result<Option<DateTime<Utc>>, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(23, 59, 59))
+        .map(|t| Some(t.and_utc()))
+        .ok_or_else(|| format!("'{value}' is not a date; use YYYY-MM-DD"))
 }
 
 #[cfg(test)]
@@ -80,6 +133,8 @@ mod tests {
         assert_eq!(percent_of(3000, 2000), 100);
         assert_eq!(percent_of(1, 0), 100);
         assert_eq!(percent_of(0, 10), 0);
+        assert_eq!(share_of(3000, 2000), Some(150));
+        assert_eq!(share_of(1, 0), None);
     }
 
     #[test]
@@ -103,5 +158,35 @@ mod tests {
         assert_eq!(mib(512), "512 MiB");
         assert_eq!(cores(96_000), "96 cores");
         assert_eq!(cores(1_500), "1.5 cores");
+    }
+
+    #[test]
+    fn quota_amounts() {
+        use tessera_core::quota::Quota;
+        use tessera_core::units::{ComputeMilli, MemMiB};
+        assert_eq!(gib(MemMiB(40 * 1024)), "40 GiB");
+        assert_eq!(gib(MemMiB(9984)), "9.75 GiB");
+        assert_eq!(gib(MemMiB(512)), "0.5 GiB");
+        let q = Quota {
+            compute: ComputeMilli(1500),
+            memory: MemMiB(10_000),
+            max_slices: 1,
+        };
+        assert_eq!(quota(&q), "1.500 GPU · 9.77 GiB · 1 slice");
+        let a = tessera_core::quota::QuotaAmount::from_quota(&q.rounded_up());
+        assert_eq!((a.gpus, a.memory_gib, a.max_slices), (1.5, 10.0, 1));
+        assert_eq!(number(a.gpus), "1.5");
+        assert_eq!(number(40.0), "40");
+        assert_eq!(number(0.001), "0.001");
+        assert_eq!(number(9960.0 / 1024.0), "9.7265625");
+    }
+
+    #[test]
+    fn days() {
+        let end = end_of_day("2026-12-01").unwrap_or_default();
+        assert_eq!(end.map(when).as_deref(), Some("2026-12-01 23:59 UTC"));
+        assert_eq!(end.map(day).as_deref(), Some("2026-12-01"));
+        assert_eq!(end_of_day(" "), Ok(None));
+        assert!(end_of_day("tomorrow").is_err());
     }
 }

@@ -14,9 +14,11 @@ use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{path, SsrMode};
 use pages::{
-    allocation::AllocationPage, api_tokens::ApiTokensPage, audit::AuditLogPage, fleet::FleetPage,
-    home::HomePage, join_tokens::JoinTokensPage, not_found::NotFound, request::RequestPage,
-    signed_out::SignedOutPage, tenant::TenantPage,
+    allocation::AllocationPage, api_tokens::ApiTokensPage, approvals::ApprovalsPage,
+    audit::AuditLogPage, fleet::FleetPage, home::HomePage, join_tokens::JoinTokensPage,
+    not_found::NotFound, notifications::NotificationsPage, quotas_admin::QuotasAdminPage,
+    request::RequestPage, signed_out::SignedOutPage, tenant::TenantPage,
+    tenant_quota::TenantQuotaPage, webhook::WebhookPage,
 };
 
 /// The HTML document around the app.
@@ -60,9 +62,14 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/t/:slug/request") view=RequestPage ssr=SsrMode::Async/>
                     <Route path=path!("/t/:slug/a/:id") view=AllocationPage ssr=SsrMode::Async/>
                     <Route path=path!("/t/:slug/api-tokens") view=ApiTokensPage ssr=SsrMode::Async/>
+                    <Route path=path!("/t/:slug/quota") view=TenantQuotaPage ssr=SsrMode::Async/>
+                    <Route path=path!("/t/:slug/webhook") view=WebhookPage ssr=SsrMode::Async/>
                     <Route path=path!("/fleet") view=FleetPage ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view=AuditLogPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/join-tokens") view=JoinTokensPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/approvals") view=ApprovalsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/quotas") view=QuotasAdminPage ssr=SsrMode::Async/>
+                    <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async/>
                     <Route path=path!("/signed-out") view=SignedOutPage ssr=SsrMode::Async/>
                 </Routes>
             </Layout>

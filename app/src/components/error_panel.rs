@@ -23,6 +23,16 @@ pub fn ErrorPanel(err: AppError) -> impl IntoView {
     }
 }
 
+/// A refused or failed form submission, under the form.
+#[component]
+pub fn FormError(err: AppError) -> impl IntoView {
+    view! {
+        <p class="callout danger" role="alert" data-test="form-error" data-code=err.code.clone() data-status=err.status.to_string()>
+            {sentence(&err.message)}
+        </p>
+    }
+}
+
 /// Capitalises the first letter: service messages are written to be composed
 /// ("field: message"), the panel shows them as a sentence.
 fn sentence(message: &str) -> String {

@@ -1,6 +1,7 @@
 //! The frame of every page: header with navigation and the signed-in user.
 
-use crate::api::get_viewer;
+use crate::api::{get_unread_notifications, get_viewer};
+use crate::error::AppError;
 use leptos::prelude::*;
 use leptos_router::hooks::use_location;
 use tessera_protocol::views::{TenantRole, ViewerView};
@@ -8,11 +9,26 @@ use tessera_protocol::views::{TenantRole, ViewerView};
 /// The viewer, loaded once per page load and shared through context.
 pub type ViewerResource = Resource<Result<Option<ViewerView>, crate::error::AppError>>;
 
+/// Bump it to reload the unread-notification count now; the bell bumps it
+/// every [`UNREAD_REFRESH`] (pages that list notifications reload with it).
+#[derive(Clone, Copy, Debug)]
+pub struct UnreadRefresh(pub RwSignal<u64>);
+
+/// How often the bell asks for the unread count.
+const UNREAD_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Header, navigation and content area.
 #[component]
 pub fn Layout(children: Children) -> impl IntoView {
     let viewer: ViewerResource = Resource::new(|| (), |_| get_viewer());
     provide_context(viewer);
+    let refresh = RwSignal::new(0u64);
+    provide_context(UnreadRefresh(refresh));
+    // The count when the page is rendered; the bell reloads it itself. (A
+    // Suspense inside the header would be created before the page's own on
+    // hydration but after them on the server, and shift their ids.)
+    let unread_at_load: Resource<Result<u64, AppError>> =
+        Resource::new(|| (), |_| get_unread_notifications());
     view! {
         <div class="app">
             <header class="topbar">
@@ -22,8 +38,10 @@ pub fn Layout(children: Children) -> impl IntoView {
                 </a>
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {
-                        match viewer.await {
-                            Ok(Some(v)) => view! { <Nav viewer=v/> }.into_any(),
+                        let viewer = viewer.await;
+                        let unread = unread_at_load.await.unwrap_or(0);
+                        match viewer {
+                            Ok(Some(v)) => view! { <Nav viewer=v unread refresh/> }.into_any(),
                             _ => view! {
                                 <nav class="nav"></nav>
                                 <a class="button" href="/auth/login" rel="external" data-test="sign-in">"Sign in"</a>
@@ -39,7 +57,27 @@ pub fn Layout(children: Children) -> impl IntoView {
 }
 
 #[component]
-fn Nav(viewer: ViewerView) -> impl IntoView {
+fn Nav(viewer: ViewerView, unread: u64, refresh: RwSignal<u64>) -> impl IntoView {
+    let unread = RwSignal::new(unread);
+    // Effects run only in the browser, so the server renders the count once
+    // and never polls.
+    Effect::new(move |_| {
+        if let Ok(handle) =
+            set_interval_with_handle(move || refresh.update(|n| *n += 1), UNREAD_REFRESH)
+        {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    Effect::new(move |first: Option<()>| {
+        refresh.track();
+        if first.is_some() {
+            leptos::task::spawn_local(async move {
+                if let Ok(n) = get_unread_notifications().await {
+                    unread.set(n);
+                }
+            });
+        }
+    });
     let pathname = use_location().pathname;
     let current = move |prefix: &str| {
         let path = pathname.get();
@@ -89,13 +127,27 @@ fn Nav(viewer: ViewerView) -> impl IntoView {
                 .collect_view()}
             {admin.then(|| view! {
                 <a class=move || current("/fleet") href="/fleet" data-test="nav-fleet">"Fleet"</a>
-                <a class=move || current("/admin") href="/admin/join-tokens" data-test="nav-admin">"Join tokens"</a>
+                <a class=move || current("/admin/approvals") href="/admin/approvals" data-test="nav-approvals">"Approvals"</a>
+                <a class=move || current("/admin/quotas") href="/admin/quotas" data-test="nav-quotas">"Quotas"</a>
+                <a class=move || current("/admin/join-tokens") href="/admin/join-tokens" data-test="nav-admin">"Join tokens"</a>
             })}
             {(admin || tenant_admin).then(|| view! {
                 <a class=move || current("/audit") href="/audit" data-test="nav-audit">"Audit log"</a>
             })}
         </nav>
         <div class="user" data-test="user">
+            <a class=move || if pathname.get() == "/notifications" { "bell active" } else { "bell" } href="/notifications" data-test="notifications-bell" aria-label="Notifications" title="Notifications">
+                <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round">
+                    <path d="M6 8a6 6 0 0 1 12 0c0 7 3 9 3 9H3s3-2 3-9"/>
+                    <path d="M10.3 21a1.94 1.94 0 0 0 3.4 0"/>
+                </svg>
+                {move || {
+                    let n = unread.get();
+                    (n > 0).then(|| view! {
+                        <span class="bell-count" data-test="unread-count" aria-label=format!("{n} unread")>{if n > 99 { "99+".to_owned() } else { n.to_string() }}</span>
+                    })
+                }}
+            </a>
             <span class="avatar" aria-hidden="true">{initials}</span>
             <span class="user-text">
                 <span class="user-name" data-test="user-name">{viewer.name.clone()}</span>

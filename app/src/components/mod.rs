@@ -4,3 +4,6 @@ pub mod allocation_state;
 pub mod copy;
 pub mod error_panel;
 pub mod layout;
+pub mod quota;
+pub mod quota_offer;
+pub mod quota_request;

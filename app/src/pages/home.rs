@@ -50,6 +50,14 @@ pub fn HomePage() -> impl IntoView {
                                     <span class="tile-title">"Fleet"</span>
                                     <span class="muted">"Hosts, GPUs and their health"</span>
                                 </a>
+                                <a class="card tile" href="/admin/approvals">
+                                    <span class="tile-title">"Approvals"</span>
+                                    <span class="muted">"Quota requests waiting for a decision"</span>
+                                </a>
+                                <a class="card tile" href="/admin/quotas">
+                                    <span class="tile-title">"Quotas"</span>
+                                    <span class="muted">"Every tenant's quota per pool"</span>
+                                </a>
                                 <a class="card tile" href="/admin/join-tokens">
                                     <span class="tile-title">"Join tokens"</span>
                                     <span class="muted">"Enrol new GPU hosts"</span>

@@ -1,9 +1,12 @@
 //! "Request a slice": pick a pool and a shape the pool allows; the form
 //! checks it with `tessera-core` as you type and shows the quota before and
-//! after.
+//! after. A slice the quota refuses comes with an offer to ask for exactly
+//! the missing quota, the slice attached.
 
-use crate::api::{get_request_options, RequestSlice};
+use crate::api::{get_request_options, CreateQuotaRequest, RequestSlice};
 use crate::components::error_panel::ErrorPanel;
+use crate::components::layout::ViewerResource;
+use crate::components::quota_offer::{OfferDone, QuotaOffer};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_navigate, use_params_map};
@@ -11,20 +14,23 @@ use tessera_core::catalogue;
 use tessera_core::quota::{self, Demand, Quota, Usage};
 use tessera_core::sharing::{SharingMode, SliceShape};
 use tessera_core::units::MemMiB;
-use tessera_protocol::views::{PoolChoice, RequestOptions};
+use tessera_protocol::views::{NewAllocation, PoolChoice, RequestOptions, TenantRole};
 
 /// `/t/:slug/request`
 #[component]
 pub fn RequestPage() -> impl IntoView {
     let params = use_params_map();
     let slug = move || params.read().get("slug").unwrap_or_default();
+    let viewer = expect_context::<ViewerResource>();
     let options = Resource::new(slug, get_request_options);
     view! {
         <Title text="Request a slice"/>
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
+                let here = slug();
+                let admin = matches!(viewer.await, Ok(Some(v)) if v.tenants.iter().any(|m| m.slug == here && m.role == TenantRole::TenantAdmin));
                 match options.await {
-                    Ok(o) => view! { <RequestForm o/> }.into_any(),
+                    Ok(o) => view! { <RequestForm o admin/> }.into_any(),
                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                 }
             })}
@@ -72,9 +78,13 @@ fn mode_label(mode: SharingMode) -> &'static str {
 }
 
 #[component]
-fn RequestForm(o: RequestOptions) -> impl IntoView {
+fn RequestForm(
+    o: RequestOptions,
+    /// The viewer is a tenant admin here (requests quota rather than proposes).
+    admin: bool,
+) -> impl IntoView {
     let slug = o.tenant.clone();
-    let pools = StoredValue::new(o.pools.clone());
+    let pools = RwSignal::new(o.pools.clone());
     let first = o
         .pools
         .iter()
@@ -91,8 +101,7 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
     let (hours, set_hours) = signal(8u32);
     let (purpose, set_purpose) = signal(String::new());
 
-    let chosen =
-        move || pools.with_value(|ps| ps.iter().find(|p| p.offer.pool == pool.get()).cloned());
+    let chosen = move || pools.with(|ps| ps.iter().find(|p| p.offer.pool == pool.get()).cloned());
     let profiles = move || chosen().map(|p| mig_profiles(&p)).unwrap_or_default();
     let shape = move || -> Option<SliceShape> {
         let p = chosen()?;
@@ -131,13 +140,43 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
         quota::check(&q, &p.usage, &demand).map_err(|e| e.to_string())?;
         Ok((demand, q, p.usage))
     };
+    // When the quota refuses the slice: what it costs, and the slice itself,
+    // for the offer to ask for the missing quota.
+    let offer_slug = slug.clone();
+    let over_quota = Memo::new(move |_| -> Option<(PoolChoice, Demand, NewAllocation)> {
+        let p = chosen()?;
+        let s = shape()?;
+        let demand = p.offer.admit(&s, hours.get()).ok()?;
+        quota::check(&p.quota.unwrap_or_default(), &p.usage, &demand).err()?;
+        let slice = NewAllocation {
+            tenant: Some(offer_slug.clone()),
+            pool: p.offer.pool.clone(),
+            shape: s,
+            lease_hours: hours.get(),
+            purpose: purpose.get(),
+        };
+        Some((p, demand, slice))
+    });
+    let offer = ServerAction::<CreateQuotaRequest>::new();
+    let justification = RwSignal::new(String::new());
+    let ends_on = RwSignal::new(String::new());
     let submit = ServerAction::<RequestSlice>::new();
     let navigate = use_navigate();
     let nav_slug = slug.clone();
-    Effect::new(move |_| {
-        if let Some(Ok(a)) = submit.value().get() {
-            navigate(&format!("/t/{}/a/{}", nav_slug, a.id), Default::default());
+    let fresh_slug = slug.clone();
+    Effect::new(move |_| match submit.value().get() {
+        Some(Ok(a)) => navigate(&format!("/t/{}/a/{}", nav_slug, a.id), Default::default()),
+        // Someone else took the quota first: reload the quota and use, so
+        // the form sees the refusal too and offers the increase.
+        Some(Err(e)) if e.code == "quota_exceeded" => {
+            let slug = fresh_slug.clone();
+            leptos::task::spawn_local(async move {
+                if let Ok(o) = get_request_options(slug).await {
+                    pools.set(o.pools);
+                }
+            });
         }
+        _ => {}
     });
     let shape_json = move || {
         shape()
@@ -266,6 +305,12 @@ fn RequestForm(o: RequestOptions) -> impl IntoView {
                 {move || submit.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
             </section>
         </ActionForm>
+        {move || match offer.value().get() {
+            Some(Ok(r)) => Some(view! { <OfferDone r/> }.into_any()),
+            _ => over_quota.get().map(|(p, demand, slice)| view! {
+                <QuotaOffer quota=p.quota usage=p.usage demand slice admin action=offer justification ends_on/>
+            }.into_any()),
+        }}
     }
 }
 

@@ -87,18 +87,33 @@ fn Tenant(t: TenantView) -> impl IntoView {
                 {format!("{member_count} member{}", if member_count == 1 { "" } else { "s" })}
             </p>
         </section>
-        {(!t.quotas.is_empty()).then(|| view! {
-            <section>
+        <section>
+            <div class="section-row">
                 <h2 class="section-title">"Quota"</h2>
-                <div class="grid">
-                    {t.quotas.iter().map(|q| view! { <QuotaCard q=q.clone()/> }).collect_view()}
+                <div class="row-actions">
+                    <a class="button ghost" href=format!("/t/{}/quota", t.slug) data-test="tenant-quota-link">"Quota & requests"</a>
                 </div>
-            </section>
-        })}
+            </div>
+            {if t.quotas.is_empty() {
+                view! {
+                    <div class="card empty" data-test="tenant-quota-empty">
+                        <p>"No quota yet."</p>
+                        <p class="muted">"Your team needs quota in a pool before it can request slices there. "<a href=format!("/t/{}/quota#new-request", t.slug)>"Ask for it"</a>"."</p>
+                    </div>
+                }.into_any()
+            } else {
+                view! {
+                    <div class="grid">
+                        {t.quotas.iter().map(|q| view! { <QuotaCard q=q.clone()/> }).collect_view()}
+                    </div>
+                }.into_any()
+            }}
+        </section>
         <section>
             <div class="section-row">
                 <h2 class="section-title">"Allocations"</h2>
                 <div class="row-actions">
+                    {t.can_manage_tokens.then(|| view! { <a class="button ghost" href=format!("/t/{}/webhook", t.slug) data-test="tenant-webhook-link">"Webhook"</a> })}
                     {t.can_manage_tokens.then(|| view! { <a class="button ghost" href=format!("/t/{}/api-tokens", t.slug) data-test="api-tokens-link">"API tokens"</a> })}
                     {t.can_request.then(|| view! { <a class="button primary" href=format!("/t/{}/request", t.slug) data-test="request-slice">"Request a slice"</a> })}
                 </div>

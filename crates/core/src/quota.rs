@@ -30,6 +30,16 @@ impl Quota {
         }
     }
 
+    /// The amount as people ask for it: GPUs stay exact (to the thousandth),
+    /// memory rounds up to the next quarter GiB.
+    pub fn rounded_up(&self) -> Quota {
+        const QUARTER_GIB_MIB: u64 = 256;
+        Quota {
+            memory: MemMiB(self.memory.0.div_ceil(QUARTER_GIB_MIB) * QUARTER_GIB_MIB),
+            ..*self
+        }
+    }
+
     /// Nothing in every dimension.
     pub fn is_zero(&self) -> bool {
         *self == Quota::default()
@@ -392,6 +402,15 @@ mod tests {
         let raised = quota().plus(&missing);
         assert_eq!(check(&raised, &usage, &demand(1000, 20, 1)), Ok(()));
         assert!(shortfall(&quota(), &Usage::default(), &demand(1, 1, 1)).is_zero());
+        // People ask for quarter GiBs: 9960 MiB becomes 10 GiB, 20 GiB stays.
+        let odd = Quota {
+            compute: ComputeMilli(1500),
+            memory: MemMiB(9960),
+            max_slices: 1,
+        };
+        assert_eq!(odd.rounded_up().memory, MemMiB::from_gib(10));
+        assert_eq!(odd.rounded_up().compute, ComputeMilli(1500));
+        assert_eq!(missing.rounded_up(), missing);
     }
 
     #[test]

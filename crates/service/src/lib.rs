@@ -120,7 +120,8 @@ impl Service {
         &self.settings
     }
 
-    fn now(&self) -> DateTime<Utc> {
+    /// Now, by the service's clock (pages stamp what they show with it).
+    pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
 }

@@ -1,0 +1,141 @@
+//! The viewer's notifications, newest first: quota decisions, slices that
+//! became active or whose lease ends soon, and the like.
+
+use crate::api::{
+    get_notifications, mark_notification_read, MarkAllNotificationsRead, MarkNotificationRead,
+};
+use crate::components::error_panel::{ErrorPanel, FormError};
+use crate::components::layout::UnreadRefresh;
+use crate::format;
+use chrono::{DateTime, Utc};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_navigate;
+use tessera_protocol::quotas::{NotificationView, NotificationsPage as Page};
+
+/// `/notifications`
+#[component]
+pub fn NotificationsPage() -> impl IntoView {
+    // The bell's reload signal: reloading the list with it keeps both in step.
+    let refresh = use_context::<UnreadRefresh>()
+        .map(|r| r.0)
+        .unwrap_or_else(|| RwSignal::new(0));
+    let mark_all = ServerAction::<MarkAllNotificationsRead>::new();
+    let mark_one = ServerAction::<MarkNotificationRead>::new();
+    Effect::new(move |_| {
+        if mark_all.value().get().is_some() || mark_one.value().get().is_some() {
+            refresh.update(|n| *n += 1);
+        }
+    });
+    let list = Resource::new(move || refresh.get(), |_| get_notifications());
+    view! {
+        <Title text="Notifications"/>
+        <section class="page-head">
+            <div class="section-row">
+                <div>
+                    <p class="eyebrow">"Inbox"</p>
+                    <h1>"Notifications"</h1>
+                </div>
+                <ActionForm action=mark_all>
+                    <button class="button ghost" type="submit" data-test="mark-all-read">"Mark all read"</button>
+                </ActionForm>
+            </div>
+            <p class="muted">"Decisions on your team's quota requests, slices that became ready or whose lease is ending, and other news for you."</p>
+        </section>
+        {move || mark_all.value().get().and_then(Result::err).map(|err| view! { <FormError err/> })}
+        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match list.await {
+                    Ok(p) => view! { <Inbox p=p.value now=p.now refresh mark_one/> }.into_any(),
+                    Err(err) => view! { <ErrorPanel err/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn Inbox(
+    p: Page,
+    now: DateTime<Utc>,
+    refresh: RwSignal<u64>,
+    mark_one: ServerAction<MarkNotificationRead>,
+) -> impl IntoView {
+    if p.items.is_empty() {
+        return view! {
+            <div class="card empty" data-test="notifications-empty">
+                <p class="empty-icon" aria-hidden="true">"🔔"</p>
+                <p>"You are all caught up."</p>
+                <p class="muted">"When a quota request is decided or a slice needs your attention, it shows up here."</p>
+            </div>
+        }
+        .into_any();
+    }
+    view! {
+        <p class="muted small" data-test="unread-total">{format!("{} unread · {} shown", p.unread, p.items.len())}</p>
+        <ul class="card notifications" data-test="notifications">
+            {p.items.into_iter().map(|n| view! { <Item n now refresh mark_one/> }).collect_view()}
+        </ul>
+    }
+    .into_any()
+}
+
+/// What a notification is about, from its kind (`quota_request.approved`).
+fn topic(kind: &str) -> &'static str {
+    match kind.split('.').next().unwrap_or_default() {
+        "quota_request" | "quota" => "Quota",
+        "allocation" | "lease" => "Slice",
+        "webhook" => "Webhook",
+        _ => "Notice",
+    }
+}
+
+#[component]
+fn Item(
+    n: NotificationView,
+    now: DateTime<Utc>,
+    refresh: RwSignal<u64>,
+    mark_one: ServerAction<MarkNotificationRead>,
+) -> impl IntoView {
+    let navigate = use_navigate();
+    let (id, read) = (n.id, n.read);
+    let open = n.link.clone().map(|link| {
+        let href = link.clone();
+        let on_click = move |ev: leptos::ev::MouseEvent| {
+            // Mark it read first, then follow the link inside the app.
+            if read || !link.starts_with('/') {
+                return;
+            }
+            ev.prevent_default();
+            let (link, navigate) = (link.clone(), navigate.clone());
+            leptos::task::spawn_local(async move {
+                let _ = mark_notification_read(id).await;
+                refresh.update(|n| *n += 1);
+                navigate(&link, Default::default());
+            });
+        };
+        view! { <a class="button" href=href on:click=on_click data-test="notification-open">"Open"</a> }
+    });
+    let mark = (!read).then(|| {
+        view! {
+            <ActionForm action=mark_one>
+                <input type="hidden" name="id" value=id/>
+                <button class="button ghost" type="submit" data-test="mark-read">"Mark read"</button>
+            </ActionForm>
+        }
+    });
+    view! {
+        <li class="notification" class:unread=!read data-test="notification" data-kind=n.kind.clone() data-read=read.to_string() data-id=id.to_string()>
+            <span class="dot" aria-hidden="true"></span>
+            <div class="notification-main">
+                <div class="notification-head">
+                    <span class="badge subtle">{topic(&n.kind)}</span>
+                    <strong class="notification-title" data-test="notification-title">{n.title.clone()}</strong>
+                </div>
+                {(!n.body.is_empty()).then(|| view! { <p class="notification-body" data-test="notification-body">{n.body.clone()}</p> })}
+                <span class="muted small" title=format::when(n.created_at)>{format::ago(n.created_at, now)}</span>
+            </div>
+            <div class="notification-actions">{mark}{open}</div>
+        </li>
+    }
+}
