@@ -135,14 +135,24 @@ impl QuotaAmount {
     }
 }
 
+/// Memory as people read it in a quota: whole or fractional GiB (to two
+/// decimals) from 1 GiB up, MiB below.
+fn people_memory(m: MemMiB) -> String {
+    if m.0 < 1024 || m.0.is_multiple_of(1024) {
+        return m.to_string();
+    }
+    let gib = format!("{:.2}", m.0 as f64 / 1024.0);
+    format!("{} GiB", gib.trim_end_matches('0').trim_end_matches('.'))
+}
+
 impl fmt::Display for Quota {
-    /// `1.500 GPU · 40 GiB · 2 slices`.
+    /// `1.500 GPU · 40 GiB · 2 slices`, `0.228 GPU · 19.5 GiB · 0 slices`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{} · {} · {} slice{}",
             self.compute,
-            self.memory,
+            people_memory(self.memory),
             self.max_slices,
             if self.max_slices == 1 { "" } else { "s" }
         )
@@ -402,13 +412,13 @@ mod tests {
         let raised = quota().plus(&missing);
         assert_eq!(check(&raised, &usage, &demand(1000, 20, 1)), Ok(()));
         assert!(shortfall(&quota(), &Usage::default(), &demand(1, 1, 1)).is_zero());
-        // People ask for quarter GiBs: 9960 MiB becomes 10 GiB, 20 GiB stays.
+        // People ask for quarter GiBs: 9960 MiB becomes 9.75 GiB, 20 GiB stays.
         let odd = Quota {
             compute: ComputeMilli(1500),
             memory: MemMiB(9960),
             max_slices: 1,
         };
-        assert_eq!(odd.rounded_up().memory, MemMiB::from_gib(10));
+        assert_eq!(odd.rounded_up().memory, MemMiB(9984));
         assert_eq!(odd.rounded_up().compute, ComputeMilli(1500));
         assert_eq!(missing.rounded_up(), missing);
     }
@@ -424,7 +434,12 @@ mod tests {
         assert_eq!(q.compute, ComputeMilli(1500));
         assert_eq!(q.memory, MemMiB(9984));
         assert_eq!(QuotaAmount::from_quota(&q), a);
-        assert_eq!(q.to_string(), "1.500 GPU · 9984 MiB · 2 slices");
+        assert_eq!(q.to_string(), "1.500 GPU · 9.75 GiB · 2 slices");
+        let small = Quota {
+            memory: MemMiB(512),
+            ..q
+        };
+        assert_eq!(small.to_string(), "1.500 GPU · 512 MiB · 2 slices");
         let err = QuotaAmount { gpus: -1.0, ..a }.to_quota().unwrap_err();
         assert_eq!(err.field, "gpus");
         let err = QuotaAmount {
