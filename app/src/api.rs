@@ -1,5 +1,9 @@
 //! Server functions: get the service and the viewer, call the use-case, convert
 //! the result. Nothing else belongs here.
+// Server functions take a form's flat fields (forms post before the WASM
+// has loaded), so a form with many fields makes a function with many
+// arguments, here and in the client stub the macro generates.
+#![allow(clippy::too_many_arguments)]
 
 use crate::error::AppError;
 use leptos::prelude::*;
@@ -239,7 +243,6 @@ pub async fn get_tenant_quota(slug: String) -> Result<Stamped<TenantQuotaPage>, 
 /// `ends_on` is a date (temporary until the end of that day, UTC) or empty
 /// (permanent); `slice` is the JSON of a refused `NewAllocation`, or empty.
 #[server(prefix = "/api/ui", endpoint = "create_quota_request")]
-#[allow(clippy::too_many_arguments)]
 pub async fn create_quota_request(
     slug: String,
     pool: String,

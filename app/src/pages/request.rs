@@ -10,7 +10,6 @@ use crate::components::quota_offer::{OfferDone, QuotaOffer};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_navigate, use_params_map};
-use tessera_core::catalogue;
 use tessera_core::quota::{self, Demand, Quota, Usage};
 use tessera_core::sharing::{SharingMode, SliceShape};
 use tessera_core::units::MemMiB;
@@ -40,32 +39,22 @@ pub fn RequestPage() -> impl IntoView {
 
 /// MIG profiles the pool offers (union over its models, catalogue order).
 fn mig_profiles(p: &PoolChoice) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for m in &p.offer.models {
-        let model = catalogue::lookup(m, 0);
-        let Some(spec) = model.mig else { continue };
-        for prof in spec.profiles {
-            let allowed = p.offer.policy.allowed_mig_profiles.is_empty()
-                || p.offer
-                    .policy
-                    .allowed_mig_profiles
-                    .iter()
-                    .any(|a| a.eq_ignore_ascii_case(prof.name));
-            if allowed && !out.iter().any(|(n, _)| n == prof.name) {
-                out.push((
-                    prof.name.to_owned(),
-                    format!(
-                        "{} — {} of {} compute slices, {}",
-                        prof.name,
-                        prof.compute_slices,
-                        spec.compute_slices,
-                        crate::format::mem(MemMiB(prof.memory_mib))
-                    ),
-                ));
-            }
-        }
-    }
-    out
+    p.offer
+        .mig_profiles()
+        .into_iter()
+        .map(|o| {
+            (
+                o.profile.name.to_owned(),
+                format!(
+                    "{} — {} of {} compute slices, {}",
+                    o.profile.name,
+                    o.profile.compute_slices,
+                    o.of_compute_slices,
+                    crate::format::mem(MemMiB(o.profile.memory_mib))
+                ),
+            )
+        })
+        .collect()
 }
 
 fn mode_label(mode: SharingMode) -> &'static str {

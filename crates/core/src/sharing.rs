@@ -71,6 +71,18 @@ pub struct PoolPolicy {
     pub allowed_mig_profiles: Vec<String>,
 }
 
+impl PoolPolicy {
+    /// Whether tenants may ask for MIG profile `name` here (every profile
+    /// when the pool lists none).
+    pub fn allows_mig_profile(&self, name: &str) -> bool {
+        self.allowed_mig_profiles.is_empty()
+            || self
+                .allowed_mig_profiles
+                .iter()
+                .any(|p| p.eq_ignore_ascii_case(name))
+    }
+}
+
 fn one() -> u32 {
     1
 }
@@ -255,12 +267,7 @@ pub fn validate_shape(
         SliceShape::Mig { profile } => {
             let spec = crate::mig::spec_of(model)?;
             let found = crate::mig::profile_of(model, spec, profile)?;
-            if !policy.allowed_mig_profiles.is_empty()
-                && !policy
-                    .allowed_mig_profiles
-                    .iter()
-                    .any(|p| p.eq_ignore_ascii_case(found.name))
-            {
+            if !policy.allows_mig_profile(found.name) {
                 return Err(ShapeError::ProfileNotAllowed {
                     profile: found.name.to_string(),
                     allowed: policy.allowed_mig_profiles.clone(),

@@ -721,6 +721,13 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
     let due = f.service.due_webhook_deliveries(10).await.unwrap();
     assert_eq!(due.len(), 1);
     let d = &due[0];
+    // Claimed: another server replica asking now gets nothing.
+    assert!(f
+        .service
+        .due_webhook_deliveries(10)
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(d.event, "quota_request.created");
     assert_eq!(d.secret, created.secret);
     let payload: serde_json::Value = serde_json::from_str(&d.payload).unwrap();

@@ -51,7 +51,36 @@ pub enum PoolShapeError {
 /// Most whole GPUs one request may ask for (one host; NVLink islands are at most 8 today, hosts 16).
 pub const MAX_WHOLE_GPUS: u32 = 16;
 
+/// A MIG profile a pool offers, with the GPU it comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OfferedMigProfile {
+    /// The profile.
+    pub profile: &'static crate::catalogue::MigProfile,
+    /// Compute slices of the GPU it comes from (7 on A100/H100).
+    pub of_compute_slices: u8,
+}
+
 impl PoolOffer {
+    /// The MIG profiles tenants may ask for here: each profile of the pool's
+    /// models that the policy allows, once, in catalogue order.
+    pub fn mig_profiles(&self) -> Vec<OfferedMigProfile> {
+        let mut out: Vec<OfferedMigProfile> = Vec::new();
+        for model in self.catalogue_models() {
+            let Some(spec) = model.mig else { continue };
+            for profile in spec.profiles {
+                if self.policy.allows_mig_profile(profile.name)
+                    && !out.iter().any(|o| o.profile.name == profile.name)
+                {
+                    out.push(OfferedMigProfile {
+                        profile,
+                        of_compute_slices: spec.compute_slices,
+                    });
+                }
+            }
+        }
+        out
+    }
+
     fn catalogue_models(&self) -> Vec<GpuModel> {
         self.models
             .iter()

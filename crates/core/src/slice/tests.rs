@@ -206,3 +206,35 @@ fn connection_details() {
         ("nvidia.com/gpu", 2)
     );
 }
+
+#[test]
+fn offered_mig_profiles_are_the_union_the_policy_allows() {
+    let mut pool = offer(SharingMode::Mig, &["A100-SXM4-40GB", "H100-80GB"]);
+    let names =
+        |p: &PoolOffer| -> Vec<&str> { p.mig_profiles().iter().map(|o| o.profile.name).collect() };
+    let all = names(&pool);
+    assert!(all.contains(&"1g.5gb"), "{all:?}");
+    assert!(all.contains(&"7g.80gb"), "{all:?}");
+    assert_eq!(
+        all.iter().filter(|n| **n == "1g.10gb").count(),
+        1,
+        "a profile both models have is offered once"
+    );
+    pool.policy.allowed_mig_profiles = vec!["1G.10GB".into(), "3g.40gb".into()];
+    assert_eq!(names(&pool), ["1g.10gb", "3g.40gb"]);
+    // What is offered is exactly what validation accepts.
+    for o in pool.mig_profiles() {
+        let shape = SliceShape::Mig {
+            profile: o.profile.name.into(),
+        };
+        assert!(pool.admit(&shape, 1).is_ok(), "{}", o.profile.name);
+        assert_eq!(o.of_compute_slices, 7);
+    }
+    let refused = SliceShape::Mig {
+        profile: "7g.80gb".into(),
+    };
+    assert!(pool.admit(&refused, 1).is_err());
+    assert!(offer(SharingMode::Exclusive, &["L4"])
+        .mig_profiles()
+        .is_empty());
+}

@@ -7,6 +7,7 @@ use crate::entity::{tenant, webhook, webhook_delivery};
 use crate::{secret, Principal, Service, ServiceError};
 use chrono::Duration;
 use hmac::{Hmac, Mac};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
@@ -23,6 +24,9 @@ pub const TIMESTAMP_HEADER: &str = "X-Tessera-Timestamp";
 
 /// Longest webhook URL.
 const MAX_URL: usize = 500;
+
+/// How long a claimed delivery is left to its claimer before it is due again.
+const CLAIM_SECONDS: i64 = 120;
 
 /// The signature of `body` sent at `timestamp` (Unix seconds): what a
 /// receiver recomputes with the shared secret to trust the call.
@@ -270,6 +274,22 @@ impl Service {
             .await?;
         let mut due = Vec::new();
         for d in rows {
+            // Claim it: with several server replicas only one posts it. A
+            // claim that is never finished (the server died) runs out and
+            // the delivery is tried again.
+            let claimed = webhook_delivery::Entity::update_many()
+                .col_expr(
+                    webhook_delivery::Column::NextAttemptAt,
+                    Expr::value(now + Duration::seconds(CLAIM_SECONDS)),
+                )
+                .filter(webhook_delivery::Column::Id.eq(d.id))
+                .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
+                .exec(&self.db)
+                .await?
+                .rows_affected;
+            if claimed == 0 {
+                continue;
+            }
             let hook = webhook::Entity::find()
                 .filter(webhook::Column::TenantId.eq(d.tenant_id))
                 .one(&self.db)
