@@ -7,6 +7,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import http from 'node:http';
+import { createHmac } from 'node:crypto';
 import { startStack, newPage, screenshot, signIn, hydrated, waitFor, ROOT } from './harness.mjs';
 
 const host = (name) => path.join(ROOT, 'end2end', 'hosts', `${name}.toml`);
@@ -148,5 +150,40 @@ describe('quota requests', () => {
     }
     await screenshot(admin.page, '49-audit-quota-flow');
     await admin.context.close();
+  });
+
+  it('a tenant admin sets up a webhook; a test event arrives signed', async () => {
+    // A receiver for the webhook, in this process.
+    const received = [];
+    const receiver = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        received.push({ headers: req.headers, body });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${receiver.address().port}/hook`;
+    try {
+      const { context, page } = await newPage(stack);
+      await signIn(stack, page, 'carol', '/t/vision/webhook');
+      await hydrated(page);
+      await page.fill('[data-test=webhook-url]', url);
+      await page.click('[data-test=webhook-save]');
+      const secret = (await page.locator('[data-test=webhook-secret]').textContent()).trim();
+      assert.match(secret, /^whsec_[0-9a-f]{64}$/);
+      await page.click('[data-test=webhook-test]');
+      await waitFor(async () => received.some((r) => r.headers['x-tessera-event'] === 'webhook.test'), { what: 'the test event at the receiver' });
+      const r = received.find((x) => x.headers['x-tessera-event'] === 'webhook.test');
+      const expected = 'sha256=' + createHmac('sha256', secret).update(`${r.headers['x-tessera-timestamp']}.${r.body}`).digest('hex');
+      assert.equal(r.headers['x-tessera-signature'], expected);
+      assert.equal(JSON.parse(r.body).tenant, 'vision');
+      await waitFor(async () => (await page.locator('[data-test=webhook-delivery][data-status=delivered]').count()) > 0, { what: 'the delivery listed as delivered' });
+      await screenshot(page, '50-webhook');
+      await context.close();
+    } finally {
+      receiver.close();
+    }
   });
 });

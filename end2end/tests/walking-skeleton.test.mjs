@@ -36,12 +36,15 @@ describe('walking skeleton', () => {
     await signInAtIdp(page, 'alice');
     await page.waitForURL(`${stack.appUrl}/fleet`);
 
-    // Agents report every second; wait until both hosts are there.
+    // Agents report every second; wait until both hosts are there with their
+    // GPUs (a host is listed from enrolment, its GPUs from its first report).
     await waitFor(async () => {
       const n = await page.locator('[data-test=host]').count();
-      if (n < 2) await page.reload();
-      return n === 2;
-    }, { what: 'both hosts on the fleet page' });
+      const gpus = (host) => page.locator(`[data-test=host][data-hostname=${host}] [data-test=gpu]`).count();
+      const ready = n === 2 && (await gpus('gpu-h100-01')) === 8 && (await gpus('gpu-l4-01')) === 4;
+      if (!ready) await page.reload();
+      return ready;
+    }, { what: 'both hosts and their GPUs on the fleet page' });
     const names = await page.locator('[data-test=host-name]').allTextContents();
     assert.deepEqual(names.sort(), ['gpu-h100-01', 'gpu-l4-01']);
     const h100 = page.locator('[data-test=host][data-hostname=gpu-h100-01]');
