@@ -76,6 +76,8 @@ pub async fn run_deliveries(service: Service, config: DeliveryConfig) {
     let client = match reqwest::Client::builder()
         .timeout(config.timeout)
         .redirect(reqwest::redirect::Policy::none())
+        // A receiver that closed an idle connection must not fail the next call.
+        .pool_max_idle_per_host(0)
         .build()
     {
         Ok(c) => c,

@@ -123,6 +123,10 @@ impl Oidc {
             // Following redirects during token exchange would open SSRF holes.
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(10))
+            // No idle connections kept: reusing one the IdP has just closed
+            // (its keep-alive ran out) fails a sign-in at random. Sign-ins are
+            // rare enough that a fresh connection each time costs nothing.
+            .pool_max_idle_per_host(0)
             .build()
             .map_err(|e| AuthError::Misconfigured(format!("HTTP client: {e}")))?;
         Ok(Self {
