@@ -248,39 +248,21 @@ impl Service {
                         format!("there is no pool '{}'", qs.pool),
                     ));
                 }
-                let want = qs.quota();
-                let (compute, memory, slices) = (
-                    i64::from(want.compute.0),
-                    i64::try_from(want.memory.0).unwrap_or(i64::MAX),
-                    i32::try_from(want.max_slices).unwrap_or(i32::MAX),
-                );
-                let existing = quota::Entity::find()
-                    .filter(quota::Column::TenantId.eq(t.id))
-                    .filter(quota::Column::Pool.eq(&qs.pool))
-                    .one(txn)
-                    .await?;
-                let before = existing.as_ref().map(|e| {
-                    json!({"compute_milli": e.compute_milli, "memory_mib": e.memory_mib, "max_slices": e.max_slices})
-                });
                 // Configuration seeds a quota; once set, platform admins own
                 // it (the Quotas page, approved requests), so a restart does
                 // not undo their changes.
-                match existing {
-                    Some(_) => continue,
-                    None => {
-                        quota::ActiveModel {
-                            tenant_id: Set(t.id),
-                            pool: Set(qs.pool.clone()),
-                            compute_milli: Set(compute),
-                            memory_mib: Set(memory),
-                            max_slices: Set(slices),
-                            updated_at: Set(now),
-                            ..Default::default()
-                        }
-                        .insert(txn)
-                        .await?;
-                    }
+                let exists = quota::Entity::find()
+                    .filter(quota::Column::TenantId.eq(t.id))
+                    .filter(quota::Column::Pool.eq(&qs.pool))
+                    .one(txn)
+                    .await?
+                    .is_some();
+                if exists {
+                    continue;
                 }
+                let want = qs.quota();
+                Self::write_base_quota(txn, t.id, &qs.pool, &want, now).await?;
+                let (compute, memory, slices) = crate::quotas::quota_columns(&want);
                 audit::record(
                     txn,
                     Event {
@@ -289,7 +271,7 @@ impl Service {
                         action: "quota.set",
                         target_type: "quota",
                         target_id: format!("{}/{}", spec.slug, qs.pool),
-                        before,
+                        before: None,
                         after: Some(json!({"compute_milli": compute, "memory_mib": memory, "max_slices": slices})),
                     },
                     now,
