@@ -82,11 +82,12 @@ fn Inbox(
 
 /// What a notification is about, from its kind (`quota_request.approved`).
 fn topic(kind: &str) -> &'static str {
-    match kind.split('.').next().unwrap_or_default() {
-        "quota_request" | "quota" => "Quota",
-        "allocation" | "lease" => "Slice",
-        "webhook" => "Webhook",
-        _ => "Notice",
+    use tessera_core::notify::{NotificationKind, NotificationTopic};
+    match NotificationKind::parse(kind).map(NotificationKind::topic) {
+        Some(NotificationTopic::Quota | NotificationTopic::QuotaRequest) => "Quota",
+        Some(NotificationTopic::Allocation) => "Slice",
+        Some(NotificationTopic::Webhook) => "Webhook",
+        None => "Notice",
     }
 }
 

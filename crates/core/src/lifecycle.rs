@@ -73,6 +73,99 @@ impl ReleaseOutcome {
     }
 }
 
+/// The name of an [`AllocationState`] without its data: what the database
+/// column holds and queries filter on. The names are stable (stored, and
+/// shown in the API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::EnumIter, sea_orm::DeriveActiveEnum)
+)]
+#[cfg_attr(
+    feature = "sea-orm",
+    sea_orm(rs_type = "String", db_type = "Text", enum_name = "allocation_phase")
+)]
+pub enum AllocationPhase {
+    /// See [`AllocationState::Requested`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "requested"))]
+    Requested,
+    /// See [`AllocationState::Queued`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "queued"))]
+    Queued,
+    /// See [`AllocationState::Placed`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "placed"))]
+    Placed,
+    /// See [`AllocationState::Provisioning`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "provisioning"))]
+    Provisioning,
+    /// See [`AllocationState::Active`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "active"))]
+    Active,
+    /// See [`AllocationState::Releasing`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "releasing"))]
+    Releasing,
+    /// See [`AllocationState::Released`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "released"))]
+    Released,
+    /// See [`AllocationState::Failed`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "failed"))]
+    Failed,
+    /// See [`AllocationState::Expired`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "expired"))]
+    Expired,
+}
+
+impl AllocationPhase {
+    /// Phases whose demand counts against the tenant's quota.
+    pub const QUOTA: [Self; 5] = [
+        Self::Requested,
+        Self::Queued,
+        Self::Placed,
+        Self::Provisioning,
+        Self::Active,
+    ];
+    /// Phases that occupy GPU capacity.
+    pub const CAPACITY: [Self; 4] = [
+        Self::Placed,
+        Self::Provisioning,
+        Self::Active,
+        Self::Releasing,
+    ];
+    /// Phases that may still change.
+    pub const OPEN: [Self; 6] = [
+        Self::Requested,
+        Self::Queued,
+        Self::Placed,
+        Self::Provisioning,
+        Self::Active,
+        Self::Releasing,
+    ];
+    /// Placed or beyond, not yet being torn down: holding compute for the tenant.
+    pub const HOLDING: [Self; 3] = [Self::Placed, Self::Provisioning, Self::Active];
+
+    /// Snake-case name, as stored and serialized.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::Queued => "queued",
+            Self::Placed => "placed",
+            Self::Provisioning => "provisioning",
+            Self::Active => "active",
+            Self::Releasing => "releasing",
+            Self::Released => "released",
+            Self::Failed => "failed",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+impl fmt::Display for AllocationPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where an allocation is in its life.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -118,19 +211,24 @@ impl AllocationState {
         }
     }
 
+    /// The phase: the state without its data.
+    pub fn phase(&self) -> AllocationPhase {
+        match self {
+            Self::Requested => AllocationPhase::Requested,
+            Self::Queued => AllocationPhase::Queued,
+            Self::Placed => AllocationPhase::Placed,
+            Self::Provisioning => AllocationPhase::Provisioning,
+            Self::Active => AllocationPhase::Active,
+            Self::Releasing { .. } => AllocationPhase::Releasing,
+            Self::Released => AllocationPhase::Released,
+            Self::Failed { .. } => AllocationPhase::Failed,
+            Self::Expired => AllocationPhase::Expired,
+        }
+    }
+
     /// Snake-case name, as serialized.
     pub fn name(&self) -> &'static str {
-        match self {
-            Self::Requested => "requested",
-            Self::Queued => "queued",
-            Self::Placed => "placed",
-            Self::Provisioning => "provisioning",
-            Self::Active => "active",
-            Self::Releasing { .. } => "releasing",
-            Self::Released => "released",
-            Self::Failed { .. } => "failed",
-            Self::Expired => "expired",
-        }
+        self.phase().name()
     }
 
     /// No transition leaves this state.
@@ -256,6 +354,76 @@ pub fn transition(
     Ok(next)
 }
 
+/// The name of a [`QuotaRequestState`] without its data, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::EnumIter, sea_orm::DeriveActiveEnum)
+)]
+#[cfg_attr(
+    feature = "sea-orm",
+    sea_orm(
+        rs_type = "String",
+        db_type = "Text",
+        enum_name = "quota_request_phase"
+    )
+)]
+pub enum QuotaRequestPhase {
+    /// See [`QuotaRequestState::Proposed`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "proposed"))]
+    Proposed,
+    /// See [`QuotaRequestState::Pending`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "pending"))]
+    Pending,
+    /// See [`QuotaRequestState::Approved`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "approved"))]
+    Approved,
+    /// See [`QuotaRequestState::Rejected`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "rejected"))]
+    Rejected,
+    /// See [`QuotaRequestState::Withdrawn`].
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "withdrawn"))]
+    Withdrawn,
+}
+
+impl QuotaRequestPhase {
+    /// Snake-case name, as stored and serialized.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Proposed => "proposed",
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Withdrawn => "withdrawn",
+        }
+    }
+
+    /// The state, given the stored rejection reason.
+    pub fn with_reason(self, reason: Option<&str>) -> QuotaRequestState {
+        match self {
+            Self::Proposed => QuotaRequestState::Proposed,
+            Self::Pending => QuotaRequestState::Pending,
+            Self::Approved => QuotaRequestState::Approved,
+            Self::Rejected => QuotaRequestState::Rejected {
+                reason: reason.unwrap_or_default().to_owned(),
+            },
+            Self::Withdrawn => QuotaRequestState::Withdrawn,
+        }
+    }
+
+    /// Decided (approved or rejected).
+    pub fn is_decided(self) -> bool {
+        matches!(self, Self::Approved | Self::Rejected)
+    }
+}
+
+impl fmt::Display for QuotaRequestPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where a quota request is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -276,15 +444,20 @@ pub enum QuotaRequestState {
 }
 
 impl QuotaRequestState {
+    /// The phase: the state without its data.
+    pub fn phase(&self) -> QuotaRequestPhase {
+        match self {
+            Self::Proposed => QuotaRequestPhase::Proposed,
+            Self::Pending => QuotaRequestPhase::Pending,
+            Self::Approved => QuotaRequestPhase::Approved,
+            Self::Rejected { .. } => QuotaRequestPhase::Rejected,
+            Self::Withdrawn => QuotaRequestPhase::Withdrawn,
+        }
+    }
+
     /// Snake-case name, as serialized.
     pub fn name(&self) -> &'static str {
-        match self {
-            Self::Proposed => "proposed",
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Rejected { .. } => "rejected",
-            Self::Withdrawn => "withdrawn",
-        }
+        self.phase().name()
     }
 
     /// Decided or withdrawn.

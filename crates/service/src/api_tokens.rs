@@ -2,12 +2,12 @@
 //! scoped to one tenant, revocable.
 
 use crate::allocations::TenantActor;
-use crate::audit::{self, Event};
 use crate::entity::api_token;
+use crate::events::DomainEvent;
 use crate::{secret, Principal, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
-use serde_json::json;
+
 use tessera_protocol::views::{ApiTokenView, CreatedApiToken, TenantRole};
 
 /// Prefix of tenant API tokens.
@@ -80,7 +80,7 @@ impl Service {
         }
         let secret = secret::generate(TOKEN_PREFIX);
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let t = api_token::ActiveModel {
             tenant_id: Set(actor.tenant_id),
             name: Set(name.to_owned()),
@@ -90,23 +90,15 @@ impl Service {
             created_at: Set(now),
             ..Default::default()
         }
-        .insert(&txn)
+        .insert(w.db())
         .await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: actor.audit(),
-                tenant_id: Some(actor.tenant_id),
-                action: "api_token.create",
-                target_type: "api_token",
-                target_id: t.id.to_string(),
-                before: None,
-                after: Some(json!({"name": t.name, "prefix": t.prefix})),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        w.emit(DomainEvent::ApiTokenCreated {
+            tenant_id: actor.tenant_id,
+            token_id: t.id,
+            name: t.name.clone(),
+            prefix: t.prefix.clone(),
+        });
+        w.commit(self, &actor.audit()).await?;
         Ok(CreatedApiToken {
             token: view(t),
             secret,
@@ -139,36 +131,27 @@ impl Service {
     ) -> Result<ApiTokenView, ServiceError> {
         Self::require_tenant_admin(who, actor)?;
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let revoked = api_token::Entity::update_many()
             .col_expr(api_token::Column::RevokedAt, Expr::value(now))
             .filter(api_token::Column::Id.eq(id))
             .filter(api_token::Column::TenantId.eq(actor.tenant_id))
             .filter(api_token::Column::RevokedAt.is_null())
-            .exec(&txn)
+            .exec(w.db())
             .await?;
         let t = api_token::Entity::find_by_id(id)
             .filter(api_token::Column::TenantId.eq(actor.tenant_id))
-            .one(&txn)
+            .one(w.db())
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("API token {id}")))?;
         if revoked.rows_affected == 1 {
-            audit::record(
-                &txn,
-                Event {
-                    actor: actor.audit(),
-                    tenant_id: Some(actor.tenant_id),
-                    action: "api_token.revoke",
-                    target_type: "api_token",
-                    target_id: id.to_string(),
-                    before: None,
-                    after: Some(json!({"name": t.name})),
-                },
-                now,
-            )
-            .await?;
+            w.emit(DomainEvent::ApiTokenRevoked {
+                tenant_id: actor.tenant_id,
+                token_id: id,
+                name: t.name.clone(),
+            });
         }
-        txn.commit().await?;
+        w.commit(self, &actor.audit()).await?;
         Ok(view(t))
     }
 }

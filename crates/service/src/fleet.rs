@@ -1,7 +1,8 @@
 //! Hosts and GPUs: join tokens, enrolment, reports and the fleet view.
 
-use crate::audit::{self, Actor, Event};
+use crate::audit::Actor;
 use crate::entity::{gpu, host, join_token};
+use crate::events::DomainEvent;
 use crate::{pools, secret, PlatformAdmin, Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::Expr;
@@ -255,7 +256,7 @@ impl Service {
             Actor::User(p) => Some(p.audit_name()),
             _ => Some("command line".to_owned()),
         };
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let t = join_token::ActiveModel {
             token_hash: Set(secret::hash(&secret)),
             description: Set(description.to_owned()),
@@ -264,23 +265,14 @@ impl Service {
             expires_at: Set(now + ttl),
             ..Default::default()
         }
-        .insert(&txn)
+        .insert(w.db())
         .await?;
-        audit::record(
-            &txn,
-            Event {
-                actor,
-                tenant_id: None,
-                action: "join_token.create",
-                target_type: "join_token",
-                target_id: t.id.to_string(),
-                before: None,
-                after: Some(json!({"description": t.description, "expires_at": t.expires_at})),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        w.emit(DomainEvent::JoinTokenCreated {
+            token_id: t.id,
+            description: t.description.clone(),
+            expires_at: t.expires_at,
+        });
+        w.commit(self, &actor).await?;
         Ok(CreatedJoinToken {
             token: token_view(&t, &BTreeMap::new(), now),
             secret,
@@ -294,9 +286,9 @@ impl Service {
         id: i64,
     ) -> Result<(), ServiceError> {
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let t = join_token::Entity::find_by_id(id)
-            .one(&txn)
+            .one(w.db())
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("join token {id}")))?;
         let status = token_status(&t, now);
@@ -307,22 +299,12 @@ impl Service {
         }
         let mut active: join_token::ActiveModel = t.into();
         active.revoked_at = Set(Some(now));
-        active.update(&txn).await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::User(admin.principal()),
-                tenant_id: None,
-                action: "join_token.revoke",
-                target_type: "join_token",
-                target_id: id.to_string(),
-                before: Some(json!({"status": status})),
-                after: Some(json!({"status": "revoked"})),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        active.update(w.db()).await?;
+        w.emit(DomainEvent::JoinTokenRevoked {
+            token_id: id,
+            status_before: status,
+        });
+        w.commit(self, &Actor::User(admin.principal())).await?;
         Ok(())
     }
 
@@ -356,7 +338,7 @@ impl Service {
         let now = self.now();
         let token_hash = secret::hash(req.join_token.trim());
         let credential = secret::generate("tsh");
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         // Claim the token atomically: only one enrolment can flip used_at.
         let claimed = join_token::Entity::update_many()
             .col_expr(join_token::Column::UsedAt, Expr::value(now))
@@ -364,23 +346,23 @@ impl Service {
             .filter(join_token::Column::UsedAt.is_null())
             .filter(join_token::Column::RevokedAt.is_null())
             .filter(join_token::Column::ExpiresAt.gt(now))
-            .exec(&txn)
+            .exec(w.db())
             .await?;
         if claimed.rows_affected != 1 {
             return Err(ServiceError::InvalidJoinToken);
         }
         let existing = host::Entity::find()
             .filter(host::Column::Hostname.eq(&req.hostname))
-            .one(&txn)
+            .one(w.db())
             .await?;
-        let (host_id, action) = match existing {
+        let (host_id, reenrolled) = match existing {
             Some(h) => {
                 let id = h.id;
                 let mut active: host::ActiveModel = h.into();
                 active.credential_hash = Set(secret::hash(&credential));
                 active.enrolled_at = Set(now);
-                active.update(&txn).await?;
-                (id, "host.reenroll")
+                active.update(w.db()).await?;
+                (id, true)
             }
             None => {
                 let h = host::ActiveModel {
@@ -391,34 +373,29 @@ impl Service {
                     enrolled_at: Set(now),
                     ..Default::default()
                 }
-                .insert(&txn)
+                .insert(w.db())
                 .await?;
-                (h.id, "host.enroll")
+                (h.id, false)
             }
         };
         join_token::Entity::update_many()
             .col_expr(join_token::Column::UsedByHostId, Expr::value(host_id))
             .filter(join_token::Column::TokenHash.eq(&token_hash))
-            .exec(&txn)
+            .exec(w.db())
             .await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::Host {
-                    host_id,
-                    hostname: req.hostname.clone(),
-                },
-                tenant_id: None,
-                action,
-                target_type: "host",
-                target_id: host_id.to_string(),
-                before: None,
-                after: Some(json!({"hostname": req.hostname})),
+        w.emit(DomainEvent::HostEnrolled {
+            host_id,
+            hostname: req.hostname.clone(),
+            reenrolled,
+        });
+        w.commit(
+            self,
+            &Actor::Host {
+                host_id,
+                hostname: req.hostname.clone(),
             },
-            now,
         )
         .await?;
-        txn.commit().await?;
         Ok(EnrollResponse {
             host_id,
             credential,
@@ -455,12 +432,12 @@ impl Service {
             )));
         }
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let uuids: Vec<&str> = report.gpus.iter().map(|g| g.uuid.as_str()).collect();
         if let Some(clash) = gpu::Entity::find()
             .filter(gpu::Column::Uuid.is_in(uuids))
             .filter(gpu::Column::HostId.ne(who.id))
-            .one(&txn)
+            .one(w.db())
             .await?
         {
             return Err(ServiceError::Conflict(format!(
@@ -469,7 +446,7 @@ impl Service {
             )));
         }
         let h = host::Entity::find_by_id(who.id)
-            .one(&txn)
+            .one(w.db())
             .await?
             .ok_or(ServiceError::InvalidCredential)?;
         let first_report = h.last_seen_at.is_none();
@@ -480,11 +457,11 @@ impl Service {
         active.backend = Set(Some(report.backend.clone()));
         active.driver_version = Set(report.driver_version.clone());
         active.last_seen_at = Set(Some(now));
-        active.update(&txn).await?;
+        active.update(w.db()).await?;
 
         let existing: BTreeMap<String, gpu::Model> = gpu::Entity::find()
             .filter(gpu::Column::HostId.eq(who.id))
-            .all(&txn)
+            .all(w.db())
             .await?
             .into_iter()
             .map(|g| (g.uuid.clone(), g))
@@ -497,7 +474,7 @@ impl Service {
         if !gone.is_empty() {
             gpu::Entity::delete_many()
                 .filter(Condition::all().add(gpu::Column::Id.is_in(gone)))
-                .exec(&txn)
+                .exec(w.db())
                 .await?;
         }
         for r in &report.gpus {
@@ -545,7 +522,7 @@ impl Service {
                         a.mig_devices = Set(mig_devices);
                         a.apply_error = Set(apply_error);
                         a.updated_at = Set(now);
-                        a.update(&txn).await?;
+                        a.update(w.db()).await?;
                     }
                 }
                 None => {
@@ -553,7 +530,7 @@ impl Service {
                     gpu::Entity::delete_many()
                         .filter(gpu::Column::HostId.eq(who.id))
                         .filter(gpu::Column::Idx.eq(idx))
-                        .exec(&txn)
+                        .exec(w.db())
                         .await?;
                     gpu::ActiveModel {
                         host_id: Set(who.id),
@@ -572,32 +549,27 @@ impl Service {
                         updated_at: Set(now),
                         ..Default::default()
                     }
-                    .insert(&txn)
+                    .insert(w.db())
                     .await?;
                 }
             }
         }
-        let desired_changed = self.apply_agent_report(&txn, who, report, now).await?;
+        let desired_changed = self.apply_agent_report(&mut w, who, report, now).await?;
         if first_report {
-            audit::record(
-                &txn,
-                Event {
-                    actor: Actor::Host {
-                        host_id: who.id,
-                        hostname: who.hostname.clone(),
-                    },
-                    tenant_id: None,
-                    action: "host.first_report",
-                    target_type: "host",
-                    target_id: who.id.to_string(),
-                    before: None,
-                    after: Some(json!({"gpus": report.gpus.len(), "backend": report.backend})),
-                },
-                now,
-            )
-            .await?;
+            w.emit(DomainEvent::HostFirstReport {
+                host_id: who.id,
+                gpus: report.gpus.len(),
+                backend: report.backend.clone(),
+            });
         }
-        txn.commit().await?;
+        w.commit(
+            self,
+            &Actor::Host {
+                host_id: who.id,
+                hostname: who.hostname.clone(),
+            },
+        )
+        .await?;
         if desired_changed {
             self.desired_changed(Some(who.id));
         }

@@ -1,11 +1,13 @@
 //! Users, tenants and roles: how IdP groups become tenant roles at each login.
 
-use crate::audit::{self, Actor, Event};
+use crate::audit::Actor;
 use crate::entity::{membership, tenant, user};
+use crate::events::{DomainEvent, Roles, TenantRef};
+use crate::write::Write;
 use crate::{Principal, Service, ServiceError};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+
 use std::collections::BTreeMap;
 use tessera_protocol::views::{MembershipView, TenantRole};
 
@@ -160,37 +162,25 @@ impl Service {
     pub async fn sync_tenants(&self) -> Result<(), ServiceError> {
         validate_directory(&self.settings.directory)?;
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         for spec in &self.settings.directory.tenants {
             let existing = tenant::Entity::find()
                 .filter(tenant::Column::Slug.eq(&spec.slug))
-                .one(&txn)
+                .one(w.db())
                 .await?;
             match existing {
                 Some(t) if t.name == spec.name && t.cost_centre == spec.cost_centre => {}
                 Some(t) => {
-                    let before = json!({"name": t.name, "cost_centre": t.cost_centre});
-                    let id = t.id;
+                    let before = (t.name.clone(), t.cost_centre.clone());
                     let mut active: tenant::ActiveModel = t.into();
                     active.name = Set(spec.name.clone());
                     active.cost_centre = Set(spec.cost_centre.clone());
-                    active.update(&txn).await?;
-                    audit::record(
-                        &txn,
-                        Event {
-                            actor: Actor::System,
-                            tenant_id: Some(id),
-                            action: "tenant.update",
-                            target_type: "tenant",
-                            target_id: spec.slug.clone(),
-                            before: Some(before),
-                            after: Some(
-                                json!({"name": spec.name, "cost_centre": spec.cost_centre}),
-                            ),
-                        },
-                        now,
-                    )
-                    .await?;
+                    let t = active.update(w.db()).await?;
+                    w.emit(DomainEvent::TenantUpdated {
+                        tenant: TenantRef::of(&t),
+                        before,
+                        cost_centre: t.cost_centre.clone(),
+                    });
                 }
                 None => {
                     let t = tenant::ActiveModel {
@@ -200,43 +190,31 @@ impl Service {
                         created_at: Set(now),
                         ..Default::default()
                     }
-                    .insert(&txn)
+                    .insert(w.db())
                     .await?;
-                    audit::record(
-                        &txn,
-                        Event {
-                            actor: Actor::System,
-                            tenant_id: Some(t.id),
-                            action: "tenant.create",
-                            target_type: "tenant",
-                            target_id: spec.slug.clone(),
-                            before: None,
-                            after: Some(
-                                json!({"name": spec.name, "cost_centre": spec.cost_centre}),
-                            ),
-                        },
-                        now,
-                    )
-                    .await?;
+                    w.emit(DomainEvent::TenantCreated {
+                        tenant: TenantRef::of(&t),
+                        cost_centre: t.cost_centre.clone(),
+                    });
                 }
             }
         }
-        self.sync_quotas(&txn, now).await?;
-        txn.commit().await?;
+        self.sync_quotas(&mut w, now).await?;
+        w.commit(self, &Actor::System).await?;
         Ok(())
     }
 
     /// Creates the configured starting quotas that do not exist yet (audited).
     async fn sync_quotas(
         &self,
-        txn: &sea_orm::DatabaseTransaction,
+        w: &mut Write,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<(), ServiceError> {
         use crate::entity::quota;
         for (i, spec) in self.settings.directory.tenants.iter().enumerate() {
             let Some(t) = tenant::Entity::find()
                 .filter(tenant::Column::Slug.eq(&spec.slug))
-                .one(txn)
+                .one(w.db())
                 .await?
             else {
                 continue;
@@ -254,29 +232,21 @@ impl Service {
                 let exists = quota::Entity::find()
                     .filter(quota::Column::TenantId.eq(t.id))
                     .filter(quota::Column::Pool.eq(&qs.pool))
-                    .one(txn)
+                    .one(w.db())
                     .await?
                     .is_some();
                 if exists {
                     continue;
                 }
                 let want = qs.quota();
-                Self::write_base_quota(txn, t.id, &qs.pool, &want, now).await?;
-                let (compute, memory, slices) = crate::quotas::quota_columns(&want);
-                audit::record(
-                    txn,
-                    Event {
-                        actor: Actor::System,
-                        tenant_id: Some(t.id),
-                        action: "quota.set",
-                        target_type: "quota",
-                        target_id: format!("{}/{}", spec.slug, qs.pool),
-                        before: None,
-                        after: Some(json!({"compute_milli": compute, "memory_mib": memory, "max_slices": slices})),
-                    },
-                    now,
-                )
-                .await?;
+                Self::write_base_quota(w.db(), t.id, &qs.pool, &want, now).await?;
+                w.emit(DomainEvent::QuotaSet {
+                    tenant: TenantRef::of(&t),
+                    pool: qs.pool.clone(),
+                    before: None,
+                    after: (want, want),
+                    by: None,
+                });
             }
         }
         Ok(())
@@ -287,11 +257,11 @@ impl Service {
     pub async fn login(&self, claims: &LoginClaims) -> Result<i64, ServiceError> {
         let now = self.now();
         let (platform_admin, roles) = map_groups(&self.settings.directory, &claims.groups);
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let existing = user::Entity::find()
             .filter(user::Column::Issuer.eq(&claims.issuer))
             .filter(user::Column::Subject.eq(&claims.subject))
-            .one(&txn)
+            .one(w.db())
             .await?;
         let (user_id, before_admin) = match existing {
             Some(u) => {
@@ -302,7 +272,7 @@ impl Service {
                 active.name = Set(claims.name.clone());
                 active.platform_admin = Set(platform_admin);
                 active.last_login_at = Set(Some(now));
-                active.update(&txn).await?;
+                active.update(w.db()).await?;
                 (id, Some(was_admin))
             }
             None => {
@@ -316,21 +286,21 @@ impl Service {
                     last_login_at: Set(Some(now)),
                     ..Default::default()
                 }
-                .insert(&txn)
+                .insert(w.db())
                 .await?;
                 (u.id, None)
             }
         };
 
         let tenants: BTreeMap<String, i64> = tenant::Entity::find()
-            .all(&txn)
+            .all(w.db())
             .await?
             .into_iter()
             .map(|t| (t.slug, t.id))
             .collect();
         let old: BTreeMap<i64, String> = membership::Entity::find()
             .filter(membership::Column::UserId.eq(user_id))
-            .all(&txn)
+            .all(w.db())
             .await?
             .into_iter()
             .map(|m| (m.tenant_id, m.role))
@@ -347,7 +317,7 @@ impl Service {
         if old != new {
             membership::Entity::delete_many()
                 .filter(membership::Column::UserId.eq(user_id))
-                .exec(&txn)
+                .exec(w.db())
                 .await?;
             for (tenant_id, role) in &new {
                 membership::ActiveModel {
@@ -356,49 +326,34 @@ impl Service {
                     role: Set(role.clone()),
                     ..Default::default()
                 }
-                .insert(&txn)
+                .insert(w.db())
                 .await?;
             }
         }
-        let roles_before = before_admin.map(|a| json!({"platform_admin": a, "memberships": old}));
-        let roles_after = json!({"platform_admin": platform_admin, "memberships": new});
+        let roles_before = before_admin.map(|a| Roles {
+            platform_admin: a,
+            memberships: old,
+        });
+        let roles_after = Roles {
+            platform_admin,
+            memberships: new,
+        };
         if roles_before.as_ref() != Some(&roles_after) {
-            audit::record(
-                &txn,
-                Event {
-                    actor: Actor::Login {
-                        user_id,
-                        name: actor_name.clone(),
-                    },
-                    tenant_id: None,
-                    action: "user.roles_change",
-                    target_type: "user",
-                    target_id: user_id.to_string(),
-                    before: roles_before,
-                    after: Some(roles_after),
-                },
-                now,
-            )
-            .await?;
+            w.emit(DomainEvent::UserRolesChanged {
+                user_id,
+                before: roles_before,
+                after: roles_after,
+            });
         }
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::Login {
-                    user_id,
-                    name: actor_name,
-                },
-                tenant_id: None,
-                action: "user.login",
-                target_type: "user",
-                target_id: user_id.to_string(),
-                before: None,
-                after: None,
+        w.emit(DomainEvent::UserLoggedIn { user_id });
+        w.commit(
+            self,
+            &Actor::Login {
+                user_id,
+                name: actor_name,
             },
-            now,
         )
         .await?;
-        txn.commit().await?;
         Ok(user_id)
     }
 

@@ -13,6 +13,7 @@ mod auth;
 mod db;
 pub mod entity;
 mod error;
+pub mod events;
 pub mod fleet;
 pub mod identity;
 pub mod notifications;
@@ -20,6 +21,7 @@ pub mod pools;
 pub mod quotas;
 mod secret;
 pub mod tenants;
+mod write;
 
 pub use auth::{PlatformAdmin, Principal, Viewer};
 pub use db::{connect, migrate, pending_migrations, DbKind};
@@ -70,7 +72,7 @@ pub struct Service {
     db: DatabaseConnection,
     settings: Arc<Settings>,
     clock: Arc<dyn Clock>,
-    /// On SQLite, write transactions take turns (see [`Service::write_txn`]).
+    /// On SQLite, write transactions take turns (see [`Service::begin_write`]).
     sqlite_writer: Option<Arc<tokio::sync::Mutex<()>>>,
     /// Bumped after every commit that changes some host's desired state;
     /// wakes the agents' long polls.
@@ -93,21 +95,6 @@ impl Service {
             sqlite_writer,
             desired_tx: tokio::sync::broadcast::channel(4096).0,
         }
-    }
-
-    /// Begins a write transaction. SQLite's deferred transactions fail at once
-    /// with "database is locked" when a reader upgrades to a writer after
-    /// another writer committed (no busy wait applies), so on SQLite the
-    /// process's writers take turns; PostgreSQL needs no such care.
-    pub(crate) async fn write_txn(
-        &self,
-    ) -> Result<(sea_orm::DatabaseTransaction, WriterTurn), sea_orm::DbErr> {
-        use sea_orm::TransactionTrait;
-        let turn = match &self.sqlite_writer {
-            Some(lock) => Some(Arc::clone(lock).lock_owned().await),
-            None => None,
-        };
-        Ok((self.db.begin().await?, turn))
     }
 
     /// The database connection (for health checks and the session store).

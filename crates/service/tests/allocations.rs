@@ -9,6 +9,7 @@ use chrono::Duration;
 use common::{fixture, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use std::collections::{BTreeMap, BTreeSet};
+use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuObserved, ObservedInstance};
 use tessera_core::sharing::SliceShape;
@@ -17,7 +18,7 @@ use tessera_protocol::agent::{
     DesiredState, GpuApplyError, GpuDesiredEntry, GpuReport, HostReport, MigDevice,
 };
 use tessera_protocol::views::{AllocationView, NewAllocation};
-use tessera_service::allocations::{TenantActor, QUOTA_STATES};
+use tessera_service::allocations::TenantActor;
 use tessera_service::entity::allocation;
 use tessera_service::fleet::AuthenticatedHost;
 use tessera_service::{Clock, ServiceError};
@@ -258,7 +259,7 @@ async fn check_invariants(f: &Fixture) {
     let mut held: BTreeMap<(i64, String), (i64, i64, i64)> = BTreeMap::new();
     for a in all
         .iter()
-        .filter(|a| QUOTA_STATES.contains(&a.state.as_str()))
+        .filter(|a| AllocationPhase::QUOTA.contains(&a.state))
     {
         let e = held.entry((a.tenant_id, a.pool.clone())).or_default();
         e.0 += a.demand_compute_milli;
@@ -283,7 +284,7 @@ async fn check_invariants(f: &Fixture) {
     let mut layouts: BTreeMap<String, Vec<MigPlacement>> = BTreeMap::new();
     for a in all
         .iter()
-        .filter(|a| tessera_service::allocations::CAPACITY_STATES.contains(&a.state.as_str()))
+        .filter(|a| AllocationPhase::CAPACITY.contains(&a.state))
     {
         let p = a
             .placement

@@ -73,14 +73,16 @@ impl Service {
             .last_used_at
             .is_none_or(|at| now - at > chrono::Duration::minutes(1));
         if stale {
-            if let Ok((txn, _turn)) = self.write_txn().await {
+            if let Ok(w) = self.begin_write().await {
                 let updated = api_token::Entity::update_many()
                     .col_expr(api_token::Column::LastUsedAt, Expr::value(now))
                     .filter(api_token::Column::Id.eq(token.id))
-                    .exec(&txn)
+                    .exec(w.db())
                     .await;
                 if updated.is_ok() {
-                    let _ = txn.commit().await;
+                    if let Err(e) = w.commit(self, &Actor::System).await {
+                        tracing::debug!(error = %e, "could not record the token's last use");
+                    }
                 }
             }
         }

@@ -4,9 +4,8 @@
 use super::access::TenantActor;
 use super::snapshot::View;
 use super::stored::{state_json, AllocationRow};
-use super::QUOTA_STATES;
-use crate::audit::{self, Event};
 use crate::entity::{allocation, host};
+use crate::events::{AllocationRef, DomainEvent};
 use crate::pools::PoolSpec;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
@@ -16,6 +15,7 @@ use sea_orm::{
     Set,
 };
 use serde_json::json;
+use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::placement::{PlacementRequest, Policy};
 use tessera_core::quota::Usage;
@@ -25,27 +25,7 @@ use tessera_protocol::views::{AllocationView, NewAllocation};
 /// Longest purpose text.
 pub const MAX_PURPOSE_CHARS: usize = 500;
 
-/// A PostgreSQL advisory-lock key that admissions and the queue take in turn.
-const ADMISSION_LOCK: i64 = 0x0074_6573_7365_7261; // "tessera"
-
 impl Service {
-    /// A write transaction in which no other admission runs: on SQLite the
-    /// writer turn already serializes; on PostgreSQL a transaction-scoped
-    /// advisory lock does (released at commit or rollback).
-    pub(crate) async fn admission_txn(
-        &self,
-    ) -> Result<(DatabaseTransaction, crate::WriterTurn), ServiceError> {
-        let (txn, turn) = self.write_txn().await?;
-        if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
-            txn.execute(sea_orm::Statement::from_string(
-                sea_orm::DbBackend::Postgres,
-                format!("SELECT pg_advisory_xact_lock({ADMISSION_LOCK})"),
-            ))
-            .await?;
-        }
-        Ok((txn, turn))
-    }
-
     /// The pool called `name`, or a 400 that lists the pools.
     pub(crate) fn pool_spec(&self, field: &str, name: &str) -> Result<&PoolSpec, ServiceError> {
         self.settings
@@ -92,7 +72,7 @@ impl Service {
         let rows = allocation::Entity::find()
             .filter(allocation::Column::TenantId.eq(tenant_id))
             .filter(allocation::Column::Pool.eq(pool))
-            .filter(allocation::Column::State.is_in(QUOTA_STATES))
+            .filter(allocation::Column::State.is_in(AllocationPhase::QUOTA))
             .all(conn)
             .await?;
         let demands: Vec<_> = rows.iter().map(AllocationRow::demand).collect();
@@ -109,7 +89,7 @@ impl Service {
         let offer = Self::pool_offer(spec);
         let rows = allocation::Entity::find()
             .filter(allocation::Column::Pool.eq(&spec.name))
-            .filter(allocation::Column::State.is_in(super::OPEN_STATES))
+            .filter(allocation::Column::State.is_in(AllocationPhase::OPEN))
             .all(conn)
             .await?;
         Ok(rows
@@ -178,7 +158,7 @@ impl Service {
             .map_err(|e| ServiceError::Conflict(e.to_string()))?;
         let generation = Self::bump_generation(txn, host_id).await?;
         let mut a: allocation::ActiveModel = row.into();
-        a.state = Set(state.name().to_owned());
+        a.state = Set(state.phase());
         a.state_data = Set(state_json(&state));
         a.host_id = Set(Some(host_id));
         a.placement = Set(Some(json!(placement)));
@@ -228,12 +208,13 @@ impl Service {
         let now = self.now();
 
         let t_lock = std::time::Instant::now();
-        let (txn, _turn) = self.admission_txn().await?;
+        let mut w = self.begin_admission().await?;
+        let txn = w.db();
         tracing::debug!(
             wait_ms = t_lock.elapsed().as_secs_f64() * 1e3,
             "admission turn"
         );
-        let quota = Self::quota_of(&txn, actor.tenant_id, &spec.name, now)
+        let quota = Self::quota_of(txn, actor.tenant_id, &spec.name, now)
             .await?
             .ok_or_else(|| {
                 ServiceError::QuotaExceeded(format!(
@@ -241,7 +222,7 @@ impl Service {
                     spec.name
                 ))
             })?;
-        let usage = Self::usage_of(&txn, actor.tenant_id, &spec.name).await?;
+        let usage = Self::usage_of(txn, actor.tenant_id, &spec.name).await?;
         tessera_core::quota::check(&quota, &usage, &demand)
             .map_err(|e| ServiceError::QuotaExceeded(e.to_string()))?;
 
@@ -250,7 +231,7 @@ impl Service {
             tenant_id: Set(actor.tenant_id),
             pool: Set(spec.name.clone()),
             requested_by: Set(actor.name.clone()),
-            state: Set(state.name().to_owned()),
+            state: Set(state.phase()),
             state_data: Set(state_json(&state)),
             shape: Set(json!(req.shape)),
             shape_label: Set(label(&req.shape)),
@@ -265,28 +246,27 @@ impl Service {
             updated_at: Set(now),
             ..Default::default()
         }
-        .insert(&txn)
+        .insert(txn)
         .await?;
-        let id = row.id;
         // Requests already waiting in this pool go first: a new one joins the
         // queue behind them (the timer places the queue in order).
         let waiting = allocation::Entity::find()
             .filter(allocation::Column::Pool.eq(&spec.name))
-            .filter(allocation::Column::State.eq("queued"))
-            .one(&txn)
+            .filter(allocation::Column::State.eq(AllocationPhase::Queued))
+            .one(txn)
             .await?
             .is_some();
         let placed = if waiting {
             None
         } else {
-            self.try_place(&txn, row.clone(), &spec, now).await?
+            self.try_place(txn, row.clone(), &spec, now).await?
         };
         let row = match placed {
             Some(placed) => placed,
             None => {
                 // Refuse what could never fit, rather than queueing it forever.
                 let empty = self
-                    .pool_snapshot(&txn, &spec, now, View::Empty, &[])
+                    .pool_snapshot(txn, &spec, now, View::Empty, &[])
                     .await?;
                 if empty.gpu_count() == 0 {
                     return Err(ServiceError::Conflict(format!(
@@ -308,33 +288,18 @@ impl Service {
                 let state = transition(&row.lifecycle()?, &AllocationEvent::NoCapacity)
                     .map_err(|e| ServiceError::Conflict(e.to_string()))?;
                 let mut a: allocation::ActiveModel = row.into();
-                a.state = Set(state.name().to_owned());
+                a.state = Set(state.phase());
                 a.state_data = Set(state_json(&state));
-                a.update(&txn).await?
+                a.update(txn).await?
             }
         };
-        audit::record(
-            &txn,
-            Event {
-                actor: actor.audit(),
-                tenant_id: Some(actor.tenant_id),
-                action: "allocation.create",
-                target_type: "allocation",
-                target_id: id.to_string(),
-                before: None,
-                after: Some(json!({
-                    "pool": spec.name,
-                    "shape": req.shape,
-                    "lease_hours": req.lease_hours,
-                    "state": row.state,
-                    "host_id": row.host_id,
-                })),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
-        self.desired_changed(row.host_id);
+        w.emit(DomainEvent::AllocationRequested {
+            alloc: AllocationRef::of(&row),
+            shape: req.shape.clone(),
+            lease_hours: req.lease_hours,
+            state: row.lifecycle()?,
+        });
+        w.commit(self, &actor.audit()).await?;
         self.allocation_view_of(row, &actor.tenant_slug).await
     }
 }

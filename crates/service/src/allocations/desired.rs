@@ -3,7 +3,9 @@
 
 use super::snapshot::{observed_of, occupancy, unmanaged_instances};
 use super::stored::{state_json, AllocationRow};
+use crate::audit::Actor;
 use crate::entity::{allocation, gpu, host};
+use crate::events::{AllocationRef, DomainEvent};
 use crate::fleet::AuthenticatedHost;
 use crate::pools::pool_of;
 use crate::{Service, ServiceError};
@@ -12,6 +14,7 @@ use sea_orm::{
 };
 use std::time::Duration;
 use tessera_core::catalogue;
+use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent};
 use tessera_core::placement::Slice;
 use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuDesired, MpsSettings, Released};
@@ -68,7 +71,7 @@ impl Service {
             let mut releasing = Vec::new();
             let mut live = Vec::new();
             for (a, p) in owned {
-                if a.state == "releasing" {
+                if a.state == AllocationPhase::Releasing {
                     releasing.push(p);
                 } else {
                     live.push(p);
@@ -185,51 +188,42 @@ impl Service {
     /// `released`) while the agent creates it, leaving an instance nobody owns.
     async fn take_desired(&self, host_id: i64) -> Result<DesiredState, ServiceError> {
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         // Placing or releasing on this host bumps its generation, so they
         // wait for this lock (PostgreSQL; on SQLite writers take turns).
         let host = host::Entity::find_by_id(host_id)
             .lock_exclusive()
-            .one(&txn)
+            .one(w.db())
             .await?
             .ok_or(ServiceError::InvalidCredential)?;
         let generation = host.desired_generation;
         let placed = allocation::Entity::find()
             .filter(allocation::Column::HostId.eq(host_id))
-            .filter(allocation::Column::State.eq("placed"))
+            .filter(allocation::Column::State.eq(AllocationPhase::Placed))
             .filter(allocation::Column::Generation.lte(generation))
-            .all(&txn)
+            .all(w.db())
             .await?;
         for a in placed {
             let Ok(next) = transition(&a.lifecycle()?, &AllocationEvent::StartProvisioning) else {
                 continue;
             };
-            let (id, tenant_id) = (a.id, a.tenant_id);
+            let alloc = AllocationRef::of(&a);
             let mut m: allocation::ActiveModel = a.into();
-            m.state = Set(next.name().to_owned());
+            m.state = Set(next.phase());
             m.state_data = Set(state_json(&next));
             m.updated_at = Set(now);
-            m.update(&txn).await?;
-            crate::audit::record(
-                &txn,
-                crate::audit::Event {
-                    actor: crate::audit::Actor::Host {
-                        host_id,
-                        hostname: host.hostname.clone(),
-                    },
-                    tenant_id: Some(tenant_id),
-                    action: "allocation.provision",
-                    target_type: "allocation",
-                    target_id: id.to_string(),
-                    before: Some(serde_json::json!({"state": "placed"})),
-                    after: Some(state_json(&next)),
-                },
-                now,
-            )
-            .await?;
+            m.update(w.db()).await?;
+            w.emit(DomainEvent::AllocationProvisioning { alloc, state: next });
         }
-        let state = self.desired_state(&txn, host_id).await?;
-        txn.commit().await?;
+        let state = self.desired_state(w.db(), host_id).await?;
+        w.commit(
+            self,
+            &Actor::Host {
+                host_id,
+                hostname: host.hostname.clone(),
+            },
+        )
+        .await?;
         Ok(state)
     }
 }

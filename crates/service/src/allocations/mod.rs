@@ -4,9 +4,12 @@
 //! failed through the same path.
 //!
 //! Usage is always derived from the allocations themselves: quota counts
-//! `queued`, `placed`, `provisioning` and `active` ones; capacity counts
-//! `placed`, `provisioning`, `active` and `releasing` ones (a slice being torn
-//! down still occupies its GPU).
+//! the phases in [`AllocationPhase::QUOTA`], capacity those in
+//! [`AllocationPhase::CAPACITY`] (a slice being torn down still occupies its
+//! GPU).
+//!
+//! [`AllocationPhase::QUOTA`]: tessera_core::lifecycle::AllocationPhase::QUOTA
+//! [`AllocationPhase::CAPACITY`]: tessera_core::lifecycle::AllocationPhase::CAPACITY
 
 mod access;
 mod admission;
@@ -20,17 +23,3 @@ mod view;
 pub use access::TenantActor;
 pub use scheduler::TickReport;
 pub(crate) use snapshot::occupancy;
-
-/// States whose demand counts against the tenant's quota.
-pub const QUOTA_STATES: [&str; 5] = ["requested", "queued", "placed", "provisioning", "active"];
-/// States that occupy GPU capacity.
-pub const CAPACITY_STATES: [&str; 4] = ["placed", "provisioning", "active", "releasing"];
-/// States that may still change.
-pub const OPEN_STATES: [&str; 6] = [
-    "requested",
-    "queued",
-    "placed",
-    "provisioning",
-    "active",
-    "releasing",
-];

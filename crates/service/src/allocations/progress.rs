@@ -3,16 +3,18 @@
 //! not create fail with the driver's reason, and slices it tore down end.
 
 use super::stored::{state_json, AllocationRow};
-use crate::audit::{self, Actor, Event};
 use crate::entity::{allocation, host};
+use crate::events::{AllocationRef, DomainEvent};
 use crate::fleet::AuthenticatedHost;
+use crate::write::Write;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter, Set};
-use serde_json::json;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+
 use std::collections::BTreeMap;
-use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
+use tessera_core::lifecycle::AllocationPhase;
+use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, ReleaseOutcome};
 use tessera_core::placement::Slice;
 use tessera_protocol::agent::{GpuReport, HostReport};
 
@@ -29,7 +31,7 @@ impl Service {
     /// transaction. Returns whether the host's desired state changed.
     pub(crate) async fn apply_agent_report(
         &self,
-        txn: &DatabaseTransaction,
+        w: &mut Write,
         who: &AuthenticatedHost,
         report: &HostReport,
         now: DateTime<Utc>,
@@ -40,7 +42,7 @@ impl Service {
         host::Entity::update_many()
             .col_expr(host::Column::AppliedGeneration, Expr::value(applied))
             .filter(host::Column::Id.eq(who.id))
-            .exec(txn)
+            .exec(w.db())
             .await?;
         let by_uuid: BTreeMap<&str, &GpuReport> =
             report.gpus.iter().map(|g| (g.uuid.as_str(), g)).collect();
@@ -51,9 +53,13 @@ impl Service {
             .collect();
         let rows = allocation::Entity::find()
             .filter(allocation::Column::HostId.eq(who.id))
-            .filter(allocation::Column::State.is_in(["placed", "provisioning", "releasing"]))
+            .filter(allocation::Column::State.is_in([
+                AllocationPhase::Placed,
+                AllocationPhase::Provisioning,
+                AllocationPhase::Releasing,
+            ]))
             .filter(allocation::Column::Generation.lte(applied))
-            .all(txn)
+            .all(w.db())
             .await?;
         let mut desired_changed = false;
         for row in rows {
@@ -141,14 +147,13 @@ impl Service {
                 }
                 _ => continue,
             };
-            desired_changed |= self.write_change(txn, who, row, change, now).await?;
+            desired_changed |= Self::write_change(w, who, row, change, now).await?;
         }
         Ok(desired_changed)
     }
 
     async fn write_change(
-        &self,
-        txn: &DatabaseTransaction,
+        w: &mut Write,
         who: &AuthenticatedHost,
         row: allocation::Model,
         change: Change,
@@ -163,12 +168,11 @@ impl Service {
             }
             *teardown_error = Some(reason.clone());
         }
-        let before = row.state.clone();
-        let (id, tenant_id, host_id, lease_hours) =
-            (row.id, row.tenant_id, row.host_id, row.lease_hours);
-        let original = row.clone();
+        let before = row.lifecycle()?.phase();
+        let (host_id, lease_hours) = (row.host_id, row.lease_hours);
+        let alloc = AllocationRef::of(&row);
         let mut a: allocation::ActiveModel = row.into();
-        a.state = Set(state.name().to_owned());
+        a.state = Set(state.phase());
         a.state_data = Set(state_json(&state));
         a.updated_at = Set(now);
         if change.activated {
@@ -181,71 +185,41 @@ impl Service {
         }
         // Failing a slice removes it from the desired state: a new generation.
         let mut desired_changed = false;
-        if matches!(state, AllocationState::Releasing { .. }) && before != "releasing" {
+        if matches!(state, AllocationState::Releasing { .. })
+            && before != AllocationPhase::Releasing
+        {
             if let Some(h) = host_id {
-                a.generation = Set(Some(Self::bump_generation(txn, h).await?));
+                a.generation = Set(Some(Self::bump_generation(w.db(), h).await?));
                 desired_changed = true;
             }
         }
-        a.update(txn).await?;
-        let action = match &state {
-            AllocationState::Active => "allocation.activate",
-            AllocationState::Releasing { .. } if before == "releasing" => {
-                "allocation.teardown_error"
-            }
-            AllocationState::Releasing { .. } => "allocation.fail",
-            _ => "allocation.end",
-        };
-        audit::record(
-            txn,
-            Event {
-                actor: Actor::Host {
-                    host_id: who.id,
-                    hostname: who.hostname.clone(),
-                },
-                tenant_id: Some(tenant_id),
-                action,
-                target_type: "allocation",
-                target_id: id.to_string(),
-                before: Some(json!({"state": before})),
-                after: Some(state_json(&state)),
+        a.update(w.db()).await?;
+        w.emit(match &state {
+            AllocationState::Active => DomainEvent::AllocationActivated {
+                alloc,
+                before,
+                state,
+                hostname: who.hostname.clone(),
+                lease_hours,
             },
-            now,
-        )
-        .await?;
-        match (action, &state) {
-            ("allocation.activate", _) => {
-                crate::notifications::about_allocation(
-                    txn,
-                    &original,
-                    "allocation.active",
-                    format!("Slice #{id} ({}) is active", original.shape_label),
-                    format!(
-                        "It runs on {} for {lease_hours} h; the connection details are on its page.",
-                        who.hostname
-                    ),
-                    now,
-                )
-                .await?;
+            AllocationState::Releasing { .. } if before == AllocationPhase::Releasing => {
+                DomainEvent::AllocationTeardownFailed { alloc, state }
             }
-            ("allocation.fail", AllocationState::Releasing { outcome, .. }) => {
-                crate::notifications::about_allocation(
-                    txn,
-                    &original,
-                    "allocation.failed",
-                    format!("Slice #{id} ({}) failed", original.shape_label),
-                    match outcome {
-                        tessera_core::lifecycle::ReleaseOutcome::Failed { reason } => {
-                            reason.clone()
-                        }
-                        _ => "the host could not provide it".to_owned(),
-                    },
-                    now,
-                )
-                .await?;
-            }
-            _ => {}
-        }
+            AllocationState::Releasing { outcome, .. } => DomainEvent::AllocationFailed {
+                alloc,
+                before,
+                reason: match outcome {
+                    ReleaseOutcome::Failed { reason } => reason.clone(),
+                    _ => "the host could not provide it".to_owned(),
+                },
+                state,
+            },
+            _ => DomainEvent::AllocationEnded {
+                alloc,
+                before,
+                state,
+            },
+        });
         Ok(desired_changed)
     }
 }

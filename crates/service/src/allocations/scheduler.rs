@@ -2,14 +2,16 @@
 //! finished, and places queued requests as capacity frees.
 
 use super::stored::{state_json, update_if_state, AllocationRow};
-use crate::audit::{self, Actor, Event};
+use crate::audit::Actor;
 use crate::entity::allocation;
-use crate::{notifications, Service, ServiceError};
+use crate::events::{AllocationRef, DomainEvent};
+use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
-use serde_json::json;
+
 use std::collections::BTreeMap;
+use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::notify::LEASE_ENDING_SOON_MINUTES;
 use tessera_core::slice::{queue_order, QueueEntry};
@@ -45,20 +47,16 @@ impl Service {
 
     async fn end_leases(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
         let due = allocation::Entity::find()
-            .filter(allocation::Column::State.eq("active"))
+            .filter(allocation::Column::State.eq(AllocationPhase::Active))
             .filter(allocation::Column::LeaseEndsAt.lte(now))
             .all(&self.db)
             .await?;
         let mut n = 0;
         for a in due {
             if self
-                .end_one(
-                    a.id,
-                    AllocationEvent::Expire,
-                    "allocation.expire",
-                    now,
-                    |a| a.state == "active" && a.lease_ends_at.is_some_and(|t| t <= now),
-                )
+                .end_one(a.id, AllocationEvent::Expire, now, |a| {
+                    a.state == AllocationPhase::Active && a.lease_ends_at.is_some_and(|t| t <= now)
+                })
                 .await?
             {
                 n += 1;
@@ -70,7 +68,10 @@ impl Service {
     async fn fail_stuck(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
         let limit = self.settings.provision_timeout;
         let stuck = allocation::Entity::find()
-            .filter(allocation::Column::State.is_in(["placed", "provisioning"]))
+            .filter(
+                allocation::Column::State
+                    .is_in([AllocationPhase::Placed, AllocationPhase::Provisioning]),
+            )
             .filter(allocation::Column::PlacedAt.lte(now - limit))
             .all(&self.db)
             .await?;
@@ -81,13 +82,12 @@ impl Service {
                 limit.num_seconds()
             );
             if self
-                .end_one(
-                    a.id,
-                    AllocationEvent::Fail { reason },
-                    "allocation.fail",
-                    now,
-                    |a| matches!(a.state.as_str(), "placed" | "provisioning"),
-                )
+                .end_one(a.id, AllocationEvent::Fail { reason }, now, |a| {
+                    matches!(
+                        a.state,
+                        AllocationPhase::Placed | AllocationPhase::Provisioning
+                    )
+                })
                 .await?
             {
                 n += 1;
@@ -102,70 +102,51 @@ impl Service {
         &self,
         id: i64,
         event: AllocationEvent,
-        action: &'static str,
         now: DateTime<Utc>,
         still: impl Fn(&allocation::Model) -> bool,
     ) -> Result<bool, ServiceError> {
-        let (txn, _turn) = self.write_txn().await?;
-        let Some(row) = allocation::Entity::find_by_id(id).one(&txn).await? else {
+        let mut w = self.begin_write().await?;
+        let Some(row) = allocation::Entity::find_by_id(id).one(w.db()).await? else {
             return Ok(false);
         };
         if !still(&row) {
             return Ok(false);
         }
-        let before = row.state.clone();
-        let next = transition(&row.lifecycle()?, &event)
-            .map_err(|e| ServiceError::Conflict(e.to_string()))?;
-        let (tenant_id, host_id) = (row.tenant_id, row.host_id);
-        let original = row.clone();
+        let state = row.lifecycle()?;
+        let before = state.phase();
+        let next = transition(&state, &event).map_err(|e| ServiceError::Conflict(e.to_string()))?;
+        let host_id = row.host_id;
+        let alloc = AllocationRef::of(&row);
         let mut a: allocation::ActiveModel = row.into();
-        a.state = Set(next.name().to_owned());
+        a.state = Set(next.phase());
         a.state_data = Set(state_json(&next));
         a.updated_at = Set(now);
         if next.is_terminal() {
             a.ended_at = Set(Some(now));
         }
-        if matches!(next, AllocationState::Releasing { .. }) || before == "placed" {
+        if matches!(next, AllocationState::Releasing { .. }) || state == AllocationState::Placed {
             if let Some(h) = host_id {
-                a.generation = Set(Some(Self::bump_generation(&txn, h).await?));
+                a.generation = Set(Some(Self::bump_generation(w.db(), h).await?));
             }
         }
-        if !update_if_state(&txn, id, &before, a).await? {
+        if !update_if_state(w.db(), id, before, a).await? {
             // Moved meanwhile; the next tick looks again.
             return Ok(false);
         }
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::System,
-                tenant_id: Some(tenant_id),
-                action,
-                target_type: "allocation",
-                target_id: id.to_string(),
-                before: Some(json!({"state": before})),
-                after: Some(state_json(&next)),
+        w.emit(match event {
+            AllocationEvent::Fail { reason } => DomainEvent::AllocationFailed {
+                alloc,
+                before,
+                state: next,
+                reason,
             },
-            now,
-        )
-        .await?;
-        let told = match (&event, action) {
-            (AllocationEvent::Expire, _) => Some((
-                "allocation.expired",
-                format!("The lease of slice #{id} ({}) ended", original.shape_label),
-                "Its GPU share is being released. Request a new slice if you still need one."
-                    .to_owned(),
-            )),
-            (AllocationEvent::Fail { reason }, _) => Some((
-                "allocation.failed",
-                format!("Slice #{id} ({}) failed", original.shape_label),
-                reason.clone(),
-            )),
-            _ => None,
-        };
-        if let Some((kind, title, body)) = told {
-            notifications::about_allocation(&txn, &original, kind, title, body, now).await?;
-        }
-        txn.commit().await?;
+            _ => DomainEvent::AllocationExpired {
+                alloc,
+                before,
+                state: next,
+            },
+        });
+        w.commit(self, &Actor::System).await?;
         Ok(true)
     }
 
@@ -174,7 +155,7 @@ impl Service {
     async fn warn_leases(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
         let soon = now + chrono::Duration::minutes(LEASE_ENDING_SOON_MINUTES);
         let due = allocation::Entity::find()
-            .filter(allocation::Column::State.eq("active"))
+            .filter(allocation::Column::State.eq(AllocationPhase::Active))
             .filter(allocation::Column::LeaseEndsAt.lte(soon))
             .filter(allocation::Column::LeaseEndsAt.gt(now))
             .filter(allocation::Column::LeaseWarnedAt.is_null())
@@ -182,34 +163,25 @@ impl Service {
             .await?;
         let mut n = 0;
         for row in due {
-            let (txn, _turn) = self.write_txn().await?;
+            let mut w = self.begin_write().await?;
             let claimed = allocation::Entity::update_many()
                 .col_expr(allocation::Column::LeaseWarnedAt, Expr::value(now))
                 .filter(allocation::Column::Id.eq(row.id))
                 .filter(allocation::Column::LeaseWarnedAt.is_null())
-                .filter(allocation::Column::State.eq("active"))
-                .exec(&txn)
+                .filter(allocation::Column::State.eq(AllocationPhase::Active))
+                .exec(w.db())
                 .await?
                 .rows_affected;
             if claimed == 0 {
                 continue;
             }
-            let left = row
-                .lease_ends_at
-                .map_or(0, |end| (end - now).num_minutes().max(0));
-            notifications::about_allocation(
-                &txn,
-                &row,
-                "allocation.lease_ending",
-                format!("The lease of slice #{} ends in {left} min", row.id),
-                format!(
-                    "{} in pool {} is released when the lease ends; extend it on its page if you still need it.",
-                    row.shape_label, row.pool
-                ),
-                now,
-            )
-            .await?;
-            txn.commit().await?;
+            w.emit(DomainEvent::AllocationLeaseEnding {
+                alloc: AllocationRef::of(&row),
+                minutes_left: row
+                    .lease_ends_at
+                    .map_or(0, |end| (end - now).num_minutes().max(0)),
+            });
+            w.commit(self, &Actor::System).await?;
             n += 1;
         }
         Ok(n)
@@ -221,7 +193,7 @@ impl Service {
         conn: &C,
     ) -> Result<BTreeMap<String, Vec<QueueEntry>>, ServiceError> {
         let queued = allocation::Entity::find()
-            .filter(allocation::Column::State.eq("queued"))
+            .filter(allocation::Column::State.eq(AllocationPhase::Queued))
             .all(conn)
             .await?;
         let mut by_pool: BTreeMap<String, Vec<QueueEntry>> = BTreeMap::new();
@@ -260,7 +232,7 @@ impl Service {
         let rows = allocation::Entity::find()
             .filter(allocation::Column::TenantId.eq(tenant_id))
             .filter(allocation::Column::Pool.eq(pool))
-            .filter(allocation::Column::State.is_in(["placed", "provisioning", "active"]))
+            .filter(allocation::Column::State.is_in(AllocationPhase::HOLDING))
             .all(conn)
             .await?;
         Ok(rows.iter().map(|a| u64::from(a.demand().compute.0)).sum())
@@ -270,14 +242,14 @@ impl Service {
     /// does not fit (so large requests are not starved by small ones).
     pub(crate) async fn place_queued(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
         let any = allocation::Entity::find()
-            .filter(allocation::Column::State.eq("queued"))
+            .filter(allocation::Column::State.eq(AllocationPhase::Queued))
             .one(&self.db)
             .await?;
         if any.is_none() {
             return Ok(0);
         }
-        let (txn, _turn) = self.admission_txn().await?;
-        let queues = self.queues(&txn).await?;
+        let mut w = self.begin_admission().await?;
+        let queues = self.queues(w.db()).await?;
         let mut placed = 0;
         for (pool, entries) in queues {
             let Ok(spec) = self.pool_spec("pool", &pool).cloned() else {
@@ -287,47 +259,25 @@ impl Service {
                 // Locked, and still queued: a release may have ended it
                 // since the queue was read.
                 let Some(row) = allocation::Entity::find_by_id(e.id)
-                    .filter(allocation::Column::State.eq("queued"))
+                    .filter(allocation::Column::State.eq(AllocationPhase::Queued))
                     .lock_exclusive()
-                    .one(&txn)
+                    .one(w.db())
                     .await?
                 else {
                     continue;
                 };
-                let tenant_id = row.tenant_id;
-                match self.try_place(&txn, row, &spec, now).await? {
+                match self.try_place(w.db(), row, &spec, now).await? {
                     Some(row) => {
                         placed += 1;
-                        notifications::about_allocation(
-                            &txn,
-                            &row,
-                            "allocation.placed",
-                            format!("Slice #{} ({}) left the queue", row.id, row.shape_label),
-                            "Capacity freed up and it was placed; it becomes active in a few seconds."
-                                .to_owned(),
-                            now,
-                        )
-                        .await?;
-                        audit::record(
-                            &txn,
-                            Event {
-                                actor: Actor::System,
-                                tenant_id: Some(tenant_id),
-                                action: "allocation.place",
-                                target_type: "allocation",
-                                target_id: row.id.to_string(),
-                                before: Some(json!({"state": "queued"})),
-                                after: Some(json!({"state": row.state, "host_id": row.host_id})),
-                            },
-                            now,
-                        )
-                        .await?;
+                        w.emit(DomainEvent::AllocationPlaced {
+                            alloc: AllocationRef::of(&row),
+                        });
                     }
                     None => break,
                 }
             }
         }
-        txn.commit().await?;
+        w.commit_without_retry(self, &Actor::System).await?;
         Ok(placed)
     }
 }

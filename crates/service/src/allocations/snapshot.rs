@@ -3,7 +3,6 @@
 //! create) occupy on them.
 
 use super::stored::{AllocationRow, StoredPlacement};
-use super::CAPACITY_STATES;
 use crate::entity::{allocation, gpu, host};
 use crate::pools::{pool_of, PoolSpec};
 use crate::{Service, ServiceError};
@@ -11,6 +10,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::catalogue;
+use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::mig::MigPlacement;
 use tessera_core::placement::{
     Decision, Fleet, GpuMode, GpuState, HostState, PlacementRequest, Slice, Workload,
@@ -90,7 +90,8 @@ pub async fn occupancy<C: ConnectionTrait>(
     pool: Option<&str>,
     host_id: Option<i64>,
 ) -> Result<Occupancy, ServiceError> {
-    let mut q = allocation::Entity::find().filter(allocation::Column::State.is_in(CAPACITY_STATES));
+    let mut q = allocation::Entity::find()
+        .filter(allocation::Column::State.is_in(AllocationPhase::CAPACITY));
     if let Some(p) = pool {
         q = q.filter(allocation::Column::Pool.eq(p));
     }

@@ -4,7 +4,7 @@ use crate::entity::allocation;
 use crate::ServiceError;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
-use tessera_core::lifecycle::AllocationState;
+use tessera_core::lifecycle::{AllocationPhase, AllocationState};
 use tessera_core::placement::Slice;
 use tessera_core::quota::Demand;
 use tessera_core::sharing::SliceShape;
@@ -80,7 +80,7 @@ pub fn state_json(state: &AllocationState) -> serde_json::Value {
 pub async fn update_if_state<C: ConnectionTrait>(
     conn: &C,
     id: i64,
-    before: &str,
+    before: AllocationPhase,
     a: allocation::ActiveModel,
 ) -> Result<bool, ServiceError> {
     let res = allocation::Entity::update_many()

@@ -2,12 +2,13 @@
 
 use super::access::TenantActor;
 use super::stored::{state_json, update_if_state, AllocationRow};
-use crate::audit::{self, Event};
 use crate::entity::{allocation, gpu, tenant};
+use crate::events::{AllocationRef, DomainEvent};
 use crate::{Principal, Service, ServiceError};
 use chrono::Duration;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
-use serde_json::json;
+
+use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, ReleaseOutcome};
 use tessera_core::placement::Slice;
 use tessera_core::sharing::{MpsShare, SliceShape};
@@ -21,7 +22,7 @@ impl Service {
         row: allocation::Model,
         tenant_slug: &str,
     ) -> Result<AllocationView, ServiceError> {
-        let positions = if row.state == "queued" {
+        let positions = if row.state == AllocationPhase::Queued {
             self.queues(&self.db).await?
         } else {
             Default::default()
@@ -64,8 +65,8 @@ impl Service {
             .get(&row.pool)
             .and_then(|q| q.iter().position(|e| e.id == row.id))
             .map(|p| u32::try_from(p + 1).unwrap_or(u32::MAX));
-        let connection = match (&placement, row.state.as_str()) {
-            (Some(p), "active") => {
+        let connection = match (&placement, row.state) {
+            (Some(p), AllocationPhase::Active) => {
                 let first = p.gpus.first().map(|g| g.uuid.clone()).unwrap_or_default();
                 let target = match (&p.slice, &shape) {
                     (Slice::Mig(m), _) => {
@@ -110,7 +111,7 @@ impl Service {
             id: row.id,
             tenant: tenant_slug.to_owned(),
             pool: row.pool.clone(),
-            state: row.state.clone(),
+            state: row.state.name().to_owned(),
             reason,
             ending_as,
             demand: row.demand(),
@@ -153,7 +154,7 @@ impl Service {
         let queues = self.queues(&self.db).await?;
         let (open, ended): (Vec<_>, Vec<_>) = rows
             .into_iter()
-            .partition(|r| super::OPEN_STATES.contains(&r.state.as_str()));
+            .partition(|r| AllocationPhase::OPEN.contains(&r.state));
         open.into_iter()
             .chain(ended.into_iter().take(100))
             .map(|r| self.view_with(r, &actor.tenant_slug, &queues))
@@ -215,60 +216,53 @@ impl Service {
         // Another writer (the queue, the agent's long poll) may move the row
         // between our read and our write; then read it again.
         let mut attempts = 0;
-        let (txn, _turn, before, row) = loop {
+        let (w, before, row) = loop {
             attempts += 1;
-            let (txn, turn) = self.write_txn().await?;
+            let w = self.begin_write().await?;
+            let txn = w.db();
             let row = allocation::Entity::find_by_id(id)
-                .one(&txn)
+                .one(txn)
                 .await?
                 .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-            let before = row.state.clone();
-            let next = transition(&row.lifecycle()?, &AllocationEvent::Release).map_err(|_| {
+            let state = row.lifecycle()?;
+            let before = state.phase();
+            let next = transition(&state, &AllocationEvent::Release).map_err(|_| {
                 ServiceError::Conflict(format!(
                     "allocation {id} is {before}; only an open allocation can be released"
                 ))
             })?;
             let host_id = row.host_id;
             let mut a: allocation::ActiveModel = row.into();
-            a.state = Set(next.name().to_owned());
+            a.state = Set(next.phase());
             a.state_data = Set(state_json(&next));
             a.updated_at = Set(now);
             if next.is_terminal() {
                 a.ended_at = Set(Some(now));
             }
             if let Some(h) = host_id {
-                a.generation = Set(Some(Self::bump_generation(&txn, h).await?));
+                a.generation = Set(Some(Self::bump_generation(txn, h).await?));
             }
-            if update_if_state(&txn, id, &before, a).await? {
+            if update_if_state(txn, id, before, a).await? {
                 let row = allocation::Entity::find_by_id(id)
-                    .one(&txn)
+                    .one(txn)
                     .await?
                     .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-                break (txn, turn, before, row);
+                break (w, before, row);
             }
-            txn.rollback().await?;
+            drop(w);
             if attempts >= 5 {
                 return Err(ServiceError::Conflict(format!(
                     "allocation {id} is changing right now; try again"
                 )));
             }
         };
-        audit::record(
-            &txn,
-            Event {
-                actor: actor.audit(),
-                tenant_id: Some(actor.tenant_id),
-                action: "allocation.release",
-                target_type: "allocation",
-                target_id: id.to_string(),
-                before: Some(json!({"state": before})),
-                after: Some(json!({"state": row.state})),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
-        self.desired_changed(row.host_id);
+        let mut w = w;
+        w.emit(DomainEvent::AllocationReleased {
+            alloc: AllocationRef::of(&row),
+            before,
+            after: row.lifecycle()?.phase(),
+        });
+        w.commit(self, &actor.audit()).await?;
         self.allocation_view_of(row, &actor.tenant_slug).await
     }
 
@@ -290,15 +284,15 @@ impl Service {
             return Err(ServiceError::invalid("hours", "must be at least 1"));
         }
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let row = allocation::Entity::find_by_id(id)
-            .one(&txn)
+            .one(w.db())
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-        let (Some(end), "active") = (row.lease_ends_at, row.state.as_str()) else {
+        let state = row.lifecycle()?;
+        let (Some(end), AllocationState::Active) = (row.lease_ends_at, &state) else {
             return Err(ServiceError::Conflict(format!(
-                "allocation {id} is {}; only an active lease can be extended",
-                row.state
+                "allocation {id} is {state}; only an active lease can be extended"
             )));
         };
         let max = self.pool_spec("pool", &row.pool)?.max_lease_hours;
@@ -318,22 +312,13 @@ impl Service {
         a.lease_ends_at = Set(Some(new_end));
         a.lease_warned_at = Set(None);
         a.updated_at = Set(now);
-        let row = a.update(&txn).await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: actor.audit(),
-                tenant_id: Some(actor.tenant_id),
-                action: "allocation.extend",
-                target_type: "allocation",
-                target_id: id.to_string(),
-                before: Some(json!({"lease_ends_at": end})),
-                after: Some(json!({"lease_ends_at": new_end})),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        let row = a.update(w.db()).await?;
+        w.emit(DomainEvent::AllocationExtended {
+            alloc: AllocationRef::of(&row),
+            before_end: end,
+            after_end: new_end,
+        });
+        w.commit(self, &actor.audit()).await?;
         self.allocation_view_of(row, &actor.tenant_slug).await
     }
 

@@ -9,8 +9,8 @@ pub struct Model {
     pub tenant_id: i64,
     pub pool: String,
     pub requested_by: String,
-    /// The state's name (for queries); `state_data` has the whole state.
-    pub state: String,
+    /// The state's phase (for queries); `state_data` has the whole state.
+    pub state: tessera_core::lifecycle::AllocationPhase,
     pub state_data: Json,
     pub shape: Json,
     pub shape_label: String,

@@ -16,7 +16,7 @@ pub struct Model {
     pub ends_at: Option<DateTimeUtc>,
     pub justification: String,
     /// `proposed`, `pending`, `approved`, `rejected` or `withdrawn`.
-    pub state: String,
+    pub state: tessera_core::lifecycle::QuotaRequestPhase,
     pub reject_reason: Option<String>,
     pub requested_by_user_id: Option<i64>,
     pub requested_by: String,

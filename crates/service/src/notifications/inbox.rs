@@ -53,7 +53,7 @@ impl Service {
         id: Option<i64>,
     ) -> Result<u64, ServiceError> {
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let w = self.begin_write().await?;
         let mut update = notification::Entity::update_many()
             .col_expr(notification::Column::ReadAt, Expr::value(now))
             .filter(notification::Column::UserId.eq(who.user_id))
@@ -61,15 +61,15 @@ impl Service {
         if let Some(id) = id {
             let mine = notification::Entity::find_by_id(id)
                 .filter(notification::Column::UserId.eq(who.user_id))
-                .one(&txn)
+                .one(w.db())
                 .await?;
             if mine.is_none() {
                 return Err(ServiceError::not_found(format!("notification {id}")));
             }
             update = update.filter(notification::Column::Id.eq(id));
         }
-        let n = update.exec(&txn).await?.rows_affected;
-        txn.commit().await?;
+        let n = update.exec(w.db()).await?.rows_affected;
+        w.commit(self, &crate::audit::Actor::User(who)).await?;
         Ok(n)
     }
 }

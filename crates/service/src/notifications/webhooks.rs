@@ -2,8 +2,9 @@
 //! events wait in an outbox that the server's delivery task posts, signed,
 //! retrying with backoff.
 
-use crate::audit::{self, Event};
+use crate::audit::Actor;
 use crate::entity::{tenant, webhook, webhook_delivery};
+use crate::events::{DomainEvent, TenantRef};
 use crate::{secret, Principal, Service, ServiceError};
 use chrono::Duration;
 use hmac::{Hmac, Mac};
@@ -11,7 +12,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
-use serde_json::json;
+
 use sha2::Sha256;
 use tessera_core::notify::webhook_retry_delay_s;
 use tessera_protocol::quotas::{CreatedWebhook, WebhookDeliveryView, WebhookView};
@@ -137,14 +138,14 @@ impl Service {
         let url = validate_url(url)?;
         let now = self.now();
         let secret = secret::generate("whsec");
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let existing = webhook::Entity::find()
             .filter(webhook::Column::TenantId.eq(t.id))
-            .one(&txn)
+            .one(w.db())
             .await?;
-        let before = existing.as_ref().map(|h| json!({"url": h.url}));
+        let before_url = existing.as_ref().map(|h| h.url.clone());
         if let Some(h) = existing {
-            webhook::Entity::delete_by_id(h.id).exec(&txn).await?;
+            webhook::Entity::delete_by_id(h.id).exec(w.db()).await?;
         }
         webhook::ActiveModel {
             tenant_id: Set(t.id),
@@ -154,23 +155,14 @@ impl Service {
             created_at: Set(now),
             ..Default::default()
         }
-        .insert(&txn)
+        .insert(w.db())
         .await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: audit::Actor::User(who),
-                tenant_id: Some(t.id),
-                action: "webhook.set",
-                target_type: "webhook",
-                target_id: t.slug.clone(),
-                before,
-                after: Some(json!({"url": url})),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        w.emit(DomainEvent::WebhookSet {
+            tenant: TenantRef::of(&t),
+            before_url,
+            url,
+        });
+        w.commit(self, &Actor::User(who)).await?;
         let webhook = self
             .webhook_view_of(t.id)
             .await?
@@ -181,81 +173,45 @@ impl Service {
     /// Removes the tenant's webhook; undelivered events are dropped.
     pub async fn delete_webhook(&self, who: &Principal, slug: &str) -> Result<(), ServiceError> {
         let t = self.webhook_tenant(who, slug).await?;
-        let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let hook = webhook::Entity::find()
             .filter(webhook::Column::TenantId.eq(t.id))
-            .one(&txn)
+            .one(w.db())
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("a webhook for tenant '{slug}'")))?;
-        webhook::Entity::delete_by_id(hook.id).exec(&txn).await?;
+        webhook::Entity::delete_by_id(hook.id).exec(w.db()).await?;
         webhook_delivery::Entity::delete_many()
             .filter(webhook_delivery::Column::TenantId.eq(t.id))
             .filter(webhook_delivery::Column::DeliveredAt.is_null())
             .filter(webhook_delivery::Column::FailedAt.is_null())
-            .exec(&txn)
+            .exec(w.db())
             .await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: audit::Actor::User(who),
-                tenant_id: Some(t.id),
-                action: "webhook.delete",
-                target_type: "webhook",
-                target_id: t.slug.clone(),
-                before: Some(json!({"url": hook.url})),
-                after: None,
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        w.emit(DomainEvent::WebhookDeleted {
+            tenant: TenantRef::of(&t),
+            url: hook.url,
+        });
+        w.commit(self, &Actor::User(who)).await?;
         Ok(())
     }
 
     /// Queues a `webhook.test` event, so a tenant admin can check the receiver.
     pub async fn test_webhook(&self, who: &Principal, slug: &str) -> Result<(), ServiceError> {
         let t = self.webhook_tenant(who, slug).await?;
-        let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let hook = webhook::Entity::find()
             .filter(webhook::Column::TenantId.eq(t.id))
-            .one(&txn)
+            .one(w.db())
             .await?;
         if hook.is_none() {
             return Err(ServiceError::Conflict(
                 "set up the webhook first, then send a test event".to_owned(),
             ));
         }
-        super::send(
-            &txn,
-            [],
-            &super::Notice {
-                tenant_id: Some(t.id),
-                kind: "webhook.test",
-                title: format!("Test event for {}", t.name),
-                body: format!("{} sent a test event from Tessera.", who.name),
-                link: Some(format!("/t/{}/webhook", t.slug)),
-                data: json!({}),
-            },
-            now,
-        )
-        .await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: audit::Actor::User(who),
-                tenant_id: Some(t.id),
-                action: "webhook.test",
-                target_type: "webhook",
-                target_id: t.slug.clone(),
-                before: None,
-                after: None,
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        w.emit(DomainEvent::WebhookTested {
+            tenant: TenantRef::of(&t),
+            by: who.name.clone(),
+        });
+        w.commit(self, &Actor::User(who)).await?;
         Ok(())
     }
 
@@ -321,8 +277,8 @@ impl Service {
         retry_base_s: u64,
     ) -> Result<(), ServiceError> {
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
-        let Some(d) = webhook_delivery::Entity::find_by_id(id).one(&txn).await? else {
+        let w = self.begin_write().await?;
+        let Some(d) = webhook_delivery::Entity::find_by_id(id).one(w.db()).await? else {
             return Ok(());
         };
         let attempts = u32::try_from(d.attempts).unwrap_or(0).saturating_add(1);
@@ -349,9 +305,8 @@ impl Service {
                 }
             }
         }
-        a.update(&txn).await?;
-        txn.commit().await?;
-        Ok(())
+        a.update(w.db()).await?;
+        w.commit(self, &Actor::System).await
     }
 }
 

@@ -2,16 +2,17 @@
 //! grant temporary extra quota, end a grant early; and the overviews.
 
 use super::{quota_columns, quota_from_columns};
-use crate::audit::{self, Actor, Event};
+use crate::audit::Actor;
 use crate::entity::{quota, quota_grant, quota_request, tenant};
-use crate::notifications::{self, Notice};
+use crate::events::{DomainEvent, TenantRef};
 use crate::{PlatformAdmin, Principal, Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
     QueryOrder, Set,
 };
-use serde_json::json;
+
+use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_core::quota::{Quota, QuotaAmount};
 use tessera_protocol::quotas::{NewQuotaGrant, SetQuota, TenantQuotaPage, TenantQuotasView};
 use tessera_protocol::views::{QuotaView, TenantRole};
@@ -133,50 +134,19 @@ impl Service {
         let spec = self.pool_spec("pool", &req.pool)?.clone();
         let q = amount(&req.amount)?;
         let now = self.now();
-        let (txn, turn) = self.admission_txn().await?;
-        let t = Self::tenant_by_slug(&txn, &req.tenant).await?;
-        let before_view = Self::quota_view(&txn, t.id, &spec.name, now).await?;
-        Self::write_base_quota(&txn, t.id, &spec.name, &q, now).await?;
-        let after_view = Self::quota_view(&txn, t.id, &spec.name, now).await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::User(admin.principal()),
-                tenant_id: Some(t.id),
-                action: "quota.set",
-                target_type: "quota",
-                target_id: format!("{}/{}", t.slug, spec.name),
-                before: Some(json!({"permanent": before_view.base, "in_force": before_view.quota})),
-                after: Some(json!({"permanent": after_view.base, "in_force": after_view.quota})),
-            },
-            now,
-        )
-        .await?;
-        notifications::send(
-            &txn,
-            notifications::tenant_admins(&txn, t.id).await?,
-            &Notice {
-                tenant_id: Some(t.id),
-                kind: "quota.changed",
-                title: format!("Quota in {} is now {}", spec.name, after_view.quota),
-                body: format!(
-                    "{} set the permanent quota of {} in pool {} to {} (was {}).",
-                    admin.principal().name,
-                    t.name,
-                    spec.name,
-                    after_view.base,
-                    before_view.base
-                ),
-                link: Some(format!("/t/{}/quota", t.slug)),
-                data: json!({"pool": spec.name, "quota": after_view.quota}),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
-        // Let go of the writer turn before retrying the queue (which takes it).
-        drop(turn);
-        self.retry_waiting().await?;
+        let mut w = self.begin_admission().await?;
+        let t = Self::tenant_by_slug(w.db(), &req.tenant).await?;
+        let before_view = Self::quota_view(w.db(), t.id, &spec.name, now).await?;
+        Self::write_base_quota(w.db(), t.id, &spec.name, &q, now).await?;
+        let after_view = Self::quota_view(w.db(), t.id, &spec.name, now).await?;
+        w.emit(DomainEvent::QuotaSet {
+            tenant: TenantRef::of(&t),
+            pool: spec.name.clone(),
+            before: Some((before_view.base, before_view.quota)),
+            after: (after_view.base, after_view.quota),
+            by: Some(admin.principal().name.clone()),
+        });
+        w.commit(self, &Actor::User(admin.principal())).await?;
         Ok(after_view)
     }
 
@@ -202,12 +172,12 @@ impl Service {
             ));
         }
         let reason = reason_text("reason", &req.reason, false)?;
-        let (txn, turn) = self.admission_txn().await?;
-        let t = Self::tenant_by_slug(&txn, &req.tenant).await?;
-        let before = Self::quota_view(&txn, t.id, &spec.name, now).await?;
+        let mut w = self.begin_admission().await?;
+        let t = Self::tenant_by_slug(w.db(), &req.tenant).await?;
+        let before = Self::quota_view(w.db(), t.id, &spec.name, now).await?;
         let by = admin.principal().audit_name();
-        let id = Self::write_grant(
-            &txn,
+        let grant_id = Self::write_grant(
+            w.db(),
             t.id,
             &spec.name,
             &extra,
@@ -218,48 +188,19 @@ impl Service {
             now,
         )
         .await?;
-        let after = Self::quota_view(&txn, t.id, &spec.name, now).await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::User(admin.principal()),
-                tenant_id: Some(t.id),
-                action: "quota.grant",
-                target_type: "quota_grant",
-                target_id: id.to_string(),
-                before: Some(json!({"in_force": before.quota})),
-                after: Some(json!({
-                    "pool": spec.name, "extra": extra, "ends_at": req.ends_at,
-                    "reason": reason, "in_force": after.quota,
-                })),
-            },
-            now,
-        )
-        .await?;
-        notifications::send(
-            &txn,
-            notifications::tenant_admins(&txn, t.id).await?,
-            &Notice {
-                tenant_id: Some(t.id),
-                kind: "quota.changed",
-                title: format!("Temporary quota in {}: +{}", spec.name, extra),
-                body: format!(
-                    "{} granted {} extra in pool {} until {}.",
-                    admin.principal().name,
-                    t.name,
-                    spec.name,
-                    req.ends_at.format("%Y-%m-%d %H:%M UTC")
-                ),
-                link: Some(format!("/t/{}/quota", t.slug)),
-                data: json!({"pool": spec.name, "extra": extra, "ends_at": req.ends_at}),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
-        // Let go of the writer turn before retrying the queue (which takes it).
-        drop(turn);
-        self.retry_waiting().await?;
+        let after = Self::quota_view(w.db(), t.id, &spec.name, now).await?;
+        w.emit(DomainEvent::QuotaGranted {
+            grant_id,
+            tenant: TenantRef::of(&t),
+            pool: spec.name.clone(),
+            extra,
+            ends_at: req.ends_at,
+            reason,
+            before: before.quota,
+            after: after.quota,
+            by: admin.principal().name.clone(),
+        });
+        w.commit(self, &Actor::User(admin.principal())).await?;
         Ok(after)
     }
 
@@ -270,9 +211,9 @@ impl Service {
         id: i64,
     ) -> Result<(), ServiceError> {
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let g = quota_grant::Entity::find_by_id(id)
-            .one(&txn)
+            .one(w.db())
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("quota grant {id}")))?;
         if g.revoked_at.is_some() || g.ends_at <= now {
@@ -283,22 +224,13 @@ impl Service {
         let (tenant_id, pool) = (g.tenant_id, g.pool.clone());
         let mut a: quota_grant::ActiveModel = g.into();
         a.revoked_at = Set(Some(now));
-        a.update(&txn).await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::User(admin.principal()),
-                tenant_id: Some(tenant_id),
-                action: "quota.grant_end",
-                target_type: "quota_grant",
-                target_id: id.to_string(),
-                before: Some(json!({"pool": pool, "revoked": false})),
-                after: Some(json!({"pool": pool, "revoked": true})),
-            },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        a.update(w.db()).await?;
+        w.emit(DomainEvent::QuotaGrantEnded {
+            grant_id: id,
+            tenant_id,
+            pool,
+        });
+        w.commit(self, &Actor::User(admin.principal())).await?;
         Ok(())
     }
 
@@ -320,7 +252,7 @@ impl Service {
             }
             let pending = quota_request::Entity::find()
                 .filter(quota_request::Column::TenantId.eq(t.id))
-                .filter(quota_request::Column::State.eq("pending"))
+                .filter(quota_request::Column::State.eq(QuotaRequestPhase::Pending))
                 .count(&self.db)
                 .await?;
             out.push(TenantQuotasView {

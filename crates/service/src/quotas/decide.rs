@@ -7,13 +7,14 @@
 use super::admin::{amount, reason_text};
 use super::{quota_columns, quota_from_columns};
 use crate::allocations::TenantActor;
-use crate::audit::{self, Actor, Event};
+use crate::audit::Actor;
 use crate::entity::quota_request;
+use crate::events::{DomainEvent, QuotaRequestRef, TenantRef};
 use crate::{PlatformAdmin, Principal, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-use serde_json::json;
 use tessera_core::lifecycle::QuotaRequestEvent;
+use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_protocol::quotas::{QuotaDecision, QuotaRequestView};
 use tessera_protocol::views::{NewAllocation, TenantRole};
 
@@ -84,9 +85,9 @@ impl Service {
             QuotaDecision::Reject { .. } => None,
         };
 
-        let (txn, turn) = self.admission_txn().await?;
+        let mut w = self.begin_admission().await?;
         let mut update = quota_request::Entity::update_many()
-            .col_expr(quota_request::Column::State, Expr::value(next.name()))
+            .col_expr(quota_request::Column::State, Expr::value(next.phase()))
             .col_expr(
                 quota_request::Column::DecidedByUserId,
                 Expr::value(who.user_id),
@@ -115,19 +116,19 @@ impl Service {
         // the second updates nothing and gets a 409.
         let changed = update
             .filter(quota_request::Column::Id.eq(id))
-            .filter(quota_request::Column::State.eq("pending"))
-            .exec(&txn)
+            .filter(quota_request::Column::State.eq(QuotaRequestPhase::Pending))
+            .exec(w.db())
             .await?
             .rows_affected;
         if changed == 0 {
-            return Err(Self::already_moved(&txn, id).await);
+            return Err(Self::already_moved(w.db(), id).await);
         }
-        let before = Self::quota_view(&txn, t.id, &row.pool, now).await?;
+        let before = Self::quota_view(w.db(), t.id, &row.pool, now).await?;
         if let Some((q, ends)) = &grant {
             match ends {
                 Some(ends) => {
                     Self::write_grant(
-                        &txn,
+                        w.db(),
                         t.id,
                         &row.pool,
                         q,
@@ -141,86 +142,52 @@ impl Service {
                 }
                 None => {
                     let raised = before.base.plus(q);
-                    Self::write_base_quota(&txn, t.id, &row.pool, &raised, now).await?;
+                    Self::write_base_quota(w.db(), t.id, &row.pool, &raised, now).await?;
                 }
             }
         }
-        let after = Self::quota_view(&txn, t.id, &row.pool, now).await?;
-        let (action, title, body) = match (&grant, &event) {
-            (Some((q, ends)), _) => (
-                "quota_request.approve",
-                format!("Quota request approved: +{} in {}", q, row.pool),
-                format!(
-                    "{} approved +{}{} for {} in pool {} (asked: +{}). The quota is now {}.",
-                    who.name,
-                    q,
-                    ends.map(|e| format!(" until {}", e.format("%Y-%m-%d %H:%M UTC")))
-                        .unwrap_or_default(),
-                    t.name,
-                    row.pool,
-                    asked,
-                    after.quota
-                ),
-            ),
-            (None, QuotaRequestEvent::Reject { reason }) => (
-                "quota_request.reject",
-                format!("Quota request rejected: +{} in {}", asked, row.pool),
-                format!("{} rejected the request: {reason}", who.name),
-            ),
-            (None, _) => ("quota_request.reject", String::new(), String::new()),
-        };
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::User(who),
-                tenant_id: Some(t.id),
-                action,
-                target_type: "quota_request",
-                target_id: id.to_string(),
-                before: Some(json!({"state": "pending", "quota": before.quota})),
-                after: Some(json!({
-                    "state": next.name(),
-                    "granted": grant.as_ref().map(|(q, _)| q),
-                    "ends_at": grant.as_ref().and_then(|(_, e)| *e),
-                    "reason": match &event { QuotaRequestEvent::Reject { reason } => Some(reason), _ => None },
-                    "quota": after.quota,
-                })),
-            },
-            now,
-        )
-        .await?;
-        let recipients = [
+        let after = Self::quota_view(w.db(), t.id, &row.pool, now).await?;
+        let request = QuotaRequestRef::of(&row, &t);
+        let people: Vec<i64> = [
             row.requested_by_user_id,
             row.submitted_by_user_id,
             row.slice_user_id,
         ]
         .into_iter()
-        .flatten();
-        crate::notifications::send(
-            &txn,
-            recipients.filter(|u| *u != who.user_id),
-            &crate::notifications::Notice {
-                tenant_id: Some(t.id),
-                kind: if grant.is_some() {
-                    "quota_request.approved"
-                } else {
-                    "quota_request.rejected"
-                },
-                title,
-                body,
-                link: Some(format!("/t/{}/quota#request-{id}", t.slug)),
-                data: json!({"quota_request": id, "pool": row.pool, "quota": after.quota}),
+        .flatten()
+        .collect();
+        let by = who.name.clone();
+        w.emit(match (&grant, event) {
+            (Some((granted, ends_at)), _) => DomainEvent::QuotaRequestApproved {
+                request,
+                asked,
+                granted: *granted,
+                ends_at: *ends_at,
+                before: before.quota,
+                after: after.quota,
+                by,
+                people,
             },
-            now,
-        )
-        .await?;
-        txn.commit().await?;
-        // Let go of the writer turn before requesting the slice (which takes it).
-        drop(turn);
-
+            (None, QuotaRequestEvent::Reject { reason }) => DomainEvent::QuotaRequestRejected {
+                request,
+                asked,
+                reason,
+                quota: after.quota,
+                by,
+                people,
+            },
+            (None, other) => {
+                return Err(ServiceError::Conflict(format!(
+                    "quota request {id} cannot be decided by {}",
+                    other.name()
+                )))
+            }
+        });
+        // Committing approves and retries the queue; then the slice that
+        // waited for this quota is requested.
+        w.commit(self, &Actor::User(who)).await?;
         if grant.is_some() {
             self.request_waiting_slice(&row, &t).await?;
-            self.retry_waiting().await?;
         }
         self.quota_request_view(who, id).await
     }
@@ -256,8 +223,7 @@ impl Service {
                 (None, Some(e.public_message()))
             }
         };
-        let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         quota_request::Entity::update_many()
             .col_expr(
                 quota_request::Column::AllocationId,
@@ -267,27 +233,19 @@ impl Service {
                 quota_request::Column::SliceError,
                 Expr::value(error.clone()),
             )
-            .col_expr(quota_request::Column::UpdatedAt, Expr::value(now))
+            .col_expr(quota_request::Column::UpdatedAt, Expr::value(w.now()))
             .filter(quota_request::Column::Id.eq(row.id))
-            .exec(&txn)
+            .exec(w.db())
             .await?;
         if let Some(error) = error {
-            crate::notifications::send(
-                &txn,
-                row.slice_user_id,
-                &crate::notifications::Notice {
-                    tenant_id: Some(t.id),
-                    kind: "allocation.failed",
-                    title: "Your waiting slice still does not fit".to_owned(),
-                    body: error,
-                    link: Some(format!("/t/{}/request", t.slug)),
-                    data: json!({"quota_request": row.id}),
-                },
-                now,
-            )
-            .await?;
+            w.emit(DomainEvent::WaitingSliceRefused {
+                request_id: row.id,
+                tenant: TenantRef::of(t),
+                user_id: row.slice_user_id,
+                error,
+            });
         }
-        txn.commit().await?;
+        w.commit(self, &Actor::System).await?;
         Ok(())
     }
 }
@@ -308,7 +266,7 @@ mod tests {
             max_slices: 1,
             ends_at: None,
             justification: "j".into(),
-            state: "pending".into(),
+            state: QuotaRequestPhase::Pending,
             reject_reason: None,
             requested_by_user_id: Some(10),
             requested_by: "m".into(),

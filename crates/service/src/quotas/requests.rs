@@ -3,13 +3,14 @@
 
 use super::admin::{amount, reason_text};
 use super::quota_columns;
-use crate::audit::{self, Actor, Event};
+use crate::audit::Actor;
 use crate::entity::{quota_request, tenant};
-use crate::notifications::{self, Notice};
+use crate::events::{DomainEvent, QuotaRequestRef};
 use crate::{Principal, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::json;
+use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_core::lifecycle::{quota_request_transition, QuotaRequestEvent, QuotaRequestState};
 use tessera_core::slice::label;
 use tessera_protocol::quotas::{NewQuotaRequest, QuotaRequestView};
@@ -66,7 +67,7 @@ impl Service {
             QuotaRequestState::Proposed
         };
         let (compute, memory, slices) = quota_columns(&q);
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let admin_submits = state == QuotaRequestState::Pending;
         let row = quota_request::ActiveModel {
             tenant_id: Set(t.id),
@@ -76,7 +77,7 @@ impl Service {
             max_slices: Set(slices),
             ends_at: Set(req.ends_at),
             justification: Set(justification.clone()),
-            state: Set(state.name().to_owned()),
+            state: Set(state.phase()),
             reject_reason: Set(None),
             requested_by_user_id: Set(Some(who.user_id)),
             requested_by: Set(who.audit_name()),
@@ -89,52 +90,17 @@ impl Service {
             updated_at: Set(now),
             ..Default::default()
         }
-        .insert(&txn)
+        .insert(w.db())
         .await?;
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::User(who),
-                tenant_id: Some(t.id),
-                action: "quota_request.create",
-                target_type: "quota_request",
-                target_id: row.id.to_string(),
-                before: None,
-                after: Some(json!({
-                    "state": state.name(), "pool": spec.name, "amount": q,
-                    "ends_at": req.ends_at, "justification": justification,
-                    "slice": req.slice.as_ref().map(|s| label(&s.shape)),
-                })),
-            },
-            now,
-        )
-        .await?;
-        let (recipients, title) = if admin_submits {
-            (
-                notifications::platform_admins(&txn).await?,
-                format!("{} asks for +{} in {}", t.name, q, spec.name),
-            )
-        } else {
-            (
-                notifications::tenant_admins(&txn, t.id).await?,
-                format!(
-                    "{} proposes a quota request: +{} in {}",
-                    who.name, q, spec.name
-                ),
-            )
-        };
-        self.tell_others(
-            &txn,
-            who,
-            recipients,
-            &t,
-            &row,
-            "quota_request.created",
-            title,
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        w.emit(DomainEvent::QuotaRequestFiled {
+            request: QuotaRequestRef::of(&row, &t),
+            state,
+            amount: q,
+            ends_at: req.ends_at,
+            slice: req.slice.as_ref().map(|s| label(&s.shape)),
+            by: who.name.clone(),
+        });
+        w.commit(self, &Actor::User(who)).await?;
         self.quota_request_view(who, row.id).await
     }
 
@@ -151,10 +117,10 @@ impl Service {
             ));
         }
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let next = Self::check_quota_request_event(&row, &QuotaRequestEvent::Submit)?;
         let changed = quota_request::Entity::update_many()
-            .col_expr(quota_request::Column::State, Expr::value(next.name()))
+            .col_expr(quota_request::Column::State, Expr::value(next.phase()))
             .col_expr(
                 quota_request::Column::SubmittedByUserId,
                 Expr::value(who.user_id),
@@ -165,47 +131,19 @@ impl Service {
             )
             .col_expr(quota_request::Column::UpdatedAt, Expr::value(now))
             .filter(quota_request::Column::Id.eq(id))
-            .filter(quota_request::Column::State.eq("proposed"))
-            .exec(&txn)
+            .filter(quota_request::Column::State.eq(QuotaRequestPhase::Proposed))
+            .exec(w.db())
             .await?
             .rows_affected;
         if changed == 0 {
-            return Err(Self::already_moved(&txn, id).await);
+            return Err(Self::already_moved(w.db(), id).await);
         }
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::User(who),
-                tenant_id: Some(t.id),
-                action: "quota_request.submit",
-                target_type: "quota_request",
-                target_id: id.to_string(),
-                before: Some(json!({"state": "proposed"})),
-                after: Some(json!({"state": "pending"})),
-            },
-            now,
-        )
-        .await?;
-        let mut recipients = notifications::platform_admins(&txn).await?;
-        recipients.extend(row.requested_by_user_id);
-        let title = format!(
-            "{} asks for +{} in {}",
-            t.name,
-            super::quota_from_columns(row.compute_milli, row.memory_mib, row.max_slices),
-            row.pool
-        );
-        self.tell_others(
-            &txn,
-            who,
-            recipients,
-            &t,
-            &row,
-            "quota_request.submitted",
-            title,
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        w.emit(DomainEvent::QuotaRequestSubmitted {
+            request: QuotaRequestRef::of(&row, &t),
+            amount: super::quota_from_columns(row.compute_milli, row.memory_mib, row.max_slices),
+            requested_by_user_id: row.requested_by_user_id,
+        });
+        w.commit(self, &Actor::User(who)).await?;
         self.quota_request_view(who, id).await
     }
 
@@ -223,46 +161,26 @@ impl Service {
             ));
         }
         let now = self.now();
-        let (txn, _turn) = self.write_txn().await?;
+        let mut w = self.begin_write().await?;
         let next = Self::check_quota_request_event(&row, &QuotaRequestEvent::Withdraw)?;
         let changed = quota_request::Entity::update_many()
-            .col_expr(quota_request::Column::State, Expr::value(next.name()))
+            .col_expr(quota_request::Column::State, Expr::value(next.phase()))
             .col_expr(quota_request::Column::UpdatedAt, Expr::value(now))
             .filter(quota_request::Column::Id.eq(id))
             .filter(quota_request::Column::State.eq(row.state.clone()))
-            .exec(&txn)
+            .exec(w.db())
             .await?
             .rows_affected;
         if changed == 0 {
-            return Err(Self::already_moved(&txn, id).await);
+            return Err(Self::already_moved(w.db(), id).await);
         }
-        audit::record(
-            &txn,
-            Event {
-                actor: Actor::User(who),
-                tenant_id: Some(t.id),
-                action: "quota_request.withdraw",
-                target_type: "quota_request",
-                target_id: id.to_string(),
-                before: Some(json!({"state": row.state})),
-                after: Some(json!({"state": "withdrawn"})),
-            },
-            now,
-        )
-        .await?;
-        let title = format!("Quota request #{id} was withdrawn by {}", who.name);
-        self.tell_others(
-            &txn,
-            who,
-            row.requested_by_user_id,
-            &t,
-            &row,
-            "quota_request.withdrawn",
-            title,
-            now,
-        )
-        .await?;
-        txn.commit().await?;
+        w.emit(DomainEvent::QuotaRequestWithdrawn {
+            request: QuotaRequestRef::of(&row, &t),
+            before: stored_state(&row),
+            requested_by_user_id: row.requested_by_user_id,
+            by: who.name.clone(),
+        });
+        w.commit(self, &Actor::User(who)).await?;
         self.quota_request_view(who, id).await
     }
 
@@ -316,59 +234,17 @@ impl Service {
             Err(e) => e.into(),
         }
     }
-
-    /// Notifies `recipients` other than the actor about a quota request.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn tell_others<C: sea_orm::ConnectionTrait>(
-        &self,
-        conn: &C,
-        who: &Principal,
-        recipients: impl IntoIterator<Item = i64>,
-        t: &tenant::Model,
-        row: &quota_request::Model,
-        kind: &'static str,
-        title: String,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<(), ServiceError> {
-        let others: Vec<i64> = recipients
-            .into_iter()
-            .filter(|u| *u != who.user_id)
-            .collect();
-        notifications::send(
-            conn,
-            others,
-            &Notice {
-                tenant_id: Some(t.id),
-                kind,
-                title,
-                body: format!("Pool {}: {}", row.pool, row.justification),
-                link: Some(format!("/t/{}/quota#request-{}", t.slug, row.id)),
-                data: json!({"quota_request": row.id, "pool": row.pool}),
-            },
-            now,
-        )
-        .await?;
-        Ok(())
-    }
 }
 
 /// The stored state as core's enum.
 pub(crate) fn stored_state(row: &quota_request::Model) -> QuotaRequestState {
-    match row.state.as_str() {
-        "proposed" => QuotaRequestState::Proposed,
-        "pending" => QuotaRequestState::Pending,
-        "approved" => QuotaRequestState::Approved,
-        "rejected" => QuotaRequestState::Rejected {
-            reason: row.reject_reason.clone().unwrap_or_default(),
-        },
-        _ => QuotaRequestState::Withdrawn,
-    }
+    row.state.with_reason(row.reject_reason.as_deref())
 }
 
 /// A conflict message that says who decided, when someone did.
 fn decided_message(row: &quota_request::Model, fallback: &str) -> String {
-    match (&row.decided_by, row.state.as_str()) {
-        (Some(by), "approved" | "rejected") => format!(
+    match &row.decided_by {
+        Some(by) if row.state.is_decided() => format!(
             "quota request {} was already {} by {by}; reload to see the decision",
             row.id, row.state
         ),

@@ -5,10 +5,11 @@
 use super::decide::four_eyes_block;
 use super::quota_from_columns;
 use super::requests::stored_state;
-use crate::allocations::CAPACITY_STATES;
 use crate::entity::{allocation, gpu, quota, quota_request, tenant};
 use crate::{PlatformAdmin, Principal, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use tessera_core::lifecycle::AllocationPhase;
+use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_core::quota::Quota;
 use tessera_core::slice::label;
 use tessera_core::units::{ComputeMilli, MemMiB};
@@ -58,7 +59,7 @@ impl Service {
         let who = admin.principal();
         let now = self.now();
         let pending = quota_request::Entity::find()
-            .filter(quota_request::Column::State.eq("pending"))
+            .filter(quota_request::Column::State.eq(QuotaRequestPhase::Pending))
             .order_by_asc(quota_request::Column::CreatedAt)
             .order_by_asc(quota_request::Column::Id)
             .all(&self.db)
@@ -88,7 +89,10 @@ impl Service {
             });
         }
         let recent = quota_request::Entity::find()
-            .filter(quota_request::Column::State.is_in(["approved", "rejected"]))
+            .filter(
+                quota_request::Column::State
+                    .is_in([QuotaRequestPhase::Approved, QuotaRequestPhase::Rejected]),
+            )
             .order_by_desc(quota_request::Column::DecidedAt)
             .limit(10)
             .all(&self.db)
@@ -129,7 +133,7 @@ impl Service {
         };
         let held = allocation::Entity::find()
             .filter(allocation::Column::Pool.eq(pool))
-            .filter(allocation::Column::State.is_in(CAPACITY_STATES))
+            .filter(allocation::Column::State.is_in(AllocationPhase::CAPACITY))
             .all(&self.db)
             .await?;
         let held_compute: u32 = held
@@ -209,11 +213,13 @@ impl Service {
             allocation_id: row.allocation_id,
             slice_error: row.slice_error.clone(),
             created_at: row.created_at,
-            can_submit: tenant_admin && row.state == "proposed",
+            can_submit: tenant_admin && row.state == QuotaRequestPhase::Proposed,
             can_withdraw: !state.is_terminal()
                 && (tenant_admin || row.requested_by_user_id == Some(who.user_id)),
-            can_decide: who.platform_admin && row.state == "pending" && blocked.is_none(),
-            decide_blocked: blocked.filter(|_| row.state == "pending"),
+            can_decide: who.platform_admin
+                && row.state == QuotaRequestPhase::Pending
+                && blocked.is_none(),
+            decide_blocked: blocked.filter(|_| row.state == QuotaRequestPhase::Pending),
             state,
         }
     }

@@ -1,0 +1,421 @@
+//! The audit row of each event: its action name (stable: stored, filtered
+//! on and exported), target and the state before and after.
+
+use super::DomainEvent;
+use serde_json::{json, Value};
+use tessera_core::quota::Quota;
+
+/// What the audit log records about one event (the actor and time come from
+/// the write that emitted it).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AuditEntry {
+    /// Dotted verb, e.g. `quota_request.approve`.
+    pub action: &'static str,
+    /// Tenant concerned, if any (tenant admins see their tenants' events).
+    pub tenant_id: Option<i64>,
+    /// Kind of target, e.g. `allocation`.
+    pub target_type: &'static str,
+    /// Target id.
+    pub target_id: String,
+    /// State before (None for creations).
+    pub before: Option<Value>,
+    /// State after (None for deletions).
+    pub after: Option<Value>,
+}
+
+fn state_json<T: serde::Serialize>(state: &T) -> Value {
+    serde_json::to_value(state).unwrap_or(Value::Null)
+}
+
+fn in_force(permanent: &Quota, in_force: &Quota) -> Value {
+    json!({"permanent": permanent, "in_force": in_force})
+}
+
+impl DomainEvent {
+    /// The audit action name, or `None` for events that only tell people
+    /// (a lease ending soon, a waiting slice that still does not fit).
+    pub fn action(&self) -> Option<&'static str> {
+        self.audit().map(|e| e.action)
+    }
+
+    /// The audit row, or `None` for events that only tell people.
+    pub(crate) fn audit(&self) -> Option<AuditEntry> {
+        let allocation = |alloc: &super::AllocationRef,
+                          action: &'static str,
+                          before: Option<Value>,
+                          after: Option<Value>| AuditEntry {
+            action,
+            tenant_id: Some(alloc.tenant_id),
+            target_type: "allocation",
+            target_id: alloc.id.to_string(),
+            before,
+            after,
+        };
+        let request = |r: &super::QuotaRequestRef,
+                       action: &'static str,
+                       before: Option<Value>,
+                       after: Option<Value>| AuditEntry {
+            action,
+            tenant_id: Some(r.tenant.id),
+            target_type: "quota_request",
+            target_id: r.id.to_string(),
+            before,
+            after,
+        };
+        Some(match self {
+            Self::AllocationRequested {
+                alloc,
+                shape,
+                lease_hours,
+                state,
+            } => allocation(
+                alloc,
+                "allocation.create",
+                None,
+                Some(json!({
+                    "pool": alloc.pool,
+                    "shape": shape,
+                    "lease_hours": lease_hours,
+                    "state": state.name(),
+                    "host_id": alloc.host_id,
+                })),
+            ),
+            Self::AllocationPlaced { alloc } => allocation(
+                alloc,
+                "allocation.place",
+                Some(json!({"state": "queued"})),
+                Some(json!({"state": "placed", "host_id": alloc.host_id})),
+            ),
+            Self::AllocationProvisioning { alloc, state } => allocation(
+                alloc,
+                "allocation.provision",
+                Some(json!({"state": "placed"})),
+                Some(state_json(state)),
+            ),
+            Self::AllocationActivated {
+                alloc,
+                before,
+                state,
+                ..
+            } => allocation(
+                alloc,
+                "allocation.activate",
+                Some(json!({"state": before})),
+                Some(state_json(state)),
+            ),
+            Self::AllocationFailed {
+                alloc,
+                before,
+                state,
+                ..
+            } => allocation(
+                alloc,
+                "allocation.fail",
+                Some(json!({"state": before})),
+                Some(state_json(state)),
+            ),
+            Self::AllocationTeardownFailed { alloc, state } => allocation(
+                alloc,
+                "allocation.teardown_error",
+                Some(json!({"state": "releasing"})),
+                Some(state_json(state)),
+            ),
+            Self::AllocationEnded {
+                alloc,
+                before,
+                state,
+            } => allocation(
+                alloc,
+                "allocation.end",
+                Some(json!({"state": before})),
+                Some(state_json(state)),
+            ),
+            Self::AllocationExpired {
+                alloc,
+                before,
+                state,
+            } => allocation(
+                alloc,
+                "allocation.expire",
+                Some(json!({"state": before})),
+                Some(state_json(state)),
+            ),
+            Self::AllocationReleased {
+                alloc,
+                before,
+                after,
+            } => allocation(
+                alloc,
+                "allocation.release",
+                Some(json!({"state": before})),
+                Some(json!({"state": after})),
+            ),
+            Self::AllocationExtended {
+                alloc,
+                before_end,
+                after_end,
+            } => allocation(
+                alloc,
+                "allocation.extend",
+                Some(json!({"lease_ends_at": before_end})),
+                Some(json!({"lease_ends_at": after_end})),
+            ),
+            Self::AllocationLeaseEnding { .. } | Self::WaitingSliceRefused { .. } => return None,
+            Self::QuotaSet {
+                tenant,
+                pool,
+                before,
+                after,
+                ..
+            } => AuditEntry {
+                action: "quota.set",
+                tenant_id: Some(tenant.id),
+                target_type: "quota",
+                target_id: format!("{}/{pool}", tenant.slug),
+                before: before.as_ref().map(|(p, f)| in_force(p, f)),
+                after: Some(in_force(&after.0, &after.1)),
+            },
+            Self::QuotaGranted {
+                grant_id,
+                tenant,
+                pool,
+                extra,
+                ends_at,
+                reason,
+                before,
+                after,
+                ..
+            } => AuditEntry {
+                action: "quota.grant",
+                tenant_id: Some(tenant.id),
+                target_type: "quota_grant",
+                target_id: grant_id.to_string(),
+                before: Some(json!({"in_force": before})),
+                after: Some(json!({
+                    "pool": pool, "extra": extra, "ends_at": ends_at,
+                    "reason": reason, "in_force": after,
+                })),
+            },
+            Self::QuotaGrantEnded {
+                grant_id,
+                tenant_id,
+                pool,
+            } => AuditEntry {
+                action: "quota.grant_end",
+                tenant_id: Some(*tenant_id),
+                target_type: "quota_grant",
+                target_id: grant_id.to_string(),
+                before: Some(json!({"pool": pool, "revoked": false})),
+                after: Some(json!({"pool": pool, "revoked": true})),
+            },
+            Self::QuotaRequestFiled {
+                request: r,
+                state,
+                amount,
+                ends_at,
+                slice,
+                ..
+            } => request(
+                r,
+                "quota_request.create",
+                None,
+                Some(json!({
+                    "state": state.name(), "pool": r.pool, "amount": amount,
+                    "ends_at": ends_at, "justification": r.justification,
+                    "slice": slice,
+                })),
+            ),
+            Self::QuotaRequestSubmitted { request: r, .. } => request(
+                r,
+                "quota_request.submit",
+                Some(json!({"state": "proposed"})),
+                Some(json!({"state": "pending"})),
+            ),
+            Self::QuotaRequestWithdrawn {
+                request: r, before, ..
+            } => request(
+                r,
+                "quota_request.withdraw",
+                Some(json!({"state": before.name()})),
+                Some(json!({"state": "withdrawn"})),
+            ),
+            Self::QuotaRequestApproved {
+                request: r,
+                granted,
+                ends_at,
+                before,
+                after,
+                ..
+            } => request(
+                r,
+                "quota_request.approve",
+                Some(json!({"state": "pending", "quota": before})),
+                Some(json!({
+                    "state": "approved", "granted": granted, "ends_at": ends_at,
+                    "reason": Value::Null, "quota": after,
+                })),
+            ),
+            Self::QuotaRequestRejected {
+                request: r,
+                reason,
+                quota,
+                ..
+            } => request(
+                r,
+                "quota_request.reject",
+                Some(json!({"state": "pending", "quota": quota})),
+                Some(json!({
+                    "state": "rejected", "granted": Value::Null, "ends_at": Value::Null,
+                    "reason": reason, "quota": quota,
+                })),
+            ),
+            Self::ApiTokenCreated {
+                tenant_id,
+                token_id,
+                name,
+                prefix,
+            } => AuditEntry {
+                action: "api_token.create",
+                tenant_id: Some(*tenant_id),
+                target_type: "api_token",
+                target_id: token_id.to_string(),
+                before: None,
+                after: Some(json!({"name": name, "prefix": prefix})),
+            },
+            Self::ApiTokenRevoked {
+                tenant_id,
+                token_id,
+                name,
+            } => AuditEntry {
+                action: "api_token.revoke",
+                tenant_id: Some(*tenant_id),
+                target_type: "api_token",
+                target_id: token_id.to_string(),
+                before: None,
+                after: Some(json!({"name": name})),
+            },
+            Self::JoinTokenCreated {
+                token_id,
+                description,
+                expires_at,
+            } => AuditEntry {
+                action: "join_token.create",
+                tenant_id: None,
+                target_type: "join_token",
+                target_id: token_id.to_string(),
+                before: None,
+                after: Some(json!({"description": description, "expires_at": expires_at})),
+            },
+            Self::JoinTokenRevoked {
+                token_id,
+                status_before,
+            } => AuditEntry {
+                action: "join_token.revoke",
+                tenant_id: None,
+                target_type: "join_token",
+                target_id: token_id.to_string(),
+                before: Some(json!({"status": status_before})),
+                after: Some(json!({"status": "revoked"})),
+            },
+            Self::HostEnrolled {
+                host_id,
+                hostname,
+                reenrolled,
+            } => AuditEntry {
+                action: if *reenrolled {
+                    "host.reenroll"
+                } else {
+                    "host.enroll"
+                },
+                tenant_id: None,
+                target_type: "host",
+                target_id: host_id.to_string(),
+                before: None,
+                after: Some(json!({"hostname": hostname})),
+            },
+            Self::HostFirstReport {
+                host_id,
+                gpus,
+                backend,
+            } => AuditEntry {
+                action: "host.first_report",
+                tenant_id: None,
+                target_type: "host",
+                target_id: host_id.to_string(),
+                before: None,
+                after: Some(json!({"gpus": gpus, "backend": backend})),
+            },
+            Self::TenantCreated {
+                tenant,
+                cost_centre,
+            } => AuditEntry {
+                action: "tenant.create",
+                tenant_id: Some(tenant.id),
+                target_type: "tenant",
+                target_id: tenant.slug.clone(),
+                before: None,
+                after: Some(json!({"name": tenant.name, "cost_centre": cost_centre})),
+            },
+            Self::TenantUpdated {
+                tenant,
+                before,
+                cost_centre,
+            } => AuditEntry {
+                action: "tenant.update",
+                tenant_id: Some(tenant.id),
+                target_type: "tenant",
+                target_id: tenant.slug.clone(),
+                before: Some(json!({"name": before.0, "cost_centre": before.1})),
+                after: Some(json!({"name": tenant.name, "cost_centre": cost_centre})),
+            },
+            Self::UserLoggedIn { user_id } => AuditEntry {
+                action: "user.login",
+                tenant_id: None,
+                target_type: "user",
+                target_id: user_id.to_string(),
+                before: None,
+                after: None,
+            },
+            Self::UserRolesChanged {
+                user_id,
+                before,
+                after,
+            } => AuditEntry {
+                action: "user.roles_change",
+                tenant_id: None,
+                target_type: "user",
+                target_id: user_id.to_string(),
+                before: before.as_ref().map(state_json),
+                after: Some(state_json(after)),
+            },
+            Self::WebhookSet {
+                tenant,
+                before_url,
+                url,
+            } => AuditEntry {
+                action: "webhook.set",
+                tenant_id: Some(tenant.id),
+                target_type: "webhook",
+                target_id: tenant.slug.clone(),
+                before: before_url.as_ref().map(|u| json!({"url": u})),
+                after: Some(json!({"url": url})),
+            },
+            Self::WebhookDeleted { tenant, url } => AuditEntry {
+                action: "webhook.delete",
+                tenant_id: Some(tenant.id),
+                target_type: "webhook",
+                target_id: tenant.slug.clone(),
+                before: Some(json!({"url": url})),
+                after: None,
+            },
+            Self::WebhookTested { tenant, .. } => AuditEntry {
+                action: "webhook.test",
+                tenant_id: Some(tenant.id),
+                target_type: "webhook",
+                target_id: tenant.slug.clone(),
+                before: None,
+                after: None,
+            },
+        })
+    }
+}

@@ -1,0 +1,529 @@
+//! Domain events: what a change did, as typed values.
+//!
+//! A use-case opens a [`Write`](crate::write::Write), changes rows, and
+//! [`emit`](crate::write::Write::emit)s one [`DomainEvent`] per thing that
+//! happened. Committing derives everything else from the events, in the same
+//! transaction: the audit row ([`DomainEvent::audit`]), the notifications and
+//! the webhook outbox ([`DomainEvent::notice`]); after the commit, the agents'
+//! wake-ups ([`DomainEvent::wakes_host`]) and the queue retry
+//! ([`DomainEvent::grows_quota`]). A new kind of event is one more variant:
+//! each of those matches is exhaustive, so the compiler lists every place
+//! that must decide about it.
+
+pub(crate) mod audit_entry;
+mod notice;
+
+pub(crate) use notice::{Link, NoticeDraft, Recipients};
+
+use crate::entity::{allocation, quota_request, tenant};
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+use tessera_core::lifecycle::{AllocationPhase, AllocationState, QuotaRequestState};
+use tessera_core::quota::Quota;
+use tessera_core::sharing::SliceShape;
+
+/// The tenant an event concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantRef {
+    /// Id.
+    pub id: i64,
+    /// Slug (for links).
+    pub slug: String,
+    /// Display name.
+    pub name: String,
+}
+
+impl TenantRef {
+    pub(crate) fn of(t: &tenant::Model) -> Self {
+        Self {
+            id: t.id,
+            slug: t.slug.clone(),
+            name: t.name.clone(),
+        }
+    }
+}
+
+/// The allocation an event concerns, as it was when the event happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocationRef {
+    /// Id.
+    pub id: i64,
+    /// Tenant id.
+    pub tenant_id: i64,
+    /// Pool name.
+    pub pool: String,
+    /// The shape as people read it (`1g.10gb`).
+    pub shape_label: String,
+    /// Who asked (`Name <email>` or `token:<name>`).
+    pub requested_by: String,
+    /// The person who asked, when a person did.
+    pub requested_by_user_id: Option<i64>,
+    /// The host it is placed on, once placed.
+    pub host_id: Option<i64>,
+}
+
+impl AllocationRef {
+    pub(crate) fn of(row: &allocation::Model) -> Self {
+        Self {
+            id: row.id,
+            tenant_id: row.tenant_id,
+            pool: row.pool.clone(),
+            shape_label: row.shape_label.clone(),
+            requested_by: row.requested_by.clone(),
+            requested_by_user_id: row.requested_by_user_id,
+            host_id: row.host_id,
+        }
+    }
+}
+
+/// The quota request an event concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaRequestRef {
+    /// Id.
+    pub id: i64,
+    /// Its tenant.
+    pub tenant: TenantRef,
+    /// Pool name.
+    pub pool: String,
+    /// Why the tenant asks.
+    pub justification: String,
+}
+
+impl QuotaRequestRef {
+    pub(crate) fn of(row: &quota_request::Model, tenant: &tenant::Model) -> Self {
+        Self {
+            id: row.id,
+            tenant: TenantRef::of(tenant),
+            pool: row.pool.clone(),
+            justification: row.justification.clone(),
+        }
+    }
+}
+
+/// A user's roles as of a login.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Roles {
+    /// Platform admin?
+    pub platform_admin: bool,
+    /// Role name per tenant id.
+    pub memberships: BTreeMap<i64, String>,
+}
+
+/// Something that happened, with what the audit log, the notifications and
+/// the agents need to know about it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DomainEvent {
+    /// A tenant asked for a slice; it was placed at once or queued.
+    AllocationRequested {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// What was asked for.
+        shape: SliceShape,
+        /// Lease asked for.
+        lease_hours: u32,
+        /// Where it is now (placed or queued).
+        state: AllocationState,
+    },
+    /// A queued slice was placed.
+    AllocationPlaced {
+        /// The allocation (with its host).
+        alloc: AllocationRef,
+    },
+    /// The agent took a placed slice to create it.
+    AllocationProvisioning {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The new state.
+        state: AllocationState,
+    },
+    /// The agent reported the slice created: it is usable.
+    AllocationActivated {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The state it left.
+        before: AllocationPhase,
+        /// The new state.
+        state: AllocationState,
+        /// The host it runs on.
+        hostname: String,
+        /// Its lease.
+        lease_hours: i32,
+    },
+    /// The slice could not be provided or broke (reported by the agent, or
+    /// never confirmed in time).
+    AllocationFailed {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The state it left.
+        before: AllocationPhase,
+        /// The new state.
+        state: AllocationState,
+        /// What went wrong, for the tenant.
+        reason: String,
+    },
+    /// Tearing the slice down failed; the agent retries.
+    AllocationTeardownFailed {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The new state (still releasing, with the error).
+        state: AllocationState,
+    },
+    /// The agent reported the slice gone.
+    AllocationEnded {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The state it left.
+        before: AllocationPhase,
+        /// The new state.
+        state: AllocationState,
+    },
+    /// Its lease ended.
+    AllocationExpired {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The state it left.
+        before: AllocationPhase,
+        /// The new state.
+        state: AllocationState,
+    },
+    /// The tenant gave the slice back.
+    AllocationReleased {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The state it left.
+        before: AllocationPhase,
+        /// The new state.
+        after: AllocationPhase,
+    },
+    /// The lease was extended.
+    AllocationExtended {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The old end.
+        before_end: DateTime<Utc>,
+        /// The new end.
+        after_end: DateTime<Utc>,
+    },
+    /// The lease ends soon (told once per lease).
+    AllocationLeaseEnding {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// Minutes left.
+        minutes_left: i64,
+    },
+    /// The slice that waited for an approved quota request still does not fit.
+    WaitingSliceRefused {
+        /// The quota request.
+        request_id: i64,
+        /// Its tenant.
+        tenant: TenantRef,
+        /// Who wanted the slice.
+        user_id: Option<i64>,
+        /// Why it was refused.
+        error: String,
+    },
+    /// A tenant's permanent quota in a pool was set.
+    QuotaSet {
+        /// The tenant.
+        tenant: TenantRef,
+        /// The pool.
+        pool: String,
+        /// Permanent quota and quota in force before (`None`: it had none).
+        before: Option<(Quota, Quota)>,
+        /// Permanent quota and quota in force after.
+        after: (Quota, Quota),
+        /// The admin who set it (`None`: seeded from the configuration).
+        by: Option<String>,
+    },
+    /// Temporary extra quota was granted.
+    QuotaGranted {
+        /// The grant's id.
+        grant_id: i64,
+        /// The tenant.
+        tenant: TenantRef,
+        /// The pool.
+        pool: String,
+        /// What was granted.
+        extra: Quota,
+        /// Until when.
+        ends_at: DateTime<Utc>,
+        /// Why.
+        reason: String,
+        /// Quota in force before.
+        before: Quota,
+        /// Quota in force after.
+        after: Quota,
+        /// The admin who granted it.
+        by: String,
+    },
+    /// A temporary grant was ended early.
+    QuotaGrantEnded {
+        /// The grant's id.
+        grant_id: i64,
+        /// The tenant's id.
+        tenant_id: i64,
+        /// The pool.
+        pool: String,
+    },
+    /// A quota request was filed: proposed by a member, or sent to the
+    /// platform admins by a tenant admin.
+    QuotaRequestFiled {
+        /// The request.
+        request: QuotaRequestRef,
+        /// Its state (proposed or pending).
+        state: QuotaRequestState,
+        /// What it asks for.
+        amount: Quota,
+        /// Until when (`None`: permanent).
+        ends_at: Option<DateTime<Utc>>,
+        /// The slice that waits for it, as people read it.
+        slice: Option<String>,
+        /// Who filed it (display name).
+        by: String,
+    },
+    /// A tenant admin submitted a member's proposal.
+    QuotaRequestSubmitted {
+        /// The request.
+        request: QuotaRequestRef,
+        /// What it asks for.
+        amount: Quota,
+        /// The member who proposed it.
+        requested_by_user_id: Option<i64>,
+    },
+    /// A quota request was taken back.
+    QuotaRequestWithdrawn {
+        /// The request.
+        request: QuotaRequestRef,
+        /// The state it left.
+        before: QuotaRequestState,
+        /// The member who filed it.
+        requested_by_user_id: Option<i64>,
+        /// Who withdrew it (display name).
+        by: String,
+    },
+    /// A platform admin approved a quota request; the quota changed.
+    QuotaRequestApproved {
+        /// The request.
+        request: QuotaRequestRef,
+        /// What was asked for.
+        asked: Quota,
+        /// What was granted.
+        granted: Quota,
+        /// Until when (`None`: permanent).
+        ends_at: Option<DateTime<Utc>>,
+        /// Quota in force before.
+        before: Quota,
+        /// Quota in force after.
+        after: Quota,
+        /// The admin (display name).
+        by: String,
+        /// Who filed, submitted or waits for it.
+        people: Vec<i64>,
+    },
+    /// A platform admin rejected a quota request.
+    QuotaRequestRejected {
+        /// The request.
+        request: QuotaRequestRef,
+        /// What was asked for.
+        asked: Quota,
+        /// Why.
+        reason: String,
+        /// Quota in force (unchanged).
+        quota: Quota,
+        /// The admin (display name).
+        by: String,
+        /// Who filed, submitted or waits for it.
+        people: Vec<i64>,
+    },
+    /// A tenant API token was created.
+    ApiTokenCreated {
+        /// Tenant id.
+        tenant_id: i64,
+        /// Token id.
+        token_id: i64,
+        /// Its name.
+        name: String,
+        /// Its visible prefix.
+        prefix: String,
+    },
+    /// A tenant API token was revoked.
+    ApiTokenRevoked {
+        /// Tenant id.
+        tenant_id: i64,
+        /// Token id.
+        token_id: i64,
+        /// Its name.
+        name: String,
+    },
+    /// A host join token was created.
+    JoinTokenCreated {
+        /// Token id.
+        token_id: i64,
+        /// What it is for.
+        description: String,
+        /// When it stops working.
+        expires_at: DateTime<Utc>,
+    },
+    /// An unused host join token was revoked.
+    JoinTokenRevoked {
+        /// Token id.
+        token_id: i64,
+        /// Its status before (`active`).
+        status_before: &'static str,
+    },
+    /// A host enrolled with a join token (again, when `reenrolled`).
+    HostEnrolled {
+        /// Host id.
+        host_id: i64,
+        /// Its name.
+        hostname: String,
+        /// It had enrolled before under this name.
+        reenrolled: bool,
+    },
+    /// A host's agent reported for the first time.
+    HostFirstReport {
+        /// Host id.
+        host_id: i64,
+        /// GPUs reported.
+        gpus: usize,
+        /// The agent's GPU backend.
+        backend: String,
+    },
+    /// A tenant from the configuration was created.
+    TenantCreated {
+        /// The tenant.
+        tenant: TenantRef,
+        /// Its cost centre.
+        cost_centre: Option<String>,
+    },
+    /// A tenant's name or cost centre changed in the configuration.
+    TenantUpdated {
+        /// The tenant (new name).
+        tenant: TenantRef,
+        /// Name and cost centre before.
+        before: (String, Option<String>),
+        /// Cost centre after.
+        cost_centre: Option<String>,
+    },
+    /// A user signed in.
+    UserLoggedIn {
+        /// The user.
+        user_id: i64,
+    },
+    /// A user's roles changed at sign-in (or were first recorded).
+    UserRolesChanged {
+        /// The user.
+        user_id: i64,
+        /// Roles before (`None`: a new user).
+        before: Option<Roles>,
+        /// Roles now.
+        after: Roles,
+    },
+    /// A tenant's webhook was set (or replaced).
+    WebhookSet {
+        /// The tenant.
+        tenant: TenantRef,
+        /// The URL it replaced.
+        before_url: Option<String>,
+        /// The new URL.
+        url: String,
+    },
+    /// A tenant's webhook was removed.
+    WebhookDeleted {
+        /// The tenant.
+        tenant: TenantRef,
+        /// Its URL.
+        url: String,
+    },
+    /// A tenant admin sent a test event to the webhook.
+    WebhookTested {
+        /// The tenant.
+        tenant: TenantRef,
+        /// Who (display name).
+        by: String,
+    },
+}
+
+impl DomainEvent {
+    /// The host whose desired state this event changed: its agent's long
+    /// poll wakes after the commit.
+    pub fn wakes_host(&self) -> Option<i64> {
+        match self {
+            Self::AllocationRequested { alloc, .. }
+            | Self::AllocationPlaced { alloc }
+            | Self::AllocationFailed { alloc, .. }
+            | Self::AllocationExpired { alloc, .. }
+            | Self::AllocationReleased { alloc, .. } => alloc.host_id,
+            Self::AllocationProvisioning { .. }
+            | Self::AllocationActivated { .. }
+            | Self::AllocationTeardownFailed { .. }
+            | Self::AllocationEnded { .. }
+            | Self::AllocationExtended { .. }
+            | Self::AllocationLeaseEnding { .. }
+            | Self::WaitingSliceRefused { .. }
+            | Self::QuotaSet { .. }
+            | Self::QuotaGranted { .. }
+            | Self::QuotaGrantEnded { .. }
+            | Self::QuotaRequestFiled { .. }
+            | Self::QuotaRequestSubmitted { .. }
+            | Self::QuotaRequestWithdrawn { .. }
+            | Self::QuotaRequestApproved { .. }
+            | Self::QuotaRequestRejected { .. }
+            | Self::ApiTokenCreated { .. }
+            | Self::ApiTokenRevoked { .. }
+            | Self::JoinTokenCreated { .. }
+            | Self::JoinTokenRevoked { .. }
+            | Self::HostEnrolled { .. }
+            | Self::HostFirstReport { .. }
+            | Self::TenantCreated { .. }
+            | Self::TenantUpdated { .. }
+            | Self::UserLoggedIn { .. }
+            | Self::UserRolesChanged { .. }
+            | Self::WebhookSet { .. }
+            | Self::WebhookDeleted { .. }
+            | Self::WebhookTested { .. } => None,
+        }
+    }
+
+    /// The quota in force grew: requests waiting in the queues are tried
+    /// again at once after the commit, not at the next tick.
+    pub fn grows_quota(&self) -> bool {
+        match self {
+            Self::QuotaSet { by, .. } => by.is_some(),
+            Self::QuotaGranted { .. } | Self::QuotaRequestApproved { .. } => true,
+            Self::AllocationRequested { .. }
+            | Self::AllocationPlaced { .. }
+            | Self::AllocationProvisioning { .. }
+            | Self::AllocationActivated { .. }
+            | Self::AllocationFailed { .. }
+            | Self::AllocationTeardownFailed { .. }
+            | Self::AllocationEnded { .. }
+            | Self::AllocationExpired { .. }
+            | Self::AllocationReleased { .. }
+            | Self::AllocationExtended { .. }
+            | Self::AllocationLeaseEnding { .. }
+            | Self::WaitingSliceRefused { .. }
+            | Self::QuotaGrantEnded { .. }
+            | Self::QuotaRequestFiled { .. }
+            | Self::QuotaRequestSubmitted { .. }
+            | Self::QuotaRequestWithdrawn { .. }
+            | Self::QuotaRequestRejected { .. }
+            | Self::ApiTokenCreated { .. }
+            | Self::ApiTokenRevoked { .. }
+            | Self::JoinTokenCreated { .. }
+            | Self::JoinTokenRevoked { .. }
+            | Self::HostEnrolled { .. }
+            | Self::HostFirstReport { .. }
+            | Self::TenantCreated { .. }
+            | Self::TenantUpdated { .. }
+            | Self::UserLoggedIn { .. }
+            | Self::UserRolesChanged { .. }
+            | Self::WebhookSet { .. }
+            | Self::WebhookDeleted { .. }
+            | Self::WebhookTested { .. } => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,322 @@
+//! Who is told about each event, and what: one notification per recipient
+//! and, for a tenant's events, one webhook event.
+
+use super::{AllocationRef, DomainEvent, QuotaRequestRef};
+use serde_json::{json, Value};
+use tessera_core::lifecycle::QuotaRequestState;
+use tessera_core::notify::NotificationKind;
+
+/// Who receives a notice (resolved against the database at commit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Recipients {
+    /// These users.
+    Users(Vec<i64>),
+    /// The tenant's admins.
+    TenantAdmins(i64),
+    /// The platform admins, and these users too.
+    PlatformAdminsAnd(Vec<i64>),
+}
+
+/// A notice before its recipients are looked up.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NoticeDraft {
+    /// Kind.
+    pub kind: NotificationKind,
+    /// The tenant concerned (its webhook gets the event).
+    pub tenant_id: Option<i64>,
+    /// Who is told.
+    pub to: Recipients,
+    /// The person who acted is not told about their own action.
+    pub spare_actor: bool,
+    /// One line.
+    pub title: String,
+    /// Detail.
+    pub body: String,
+    /// Where to look: a path, or (for allocations) filled in with the
+    /// tenant's slug at commit.
+    pub link: Link,
+    /// Extra fields for the webhook payload.
+    pub data: Value,
+}
+
+/// Where a notice points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// A path in the portal.
+    Path(String),
+    /// The allocation's page (`/t/<slug>/a/<id>`).
+    Allocation(i64),
+}
+
+fn about_allocation(
+    alloc: &AllocationRef,
+    kind: NotificationKind,
+    title: String,
+    body: String,
+) -> NoticeDraft {
+    NoticeDraft {
+        kind,
+        tenant_id: Some(alloc.tenant_id),
+        to: Recipients::Users(alloc.requested_by_user_id.into_iter().collect()),
+        spare_actor: false,
+        title,
+        body,
+        link: Link::Allocation(alloc.id),
+        data: json!({
+            "allocation": alloc.id,
+            "pool": alloc.pool,
+            "shape": alloc.shape_label,
+            "requested_by": alloc.requested_by,
+        }),
+    }
+}
+
+fn about_request(
+    r: &QuotaRequestRef,
+    kind: NotificationKind,
+    to: Recipients,
+    title: String,
+) -> NoticeDraft {
+    NoticeDraft {
+        kind,
+        tenant_id: Some(r.tenant.id),
+        to,
+        spare_actor: true,
+        title,
+        body: format!("Pool {}: {}", r.pool, r.justification),
+        link: Link::Path(format!("/t/{}/quota#request-{}", r.tenant.slug, r.id)),
+        data: json!({"quota_request": r.id, "pool": r.pool}),
+    }
+}
+
+fn until(ends_at: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    ends_at
+        .map(|e| format!(" until {}", e.format("%Y-%m-%d %H:%M UTC")))
+        .unwrap_or_default()
+}
+
+impl DomainEvent {
+    /// What people are told about this event, if anything.
+    pub(crate) fn notice(&self) -> Option<NoticeDraft> {
+        use NotificationKind as K;
+        Some(match self {
+            Self::AllocationActivated {
+                alloc,
+                hostname,
+                lease_hours,
+                ..
+            } => about_allocation(
+                alloc,
+                K::AllocationActive,
+                format!("Slice #{} ({}) is active", alloc.id, alloc.shape_label),
+                format!(
+                    "It runs on {hostname} for {lease_hours} h; the connection details are on its page."
+                ),
+            ),
+            Self::AllocationFailed { alloc, reason, .. } => about_allocation(
+                alloc,
+                K::AllocationFailed,
+                format!("Slice #{} ({}) failed", alloc.id, alloc.shape_label),
+                reason.clone(),
+            ),
+            Self::AllocationExpired { alloc, .. } => about_allocation(
+                alloc,
+                K::AllocationExpired,
+                format!("The lease of slice #{} ({}) ended", alloc.id, alloc.shape_label),
+                "Its GPU share is being released. Request a new slice if you still need one."
+                    .to_owned(),
+            ),
+            Self::AllocationPlaced { alloc } => about_allocation(
+                alloc,
+                K::AllocationPlaced,
+                format!("Slice #{} ({}) left the queue", alloc.id, alloc.shape_label),
+                "Capacity freed up and it was placed; it becomes active in a few seconds."
+                    .to_owned(),
+            ),
+            Self::AllocationLeaseEnding {
+                alloc,
+                minutes_left,
+            } => about_allocation(
+                alloc,
+                K::AllocationLeaseEnding,
+                format!("The lease of slice #{} ends in {minutes_left} min", alloc.id),
+                format!(
+                    "{} in pool {} is released when the lease ends; extend it on its page if you still need it.",
+                    alloc.shape_label, alloc.pool
+                ),
+            ),
+            Self::WaitingSliceRefused {
+                request_id,
+                tenant,
+                user_id,
+                error,
+            } => NoticeDraft {
+                kind: K::AllocationFailed,
+                tenant_id: Some(tenant.id),
+                to: Recipients::Users(user_id.iter().copied().collect()),
+                spare_actor: false,
+                title: "Your waiting slice still does not fit".to_owned(),
+                body: error.clone(),
+                link: Link::Path(format!("/t/{}/request", tenant.slug)),
+                data: json!({"quota_request": request_id}),
+            },
+            Self::QuotaSet {
+                tenant,
+                pool,
+                before,
+                after,
+                by: Some(by),
+            } => NoticeDraft {
+                kind: K::QuotaChanged,
+                tenant_id: Some(tenant.id),
+                to: Recipients::TenantAdmins(tenant.id),
+                spare_actor: false,
+                title: format!("Quota in {pool} is now {}", after.1),
+                body: format!(
+                    "{by} set the permanent quota of {} in pool {pool} to {} (was {}).",
+                    tenant.name,
+                    after.0,
+                    before.as_ref().map(|b| b.0).unwrap_or_default()
+                ),
+                link: Link::Path(format!("/t/{}/quota", tenant.slug)),
+                data: json!({"pool": pool, "quota": after.1}),
+            },
+            Self::QuotaGranted {
+                tenant,
+                pool,
+                extra,
+                ends_at,
+                by,
+                ..
+            } => NoticeDraft {
+                kind: K::QuotaChanged,
+                tenant_id: Some(tenant.id),
+                to: Recipients::TenantAdmins(tenant.id),
+                spare_actor: false,
+                title: format!("Temporary quota in {pool}: +{extra}"),
+                body: format!(
+                    "{by} granted {} {extra} extra in pool {pool} until {}.",
+                    tenant.name,
+                    ends_at.format("%Y-%m-%d %H:%M UTC")
+                ),
+                link: Link::Path(format!("/t/{}/quota", tenant.slug)),
+                data: json!({"pool": pool, "extra": extra, "ends_at": ends_at}),
+            },
+            Self::QuotaRequestFiled {
+                request: r,
+                state,
+                amount,
+                by,
+                ..
+            } => {
+                if *state == QuotaRequestState::Pending {
+                    about_request(
+                        r,
+                        K::QuotaRequestCreated,
+                        Recipients::PlatformAdminsAnd(Vec::new()),
+                        format!("{} asks for +{amount} in {}", r.tenant.name, r.pool),
+                    )
+                } else {
+                    about_request(
+                        r,
+                        K::QuotaRequestCreated,
+                        Recipients::TenantAdmins(r.tenant.id),
+                        format!("{by} proposes a quota request: +{amount} in {}", r.pool),
+                    )
+                }
+            }
+            Self::QuotaRequestSubmitted {
+                request: r,
+                amount,
+                requested_by_user_id,
+            } => about_request(
+                r,
+                K::QuotaRequestSubmitted,
+                Recipients::PlatformAdminsAnd(requested_by_user_id.iter().copied().collect()),
+                format!("{} asks for +{amount} in {}", r.tenant.name, r.pool),
+            ),
+            Self::QuotaRequestWithdrawn {
+                request: r,
+                requested_by_user_id,
+                by,
+                ..
+            } => about_request(
+                r,
+                K::QuotaRequestWithdrawn,
+                Recipients::Users(requested_by_user_id.iter().copied().collect()),
+                format!("Quota request #{} was withdrawn by {by}", r.id),
+            ),
+            Self::QuotaRequestApproved {
+                request: r,
+                asked,
+                granted,
+                ends_at,
+                after,
+                by,
+                people,
+                ..
+            } => NoticeDraft {
+                body: format!(
+                    "{by} approved +{granted}{} for {} in pool {} (asked: +{asked}). The quota is now {after}.",
+                    until(*ends_at),
+                    r.tenant.name,
+                    r.pool,
+                ),
+                data: json!({"quota_request": r.id, "pool": r.pool, "quota": after}),
+                ..about_request(
+                    r,
+                    K::QuotaRequestApproved,
+                    Recipients::Users(people.clone()),
+                    format!("Quota request approved: +{granted} in {}", r.pool),
+                )
+            },
+            Self::QuotaRequestRejected {
+                request: r,
+                asked,
+                reason,
+                quota,
+                by,
+                people,
+            } => NoticeDraft {
+                body: format!("{by} rejected the request: {reason}"),
+                data: json!({"quota_request": r.id, "pool": r.pool, "quota": quota}),
+                ..about_request(
+                    r,
+                    K::QuotaRequestRejected,
+                    Recipients::Users(people.clone()),
+                    format!("Quota request rejected: +{asked} in {}", r.pool),
+                )
+            },
+            Self::WebhookTested { tenant, by } => NoticeDraft {
+                kind: K::WebhookTest,
+                tenant_id: Some(tenant.id),
+                to: Recipients::Users(Vec::new()),
+                spare_actor: false,
+                title: format!("Test event for {}", tenant.name),
+                body: format!("{by} sent a test event from Tessera."),
+                link: Link::Path(format!("/t/{}/webhook", tenant.slug)),
+                data: json!({}),
+            },
+            Self::QuotaSet { by: None, .. }
+            | Self::AllocationRequested { .. }
+            | Self::AllocationProvisioning { .. }
+            | Self::AllocationTeardownFailed { .. }
+            | Self::AllocationEnded { .. }
+            | Self::AllocationReleased { .. }
+            | Self::AllocationExtended { .. }
+            | Self::QuotaGrantEnded { .. }
+            | Self::ApiTokenCreated { .. }
+            | Self::ApiTokenRevoked { .. }
+            | Self::JoinTokenCreated { .. }
+            | Self::JoinTokenRevoked { .. }
+            | Self::HostEnrolled { .. }
+            | Self::HostFirstReport { .. }
+            | Self::TenantCreated { .. }
+            | Self::TenantUpdated { .. }
+            | Self::UserLoggedIn { .. }
+            | Self::UserRolesChanged { .. }
+            | Self::WebhookSet { .. }
+            | Self::WebhookDeleted { .. } => return None,
+        })
+    }
+}

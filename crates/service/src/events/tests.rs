@@ -1,0 +1,469 @@
+//! The stable names: audit actions and notification kinds are stored,
+//! filtered on, exported and sent to webhooks, so renaming one is a breaking
+//! change. Each variant is listed once here; a new variant fails to compile
+//! until it is added (the match in `index` is exhaustive).
+
+use super::*;
+use chrono::TimeZone;
+use tessera_core::lifecycle::AllocationPhase;
+use tessera_core::notify::NotificationKind;
+use tessera_core::units::{ComputeMilli, MemMiB};
+
+fn alloc() -> AllocationRef {
+    AllocationRef {
+        id: 7,
+        tenant_id: 3,
+        pool: "h100-mig".into(),
+        shape_label: "1g.10gb".into(),
+        requested_by: "Bob <bob@example.com>".into(),
+        requested_by_user_id: Some(11),
+        host_id: Some(5),
+    }
+}
+
+fn tenant() -> TenantRef {
+    TenantRef {
+        id: 3,
+        slug: "vision".into(),
+        name: "Vision".into(),
+    }
+}
+
+fn request() -> QuotaRequestRef {
+    QuotaRequestRef {
+        id: 9,
+        tenant: tenant(),
+        pool: "h100-mig".into(),
+        justification: "training".into(),
+    }
+}
+
+fn quota() -> Quota {
+    Quota {
+        compute: ComputeMilli(1000),
+        memory: MemMiB(10240),
+        max_slices: 2,
+    }
+}
+
+/// One event of each kind, with its audit action and notification kind.
+fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>)> {
+    use NotificationKind as K;
+    let at = chrono::Utc
+        .with_ymd_and_hms(2026, 11, 30, 12, 0, 0)
+        .single()
+        .unwrap_or_default();
+    let failed = AllocationState::Failed {
+        reason: "Xid 79".into(),
+    };
+    vec![
+        (
+            DomainEvent::AllocationRequested {
+                alloc: alloc(),
+                shape: SliceShape::TimeSlice {},
+                lease_hours: 8,
+                state: AllocationState::Placed,
+            },
+            Some("allocation.create"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationPlaced { alloc: alloc() },
+            Some("allocation.place"),
+            Some(K::AllocationPlaced),
+        ),
+        (
+            DomainEvent::AllocationProvisioning {
+                alloc: alloc(),
+                state: AllocationState::Provisioning,
+            },
+            Some("allocation.provision"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationActivated {
+                alloc: alloc(),
+                before: AllocationPhase::Provisioning,
+                state: AllocationState::Active,
+                hostname: "gpu-01".into(),
+                lease_hours: 8,
+            },
+            Some("allocation.activate"),
+            Some(K::AllocationActive),
+        ),
+        (
+            DomainEvent::AllocationFailed {
+                alloc: alloc(),
+                before: AllocationPhase::Provisioning,
+                state: failed.clone(),
+                reason: "Xid 79".into(),
+            },
+            Some("allocation.fail"),
+            Some(K::AllocationFailed),
+        ),
+        (
+            DomainEvent::AllocationTeardownFailed {
+                alloc: alloc(),
+                state: failed.clone(),
+            },
+            Some("allocation.teardown_error"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationEnded {
+                alloc: alloc(),
+                before: AllocationPhase::Releasing,
+                state: AllocationState::Released,
+            },
+            Some("allocation.end"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationExpired {
+                alloc: alloc(),
+                before: AllocationPhase::Active,
+                state: AllocationState::Expired,
+            },
+            Some("allocation.expire"),
+            Some(K::AllocationExpired),
+        ),
+        (
+            DomainEvent::AllocationReleased {
+                alloc: alloc(),
+                before: AllocationPhase::Active,
+                after: AllocationPhase::Releasing,
+            },
+            Some("allocation.release"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationExtended {
+                alloc: alloc(),
+                before_end: at,
+                after_end: at,
+            },
+            Some("allocation.extend"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationLeaseEnding {
+                alloc: alloc(),
+                minutes_left: 30,
+            },
+            None,
+            Some(K::AllocationLeaseEnding),
+        ),
+        (
+            DomainEvent::WaitingSliceRefused {
+                request_id: 9,
+                tenant: tenant(),
+                user_id: Some(11),
+                error: "no".into(),
+            },
+            None,
+            Some(K::AllocationFailed),
+        ),
+        (
+            DomainEvent::QuotaSet {
+                tenant: tenant(),
+                pool: "h100-mig".into(),
+                before: Some((quota(), quota())),
+                after: (quota(), quota()),
+                by: Some("Alice".into()),
+            },
+            Some("quota.set"),
+            Some(K::QuotaChanged),
+        ),
+        (
+            DomainEvent::QuotaGranted {
+                grant_id: 1,
+                tenant: tenant(),
+                pool: "h100-mig".into(),
+                extra: quota(),
+                ends_at: at,
+                reason: "deadline".into(),
+                before: quota(),
+                after: quota(),
+                by: "Alice".into(),
+            },
+            Some("quota.grant"),
+            Some(K::QuotaChanged),
+        ),
+        (
+            DomainEvent::QuotaGrantEnded {
+                grant_id: 1,
+                tenant_id: 3,
+                pool: "h100-mig".into(),
+            },
+            Some("quota.grant_end"),
+            None,
+        ),
+        (
+            DomainEvent::QuotaRequestFiled {
+                request: request(),
+                state: QuotaRequestState::Proposed,
+                amount: quota(),
+                ends_at: None,
+                slice: None,
+                by: "Bob".into(),
+            },
+            Some("quota_request.create"),
+            Some(K::QuotaRequestCreated),
+        ),
+        (
+            DomainEvent::QuotaRequestSubmitted {
+                request: request(),
+                amount: quota(),
+                requested_by_user_id: Some(11),
+            },
+            Some("quota_request.submit"),
+            Some(K::QuotaRequestSubmitted),
+        ),
+        (
+            DomainEvent::QuotaRequestWithdrawn {
+                request: request(),
+                before: QuotaRequestState::Pending,
+                requested_by_user_id: Some(11),
+                by: "Carol".into(),
+            },
+            Some("quota_request.withdraw"),
+            Some(K::QuotaRequestWithdrawn),
+        ),
+        (
+            DomainEvent::QuotaRequestApproved {
+                request: request(),
+                asked: quota(),
+                granted: quota(),
+                ends_at: None,
+                before: quota(),
+                after: quota(),
+                by: "Alice".into(),
+                people: vec![11],
+            },
+            Some("quota_request.approve"),
+            Some(K::QuotaRequestApproved),
+        ),
+        (
+            DomainEvent::QuotaRequestRejected {
+                request: request(),
+                asked: quota(),
+                reason: "no budget".into(),
+                quota: quota(),
+                by: "Alice".into(),
+                people: vec![11],
+            },
+            Some("quota_request.reject"),
+            Some(K::QuotaRequestRejected),
+        ),
+        (
+            DomainEvent::ApiTokenCreated {
+                tenant_id: 3,
+                token_id: 1,
+                name: "ci".into(),
+                prefix: "tsk_abc".into(),
+            },
+            Some("api_token.create"),
+            None,
+        ),
+        (
+            DomainEvent::ApiTokenRevoked {
+                tenant_id: 3,
+                token_id: 1,
+                name: "ci".into(),
+            },
+            Some("api_token.revoke"),
+            None,
+        ),
+        (
+            DomainEvent::JoinTokenCreated {
+                token_id: 1,
+                description: "rack 4".into(),
+                expires_at: at,
+            },
+            Some("join_token.create"),
+            None,
+        ),
+        (
+            DomainEvent::JoinTokenRevoked {
+                token_id: 1,
+                status_before: "active",
+            },
+            Some("join_token.revoke"),
+            None,
+        ),
+        (
+            DomainEvent::HostEnrolled {
+                host_id: 5,
+                hostname: "gpu-01".into(),
+                reenrolled: false,
+            },
+            Some("host.enroll"),
+            None,
+        ),
+        (
+            DomainEvent::HostFirstReport {
+                host_id: 5,
+                gpus: 8,
+                backend: "simulated".into(),
+            },
+            Some("host.first_report"),
+            None,
+        ),
+        (
+            DomainEvent::TenantCreated {
+                tenant: tenant(),
+                cost_centre: None,
+            },
+            Some("tenant.create"),
+            None,
+        ),
+        (
+            DomainEvent::TenantUpdated {
+                tenant: tenant(),
+                before: ("Old".into(), None),
+                cost_centre: None,
+            },
+            Some("tenant.update"),
+            None,
+        ),
+        (
+            DomainEvent::UserLoggedIn { user_id: 11 },
+            Some("user.login"),
+            None,
+        ),
+        (
+            DomainEvent::UserRolesChanged {
+                user_id: 11,
+                before: None,
+                after: Roles {
+                    platform_admin: false,
+                    memberships: BTreeMap::new(),
+                },
+            },
+            Some("user.roles_change"),
+            None,
+        ),
+        (
+            DomainEvent::WebhookSet {
+                tenant: tenant(),
+                before_url: None,
+                url: "https://hooks.example.com/x".into(),
+            },
+            Some("webhook.set"),
+            None,
+        ),
+        (
+            DomainEvent::WebhookDeleted {
+                tenant: tenant(),
+                url: "https://hooks.example.com/x".into(),
+            },
+            Some("webhook.delete"),
+            None,
+        ),
+        (
+            DomainEvent::WebhookTested {
+                tenant: tenant(),
+                by: "Carol".into(),
+            },
+            Some("webhook.test"),
+            Some(K::WebhookTest),
+        ),
+    ]
+}
+
+/// Position of each variant; exhaustive, so a new variant must be listed.
+fn index(e: &DomainEvent) -> usize {
+    match e {
+        DomainEvent::AllocationRequested { .. } => 0,
+        DomainEvent::AllocationPlaced { .. } => 1,
+        DomainEvent::AllocationProvisioning { .. } => 2,
+        DomainEvent::AllocationActivated { .. } => 3,
+        DomainEvent::AllocationFailed { .. } => 4,
+        DomainEvent::AllocationTeardownFailed { .. } => 5,
+        DomainEvent::AllocationEnded { .. } => 6,
+        DomainEvent::AllocationExpired { .. } => 7,
+        DomainEvent::AllocationReleased { .. } => 8,
+        DomainEvent::AllocationExtended { .. } => 9,
+        DomainEvent::AllocationLeaseEnding { .. } => 10,
+        DomainEvent::WaitingSliceRefused { .. } => 11,
+        DomainEvent::QuotaSet { .. } => 12,
+        DomainEvent::QuotaGranted { .. } => 13,
+        DomainEvent::QuotaGrantEnded { .. } => 14,
+        DomainEvent::QuotaRequestFiled { .. } => 15,
+        DomainEvent::QuotaRequestSubmitted { .. } => 16,
+        DomainEvent::QuotaRequestWithdrawn { .. } => 17,
+        DomainEvent::QuotaRequestApproved { .. } => 18,
+        DomainEvent::QuotaRequestRejected { .. } => 19,
+        DomainEvent::ApiTokenCreated { .. } => 20,
+        DomainEvent::ApiTokenRevoked { .. } => 21,
+        DomainEvent::JoinTokenCreated { .. } => 22,
+        DomainEvent::JoinTokenRevoked { .. } => 23,
+        DomainEvent::HostEnrolled { .. } => 24,
+        DomainEvent::HostFirstReport { .. } => 25,
+        DomainEvent::TenantCreated { .. } => 26,
+        DomainEvent::TenantUpdated { .. } => 27,
+        DomainEvent::UserLoggedIn { .. } => 28,
+        DomainEvent::UserRolesChanged { .. } => 29,
+        DomainEvent::WebhookSet { .. } => 30,
+        DomainEvent::WebhookDeleted { .. } => 31,
+        DomainEvent::WebhookTested { .. } => 32,
+    }
+}
+
+#[test]
+fn every_event_kind_has_its_pinned_names() {
+    let samples = samples();
+    let mut seen: Vec<usize> = samples.iter().map(|(e, _, _)| index(e)).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..=32).collect::<Vec<_>>(), "one sample per variant");
+    for (event, action, kind) in &samples {
+        assert_eq!(event.action(), *action, "{event:?}");
+        assert_eq!(event.notice().map(|n| n.kind), *kind, "{event:?}");
+    }
+}
+
+#[test]
+fn a_seeded_quota_tells_nobody_and_does_not_retry_the_queue() {
+    let seeded = DomainEvent::QuotaSet {
+        tenant: tenant(),
+        pool: "h100-mig".into(),
+        before: None,
+        after: (quota(), quota()),
+        by: None,
+    };
+    assert_eq!(seeded.action(), Some("quota.set"));
+    assert!(seeded.notice().is_none());
+    assert!(!seeded.grows_quota());
+}
+
+#[test]
+fn quota_request_notices_spare_the_actor_and_allocation_notices_reach_the_requester() {
+    let (withdrawn, ..) = &samples()[17];
+    let notice = withdrawn.notice().unwrap_or_else(|| unreachable!());
+    assert!(notice.spare_actor);
+    assert_eq!(notice.to, Recipients::Users(vec![11]));
+    assert_eq!(notice.link, Link::Path("/t/vision/quota#request-9".into()));
+    let (active, ..) = &samples()[3];
+    let notice = active.notice().unwrap_or_else(|| unreachable!());
+    assert!(!notice.spare_actor);
+    assert_eq!(notice.to, Recipients::Users(vec![11]));
+    assert_eq!(notice.link, Link::Allocation(7));
+    assert_eq!(notice.title, "Slice #7 (1g.10gb) is active");
+}
+
+#[test]
+fn placing_and_ending_wake_the_host_and_quota_growth_retries_the_queue() {
+    let samples = samples();
+    let wakes: Vec<usize> = samples
+        .iter()
+        .filter(|(e, _, _)| e.wakes_host() == Some(5))
+        .map(|(e, _, _)| index(e))
+        .collect();
+    assert_eq!(wakes, [0, 1, 4, 7, 8]);
+    let grows: Vec<usize> = samples
+        .iter()
+        .filter(|(e, _, _)| e.grows_quota())
+        .map(|(e, _, _)| index(e))
+        .collect();
+    assert_eq!(grows, [12, 13, 18]);
+}

@@ -1,0 +1,236 @@
+//! The one write path. Every change opens a [`Write`], changes rows through
+//! [`Write::db`], records what happened with [`Write::emit`], and ends with
+//! [`Write::commit`], which writes the audit rows, notifications and webhook
+//! outbox derived from the events in the same transaction, commits, lets go
+//! of the writer turn, and only then wakes the agents and retries the queue.
+//! Dropping a `Write` without committing rolls everything back.
+
+use crate::audit::Actor;
+use crate::entity::{audit_event, notification, tenant, webhook, webhook_delivery};
+use crate::events::{DomainEvent, Link, NoticeDraft, Recipients};
+use crate::{Service, ServiceError, WriterTurn};
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
+    Set,
+};
+use serde_json::json;
+use std::collections::BTreeSet;
+
+/// A PostgreSQL advisory-lock key that admissions and the queue take in turn.
+const ADMISSION_LOCK: i64 = 0x0074_6573_7365_7261; // "tessera"
+
+/// An open write: a transaction, the writer turn that goes with it, and the
+/// events of the change so far.
+pub(crate) struct Write {
+    txn: DatabaseTransaction,
+    turn: WriterTurn,
+    events: Vec<DomainEvent>,
+    now: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for Write {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Write")
+            .field("events", &self.events)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// Opens a write. SQLite's deferred transactions fail at once with
+    /// "database is locked" when a reader upgrades to a writer after another
+    /// writer committed (no busy wait applies), so on SQLite the process's
+    /// writers take turns; PostgreSQL needs no such care.
+    pub(crate) async fn begin_write(&self) -> Result<Write, ServiceError> {
+        use sea_orm::TransactionTrait;
+        let turn = match &self.sqlite_writer {
+            Some(lock) => Some(std::sync::Arc::clone(lock).lock_owned().await),
+            None => None,
+        };
+        Ok(Write {
+            txn: self.db.begin().await?,
+            turn,
+            events: Vec::new(),
+            now: self.now(),
+        })
+    }
+
+    /// Opens a write in which no other admission runs: on SQLite the writer
+    /// turn already serializes; on PostgreSQL a transaction-scoped advisory
+    /// lock does (released at commit or rollback).
+    pub(crate) async fn begin_admission(&self) -> Result<Write, ServiceError> {
+        let w = self.begin_write().await?;
+        if w.txn.get_database_backend() == sea_orm::DbBackend::Postgres {
+            w.txn
+                .execute(sea_orm::Statement::from_string(
+                    sea_orm::DbBackend::Postgres,
+                    format!("SELECT pg_advisory_xact_lock({ADMISSION_LOCK})"),
+                ))
+                .await?;
+        }
+        Ok(w)
+    }
+}
+
+impl Write {
+    /// The transaction, for reads and row changes.
+    pub fn db(&self) -> &DatabaseTransaction {
+        &self.txn
+    }
+
+    /// The time of this write (by the service's clock when it began).
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+
+    /// Records that `event` happened in this write.
+    pub fn emit(&mut self, event: DomainEvent) {
+        self.events.push(event);
+    }
+
+    /// Derives the audit rows, notifications and webhook events, commits,
+    /// releases the writer turn, then wakes the agents whose desired state
+    /// changed and, when quota grew, places what waits in the queues.
+    pub async fn commit(self, service: &Service, actor: &Actor<'_>) -> Result<(), ServiceError> {
+        if self.commit_without_retry(service, actor).await? {
+            service.retry_waiting().await?;
+        }
+        Ok(())
+    }
+
+    /// [`Write::commit`] without the queue retry; returns whether quota grew.
+    /// The queue itself commits this way (placing never grows quota, and a
+    /// retry from inside the retry would be a cycle).
+    pub async fn commit_without_retry(
+        self,
+        service: &Service,
+        actor: &Actor<'_>,
+    ) -> Result<bool, ServiceError> {
+        let Write {
+            txn,
+            turn,
+            events,
+            now,
+        } = self;
+        for event in &events {
+            if let Some(entry) = event.audit() {
+                let (actor_user_id, actor_name) = actor.parts();
+                audit_event::ActiveModel {
+                    at: Set(now),
+                    actor_user_id: Set(actor_user_id),
+                    actor: Set(actor_name),
+                    tenant_id: Set(entry.tenant_id),
+                    action: Set(entry.action.to_owned()),
+                    target_type: Set(entry.target_type.to_owned()),
+                    target_id: Set(entry.target_id),
+                    before: Set(entry.before),
+                    after: Set(entry.after),
+                    ..Default::default()
+                }
+                .insert(&txn)
+                .await?;
+            }
+            if let Some(notice) = event.notice() {
+                let spare = notice.spare_actor.then(|| actor.parts().0).flatten();
+                send(&txn, notice, spare, now).await?;
+            }
+        }
+        txn.commit().await?;
+        drop(turn);
+        for host in events.iter().filter_map(DomainEvent::wakes_host) {
+            service.desired_changed(Some(host));
+        }
+        Ok(events.iter().any(DomainEvent::grows_quota))
+    }
+}
+
+/// Writes `notice` for each recipient (deduplicated, sparing `spare`) and
+/// queues it for the tenant's webhook.
+async fn send<C: ConnectionTrait>(
+    conn: &C,
+    notice: NoticeDraft,
+    spare: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<(), ServiceError> {
+    let mut recipients: BTreeSet<i64> = match &notice.to {
+        Recipients::Users(users) => users.iter().copied().collect(),
+        Recipients::TenantAdmins(t) => crate::notifications::tenant_admins(conn, *t)
+            .await?
+            .into_iter()
+            .collect(),
+        Recipients::PlatformAdminsAnd(users) => crate::notifications::platform_admins(conn)
+            .await?
+            .into_iter()
+            .chain(users.iter().copied())
+            .collect(),
+    };
+    if let Some(u) = spare {
+        recipients.remove(&u);
+    }
+    let slug = match notice.tenant_id {
+        Some(id) => tenant::Entity::find_by_id(id)
+            .one(conn)
+            .await?
+            .map(|t| t.slug)
+            .ok_or_else(|| ServiceError::not_found(format!("tenant {id}")))?,
+        None => String::new(),
+    };
+    let link = match &notice.link {
+        Link::Path(p) => p.clone(),
+        Link::Allocation(id) => format!("/t/{slug}/a/{id}"),
+    };
+    for user_id in recipients {
+        notification::ActiveModel {
+            user_id: Set(user_id),
+            tenant_id: Set(notice.tenant_id),
+            kind: Set(notice.kind.as_str().to_owned()),
+            title: Set(clip(&notice.title, 300)),
+            body: Set(clip(&notice.body, 2000)),
+            link: Set(Some(link.clone())),
+            created_at: Set(now),
+            read_at: Set(None),
+            ..Default::default()
+        }
+        .insert(conn)
+        .await?;
+    }
+    let Some(tenant_id) = notice.tenant_id else {
+        return Ok(());
+    };
+    let hook = webhook::Entity::find()
+        .filter(webhook::Column::TenantId.eq(tenant_id))
+        .one(conn)
+        .await?;
+    if hook.is_some() {
+        let payload = json!({
+            "event": notice.kind,
+            "at": now,
+            "tenant": slug,
+            "title": notice.title,
+            "body": notice.body,
+            "link": link,
+            "data": notice.data,
+        });
+        webhook_delivery::ActiveModel {
+            tenant_id: Set(tenant_id),
+            event: Set(notice.kind.as_str().to_owned()),
+            payload: Set(payload.to_string()),
+            attempts: Set(0),
+            next_attempt_at: Set(Some(now)),
+            delivered_at: Set(None),
+            failed_at: Set(None),
+            last_error: Set(None),
+            created_at: Set(now),
+            ..Default::default()
+        }
+        .insert(conn)
+        .await?;
+    }
+    Ok(())
+}
+
+fn clip(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
