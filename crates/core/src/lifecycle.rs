@@ -257,6 +257,7 @@ pub fn transition(
 }
 
 /// Where a quota request is.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum QuotaRequestState {
