@@ -2,10 +2,10 @@
 
 use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::config::Config;
-use crate::routes::{agent, api, audit, health, metrics, quotas};
+use crate::routes::{agent, allocations, audit, health, metrics, openapi, quotas};
 use crate::state::AppState;
-use axum::routing::{delete, get, post};
-use axum::Router;
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use std::sync::Arc;
@@ -14,6 +14,17 @@ use tessera_protocol::agent::AGENT_API_PREFIX;
 use tessera_service::{Clock, Service, Settings};
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, SessionManagerLayer};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
+
+/// Path prefix of the REST API.
+pub const API_PREFIX: &str = "/api/v1";
+/// Where the REST API's OpenAPI document is served.
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+/// The browsable API documentation (Swagger UI, served from the binary).
+pub const API_DOCS_PATH: &str = "/api/docs";
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -84,9 +95,15 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         ));
 
     let agent_api = Router::new()
-        .route("/enroll", post(agent::enroll))
-        .route("/report", post(agent::report))
-        .route("/desired", get(agent::desired));
+        .route("/enroll", post(agent::enroll_host))
+        .route("/report", post(agent::record_report))
+        .route("/desired", get(agent::get_desired_state));
+
+    let (rest_api, api_doc) = rest_api().split_for_parts();
+    let api_doc = Arc::new(api_doc);
+    let serve_api_doc = get(move || std::future::ready(Json(api_doc.as_ref().clone())));
+    let api_docs_page =
+        SwaggerUi::new(API_DOCS_PATH).config(utoipa_swagger_ui::Config::from(OPENAPI_PATH));
 
     let routes = generate_route_list(App);
     let service = state.service.clone();
@@ -98,24 +115,8 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
             move || leptos::prelude::provide_context(service.clone()),
             move || shell(leptos_options.clone()),
         )
-        .route(
-            &format!("{}/allocations", api::API_PREFIX),
-            get(api::list).post(api::create),
-        )
-        .route(
-            &format!("{}/allocations/{{id}}", api::API_PREFIX),
-            get(api::get),
-        )
-        .route(
-            &format!("{}/allocations/{{id}}/release", api::API_PREFIX),
-            post(api::release),
-        )
-        .route(
-            &format!("{}/allocations/{{id}}/extend", api::API_PREFIX),
-            post(api::extend),
-        )
-        .merge(quota_routes())
-        .route("/audit.csv", get(audit::csv))
+        .nest(API_PREFIX, rest_api)
+        .route("/audit.csv", get(audit::download_audit_csv))
         .route("/auth/login", get(oidc::login))
         .route("/auth/callback", get(oidc::callback))
         .route("/auth/logout", post(oidc::logout))
@@ -130,54 +131,44 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))
-        .route(
-            &format!("{}/openapi.json", api::API_PREFIX),
-            get(api::openapi),
-        )
+        .route(OPENAPI_PATH, serve_api_doc)
+        .merge(api_docs_page)
         .nest(AGENT_API_PREFIX, agent_api)
         .merge(pages)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
 
-/// `/api/v1` routes for quotas, quota requests, notifications and webhooks.
-fn quota_routes() -> Router<AppState> {
-    let p = |path: &str| format!("{}{path}", api::API_PREFIX);
-    Router::new()
-        .route(&p("/tenants/{slug}/quotas"), get(quotas::tenant_quotas))
-        .route(&p("/quota-requests"), post(quotas::create_request))
-        .route(&p("/quota-requests/{id}"), get(quotas::get_request))
-        .route(
-            &p("/quota-requests/{id}/submit"),
-            post(quotas::submit_request),
-        )
-        .route(
-            &p("/quota-requests/{id}/withdraw"),
-            post(quotas::withdraw_request),
-        )
-        .route(
-            &p("/quota-requests/{id}/decide"),
-            post(quotas::decide_request),
-        )
-        .route(&p("/approvals"), get(quotas::approvals))
-        .route(
-            &p("/admin/quotas"),
-            get(quotas::admin_quotas).put(quotas::set_quota),
-        )
-        .route(&p("/admin/quota-grants"), post(quotas::grant_quota))
-        .route(&p("/admin/quota-grants/{id}"), delete(quotas::end_grant))
-        .route(&p("/notifications"), get(quotas::notifications))
-        .route(&p("/notifications/read"), post(quotas::mark_read))
-        .route(
-            &p("/tenants/{slug}/webhook"),
-            get(quotas::get_webhook)
-                .put(quotas::set_webhook)
-                .delete(quotas::delete_webhook),
-        )
-        .route(
-            &p("/tenants/{slug}/webhook/test"),
-            post(quotas::test_webhook),
-        )
+/// The REST API under [`API_PREFIX`]: each `routes!` registers the handlers
+/// of one path with the router and their `#[utoipa::path]` with the OpenAPI
+/// document, so the two cannot disagree.
+pub fn rest_api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(
+            allocations::list_allocations,
+            allocations::request_allocation
+        ))
+        .routes(routes!(allocations::get_allocation))
+        .routes(routes!(allocations::release_allocation))
+        .routes(routes!(allocations::extend_allocation))
+        .routes(routes!(quotas::get_tenant_quotas))
+        .routes(routes!(quotas::create_quota_request))
+        .routes(routes!(quotas::get_quota_request))
+        .routes(routes!(quotas::submit_quota_request))
+        .routes(routes!(quotas::withdraw_quota_request))
+        .routes(routes!(quotas::decide_quota_request))
+        .routes(routes!(quotas::list_approvals))
+        .routes(routes!(quotas::list_quotas, quotas::set_quota))
+        .routes(routes!(quotas::grant_quota))
+        .routes(routes!(quotas::end_quota_grant))
+        .routes(routes!(quotas::list_notifications))
+        .routes(routes!(quotas::mark_notifications_read))
+        .routes(routes!(
+            quotas::get_webhook,
+            quotas::set_webhook,
+            quotas::delete_webhook
+        ))
+        .routes(routes!(quotas::test_webhook))
 }
 
 /// Runs the allocation timer (lease ends, provisioning timeouts, the queue)

@@ -1,7 +1,9 @@
-//! Turning errors into HTTP answers: JSON for APIs, a page for browsers. The
-//! status and message come from one table ([`ServiceError::status`] and
-//! friends); the detail goes to the log only.
+//! Turning errors into HTTP answers: JSON for APIs, a page for browsers. This
+//! is the one error→HTTP table: [`status_of`] for the use-cases' errors (whose
+//! statuses and codes [`ServiceError`] defines) and [`auth_status`] for
+//! sign-in's; the detail of a 5xx goes to the log only.
 
+use crate::auth::oidc::AuthError;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
@@ -25,8 +27,31 @@ impl ApiError {
     }
 }
 
-fn status_of(err: &ServiceError) -> StatusCode {
+/// The status of a use-case error.
+pub fn status_of(err: &ServiceError) -> StatusCode {
     StatusCode::from_u16(err.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// The status of a sign-in error: the IdP or Tessera's own settings failing
+/// is 503 (nothing the user can fix), a bad or replayed callback is 400.
+pub fn auth_status(err: &AuthError) -> StatusCode {
+    match err {
+        AuthError::IdpUnavailable { .. } | AuthError::Misconfigured(_) | AuthError::Session(_) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        AuthError::BadState | AuthError::IdpRefused(_) | AuthError::BadToken(_) => {
+            StatusCode::BAD_REQUEST
+        }
+        AuthError::Service(e) => status_of(e),
+    }
+}
+
+/// What a person is told about a sign-in error (never a 5xx's detail).
+fn auth_message(err: &AuthError) -> String {
+    match err {
+        AuthError::Service(e) => e.public_message(),
+        other => other.to_string(),
+    }
 }
 
 fn log(err: &ServiceError) {
@@ -45,6 +70,14 @@ impl IntoResponse for ApiError {
             message: self.0.public_message(),
         };
         (status_of(&self.0), Json(body)).into_response()
+    }
+}
+
+/// Sign-in happens in the browser: its errors are pages.
+impl IntoResponse for AuthError {
+    fn into_response(self) -> Response {
+        tracing::warn!(error = ?self, "sign-in failed");
+        error_page(auth_status(&self), "Sign-in failed", &auth_message(&self))
     }
 }
 
@@ -96,29 +129,130 @@ mod tests {
         .unwrap()
     }
 
+    /// The status and `code` an [`ApiError`] is answered with.
+    async fn answer(err: ServiceError) -> (StatusCode, String) {
+        let resp = ApiError(err).into_response();
+        let status = resp.status();
+        let parsed: ApiErrorBody = serde_json::from_str(&body(resp).await).unwrap();
+        (status, parsed.code)
+    }
+
     #[tokio::test]
-    async fn api_errors_are_json_with_stable_codes() {
+    async fn invalid_input_is_400_naming_the_field() {
         let resp = ApiError(ServiceError::invalid("gpus[0].uuid", "bad")).into_response();
         assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
-        let text = body(resp).await;
-        let parsed: ApiErrorBody = serde_json::from_str(&text).unwrap();
+        let parsed: ApiErrorBody = serde_json::from_str(&body(resp).await).unwrap();
         assert_eq!(parsed.code, "invalid_request");
         assert_eq!(parsed.message, "gpus[0].uuid: bad");
     }
 
     #[tokio::test]
-    async fn internal_errors_hide_detail() {
-        let resp = ApiError(ServiceError::Database(sea_orm::DbErr::Custom(
-            "SELECT secret".into(),
-        )))
-        .into_response();
+    async fn no_session_is_401() {
+        let expected = (StatusCode::UNAUTHORIZED, "unauthenticated".to_owned());
+        assert_eq!(answer(ServiceError::Unauthenticated).await, expected);
+    }
+
+    #[tokio::test]
+    async fn bad_credentials_are_401() {
+        for (err, code) in [
+            (ServiceError::InvalidApiToken, "invalid_api_token"),
+            (ServiceError::InvalidCredential, "invalid_credential"),
+            (ServiceError::InvalidJoinToken, "invalid_join_token"),
+        ] {
+            assert_eq!(
+                answer(err).await,
+                (StatusCode::UNAUTHORIZED, code.to_owned())
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn forbidden_is_403() {
+        let expected = (StatusCode::FORBIDDEN, "forbidden".to_owned());
+        assert_eq!(answer(ServiceError::Forbidden("no".into())).await, expected);
+    }
+
+    #[tokio::test]
+    async fn beyond_quota_is_403() {
+        let expected = (StatusCode::FORBIDDEN, "quota_exceeded".to_owned());
+        assert_eq!(
+            answer(ServiceError::QuotaExceeded("full".into())).await,
+            expected
+        );
+    }
+
+    #[tokio::test]
+    async fn not_found_is_404() {
+        let expected = (StatusCode::NOT_FOUND, "not_found".to_owned());
+        assert_eq!(
+            answer(ServiceError::not_found("tenant 'x'")).await,
+            expected
+        );
+    }
+
+    #[tokio::test]
+    async fn conflict_is_409() {
+        let expected = (StatusCode::CONFLICT, "conflict".to_owned());
+        assert_eq!(
+            answer(ServiceError::Conflict("busy".into())).await,
+            expected
+        );
+    }
+
+    #[tokio::test]
+    async fn internal_errors_are_500_and_hide_detail() {
+        let secret = || ServiceError::Database(sea_orm::DbErr::Custom("SELECT secret".into()));
+        let resp = ApiError(secret()).into_response();
         assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert!(!body(resp).await.contains("SELECT"));
-        let page = html_error_page(&ServiceError::Database(sea_orm::DbErr::Custom(
-            "SELECT secret".into(),
-        )));
+        let page = html_error_page(&secret());
         assert_eq!(page.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert!(!body(page).await.contains("SELECT"));
+        let page = AuthError::Service(secret()).into_response();
+        assert_eq!(page.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!body(page).await.contains("SELECT"));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_idp_is_a_503_page_without_the_detail() {
+        let page = AuthError::IdpUnavailable {
+            issuer: "http://idp".into(),
+            detail: "connection refused at 10.0.0.7".into(),
+        }
+        .into_response();
+        assert_eq!(page.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let text = body(page).await;
+        assert!(text.contains("not reachable"), "{text}");
+        assert!(!text.contains("10.0.0.7"), "{text}");
+    }
+
+    #[test]
+    fn misconfigured_sign_in_and_lost_sessions_are_503() {
+        assert_eq!(
+            auth_status(&AuthError::Misconfigured("oidc.redirect_url".into())),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            auth_status(&AuthError::Session("store down".into())),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+
+    #[test]
+    fn bad_or_replayed_callbacks_are_400() {
+        for err in [
+            AuthError::BadState,
+            AuthError::IdpRefused("access_denied".into()),
+            AuthError::BadToken("nonce".into()),
+        ] {
+            assert_eq!(auth_status(&err), StatusCode::BAD_REQUEST, "{err:?}");
+        }
+    }
+
+    #[test]
+    fn sign_in_refused_by_the_service_keeps_its_status() {
+        let err = AuthError::Service(ServiceError::Forbidden("no tenant".into()));
+        assert_eq!(auth_status(&err), StatusCode::FORBIDDEN);
     }
 
     #[tokio::test]

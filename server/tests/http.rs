@@ -16,6 +16,9 @@ use tessera_service::audit::Actor;
 use tessera_service::{Service, SystemClock};
 use tower::ServiceExt;
 
+#[path = "http/openapi.rs"]
+mod openapi;
+
 async fn database_url() -> String {
     let suffix = format!("{:016x}", rand::random::<u64>());
     match std::env::var("TESSERA_TEST_POSTGRES_URL") {

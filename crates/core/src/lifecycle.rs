@@ -425,6 +425,7 @@ impl fmt::Display for QuotaRequestPhase {
 }
 
 /// Where a quota request is.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum QuotaRequestState {

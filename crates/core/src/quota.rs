@@ -10,6 +10,7 @@ use thiserror::Error;
 use crate::units::{ComputeMilli, MemMiB};
 
 /// A tenant's limit in one pool.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Quota {
     /// GPU-equivalents × 1000.
@@ -75,6 +76,7 @@ pub const MAX_QUOTA_MEMORY_GIB: f64 = 100_000_000.0;
 
 /// A quota amount as people write it: GPU-equivalents, GiB and a slice
 /// count (`{"gpus": 1.5, "memory_gib": 40, "max_slices": 2}`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuotaAmount {
@@ -160,6 +162,7 @@ impl fmt::Display for Quota {
 }
 
 /// What one slice costs (see [`crate::sharing::cost`]).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Demand {
     /// GPU-equivalents × 1000.
@@ -171,6 +174,7 @@ pub struct Demand {
 }
 
 /// What a tenant currently holds: the sum of its live allocations' demands.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Usage {
     /// GPU-equivalents × 1000.

@@ -149,6 +149,7 @@ impl fmt::Display for ShapeKind {
 }
 
 /// What a tenant asks for.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SliceShape {

@@ -18,6 +18,7 @@ macro_rules! integer_unit {
             Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
         )]
         #[serde(transparent)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         pub struct $name(pub $inner);
 
         impl $name {

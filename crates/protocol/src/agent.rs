@@ -143,6 +143,7 @@ pub struct ReportAck {
 }
 
 /// Error body of every API answer that is not a success.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiErrorBody {
     /// Stable machine-readable code, e.g. `invalid_join_token`.

@@ -9,6 +9,7 @@ use tessera_core::quota::{Quota, QuotaAmount};
 use crate::views::{NewAllocation, QuotaView};
 
 /// Temporary quota on top of the permanent quota.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuotaGrantView {
     /// Id (to end it early).
@@ -24,6 +25,7 @@ pub struct QuotaGrantView {
 }
 
 /// A platform admin sets a tenant's permanent quota in a pool.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetQuota {
@@ -36,6 +38,7 @@ pub struct SetQuota {
 }
 
 /// A platform admin grants temporary extra quota.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewQuotaGrant {
@@ -53,6 +56,7 @@ pub struct NewQuotaGrant {
 }
 
 /// One tenant's quotas, as the platform admin's quota page shows them.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantQuotasView {
     /// Tenant slug.
@@ -66,6 +70,7 @@ pub struct TenantQuotasView {
 }
 
 /// A tenant asks for more quota (members propose; tenant admins submit).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewQuotaRequest {
@@ -108,6 +113,7 @@ pub enum QuotaDecision {
 }
 
 /// A quota request as its tenant and the platform admins see it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuotaRequestView {
     /// Id.
@@ -157,6 +163,7 @@ pub struct QuotaRequestView {
 }
 
 /// Free capacity of a pool, for the approval queue.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolCapacityView {
     /// Pool name.
@@ -173,6 +180,7 @@ pub struct PoolCapacityView {
 }
 
 /// One entry of the approval queue, with what a decision needs.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalItem {
     /// The request.
@@ -186,6 +194,7 @@ pub struct ApprovalItem {
 }
 
 /// The platform admins' approval queue (oldest first).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalQueueView {
     /// Pending requests, oldest first.
@@ -197,6 +206,7 @@ pub struct ApprovalQueueView {
 }
 
 /// A tenant's quota page: quota, use and headroom per pool, and its requests.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantQuotaPage {
     /// Tenant slug.
@@ -214,6 +224,7 @@ pub struct TenantQuotaPage {
 }
 
 /// One in-app notification.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NotificationView {
     /// Id.
@@ -233,6 +244,7 @@ pub struct NotificationView {
 }
 
 /// The viewer's notifications, newest first.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NotificationsPage {
     /// Newest first (at most 100).
@@ -242,6 +254,7 @@ pub struct NotificationsPage {
 }
 
 /// A tenant's outgoing webhook, as its admins see it (never the secret).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebhookView {
     /// Where events are posted.
@@ -255,6 +268,7 @@ pub struct WebhookView {
 }
 
 /// One webhook call.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebhookDeliveryView {
     /// Id.
@@ -272,6 +286,7 @@ pub struct WebhookDeliveryView {
 }
 
 /// A webhook just set up: the signing secret, shown once.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreatedWebhook {
     /// The webhook.

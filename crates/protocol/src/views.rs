@@ -255,6 +255,7 @@ mod tests {
 }
 
 /// A tenant's quota and use in one pool.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuotaView {
     /// Pool name.
@@ -272,6 +273,7 @@ pub struct QuotaView {
 }
 
 /// What a tenant asks for (UI form and `POST /api/v1/allocations`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewAllocation {
@@ -290,6 +292,7 @@ pub struct NewAllocation {
 }
 
 /// An allocation as its tenant (and platform admins) see it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocationView {
     /// Id.
@@ -350,6 +353,7 @@ impl AllocationView {
 }
 
 /// A GPU an allocation uses.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocatedGpu {
     /// Device index on the host.
@@ -361,6 +365,7 @@ pub struct AllocatedGpu {
 }
 
 /// Extending a lease (`POST /api/v1/allocations/{id}/extend`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExtendLease {

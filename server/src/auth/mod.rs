@@ -1,6 +1,8 @@
-//! Sign-in: OIDC authorization code flow with PKCE, sessions in the database, and
-//! the middleware that resolves the signed-in user for every request.
+//! Sign-in: OIDC authorization code flow with PKCE, sessions in the database,
+//! the middleware that resolves the signed-in user for every request, and the
+//! extractors that tell handlers who is calling.
 
+pub mod extract;
 pub mod oidc;
 pub mod session;
 pub mod viewer;

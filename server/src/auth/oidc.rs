@@ -9,10 +9,8 @@
 use super::session::keys;
 use super::viewer::safe_next;
 use crate::config::Config;
-use crate::error::error_page;
 use crate::state::AppState;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use base64::Engine;
 use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken};
@@ -31,7 +29,8 @@ use tower_sessions::Session;
 /// How long discovered provider metadata (and keys) are reused.
 const METADATA_TTL: Duration = Duration::from_secs(300);
 
-/// What can go wrong while signing in; each maps to a status and a page.
+/// What can go wrong while signing in; [`crate::error`] maps each to a
+/// status and a page.
 #[derive(Debug, Error)]
 pub enum AuthError {
     /// The IdP could not be reached or answered nonsense.
@@ -60,31 +59,6 @@ pub enum AuthError {
     /// Database failure while recording the login.
     #[error("{0}")]
     Service(#[from] tessera_service::ServiceError),
-}
-
-impl AuthError {
-    fn status(&self) -> StatusCode {
-        match self {
-            Self::IdpUnavailable { .. } | Self::Misconfigured(_) | Self::Session(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            Self::BadState | Self::IdpRefused(_) | Self::BadToken(_) => StatusCode::BAD_REQUEST,
-            Self::Service(e) => {
-                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-            }
-        }
-    }
-}
-
-impl IntoResponse for AuthError {
-    fn into_response(self) -> Response {
-        tracing::warn!(error = ?self, "sign-in failed");
-        let message = match &self {
-            Self::Service(e) => e.public_message(),
-            other => other.to_string(),
-        };
-        error_page(self.status(), "Sign-in failed", &message)
-    }
 }
 
 impl From<tower_sessions::session::Error> for AuthError {
@@ -437,6 +411,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::error::auth_status;
+    use axum::http::StatusCode;
 
     #[test]
     fn groups_claim_array_or_string() {
@@ -467,31 +443,14 @@ mod tests {
         use openidconnect::core::CoreErrorResponseType as T;
         let e = token_error("http://idp", server_error(T::InvalidClient));
         assert!(matches!(e, AuthError::Misconfigured(_)), "{e:?}");
-        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(auth_status(&e), StatusCode::SERVICE_UNAVAILABLE);
         assert!(e.to_string().contains("oidc.client_secret"), "{e}");
         let e = token_error("http://idp", server_error(T::InvalidGrant));
-        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(auth_status(&e), StatusCode::BAD_REQUEST);
         let e = token_error(
             "http://idp",
             TokenError::Request(std::io::Error::other("refused")),
         );
-        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
-    }
-
-    #[test]
-    fn auth_errors_map_to_statuses() {
-        assert_eq!(AuthError::BadState.status(), StatusCode::BAD_REQUEST);
-        assert_eq!(
-            AuthError::BadToken("x".into()).status(),
-            StatusCode::BAD_REQUEST
-        );
-        assert_eq!(
-            AuthError::IdpUnavailable {
-                issuer: "i".into(),
-                detail: "d".into()
-            }
-            .status(),
-            StatusCode::SERVICE_UNAVAILABLE
-        );
+        assert_eq!(auth_status(&e), StatusCode::SERVICE_UNAVAILABLE);
     }
 }

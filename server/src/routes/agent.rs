@@ -1,7 +1,8 @@
 //! The agent API: `POST /api/agent/v1/enroll`, `POST /api/agent/v1/report`
 //! and the desired-state long poll `GET /api/agent/v1/desired`.
 
-use super::extract::{Bearer, JsonBody};
+use super::extract::JsonBody;
+use crate::auth::extract::Host;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Query, State};
@@ -10,7 +11,7 @@ use serde::Deserialize;
 use tessera_protocol::agent::{DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck};
 
 /// Trades a join token for a host credential.
-pub async fn enroll(
+pub async fn enroll_host(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<EnrollRequest>,
 ) -> Result<Json<EnrollResponse>, ApiError> {
@@ -20,12 +21,11 @@ pub async fn enroll(
 }
 
 /// Stores a host's report.
-pub async fn report(
+pub async fn record_report(
     State(state): State<AppState>,
-    Bearer(credential): Bearer,
+    Host(host): Host,
     JsonBody(report): JsonBody<HostReport>,
 ) -> Result<Json<ReportAck>, ApiError> {
-    let host = state.service.authenticate_host(&credential).await?;
     Ok(Json(state.service.record_report(&host, &report).await?))
 }
 
@@ -38,16 +38,13 @@ pub struct DesiredQuery {
 }
 
 /// The host's desired state, held until it changes from `after` or `wait_s` passes.
-pub async fn desired(
+pub async fn get_desired_state(
     State(state): State<AppState>,
-    Bearer(credential): Bearer,
+    Host(host): Host,
     Query(q): Query<DesiredQuery>,
 ) -> Result<Json<DesiredState>, ApiError> {
-    let host = state.service.authenticate_host(&credential).await?;
+    let wait = std::time::Duration::from_secs(q.wait_s);
     Ok(Json(
-        state
-            .service
-            .wait_desired(&host, q.after, std::time::Duration::from_secs(q.wait_s))
-            .await?,
+        state.service.wait_desired(&host, q.after, wait).await?,
     ))
 }

@@ -1,24 +1,41 @@
 //! `GET /audit.csv`: the audit log, filtered like the page, as CSV.
 
+use crate::auth::extract::Person;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Query, State};
+use axum::extract::{FromRequestParts, Query, State};
 use axum::http::header;
+use axum::http::request::Parts;
 use axum::response::IntoResponse;
-use axum::Extension;
-use tessera_protocol::views::AuditQuery;
-use tessera_service::{ServiceError, Viewer};
+use tessera_protocol::views::{AuditFilter, AuditQuery};
+use tessera_service::ServiceError;
 
-/// The CSV download (same authorization as the page).
-pub async fn csv(
+/// The audit log's filters from the query string; a 400 naming the field
+/// that does not parse.
+#[derive(Debug)]
+pub struct AuditFilterQuery(pub AuditFilter);
+
+impl<S: Send + Sync> FromRequestParts<S> for AuditFilterQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(q) = Query::<AuditQuery>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_body("query", e.body_text()))?;
+        q.filter()
+            .map(Self)
+            .map_err(|(field, message)| ServiceError::invalid(field, message).into())
+    }
+}
+
+/// The CSV download (same authorization as the page). The filters are
+/// checked before the caller.
+pub async fn download_audit_csv(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    Query(q): Query<AuditQuery>,
+    AuditFilterQuery(filter): AuditFilterQuery,
+    Person(p): Person,
 ) -> Result<impl IntoResponse, ApiError> {
-    let filter = q
-        .filter()
-        .map_err(|(field, message)| ServiceError::invalid(field, message))?;
-    let body = state.service.audit_csv(viewer.require()?, &filter).await?;
+    let body = state.service.audit_csv(&p, &filter).await?;
     Ok((
         [
             (header::CONTENT_TYPE, "text/csv; charset=utf-8"),

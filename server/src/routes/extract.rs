@@ -1,9 +1,8 @@
-//! Extractors shared by the JSON APIs.
+//! Request bodies of the JSON APIs. (Who is calling: [`crate::auth::extract`].)
 
 use crate::error::ApiError;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::request::Parts;
+use axum::extract::{FromRequest, Request};
 use serde::de::DeserializeOwned;
 use tessera_service::ServiceError;
 
@@ -53,24 +52,6 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             .to_owned();
         ApiError(ServiceError::invalid(field, message))
     })
-}
-
-/// The bearer token of the `Authorization` header.
-#[derive(Debug)]
-pub struct Bearer(pub String);
-
-impl<S: Send + Sync> FromRequestParts<S> for Bearer {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| Bearer(t.trim().to_owned()))
-            .ok_or(ApiError(ServiceError::InvalidCredential))
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! HTTP handlers other than pages, by area.
 
 pub mod agent;
-pub mod api;
+pub mod allocations;
 pub mod audit;
 pub mod extract;
 pub mod health;

@@ -1,91 +1,108 @@
 //! REST endpoints for quotas, quota requests, notifications and tenant
-//! webhooks. These act for a person (the session cookie): a tenant API token
-//! is for slices only and gets a 403 here.
+//! webhooks. These act for a [`Person`] (the session cookie): a tenant API
+//! token is for slices only and gets a 403 here.
 
 use super::extract::JsonBody;
+use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
+use crate::auth::extract::Person;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::{Extension, Json};
+use axum::http::StatusCode;
+use axum::Json;
 use serde::Deserialize;
 use tessera_protocol::quotas::{
     ApprovalQueueView, CreatedWebhook, NewQuotaGrant, NewQuotaRequest, NotificationsPage,
     QuotaDecision, QuotaRequestView, SetQuota, TenantQuotaPage, TenantQuotasView, WebhookView,
 };
 use tessera_protocol::views::QuotaView;
-use tessera_service::{Principal, ServiceError, Viewer};
+use tessera_service::ServiceError;
 
-/// The signed-in person; an API token is refused with a reason.
-fn person(headers: &HeaderMap, viewer: &Viewer) -> Result<Principal, ApiError> {
-    if headers.contains_key(axum::http::header::AUTHORIZATION) {
-        return Err(ServiceError::Forbidden(
-            "API tokens act for slices only; quotas, approvals and notifications need a signed-in person".to_owned(),
-        )
-        .into());
-    }
-    Ok(viewer.require()?.clone())
-}
-
-/// `GET /api/v1/tenants/{slug}/quotas`: quota, use, headroom and requests.
-pub async fn tenant_quotas(
+/// Quota (permanent and temporary), use and headroom per pool, and the
+/// tenant's quota requests.
+#[utoipa::path(
+    get, path = "/tenants/{slug}/quotas", tag = "quotas",
+    params(("slug" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "The tenant's quota page", body = TenantQuotaPage),
+              Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
+pub async fn get_tenant_quotas(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(slug): Path<String>,
 ) -> Result<Json<TenantQuotaPage>, ApiError> {
-    let p = person(&headers, &viewer)?;
     Ok(Json(state.service.tenant_quota_page(&p, &slug).await?))
 }
 
-/// `POST /api/v1/quota-requests`: 201 with the request (pending, or
-/// proposed when a member files it).
-pub async fn create_request(
+/// Ask for more quota: tenant admins submit (`pending`), members propose
+/// (`proposed`).
+#[utoipa::path(
+    post, path = "/quota-requests", tag = "quotas",
+    request_body = NewQuotaRequest,
+    responses((status = 201, description = "The request", body = QuotaRequestView),
+              BadRequest, Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
+pub async fn create_quota_request(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     JsonBody(req): JsonBody<NewQuotaRequest>,
 ) -> Result<(StatusCode, Json<QuotaRequestView>), ApiError> {
-    let p = person(&headers, &viewer)?;
     let view = state.service.create_quota_request(&p, &req).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-/// `GET /api/v1/quota-requests/{id}`.
-pub async fn get_request(
+/// One quota request.
+#[utoipa::path(
+    get, path = "/quota-requests/{id}", tag = "quotas",
+    params(("id" = i64, Path, description = "Quota request id")),
+    responses((status = 200, description = "The request", body = QuotaRequestView),
+              Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
+pub async fn get_quota_request(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(id): Path<i64>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
-    let p = person(&headers, &viewer)?;
     Ok(Json(state.service.quota_request_view(&p, id).await?))
 }
 
-/// `POST /api/v1/quota-requests/{id}/submit` (tenant admins).
-pub async fn submit_request(
+/// A tenant admin submits a member's proposal.
+#[utoipa::path(
+    post, path = "/quota-requests/{id}/submit", tag = "quotas",
+    params(("id" = i64, Path, description = "Quota request id")),
+    responses((status = 200, description = "Now pending", body = QuotaRequestView),
+              Unauthorized, Forbidden, NotFound, Conflict),
+    security(("session" = [])),
+)]
+pub async fn submit_quota_request(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(id): Path<i64>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
-    let p = person(&headers, &viewer)?;
     Ok(Json(state.service.submit_quota_request(&p, id).await?))
 }
 
-/// `POST /api/v1/quota-requests/{id}/withdraw`.
-pub async fn withdraw_request(
+/// The requester or a tenant admin withdraws it before a decision.
+#[utoipa::path(
+    post, path = "/quota-requests/{id}/withdraw", tag = "quotas",
+    params(("id" = i64, Path, description = "Quota request id")),
+    responses((status = 200, description = "Withdrawn", body = QuotaRequestView),
+              Unauthorized, Forbidden, NotFound, Conflict),
+    security(("session" = [])),
+)]
+pub async fn withdraw_quota_request(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(id): Path<i64>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
-    let p = person(&headers, &viewer)?;
     Ok(Json(state.service.withdraw_quota_request(&p, id).await?))
 }
 
 /// `approve` or `reject`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DecisionKind {
     /// Grant it.
@@ -94,16 +111,20 @@ pub enum DecisionKind {
     Reject,
 }
 
-/// Body of `POST /api/v1/quota-requests/{id}/decide`. Flat (rather than the
-/// tagged [`QuotaDecision`]) so a bad field is named in the 400.
-#[derive(Debug, Deserialize)]
+/// A platform admin's decision. Flat (rather than the tagged
+/// [`QuotaDecision`]) so a bad field is named in the 400.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecideBody {
+    /// Approve or reject.
     decision: DecisionKind,
+    /// Approve this amount instead of what was asked.
     #[serde(default)]
     amount: Option<tessera_core::quota::QuotaAmount>,
+    /// Approve until then instead.
     #[serde(default)]
     ends_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why (required when rejecting; the tenant sees it).
     #[serde(default)]
     reason: String,
 }
@@ -122,172 +143,226 @@ impl DecideBody {
     }
 }
 
-/// `POST /api/v1/quota-requests/{id}/decide` (platform admins): approve or
-/// reject; 409 when it was decided meanwhile.
-pub async fn decide_request(
+/// A platform admin approves (optionally a different amount or end) or
+/// rejects with a reason; 409 when it was decided meanwhile.
+#[utoipa::path(
+    post, path = "/quota-requests/{id}/decide", tag = "quotas",
+    params(("id" = i64, Path, description = "Quota request id")),
+    request_body = DecideBody,
+    responses((status = 200, description = "Decided", body = QuotaRequestView),
+              BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
+    security(("session" = [])),
+)]
+pub async fn decide_quota_request(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(id): Path<i64>,
     JsonBody(body): JsonBody<DecideBody>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
-    let decision = body.decision();
-    let p = person(&headers, &viewer)?;
     let admin = p.require_platform_admin()?;
-    Ok(Json(
-        state
-            .service
-            .decide_quota_request(&admin, id, &decision)
-            .await?,
-    ))
+    let decision = body.decision();
+    let view = state.service.decide_quota_request(&admin, id, &decision);
+    Ok(Json(view.await?))
 }
 
-/// `GET /api/v1/approvals` (platform admins): pending requests, oldest first.
-pub async fn approvals(
+/// Pending quota requests, oldest first, with the tenant's quota, use and
+/// history and the pool's capacity (platform admins).
+#[utoipa::path(
+    get, path = "/approvals", tag = "quotas",
+    responses((status = 200, description = "The approval queue", body = ApprovalQueueView),
+              Unauthorized, Forbidden),
+    security(("session" = [])),
+)]
+pub async fn list_approvals(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
 ) -> Result<Json<ApprovalQueueView>, ApiError> {
-    let p = person(&headers, &viewer)?;
     let admin = p.require_platform_admin()?;
     Ok(Json(state.service.approval_queue(&admin).await?))
 }
 
-/// `GET /api/v1/admin/quotas` (platform admins).
-pub async fn admin_quotas(
+/// Every tenant's quota and use per pool (platform admins).
+#[utoipa::path(
+    get, path = "/admin/quotas", tag = "quotas",
+    responses((status = 200, description = "Quotas", body = [TenantQuotasView]),
+              Unauthorized, Forbidden),
+    security(("session" = [])),
+)]
+pub async fn list_quotas(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
 ) -> Result<Json<Vec<TenantQuotasView>>, ApiError> {
-    let p = person(&headers, &viewer)?;
     let admin = p.require_platform_admin()?;
     Ok(Json(state.service.admin_quotas(&admin).await?))
 }
 
-/// `PUT /api/v1/admin/quotas` (platform admins): set a permanent quota.
+/// Set a tenant's permanent quota in a pool (platform admins).
+#[utoipa::path(
+    put, path = "/admin/quotas", tag = "quotas",
+    request_body = SetQuota,
+    responses((status = 200, description = "The quota now", body = QuotaView),
+              BadRequest, Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
 pub async fn set_quota(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     JsonBody(req): JsonBody<SetQuota>,
 ) -> Result<Json<QuotaView>, ApiError> {
-    let p = person(&headers, &viewer)?;
     let admin = p.require_platform_admin()?;
     Ok(Json(state.service.set_quota(&admin, &req).await?))
 }
 
-/// `POST /api/v1/admin/quota-grants` (platform admins): temporary quota.
+/// Grant temporary extra quota until `ends_at` (platform admins).
+#[utoipa::path(
+    post, path = "/admin/quota-grants", tag = "quotas",
+    request_body = NewQuotaGrant,
+    responses((status = 201, description = "The quota now", body = QuotaView),
+              BadRequest, Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
 pub async fn grant_quota(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     JsonBody(req): JsonBody<NewQuotaGrant>,
 ) -> Result<(StatusCode, Json<QuotaView>), ApiError> {
-    let p = person(&headers, &viewer)?;
     let admin = p.require_platform_admin()?;
-    Ok((
-        StatusCode::CREATED,
-        Json(state.service.grant_quota(&admin, &req).await?),
-    ))
+    let quota = state.service.grant_quota(&admin, &req).await?;
+    Ok((StatusCode::CREATED, Json(quota)))
 }
 
-/// `DELETE /api/v1/admin/quota-grants/{id}` (platform admins): end it now.
-pub async fn end_grant(
+/// End a temporary grant now (platform admins).
+#[utoipa::path(
+    delete, path = "/admin/quota-grants/{id}", tag = "quotas",
+    params(("id" = i64, Path, description = "Grant id")),
+    responses((status = 204, description = "Ended"), Unauthorized, Forbidden, NotFound, Conflict),
+    security(("session" = [])),
+)]
+pub async fn end_quota_grant(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
-    let p = person(&headers, &viewer)?;
     let admin = p.require_platform_admin()?;
     state.service.end_quota_grant(&admin, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `GET /api/v1/notifications`.
-pub async fn notifications(
+/// The caller's notifications, newest first, and the unread count.
+#[utoipa::path(
+    get, path = "/notifications", tag = "notifications",
+    responses((status = 200, description = "Notifications", body = NotificationsPage),
+              Unauthorized, Forbidden),
+    security(("session" = [])),
+)]
+pub async fn list_notifications(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
 ) -> Result<Json<NotificationsPage>, ApiError> {
-    let p = person(&headers, &viewer)?;
     Ok(Json(state.service.notifications(&p).await?))
 }
 
-/// Body of `POST /api/v1/notifications/read`: one id, or all when omitted.
-#[derive(Debug, Deserialize)]
+/// Which notifications to mark read: one id, or all when omitted.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MarkRead {
+    /// The notification; every one when omitted.
     #[serde(default)]
     id: Option<i64>,
 }
 
-/// `POST /api/v1/notifications/read`: `{"id": 5}` or `{}` for all.
-pub async fn mark_read(
+/// Mark one (`{"id": 5}`) or all (`{}`) notifications read.
+#[utoipa::path(
+    post, path = "/notifications/read", tag = "notifications",
+    request_body = MarkRead,
+    responses((status = 200, description = "Notifications", body = NotificationsPage),
+              BadRequest, Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
+pub async fn mark_notifications_read(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     JsonBody(body): JsonBody<MarkRead>,
 ) -> Result<Json<NotificationsPage>, ApiError> {
-    let p = person(&headers, &viewer)?;
     state.service.mark_notifications_read(&p, body.id).await?;
     Ok(Json(state.service.notifications(&p).await?))
 }
 
-/// `GET /api/v1/tenants/{slug}/webhook` (tenant admins); 404 when none.
+/// The tenant's webhook and its latest deliveries (tenant admins); 404 when
+/// none is set up.
+#[utoipa::path(
+    get, path = "/tenants/{slug}/webhook", tag = "webhooks",
+    params(("slug" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "The webhook", body = WebhookView),
+              Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
 pub async fn get_webhook(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(slug): Path<String>,
 ) -> Result<Json<WebhookView>, ApiError> {
-    let p = person(&headers, &viewer)?;
     match state.service.webhook_view(&p, &slug).await? {
         Some(w) => Ok(Json(w)),
         None => Err(ServiceError::not_found(format!("a webhook for tenant '{slug}'")).into()),
     }
 }
 
-/// Body of `PUT /api/v1/tenants/{slug}/webhook`.
-#[derive(Debug, Deserialize)]
+/// Where a tenant's webhook posts events.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetWebhook {
+    /// An `http(s)` URL.
+    #[schema(format = "uri")]
     url: String,
 }
 
-/// `PUT /api/v1/tenants/{slug}/webhook` (tenant admins): the signing secret
-/// is in the answer, once.
+/// Set the webhook URL; answers the HMAC signing secret once (tenant admins).
+#[utoipa::path(
+    put, path = "/tenants/{slug}/webhook", tag = "webhooks",
+    params(("slug" = String, Path, description = "Tenant slug")),
+    request_body = SetWebhook,
+    responses((status = 200, description = "The webhook and its secret", body = CreatedWebhook),
+              BadRequest, Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
 pub async fn set_webhook(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(slug): Path<String>,
     JsonBody(body): JsonBody<SetWebhook>,
 ) -> Result<Json<CreatedWebhook>, ApiError> {
-    let p = person(&headers, &viewer)?;
     Ok(Json(state.service.set_webhook(&p, &slug, &body.url).await?))
 }
 
-/// `DELETE /api/v1/tenants/{slug}/webhook` (tenant admins).
+/// Remove the webhook (tenant admins).
+#[utoipa::path(
+    delete, path = "/tenants/{slug}/webhook", tag = "webhooks",
+    params(("slug" = String, Path, description = "Tenant slug")),
+    responses((status = 204, description = "Removed"), Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
 pub async fn delete_webhook(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(slug): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let p = person(&headers, &viewer)?;
     state.service.delete_webhook(&p, &slug).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `POST /api/v1/tenants/{slug}/webhook/test` (tenant admins): 202.
+/// Queue a `webhook.test` event (tenant admins).
+#[utoipa::path(
+    post, path = "/tenants/{slug}/webhook/test", tag = "webhooks",
+    params(("slug" = String, Path, description = "Tenant slug")),
+    responses((status = 202, description = "Queued"), Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
 pub async fn test_webhook(
     State(state): State<AppState>,
-    Extension(viewer): Extension<Viewer>,
-    headers: HeaderMap,
+    Person(p): Person,
     Path(slug): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let p = person(&headers, &viewer)?;
     state.service.test_webhook(&p, &slug).await?;
     Ok(StatusCode::ACCEPTED)
 }

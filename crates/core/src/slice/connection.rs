@@ -41,6 +41,7 @@ pub enum ConnectionTarget {
 }
 
 /// Connection details shown with copy buttons.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Connection {
     /// Host name.

@@ -1,0 +1,166 @@
+//! Who is calling, as proof types that handlers take as arguments: a
+//! signed-in [`Person`] (the session), an [`ApiCaller`] (a tenant API token or
+//! a person) and an agent's [`Host`]. This is the only place that reads the
+//! `Authorization` header; a refusal is an [`ApiError`], answered by the one
+//! error table.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use tessera_service::allocations::TenantActor;
+use tessera_service::fleet::AuthenticatedHost;
+use tessera_service::{Principal, ServiceError, Viewer};
+
+/// The token of an `Authorization: Bearer ...` header, if there is one.
+fn bearer(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+/// The signed-in person that [`crate::auth::viewer::resolve_viewer`] put in
+/// the request.
+fn session_principal(parts: &Parts) -> Result<Principal, ApiError> {
+    match parts.extensions.get::<Viewer>() {
+        Some(viewer) => Ok(viewer.require()?.clone()),
+        // A route outside the session layer: a wiring mistake, not the caller's.
+        None => Err(ApiError(ServiceError::Database(sea_orm::DbErr::Custom(
+            "no viewer in the request: the route is outside the session middleware".to_owned(),
+        )))),
+    }
+}
+
+/// A person signed in through the browser session. A request carrying an
+/// `Authorization` header is refused (403): API tokens act for slices only.
+#[derive(Clone, Debug)]
+pub struct Person(pub Principal);
+
+impl FromRequestParts<AppState> for Person {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        if parts.headers.contains_key(AUTHORIZATION) {
+            return Err(ServiceError::Forbidden(
+                "API tokens act for slices only; quotas, approvals and notifications need a signed-in person".to_owned(),
+            )
+            .into());
+        }
+        session_principal(parts).map(Person)
+    }
+}
+
+/// A caller of the allocations API: a tenant API token
+/// (`Authorization: Bearer tsk_...`), or else the signed-in person.
+#[derive(Clone, Debug)]
+pub enum ApiCaller {
+    /// A tenant API token: acts in its own tenant only.
+    Token(TenantActor),
+    /// A signed-in person: acts in the tenants they belong to.
+    Person(Principal),
+}
+
+impl FromRequestParts<AppState> for ApiCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match bearer(parts) {
+            Some(token) => Ok(Self::Token(
+                state.service.authenticate_api_token(token).await?,
+            )),
+            None => session_principal(parts).map(Self::Person),
+        }
+    }
+}
+
+impl ApiCaller {
+    /// The tenant to act in: the token's, or the one named (a person with a
+    /// single tenant may leave it out).
+    pub async fn in_tenant(
+        &self,
+        state: &AppState,
+        slug: Option<&str>,
+    ) -> Result<TenantActor, ApiError> {
+        match self {
+            Self::Token(actor) => match slug {
+                // Another tenant's name: not found, so nothing leaks.
+                Some(s) if s != actor.tenant_slug => {
+                    Err(ServiceError::not_found(format!("tenant '{s}'")).into())
+                }
+                _ => Ok(actor.clone()),
+            },
+            Self::Person(p) => {
+                let slug = match (slug, p.memberships.as_slice()) {
+                    (Some(s), _) => s.to_owned(),
+                    (None, [(_, only)]) => only.slug.clone(),
+                    (None, _) => {
+                        return Err(ServiceError::invalid(
+                            "tenant",
+                            "name the tenant (its slug): you belong to several, or to none",
+                        )
+                        .into())
+                    }
+                };
+                Ok(state.service.tenant_actor(p, &slug).await?)
+            }
+        }
+    }
+
+    /// The tenant actor that may act on allocation `id`.
+    pub async fn for_allocation(&self, state: &AppState, id: i64) -> Result<TenantActor, ApiError> {
+        match self {
+            Self::Token(actor) => Ok(actor.clone()),
+            Self::Person(p) => Ok(state.service.actor_for_allocation(p, id).await?),
+        }
+    }
+}
+
+/// An enrolled host, authenticated by its credential
+/// (`Authorization: Bearer <credential>`); 401 without a valid one.
+#[derive(Debug)]
+pub struct Host(pub AuthenticatedHost);
+
+impl FromRequestParts<AppState> for Host {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let credential = bearer(parts).ok_or(ApiError(ServiceError::InvalidCredential))?;
+        Ok(Self(state.service.authenticate_host(credential).await?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use axum::http::Request;
+
+    fn parts(authorization: Option<&str>) -> Parts {
+        let mut req = Request::builder().uri("/api/v1/allocations");
+        if let Some(a) = authorization {
+            req = req.header(AUTHORIZATION, a);
+        }
+        req.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_from_the_header_only() {
+        assert_eq!(bearer(&parts(Some("Bearer tsk_abc "))), Some("tsk_abc"));
+        assert_eq!(bearer(&parts(Some("Basic dXNlcg=="))), None);
+        assert_eq!(bearer(&parts(None)), None);
+    }
+
+    #[test]
+    fn a_session_without_a_person_is_unauthenticated() {
+        let mut p = parts(None);
+        p.extensions.insert(Viewer(None));
+        let err = session_principal(&p).err().map(|e| e.0.code());
+        assert_eq!(err, Some("unauthenticated"));
+        let err = session_principal(&parts(None)).err().map(|e| e.0.code());
+        assert_eq!(err, Some("internal"), "a wiring mistake is a 500");
+    }
+}

@@ -1,0 +1,111 @@
+//! `/api/v1/allocations`: GPU slices, for a tenant API token
+//! (`Authorization: Bearer tsk_...`) or the signed-in person, with the same
+//! use-cases and authorization as the UI.
+
+use super::extract::JsonBody;
+use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
+use crate::auth::extract::ApiCaller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use tessera_protocol::views::{AllocationView, ExtendLease, NewAllocation};
+
+/// `?tenant=<slug>`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TenantQuery {
+    /// Tenant slug; optional with a token or for a person in one tenant.
+    tenant: Option<String>,
+}
+
+/// List the tenant's allocations (open first, then the newest that ended).
+#[utoipa::path(
+    get, path = "/allocations", tag = "allocations",
+    params(TenantQuery),
+    responses((status = 200, description = "Allocations", body = [AllocationView]),
+              BadRequest, Unauthorized, Forbidden, NotFound),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn list_allocations(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    Query(q): Query<TenantQuery>,
+) -> Result<Json<Vec<AllocationView>>, ApiError> {
+    let actor = caller.in_tenant(&state, q.tenant.as_deref()).await?;
+    Ok(Json(state.service.list_allocations(&actor).await?))
+}
+
+/// Request a slice: placed at once within quota and capacity, otherwise queued.
+#[utoipa::path(
+    post, path = "/allocations", tag = "allocations",
+    request_body = NewAllocation,
+    responses((status = 201, description = "Created (state `placed` or `queued`)", body = AllocationView),
+              BadRequest, Unauthorized, Forbidden, NotFound),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn request_allocation(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    JsonBody(req): JsonBody<NewAllocation>,
+) -> Result<(StatusCode, Json<AllocationView>), ApiError> {
+    let actor = caller.in_tenant(&state, req.tenant.as_deref()).await?;
+    let view = state.service.request_allocation(&actor, &req).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// One allocation.
+#[utoipa::path(
+    get, path = "/allocations/{id}", tag = "allocations",
+    params(("id" = i64, Path, description = "Allocation id")),
+    responses((status = 200, description = "The allocation", body = AllocationView),
+              Unauthorized, Forbidden, NotFound),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn get_allocation(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+) -> Result<Json<AllocationView>, ApiError> {
+    let actor = caller.for_allocation(&state, id).await?;
+    Ok(Json(state.service.get_allocation(&actor, id).await?))
+}
+
+/// Release: the agent tears the slice down; capacity and quota return.
+#[utoipa::path(
+    post, path = "/allocations/{id}/release", tag = "allocations",
+    params(("id" = i64, Path, description = "Allocation id")),
+    responses((status = 200, description = "Releasing or released", body = AllocationView),
+              Unauthorized, Forbidden, NotFound, Conflict),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn release_allocation(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+) -> Result<Json<AllocationView>, ApiError> {
+    let actor = caller.for_allocation(&state, id).await?;
+    Ok(Json(state.service.release_allocation(&actor, id).await?))
+}
+
+/// Extend an active lease within the pool's limit.
+#[utoipa::path(
+    post, path = "/allocations/{id}/extend", tag = "allocations",
+    params(("id" = i64, Path, description = "Allocation id")),
+    request_body = ExtendLease,
+    responses((status = 200, description = "The allocation with its new end", body = AllocationView),
+              BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn extend_allocation(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+    JsonBody(body): JsonBody<ExtendLease>,
+) -> Result<Json<AllocationView>, ApiError> {
+    let actor = caller.for_allocation(&state, id).await?;
+    let view = state.service.extend_allocation(&actor, id, body.hours);
+    Ok(Json(view.await?))
+}
