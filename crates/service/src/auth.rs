@@ -3,19 +3,16 @@
 use crate::ServiceError;
 use tessera_protocol::views::{MembershipView, TenantRole, ViewerView};
 
-/// A signed-in user with the roles of their latest login.
+/// A signed-in user with the roles of their latest login. Only the service
+/// makes one ([`crate::Service::principal`], from the session's user), so
+/// holding one is proof of who is calling: the fields are private.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    /// User id.
-    pub user_id: i64,
-    /// Display name.
-    pub name: String,
-    /// E-mail, when known.
-    pub email: Option<String>,
-    /// Platform admin?
-    pub platform_admin: bool,
-    /// Tenant memberships: (tenant id, view).
-    pub memberships: Vec<(i64, MembershipView)>,
+    pub(crate) user_id: i64,
+    pub(crate) name: String,
+    pub(crate) email: Option<String>,
+    pub(crate) platform_admin: bool,
+    pub(crate) memberships: Vec<(i64, MembershipView)>,
 }
 
 /// Proof that the holder is a platform admin; only [`Principal::platform_admin`] makes one.
@@ -32,6 +29,31 @@ impl PlatformAdmin<'_> {
 }
 
 impl Principal {
+    /// User id.
+    pub fn user_id(&self) -> i64 {
+        self.user_id
+    }
+
+    /// Display name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// E-mail, when known.
+    pub fn email(&self) -> Option<&str> {
+        self.email.as_deref()
+    }
+
+    /// Platform admin (as of the latest login)?
+    pub fn is_platform_admin(&self) -> bool {
+        self.platform_admin
+    }
+
+    /// Tenant memberships: (tenant id, view).
+    pub fn memberships(&self) -> &[(i64, MembershipView)] {
+        &self.memberships
+    }
+
     /// A proof of the platform-admin role, or `Forbidden`.
     pub fn require_platform_admin(&self) -> Result<PlatformAdmin<'_>, ServiceError> {
         if self.platform_admin {

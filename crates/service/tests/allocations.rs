@@ -337,7 +337,10 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
     assert_eq!((v.queue_position, v.connection.clone()), (None, None));
     let start = v.mig_start.expect("a MIG slice has a start");
     let gpu = v.gpus[0].uuid.clone();
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (142, 9984, 1));
+    assert_eq!(
+        usage(&f, alice.tenant_id(), "h100-mig").await,
+        (142, 9984, 1)
+    );
 
     // The agent is told to create it; the allocation is now provisioning.
     let d = agent.fetch(&f).await;
@@ -380,14 +383,17 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
     let conn = active.connection.clone().unwrap();
     assert_eq!(conn.host, "gpu-1");
     assert_eq!(conn.k8s_resource, "nvidia.com/mig-1g.10gb");
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (142, 9984, 1));
+    assert_eq!(
+        usage(&f, alice.tenant_id(), "h100-mig").await,
+        (142, 9984, 1)
+    );
 
     // Release: torn down by the agent, then released.
     f.clock.advance(Duration::minutes(10));
     let r = f.service.release_allocation(&alice, v.id).await.unwrap();
     assert_eq!(r.state, "releasing");
     assert_eq!(r.ending_as.as_deref(), Some("released"));
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
     let d2 = agent.fetch(&f).await;
     assert!(d2.generation > d.generation);
     let e = entry(&d2, &gpu);
@@ -407,7 +413,7 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
     assert_eq!(done.state, "released");
     assert_eq!(done.ended_at, Some(f.clock.now()));
     assert_eq!(done.connection, None);
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
     let d3 = agent.fetch(&f).await;
     let e = entry(&d3, &gpu);
     assert!(e.desired.instances.is_empty() && e.desired.released.instances.is_empty());
@@ -453,7 +459,7 @@ async fn concurrent_requests_respect_quota_and_capacity() {
                 let r = service
                     .request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
                     .await;
-                (a.tenant_slug, r)
+                (a.tenant_slug().to_owned(), r)
             })
         })
         .collect();
@@ -517,9 +523,9 @@ async fn concurrent_requests_beyond_capacity_queue() {
     for (slug, n) in [("vision", 8), ("nlp", 4)] {
         let id = actors
             .iter()
-            .find(|a| a.tenant_slug == slug)
+            .find(|a| a.tenant_slug() == slug)
             .unwrap()
-            .tenant_id;
+            .tenant_id();
         assert_eq!(
             all.iter().filter(|a| a.tenant_id == id).count(),
             n,
@@ -548,7 +554,7 @@ async fn bad_requests_store_nothing() {
     let nora = actor(&f, "nora", &["nlp"], "nlp").await;
     let admin = f.admin().await;
     let admin_actor = f.service.tenant_actor(&admin, "vision").await.unwrap();
-    assert!(!admin_actor.can_request);
+    assert!(!admin_actor.can_request());
     let generation = f
         .service
         .desired_state(f.service.db(), _h.host.id)
@@ -683,7 +689,7 @@ async fn queued_requests_take_freed_capacity_in_order() {
     assert_eq!(first.host, None);
     assert_eq!(first.mig_start, None);
     // Queued requests count against the quota.
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await.2, 5);
+    assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await.2, 5);
     assert_eq!(f.service.tick().await.unwrap().placed, 0);
 
     // Give back one vision slice: the place frees only once the agent has
@@ -761,7 +767,7 @@ async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
             .contains(message),
         "{failing:?}"
     );
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
 
     let d2 = agent.fetch(&f).await;
     assert!(d2.generation > d.generation);
@@ -805,7 +811,7 @@ async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
     agent.converge(&f).await;
     assert_eq!(get(&f, &alice, w.id).await.state, "failed");
 
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
     let actions = f.audit_actions().await;
     assert_eq!(count(&actions, "allocation.fail"), 2, "{actions:?}");
     assert_eq!(count(&actions, "allocation.end"), 2, "{actions:?}");
@@ -869,7 +875,7 @@ async fn leases_extend_within_policy_and_expire() {
     let e = get(&f, &alice, v.id).await;
     assert_eq!(e.state, "releasing");
     assert_eq!(e.ending_as.as_deref(), Some("expired"));
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
     let d = agent.converge(&f).await;
     assert!(entry(&d, &v.gpus[0].uuid)
         .desired
@@ -923,7 +929,7 @@ async fn slices_never_confirmed_time_out_and_return_the_quota() {
         .await
         .unwrap();
     assert_eq!(unseen.state, "placed");
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await.2, 2);
+    assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await.2, 2);
 
     f.clock.advance(Duration::seconds(299));
     assert_eq!(f.service.tick().await.unwrap().timed_out, 0);
@@ -951,7 +957,7 @@ async fn slices_never_confirmed_time_out_and_return_the_quota() {
             .contains("did not confirm"),
         "{b:?}"
     );
-    assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+    assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
     assert_eq!(f.service.tick().await.unwrap(), Default::default());
 
     // The host comes back: the fetched one is torn down, the other never made.
@@ -1004,7 +1010,7 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
             .actor_for_allocation(&member, v.id)
             .await
             .unwrap()
-            .tenant_slug,
+            .tenant_slug(),
         "vision"
     );
     assert_eq!(get(&f, &alice, v.id).await.state, "placed", "untouched");
@@ -1037,10 +1043,10 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
         .authenticate_api_token(&created.secret)
         .await
         .unwrap();
-    assert_eq!(by_token.tenant_slug, "vision");
-    assert_eq!(by_token.tenant_id, alice.tenant_id);
-    assert!(by_token.can_request);
-    assert_eq!(by_token.user_id, None);
+    assert_eq!(by_token.tenant_slug(), "vision");
+    assert_eq!(by_token.tenant_id(), alice.tenant_id());
+    assert!(by_token.can_request());
+    assert_eq!(by_token.user_id(), None);
     let w = f
         .service
         .request_allocation(&by_token, &ask("h100-mig", mig("1g.10gb"), 4))
@@ -1073,7 +1079,7 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
 
     // A platform admin may look and release, not ask.
     let as_admin = f.service.tenant_actor(&admin, "vision").await.unwrap();
-    assert!(!as_admin.can_request);
+    assert!(!as_admin.can_request());
     let err = f
         .service
         .extend_allocation(&as_admin, v.id, 1)
@@ -1110,7 +1116,7 @@ async fn time_sliced_pool_hands_out_replicas_up_to_the_quota() {
         ids.push(v.id);
     }
     assert_eq!(
-        usage(&f, alice.tenant_id, "l4-shared").await,
+        usage(&f, alice.tenant_id(), "l4-shared").await,
         (1000, 4 * 5758, 4)
     );
     let err = f
@@ -1259,7 +1265,7 @@ async fn releasing_a_queued_request_while_the_queue_is_placed_sticks() {
             let v = get(&f, who, *id).await;
             assert_eq!(v.state, "released", "round {round}: {v:?}");
         }
-        assert_eq!(usage(&f, alice.tenant_id, "h100-mig").await, (0, 0, 0));
+        assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
         check_invariants(&f).await;
     }
 }

@@ -88,13 +88,13 @@ impl ApiCaller {
         match self {
             Self::Token(actor) => match slug {
                 // Another tenant's name: not found, so nothing leaks.
-                Some(s) if s != actor.tenant_slug => {
+                Some(s) if s != actor.tenant_slug() => {
                     Err(ServiceError::not_found(format!("tenant '{s}'")).into())
                 }
                 _ => Ok(actor.clone()),
             },
             Self::Person(p) => {
-                let slug = match (slug, p.memberships.as_slice()) {
+                let slug = match (slug, p.memberships()) {
                     (Some(s), _) => s.to_owned(),
                     (None, [(_, only)]) => only.slug.clone(),
                     (None, _) => {

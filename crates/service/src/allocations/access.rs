@@ -7,22 +7,50 @@ use crate::{secret, Principal, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-/// A caller acting within one tenant.
+/// A caller acting within one tenant: proof that the caller may act there,
+/// made only by [`Service::tenant_actor`] and
+/// [`Service::authenticate_api_token`] (the fields are private).
 #[derive(Debug, Clone)]
 pub struct TenantActor {
     /// Tenant id.
-    pub tenant_id: i64,
+    pub(crate) tenant_id: i64,
     /// Tenant slug.
-    pub tenant_slug: String,
+    pub(crate) tenant_slug: String,
     /// How the audit log and the allocation name the caller.
-    pub name: String,
+    pub(crate) name: String,
     /// The user, when a person acts.
-    pub user_id: Option<i64>,
+    pub(crate) user_id: Option<i64>,
     /// May request and extend (members and tokens).
-    pub can_request: bool,
+    pub(crate) can_request: bool,
 }
 
 impl TenantActor {
+    /// Tenant id.
+    pub fn tenant_id(&self) -> i64 {
+        self.tenant_id
+    }
+
+    /// Tenant slug.
+    pub fn tenant_slug(&self) -> &str {
+        &self.tenant_slug
+    }
+
+    /// How the audit log names the caller (`Name <email>` or `token:<name>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The user, when a person acts (`None` for an API token).
+    pub fn user_id(&self) -> Option<i64> {
+        self.user_id
+    }
+
+    /// May request and extend slices (members and tokens; not a platform
+    /// admin looking in).
+    pub fn can_request(&self) -> bool {
+        self.can_request
+    }
+
     /// The audit actor.
     pub fn audit(&self) -> Actor<'static> {
         Actor::Tenant {

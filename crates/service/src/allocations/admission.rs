@@ -92,11 +92,15 @@ impl Service {
             .filter(allocation::Column::State.is_in(AllocationPhase::OPEN))
             .all(conn)
             .await?;
-        Ok(rows
-            .iter()
-            .filter_map(|a| a.slice_shape().ok())
-            .filter_map(|s| offer.placement_request(&s).ok())
-            .collect())
+        let mut workload = Vec::with_capacity(rows.len());
+        for a in &rows {
+            // A shape the pool no longer offers (its policy changed) is not
+            // part of the mix; a shape that does not read back is an error.
+            if let Ok(request) = offer.placement_request(&a.slice_shape()?) {
+                workload.push(request);
+            }
+        }
+        Ok(workload)
     }
 
     /// Raises a host's desired-state generation; returns the new one.

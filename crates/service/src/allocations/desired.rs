@@ -101,7 +101,7 @@ impl Service {
                         }
                     }
                     // Instances Tessera did not create stay as they are.
-                    let observed = observed_of(g);
+                    let observed = observed_of(g)?;
                     for m in unmanaged_instances(observed.as_ref(), owned) {
                         if let Some(o) = observed
                             .as_ref()

@@ -22,4 +22,4 @@ mod view;
 
 pub use access::TenantActor;
 pub use scheduler::TickReport;
-pub(crate) use snapshot::occupancy;
+pub(crate) use snapshot::{observed_of, occupancy};

@@ -74,11 +74,20 @@ fn nvlink_group(idx: u32, peers: &serde_json::Value) -> Option<u32> {
     }
 }
 
-/// The observed sharing state a GPU last reported.
-pub fn observed_of(g: &gpu::Model) -> Option<GpuObserved> {
+/// The observed sharing state a GPU last reported (`None` before its first
+/// report); a stored state that does not read back is an error.
+pub fn observed_of(g: &gpu::Model) -> Result<Option<GpuObserved>, ServiceError> {
     g.sharing
         .as_ref()
-        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .map(|s| {
+            serde_json::from_value(s.clone()).map_err(|e| {
+                ServiceError::Database(sea_orm::DbErr::Custom(format!(
+                    "GPU {}: stored sharing state is unreadable: {e}",
+                    g.uuid
+                )))
+            })
+        })
+        .transpose()
 }
 
 /// Open allocations that occupy capacity, by GPU UUID.
@@ -197,7 +206,7 @@ impl Service {
                 let model = catalogue::lookup(&g.model, memory.0);
                 let owned: &[(allocation::Model, StoredPlacement)] =
                     taken.get(&g.uuid).map(Vec::as_slice).unwrap_or(&[]);
-                let observed = observed_of(g);
+                let observed = observed_of(g)?;
                 let mode = match policy.mode {
                     SharingMode::Mig => {
                         let mut layout: Vec<MigPlacement> = owned

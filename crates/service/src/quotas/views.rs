@@ -26,7 +26,7 @@ impl Service {
         id: i64,
     ) -> Result<QuotaRequestView, ServiceError> {
         let (row, t) = self.visible_quota_request(who, id).await?;
-        Ok(self.request_view(who, &row, &t))
+        self.request_view(who, &row, &t)
     }
 
     /// A tenant's requests, newest first.
@@ -47,7 +47,7 @@ impl Service {
             .await?
             .iter()
             .map(|r| self.request_view(who, r, &t))
-            .collect())
+            .collect::<Result<Vec<_>, _>>()?)
     }
 
     /// Pending requests, oldest first, each with its context; and the
@@ -80,9 +80,9 @@ impl Service {
                 .await?
                 .iter()
                 .map(|r| self.request_view(who, r, t))
-                .collect();
+                .collect::<Result<Vec<_>, _>>()?;
             items.push(ApprovalItem {
-                request: self.request_view(who, row, t),
+                request: self.request_view(who, row, t)?,
                 current: Self::quota_view(&self.db, t.id, &row.pool, now).await?,
                 history,
                 pool: self.pool_capacity(&row.pool).await?,
@@ -98,8 +98,8 @@ impl Service {
             .all(&self.db)
             .await?
             .iter()
-            .filter_map(|r| Some(self.request_view(who, r, tenant_of(r.tenant_id)?)))
-            .collect();
+            .filter_map(|r| tenant_of(r.tenant_id).map(|t| self.request_view(who, r, t)))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(ApprovalQueueView {
             items,
             recent,
@@ -175,7 +175,7 @@ impl Service {
         who: &Principal,
         row: &quota_request::Model,
         t: &tenant::Model,
-    ) -> QuotaRequestView {
+    ) -> Result<QuotaRequestView, ServiceError> {
         let state = stored_state(row);
         let role = who.role_in(row.tenant_id);
         let tenant_admin = role == Some(TenantRole::TenantAdmin);
@@ -191,7 +191,7 @@ impl Service {
                 row.granted_max_slices.unwrap_or(0),
             )
         });
-        QuotaRequestView {
+        Ok(QuotaRequestView {
             id: row.id,
             tenant: t.slug.clone(),
             tenant_name: t.name.clone(),
@@ -208,8 +208,17 @@ impl Service {
             slice: row
                 .slice
                 .as_ref()
-                .and_then(|s| serde_json::from_value::<NewAllocation>(s.clone()).ok())
-                .map(|s| label(&s.shape)),
+                .map(|s| {
+                    serde_json::from_value::<NewAllocation>(s.clone())
+                        .map(|s| label(&s.shape))
+                        .map_err(|e| {
+                            ServiceError::Database(sea_orm::DbErr::Custom(format!(
+                                "quota request {}: stored slice is unreadable: {e}",
+                                row.id
+                            )))
+                        })
+                })
+                .transpose()?,
             allocation_id: row.allocation_id,
             slice_error: row.slice_error.clone(),
             created_at: row.created_at,
@@ -221,6 +230,6 @@ impl Service {
                 && blocked.is_none(),
             decide_blocked: blocked.filter(|_| row.state == QuotaRequestPhase::Pending),
             state,
-        }
+        })
     }
 }

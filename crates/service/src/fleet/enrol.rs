@@ -1,0 +1,129 @@
+//! Enrolment: a host trades a join token for its own credential, and
+//! authenticates with it afterwards.
+
+use crate::audit::Actor;
+use crate::entity::{host, join_token};
+use crate::events::DomainEvent;
+use crate::{secret, Service, ServiceError};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use tessera_protocol::agent::{EnrollRequest, EnrollResponse};
+
+/// A host that authenticated with its credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthenticatedHost {
+    /// Host id.
+    pub id: i64,
+    /// The host name the credential was issued for.
+    pub hostname: String,
+}
+
+/// Checks a host name (RFC 1123 labels).
+pub fn validate_hostname(field: &str, name: &str) -> Result<(), ServiceError> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(ServiceError::invalid(
+            field,
+            format!("'{name}' is not a valid host name (letters, digits, dashes and dots; at most 253 characters)"),
+        ))
+    }
+}
+
+impl Service {
+    /// Trades a join token for a host credential. The token is consumed in the
+    /// same transaction that creates (or re-keys) the host, so a token works once.
+    pub async fn enroll(&self, req: &EnrollRequest) -> Result<EnrollResponse, ServiceError> {
+        validate_hostname("hostname", &req.hostname)?;
+        let now = self.now();
+        let token_hash = secret::hash(req.join_token.trim());
+        let credential = secret::generate("tsh");
+        let mut w = self.begin_write().await?;
+        // Claim the token atomically: only one enrolment can flip used_at.
+        let claimed = join_token::Entity::update_many()
+            .col_expr(join_token::Column::UsedAt, Expr::value(now))
+            .filter(join_token::Column::TokenHash.eq(&token_hash))
+            .filter(join_token::Column::UsedAt.is_null())
+            .filter(join_token::Column::RevokedAt.is_null())
+            .filter(join_token::Column::ExpiresAt.gt(now))
+            .exec(w.db())
+            .await?;
+        if claimed.rows_affected != 1 {
+            return Err(ServiceError::InvalidJoinToken);
+        }
+        let existing = host::Entity::find()
+            .filter(host::Column::Hostname.eq(&req.hostname))
+            .one(w.db())
+            .await?;
+        let (host_id, reenrolled) = match existing {
+            Some(h) => {
+                let id = h.id;
+                let mut active: host::ActiveModel = h.into();
+                active.credential_hash = Set(secret::hash(&credential));
+                active.enrolled_at = Set(now);
+                active.update(w.db()).await?;
+                (id, true)
+            }
+            None => {
+                let h = host::ActiveModel {
+                    hostname: Set(req.hostname.clone()),
+                    credential_hash: Set(secret::hash(&credential)),
+                    cpu_milli: Set(0),
+                    memory_mib: Set(0),
+                    enrolled_at: Set(now),
+                    ..Default::default()
+                }
+                .insert(w.db())
+                .await?;
+                (h.id, false)
+            }
+        };
+        join_token::Entity::update_many()
+            .col_expr(join_token::Column::UsedByHostId, Expr::value(host_id))
+            .filter(join_token::Column::TokenHash.eq(&token_hash))
+            .exec(w.db())
+            .await?;
+        w.emit(DomainEvent::HostEnrolled {
+            host_id,
+            hostname: req.hostname.clone(),
+            reenrolled,
+        });
+        w.commit(
+            self,
+            &Actor::Host {
+                host_id,
+                hostname: req.hostname.clone(),
+            },
+        )
+        .await?;
+        Ok(EnrollResponse {
+            host_id,
+            credential,
+        })
+    }
+
+    /// The host a credential belongs to.
+    pub async fn authenticate_host(
+        &self,
+        credential: &str,
+    ) -> Result<AuthenticatedHost, ServiceError> {
+        let h = host::Entity::find()
+            .filter(host::Column::CredentialHash.eq(secret::hash(credential.trim())))
+            .one(&self.db)
+            .await?
+            .ok_or(ServiceError::InvalidCredential)?;
+        Ok(AuthenticatedHost {
+            id: h.id,
+            hostname: h.hostname,
+        })
+    }
+}

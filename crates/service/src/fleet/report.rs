@@ -1,0 +1,290 @@
+//! Agents' reports: checked for consistency, then the host's facts and GPUs
+//! are stored and its allocations advanced, in one write.
+
+use super::{validate_hostname, AuthenticatedHost};
+use crate::audit::Actor;
+use crate::entity::{gpu, host};
+use crate::events::DomainEvent;
+use crate::{Service, ServiceError};
+use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use tessera_protocol::agent::{GpuReport, HostReport, ReportAck};
+
+/// Checks a report for internal consistency; names the first offending field.
+pub fn validate_report(report: &HostReport) -> Result<(), ServiceError> {
+    validate_hostname("hostname", &report.hostname)?;
+    if report.agent_version.trim().is_empty() || report.agent_version.len() > 64 {
+        return Err(ServiceError::invalid(
+            "agent_version",
+            "must be 1-64 characters",
+        ));
+    }
+    if report.backend.trim().is_empty() || report.backend.len() > 32 {
+        return Err(ServiceError::invalid("backend", "must be 1-32 characters"));
+    }
+    if report.cpu_milli == 0 {
+        return Err(ServiceError::invalid("cpu_milli", "must be greater than 0"));
+    }
+    if report.memory_mib == 0 {
+        return Err(ServiceError::invalid(
+            "memory_mib",
+            "must be greater than 0",
+        ));
+    }
+    if i64::try_from(report.cpu_milli).is_err() || i64::try_from(report.memory_mib).is_err() {
+        return Err(ServiceError::invalid("memory_mib", "is out of range"));
+    }
+    if report.gpus.len() > 64 {
+        return Err(ServiceError::invalid(
+            "gpus",
+            "a host can report at most 64 GPUs",
+        ));
+    }
+    let indices: BTreeSet<u32> = report.gpus.iter().map(|g| g.index).collect();
+    let mut uuids = BTreeSet::new();
+    for (i, g) in report.gpus.iter().enumerate() {
+        validate_gpu(i, g, &indices)?;
+        if !uuids.insert(g.uuid.as_str()) {
+            return Err(ServiceError::invalid(
+                format!("gpus[{i}].uuid"),
+                format!("'{}' appears twice", g.uuid),
+            ));
+        }
+    }
+    if indices.len() != report.gpus.len() {
+        return Err(ServiceError::invalid(
+            "gpus",
+            "two GPUs have the same index",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_gpu(i: usize, g: &GpuReport, indices: &BTreeSet<u32>) -> Result<(), ServiceError> {
+    let field = |f: &str| format!("gpus[{i}].{f}");
+    let uuid_ok = g.uuid.starts_with("GPU-")
+        && g.uuid.len() <= 100
+        && g.uuid[4..]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == '-')
+        && g.uuid.len() > 4;
+    if !uuid_ok {
+        return Err(ServiceError::invalid(
+            field("uuid"),
+            format!("'{}' is not a GPU UUID (GPU-<hex>)", g.uuid),
+        ));
+    }
+    if g.name.trim().is_empty() || g.name.len() > 200 {
+        return Err(ServiceError::invalid(
+            field("name"),
+            "must be 1-200 characters",
+        ));
+    }
+    if g.memory_mib == 0 || i64::try_from(g.memory_mib).is_err() {
+        return Err(ServiceError::invalid(
+            field("memory_mib"),
+            "must be greater than 0",
+        ));
+    }
+    if g.mig_enabled && !g.mig_capable {
+        return Err(ServiceError::invalid(
+            field("mig_enabled"),
+            "a GPU that is not MIG-capable cannot have MIG enabled",
+        ));
+    }
+    if let Some(sharing) = &g.sharing {
+        if sharing.mig_enabled != g.mig_enabled {
+            return Err(ServiceError::invalid(
+                field("sharing.mig_enabled"),
+                "must agree with mig_enabled",
+            ));
+        }
+        if !sharing.mig_enabled && !sharing.instances.is_empty() {
+            return Err(ServiceError::invalid(
+                field("sharing.instances"),
+                "a GPU with MIG off has no GPU instances",
+            ));
+        }
+    }
+    if g.health.len() > 200 {
+        return Err(ServiceError::invalid(
+            field("health"),
+            "must be at most 200 characters",
+        ));
+    }
+    for peer in &g.nvlink_peers {
+        if *peer == g.index || !indices.contains(peer) {
+            return Err(ServiceError::invalid(
+                field("nvlink_peers"),
+                format!("{peer} is not another GPU of this host"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Service {
+    /// Stores a host's report: host facts, and its GPUs replaced by what it sees now.
+    pub async fn record_report(
+        &self,
+        who: &AuthenticatedHost,
+        report: &HostReport,
+    ) -> Result<ReportAck, ServiceError> {
+        validate_report(report)?;
+        if report.hostname != who.hostname {
+            return Err(ServiceError::Forbidden(format!(
+                "this credential belongs to host '{}', not '{}'; an agent may only report for its own host",
+                who.hostname, report.hostname
+            )));
+        }
+        let now = self.now();
+        let mut w = self.begin_write().await?;
+        let uuids: Vec<&str> = report.gpus.iter().map(|g| g.uuid.as_str()).collect();
+        if let Some(clash) = gpu::Entity::find()
+            .filter(gpu::Column::Uuid.is_in(uuids))
+            .filter(gpu::Column::HostId.ne(who.id))
+            .one(w.db())
+            .await?
+        {
+            return Err(ServiceError::Conflict(format!(
+                "GPU {} is already reported by another host; check the agent's configuration",
+                clash.uuid
+            )));
+        }
+        let h = host::Entity::find_by_id(who.id)
+            .one(w.db())
+            .await?
+            .ok_or(ServiceError::InvalidCredential)?;
+        let first_report = h.last_seen_at.is_none();
+        let mut active: host::ActiveModel = h.into();
+        active.cpu_milli = Set(i64::try_from(report.cpu_milli).unwrap_or(i64::MAX));
+        active.memory_mib = Set(i64::try_from(report.memory_mib).unwrap_or(i64::MAX));
+        active.agent_version = Set(Some(report.agent_version.clone()));
+        active.backend = Set(Some(report.backend.clone()));
+        active.driver_version = Set(report.driver_version.clone());
+        active.last_seen_at = Set(Some(now));
+        active.update(w.db()).await?;
+
+        let existing: BTreeMap<String, gpu::Model> = gpu::Entity::find()
+            .filter(gpu::Column::HostId.eq(who.id))
+            .all(w.db())
+            .await?
+            .into_iter()
+            .map(|g| (g.uuid.clone(), g))
+            .collect();
+        let gone: Vec<i64> = existing
+            .values()
+            .filter(|g| !report.gpus.iter().any(|r| r.uuid == g.uuid))
+            .map(|g| g.id)
+            .collect();
+        if !gone.is_empty() {
+            gpu::Entity::delete_many()
+                .filter(Condition::all().add(gpu::Column::Id.is_in(gone)))
+                .exec(w.db())
+                .await?;
+        }
+        for r in &report.gpus {
+            let model = tessera_core::catalogue::lookup(&r.name, r.memory_mib);
+            let model_name = if model.generic {
+                r.name.clone()
+            } else {
+                model.name.to_owned()
+            };
+            let peers = json!(r.nvlink_peers);
+            let sharing = r.sharing.as_ref().map(|o| json!(o));
+            let mig_devices = (!r.mig_devices.is_empty()).then(|| json!(r.mig_devices));
+            let apply_error = report
+                .errors
+                .iter()
+                .find(|e| e.index == r.index)
+                .map(|e| e.message.clone());
+            let idx = i32::try_from(r.index)
+                .map_err(|_| ServiceError::invalid("gpus.index", "is out of range"))?;
+            let memory = i64::try_from(r.memory_mib).unwrap_or(i64::MAX);
+            match existing.get(&r.uuid) {
+                Some(g) => {
+                    let unchanged = g.idx == idx
+                        && g.name == r.name
+                        && g.model == model_name
+                        && g.memory_mib == memory
+                        && g.mig_capable == r.mig_capable
+                        && g.mig_enabled == r.mig_enabled
+                        && g.nvlink_peers == peers
+                        && g.health == r.health
+                        && g.sharing == sharing
+                        && g.mig_devices == mig_devices
+                        && g.apply_error == apply_error;
+                    if !unchanged {
+                        let mut a: gpu::ActiveModel = g.clone().into();
+                        a.idx = Set(idx);
+                        a.name = Set(r.name.clone());
+                        a.model = Set(model_name);
+                        a.memory_mib = Set(memory);
+                        a.mig_capable = Set(r.mig_capable);
+                        a.mig_enabled = Set(r.mig_enabled);
+                        a.nvlink_peers = Set(peers);
+                        a.health = Set(r.health.clone());
+                        a.sharing = Set(sharing);
+                        a.mig_devices = Set(mig_devices);
+                        a.apply_error = Set(apply_error);
+                        a.updated_at = Set(now);
+                        a.update(w.db()).await?;
+                    }
+                }
+                None => {
+                    // Free the index first if a replaced GPU still holds it.
+                    gpu::Entity::delete_many()
+                        .filter(gpu::Column::HostId.eq(who.id))
+                        .filter(gpu::Column::Idx.eq(idx))
+                        .exec(w.db())
+                        .await?;
+                    gpu::ActiveModel {
+                        host_id: Set(who.id),
+                        idx: Set(idx),
+                        uuid: Set(r.uuid.clone()),
+                        name: Set(r.name.clone()),
+                        model: Set(model_name),
+                        memory_mib: Set(memory),
+                        mig_capable: Set(r.mig_capable),
+                        mig_enabled: Set(r.mig_enabled),
+                        nvlink_peers: Set(peers),
+                        health: Set(r.health.clone()),
+                        sharing: Set(sharing),
+                        mig_devices: Set(mig_devices),
+                        apply_error: Set(apply_error),
+                        updated_at: Set(now),
+                        ..Default::default()
+                    }
+                    .insert(w.db())
+                    .await?;
+                }
+            }
+        }
+        let desired_changed = self.apply_agent_report(&mut w, who, report, now).await?;
+        if first_report {
+            w.emit(DomainEvent::HostFirstReport {
+                host_id: who.id,
+                gpus: report.gpus.len(),
+                backend: report.backend.clone(),
+            });
+        }
+        w.commit(
+            self,
+            &Actor::Host {
+                host_id: who.id,
+                hostname: who.hostname.clone(),
+            },
+        )
+        .await?;
+        if desired_changed {
+            self.desired_changed(Some(who.id));
+        }
+        let next = u64::try_from(self.settings.report_interval.num_seconds())
+            .unwrap_or(10)
+            .max(1);
+        Ok(ReportAck {
+            next_report_in_s: next,
+        })
+    }
+}

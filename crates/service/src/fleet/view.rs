@@ -1,0 +1,158 @@
+//! The fleet page: hosts with derived status, their GPUs, and who holds
+//! each MIG instance or shared GPU.
+
+use crate::allocations::observed_of;
+use crate::entity::{gpu, host};
+use crate::{pools, PlatformAdmin, Service, ServiceError};
+use sea_orm::{EntityTrait, QueryOrder};
+use std::collections::BTreeMap;
+use tessera_protocol::views::{
+    FleetView, GpuView, HostStatus, HostView, MigInstanceView, PoolView,
+};
+
+/// Tenants holding capacity on a GPU: (MIG start or none, tenant slug, shape label).
+type Holders = Vec<(Option<u8>, String, String)>;
+
+/// The MIG instances in a stored sharing report, by start slice, with their tenants.
+fn mig_instances(
+    observed: Option<tessera_core::plan::GpuObserved>,
+    holders: &Holders,
+) -> Vec<MigInstanceView> {
+    let Some(observed) = observed else {
+        return Vec::new();
+    };
+    let mut list: Vec<MigInstanceView> = observed
+        .instances
+        .into_iter()
+        .map(|i| MigInstanceView {
+            tenant: holders
+                .iter()
+                .find(|(start, _, _)| *start == Some(i.placement.start))
+                .map(|(_, t, _)| t.clone()),
+            profile: i.placement.profile,
+            start: i.placement.start,
+            in_use: i.in_use,
+        })
+        .collect();
+    list.sort_by_key(|i| i.start);
+    list
+}
+
+impl Service {
+    /// Hosts with derived status and their GPUs.
+    pub async fn fleet_view(&self, _admin: &PlatformAdmin<'_>) -> Result<FleetView, ServiceError> {
+        let now = self.now();
+        let hosts = host::Entity::find()
+            .order_by_asc(host::Column::Hostname)
+            .all(&self.db)
+            .await?;
+        let gpus = gpu::Entity::find()
+            .order_by_asc(gpu::Column::HostId)
+            .order_by_asc(gpu::Column::Idx)
+            .all(&self.db)
+            .await?;
+        let offline_after = self.settings.host_offline_after;
+        let slugs: BTreeMap<i64, String> = crate::entity::tenant::Entity::find()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t.slug))
+            .collect();
+        let mut holders: BTreeMap<String, Holders> = BTreeMap::new();
+        for (uuid, list) in crate::allocations::occupancy(&self.db, None, None).await? {
+            for (a, p) in list {
+                let start = match &p.slice {
+                    tessera_core::placement::Slice::Mig(m) => Some(m.start),
+                    _ => None,
+                };
+                let slug = slugs.get(&a.tenant_id).cloned().unwrap_or_default();
+                holders
+                    .entry(uuid.clone())
+                    .or_default()
+                    .push((start, slug, a.shape_label.clone()));
+            }
+        }
+        let no_holders = Holders::new();
+        let hosts = hosts
+            .into_iter()
+            .map(|h| {
+                let host_gpus = gpus
+                    .iter()
+                    .filter(|g| g.host_id == h.id)
+                    .map(|g| {
+                        Ok(GpuView {
+                            index: g.idx,
+                            uuid: g.uuid.clone(),
+                            model: g.model.clone(),
+                            memory_mib: g.memory_mib,
+                            mig_capable: g.mig_capable,
+                            mig_enabled: g.mig_enabled,
+                            health: g.health.clone(),
+                            mig_instances: mig_instances(
+                                observed_of(g)?,
+                                holders.get(&g.uuid).unwrap_or(&no_holders),
+                            ),
+                            holders: holders
+                                .get(&g.uuid)
+                                .unwrap_or(&no_holders)
+                                .iter()
+                                .filter(|(start, _, _)| start.is_none())
+                                .map(|(_, t, label)| format!("{t}: {label}"))
+                                .collect(),
+                            pool: pools::pool_of(&self.settings.pools, &g.model)
+                                .map(|p| p.name.clone()),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, ServiceError>>()?;
+                Ok(HostView {
+                    id: h.id,
+                    status: match h.last_seen_at {
+                        Some(seen) if now - seen <= offline_after => HostStatus::Online,
+                        _ => HostStatus::Offline,
+                    },
+                    hostname: h.hostname,
+                    last_seen_at: h.last_seen_at,
+                    cpu_milli: h.cpu_milli,
+                    memory_mib: h.memory_mib,
+                    agent_version: h.agent_version,
+                    backend: h.backend,
+                    driver_version: h.driver_version,
+                    gpus: host_gpus,
+                })
+            })
+            .collect::<Result<Vec<HostView>, ServiceError>>()?;
+        let pools = self
+            .settings
+            .pools
+            .iter()
+            .map(|p| {
+                let members = || {
+                    hosts
+                        .iter()
+                        .flat_map(|h| h.gpus.iter().map(move |g| (h, g)))
+                };
+                let mine = |g: &GpuView| g.pool.as_deref() == Some(p.name.as_str());
+                let gpus = members().filter(|(_, g)| mine(g)).count();
+                let online = members()
+                    .filter(|(h, g)| mine(g) && h.status == HostStatus::Online)
+                    .count();
+                PoolView {
+                    name: p.name.clone(),
+                    description: p.description.clone(),
+                    sharing: serde_json::to_value(p.sharing)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    isolation: p.isolation.as_str().to_owned(),
+                    gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
+                    gpus_online: u32::try_from(online).unwrap_or(u32::MAX),
+                }
+            })
+            .collect();
+        Ok(FleetView {
+            pools,
+            hosts,
+            as_of: now,
+        })
+    }
+}
