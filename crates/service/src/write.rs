@@ -139,10 +139,14 @@ impl Write {
         }
         txn.commit().await?;
         drop(turn);
-        for host in events.iter().filter_map(DomainEvent::wakes_host) {
-            service.desired_changed(Some(host));
+        let mut grows_quota = false;
+        for after in events.iter().map(DomainEvent::after_commit) {
+            if let Some(host) = after.wakes_host {
+                service.desired_changed(Some(host));
+            }
+            grows_quota |= after.grows_quota;
         }
-        Ok(events.iter().any(DomainEvent::grows_quota))
+        Ok(grows_quota)
     }
 }
 

@@ -4,7 +4,7 @@
 //! redirect to the IdP and the callback, and the callback *removes* them before
 //! looking at them, so each is good for one use. The id_token's signature,
 //! issuer, audience, expiry and nonce are verified by `openidconnect`; the
-//! groups claim is then read from the same verified token.
+//! groups claim comes from the same verified claims ([`IdpClaims`]).
 
 use super::session::keys;
 use super::viewer::safe_next;
@@ -12,8 +12,10 @@ use crate::config::Config;
 use crate::state::AppState;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use base64::Engine;
-use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken};
+use openidconnect::core::{
+    CoreAuthenticationFlow, CoreGenderClaim, CoreJweContentEncryptionAlgorithm,
+    CoreJwsSigningAlgorithm, CoreTokenType,
+};
 use openidconnect::{
     AuthorizationCode, ClientId, ClientSecret, CsrfToken, IssuerUrl, LogoutRequest, Nonce,
     PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl, ProviderMetadataWithLogout,
@@ -142,7 +144,7 @@ impl Oidc {
         let metadata = self.metadata().await?;
         let redirect = RedirectUrl::new(self.redirect_url.clone())
             .map_err(|e| AuthError::Misconfigured(format!("oidc.redirect_url: {e}")))?;
-        let client = CoreClient::from_provider_metadata(
+        let client = ConfiguredClient::from_provider_metadata(
             metadata.clone(),
             ClientId::new(self.client_id.clone()),
             Some(ClientSecret::new(self.client_secret.clone())),
@@ -155,23 +157,42 @@ impl Oidc {
     pub async fn check(&self) -> Result<(), AuthError> {
         self.metadata().await.map(|_| ())
     }
+}
 
-    /// Reads the configured groups claim from a verified id_token.
-    fn groups_from(&self, raw_id_token: &str) -> Vec<String> {
-        let payload = raw_id_token.split('.').nth(1).unwrap_or("");
-        let Ok(bytes) =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('='))
-        else {
-            return Vec::new();
-        };
-        let Ok(claims) =
-            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
-        else {
-            return Vec::new();
-        };
-        groups_in(&claims, &self.groups_claim)
+/// The id_token's claims beyond the standard ones. The groups claim's name
+/// is configured (`oidc.groups_claim`), so they are kept whole and the
+/// claim is picked out after the token is verified.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IdpClaims(serde_json::Map<String, serde_json::Value>);
+
+impl openidconnect::AdditionalClaims for IdpClaims {}
+
+impl IdpClaims {
+    /// Group names from the claim called `claim`.
+    fn groups(&self, claim: &str) -> Vec<String> {
+        groups_in(&self.0, claim)
     }
 }
+
+/// An id_token carrying [`IdpClaims`].
+type IdpIdToken = openidconnect::IdToken<
+    IdpClaims,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJwsSigningAlgorithm,
+>;
+
+/// The token endpoint's answer, with an [`IdpIdToken`].
+type IdpTokenResponse = openidconnect::StandardTokenResponse<
+    openidconnect::IdTokenFields<
+        IdpClaims,
+        openidconnect::EmptyExtraTokenFields,
+        CoreGenderClaim,
+        CoreJweContentEncryptionAlgorithm,
+        CoreJwsSigningAlgorithm,
+    >,
+    CoreTokenType,
+>;
 
 /// Group names from a claim that is an array of strings or a single string.
 fn groups_in(claims: &serde_json::Map<String, serde_json::Value>, claim: &str) -> Vec<String> {
@@ -190,17 +211,18 @@ struct LoginClaimsPartial {
     subject: String,
     email: Option<String>,
     name: String,
+    groups: Vec<String>,
 }
 
 type ConfiguredClient = openidconnect::Client<
-    openidconnect::EmptyAdditionalClaims,
+    IdpClaims,
     openidconnect::core::CoreAuthDisplay,
     openidconnect::core::CoreGenderClaim,
     openidconnect::core::CoreJweContentEncryptionAlgorithm,
     openidconnect::core::CoreJsonWebKey,
     openidconnect::core::CoreAuthPrompt,
     openidconnect::StandardErrorResponse<openidconnect::core::CoreErrorResponseType>,
-    openidconnect::core::CoreTokenResponse,
+    IdpTokenResponse,
     openidconnect::core::CoreTokenIntrospectionResponse,
     openidconnect::core::CoreRevocableToken,
     openidconnect::core::CoreRevocationErrorResponse,
@@ -235,8 +257,9 @@ fn authorize(
 /// reads who it names.
 fn verify(
     client: &ConfiguredClient,
-    id_token: &CoreIdToken,
+    id_token: &IdpIdToken,
     nonce: &Nonce,
+    groups_claim: &str,
 ) -> Result<LoginClaimsPartial, AuthError> {
     let verifier = client.id_token_verifier();
     let claims = id_token
@@ -255,6 +278,7 @@ fn verify(
         subject: claims.subject().as_str().to_owned(),
         email,
         name,
+        groups: claims.additional_claims().groups(groups_claim),
     })
 }
 
@@ -325,14 +349,18 @@ pub async fn callback(
     let id_token = token
         .id_token()
         .ok_or_else(|| AuthError::BadToken("no id_token in token response".to_owned()))?;
-    let verified = verify(&client, id_token, &Nonce::new(pending.nonce))?;
-    let raw = id_token.to_string();
+    let verified = verify(
+        &client,
+        id_token,
+        &Nonce::new(pending.nonce),
+        &state.oidc.groups_claim,
+    )?;
     let claims = LoginClaims {
         issuer: verified.issuer,
         subject: verified.subject,
         email: verified.email,
         name: verified.name,
-        groups: state.oidc.groups_from(&raw),
+        groups: verified.groups,
     };
     let user_id = state.service.login(&claims).await?;
     // A fresh session id at privilege change defeats session fixation.
@@ -371,7 +399,7 @@ pub async fn logout(
     }
     if let Some(token) = id_token
         .as_deref()
-        .and_then(|t| t.parse::<CoreIdToken>().ok())
+        .and_then(|t| t.parse::<IdpIdToken>().ok())
     {
         req = req.set_id_token_hint(&token);
     }
@@ -416,11 +444,24 @@ mod tests {
 
     #[test]
     fn groups_claim_array_or_string() {
-        let claims: serde_json::Map<String, serde_json::Value> =
+        let claims: IdpClaims =
             serde_json::from_str(r#"{"groups":["a","b",3],"roles":"x"}"#).unwrap();
-        assert_eq!(groups_in(&claims, "groups"), vec!["a", "b"]);
-        assert_eq!(groups_in(&claims, "roles"), vec!["x"]);
-        assert!(groups_in(&claims, "missing").is_empty());
+        assert_eq!(claims.groups("groups"), vec!["a", "b"]);
+        assert_eq!(claims.groups("roles"), vec!["x"]);
+        assert!(claims.groups("missing").is_empty());
+    }
+
+    #[test]
+    fn the_groups_claim_is_read_from_the_id_token_claims() {
+        // The standard claims and the extra ones come from one payload.
+        let payload = r#"{"iss":"https://idp.example.com","aud":["tessera"],"exp":4102444800,"iat":1700000000,"sub":"u1","nonce":"n","groups":["vision","platform"]}"#;
+        let claims: openidconnect::IdTokenClaims<IdpClaims, CoreGenderClaim> =
+            serde_json::from_str(payload).unwrap();
+        assert_eq!(claims.subject().as_str(), "u1");
+        assert_eq!(
+            claims.additional_claims().groups("groups"),
+            vec!["vision", "platform"]
+        );
     }
 
     #[test]

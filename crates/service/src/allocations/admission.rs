@@ -3,7 +3,7 @@
 
 use super::access::TenantActor;
 use super::snapshot::View;
-use super::stored::{state_json, AllocationRow};
+use super::stored::{set_state, state_json, AllocationRow};
 use crate::entity::{allocation, host};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::pools::PoolSpec;
@@ -162,8 +162,7 @@ impl Service {
             .map_err(|e| ServiceError::Conflict(e.to_string()))?;
         let generation = Self::bump_generation(txn, host_id).await?;
         let mut a: allocation::ActiveModel = row.into();
-        a.state = Set(state.phase());
-        a.state_data = Set(state_json(&state));
+        set_state(&mut a, &state, now);
         a.host_id = Set(Some(host_id));
         a.placement = Set(Some(json!(placement)));
         a.generation = Set(Some(generation));
@@ -292,8 +291,7 @@ impl Service {
                 let state = transition(&row.lifecycle()?, &AllocationEvent::NoCapacity)
                     .map_err(|e| ServiceError::Conflict(e.to_string()))?;
                 let mut a: allocation::ActiveModel = row.into();
-                a.state = Set(state.phase());
-                a.state_data = Set(state_json(&state));
+                set_state(&mut a, &state, now);
                 a.update(txn).await?
             }
         };

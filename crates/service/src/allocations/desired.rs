@@ -2,7 +2,7 @@
 //! pools' policies, and delivered to the agent by long poll.
 
 use super::snapshot::{observed_of, occupancy, unmanaged_instances};
-use super::stored::{state_json, AllocationRow};
+use super::stored::{set_state, AllocationRow};
 use crate::audit::Actor;
 use crate::entity::{allocation, gpu, host};
 use crate::events::{AllocationRef, DomainEvent};
@@ -209,9 +209,7 @@ impl Service {
             };
             let alloc = AllocationRef::of(&a);
             let mut m: allocation::ActiveModel = a.into();
-            m.state = Set(next.phase());
-            m.state_data = Set(state_json(&next));
-            m.updated_at = Set(now);
+            set_state(&mut m, &next, now);
             m.update(w.db()).await?;
             w.emit(DomainEvent::AllocationProvisioning { alloc, state: next });
         }

@@ -2,7 +2,7 @@
 //! agent created become `active` (with the MIG device UUID), slices it could
 //! not create fail with the driver's reason, and slices it tore down end.
 
-use super::stored::{state_json, AllocationRow};
+use super::stored::{set_state, AllocationRow};
 use crate::entity::{allocation, host};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::fleet::AuthenticatedHost;
@@ -172,16 +172,11 @@ impl Service {
         let (host_id, lease_hours) = (row.host_id, row.lease_hours);
         let alloc = AllocationRef::of(&row);
         let mut a: allocation::ActiveModel = row.into();
-        a.state = Set(state.phase());
-        a.state_data = Set(state_json(&state));
-        a.updated_at = Set(now);
+        set_state(&mut a, &state, now);
         if change.activated {
             a.active_at = Set(Some(now));
             a.lease_ends_at = Set(Some(now + Duration::hours(i64::from(lease_hours))));
             a.mig_device_uuid = Set(change.mig_device_uuid);
-        }
-        if state.is_terminal() {
-            a.ended_at = Set(Some(now));
         }
         // Failing a slice removes it from the desired state: a new generation.
         let mut desired_changed = false;

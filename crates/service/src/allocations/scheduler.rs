@@ -1,7 +1,7 @@
 //! The server's timer: ends expired leases, fails provisioning that never
 //! finished, and places queued requests as capacity frees.
 
-use super::stored::{state_json, update_if_state, AllocationRow};
+use super::stored::{set_state, state_json, update_if_state, AllocationRow};
 use crate::audit::Actor;
 use crate::entity::allocation;
 use crate::events::{AllocationRef, DomainEvent};
@@ -118,12 +118,7 @@ impl Service {
         let host_id = row.host_id;
         let alloc = AllocationRef::of(&row);
         let mut a: allocation::ActiveModel = row.into();
-        a.state = Set(next.phase());
-        a.state_data = Set(state_json(&next));
-        a.updated_at = Set(now);
-        if next.is_terminal() {
-            a.ended_at = Set(Some(now));
-        }
+        set_state(&mut a, &next, now);
         if matches!(next, AllocationState::Releasing { .. }) || state == AllocationState::Placed {
             if let Some(h) = host_id {
                 a.generation = Set(Some(Self::bump_generation(w.db(), h).await?));

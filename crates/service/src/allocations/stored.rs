@@ -2,6 +2,7 @@
 
 use crate::entity::allocation;
 use crate::ServiceError;
+use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use tessera_core::lifecycle::{AllocationPhase, AllocationState};
@@ -64,6 +65,17 @@ impl AllocationRow for allocation::Model {
             memory: MemMiB(u64::try_from(self.demand_memory_mib).unwrap_or(0)),
             slices: u32::try_from(self.demand_slices).unwrap_or(u32::MAX),
         }
+    }
+}
+
+/// Moves the row to `next`: its phase and whole state, `updated_at`, and
+/// `ended_at` when `next` is terminal.
+pub fn set_state(a: &mut allocation::ActiveModel, next: &AllocationState, now: DateTime<Utc>) {
+    a.state = sea_orm::Set(next.phase());
+    a.state_data = sea_orm::Set(state_json(next));
+    a.updated_at = sea_orm::Set(now);
+    if next.is_terminal() {
+        a.ended_at = sea_orm::Set(Some(now));
     }
 }
 

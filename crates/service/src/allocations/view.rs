@@ -1,7 +1,7 @@
 //! Reading, releasing and extending allocations, and the data of the request form.
 
 use super::access::TenantActor;
-use super::stored::{state_json, update_if_state, AllocationRow};
+use super::stored::{set_state, state_json, update_if_state, AllocationRow};
 use crate::entity::{allocation, gpu, tenant};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::{Principal, Service, ServiceError};
@@ -233,12 +233,7 @@ impl Service {
             })?;
             let host_id = row.host_id;
             let mut a: allocation::ActiveModel = row.into();
-            a.state = Set(next.phase());
-            a.state_data = Set(state_json(&next));
-            a.updated_at = Set(now);
-            if next.is_terminal() {
-                a.ended_at = Set(Some(now));
-            }
+            set_state(&mut a, &next, now);
             if let Some(h) = host_id {
                 a.generation = Set(Some(Self::bump_generation(txn, h).await?));
             }

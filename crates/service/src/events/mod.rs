@@ -5,8 +5,7 @@
 //! happened. Committing derives everything else from the events, in the same
 //! transaction: the audit row ([`DomainEvent::audit`]), the notifications and
 //! the webhook outbox ([`DomainEvent::notice`]); after the commit, the agents'
-//! wake-ups ([`DomainEvent::wakes_host`]) and the queue retry
-//! ([`DomainEvent::grows_quota`]). A new kind of event is one more variant:
+//! wake-ups and the queue retry ([`DomainEvent::after_commit`]). A new kind of event is one more variant:
 //! each of those matches is exhaustive, so the compiler lists every place
 //! that must decide about it.
 
@@ -444,16 +443,40 @@ pub enum DomainEvent {
     },
 }
 
+/// What happens after a write commits, because of one of its events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AfterCommit {
+    /// The host whose desired state changed: its agent's long poll wakes.
+    pub wakes_host: Option<i64>,
+    /// The quota in force grew: requests waiting in the queues are tried
+    /// again at once, not at the next tick.
+    pub grows_quota: bool,
+}
+
 impl DomainEvent {
-    /// The host whose desired state this event changed: its agent's long
-    /// poll wakes after the commit.
-    pub fn wakes_host(&self) -> Option<i64> {
+    /// What the commit of this event sets off.
+    pub fn after_commit(&self) -> AfterCommit {
+        let wakes = |alloc: &AllocationRef| AfterCommit {
+            wakes_host: alloc.host_id,
+            grows_quota: false,
+        };
+        let grows = AfterCommit {
+            wakes_host: None,
+            grows_quota: true,
+        };
         match self {
             Self::AllocationRequested { alloc, .. }
             | Self::AllocationPlaced { alloc }
             | Self::AllocationFailed { alloc, .. }
             | Self::AllocationExpired { alloc, .. }
-            | Self::AllocationReleased { alloc, .. } => alloc.host_id,
+            | Self::AllocationReleased { alloc, .. } => wakes(alloc),
+            // An admin raised it; a quota seeded from the configuration at
+            // start-up has nothing waiting for it yet.
+            Self::QuotaSet { by, .. } => AfterCommit {
+                wakes_host: None,
+                grows_quota: by.is_some(),
+            },
+            Self::QuotaGranted { .. } | Self::QuotaRequestApproved { .. } => grows,
             Self::AllocationProvisioning { .. }
             | Self::AllocationActivated { .. }
             | Self::AllocationTeardownFailed { .. }
@@ -461,48 +484,6 @@ impl DomainEvent {
             | Self::AllocationExtended { .. }
             | Self::AllocationLeaseEnding { .. }
             | Self::WaitingSliceRefused { .. }
-            | Self::QuotaSet { .. }
-            | Self::QuotaGranted { .. }
-            | Self::QuotaGrantEnded { .. }
-            | Self::QuotaRequestFiled { .. }
-            | Self::QuotaRequestSubmitted { .. }
-            | Self::QuotaRequestWithdrawn { .. }
-            | Self::QuotaRequestApproved { .. }
-            | Self::QuotaRequestRejected { .. }
-            | Self::ApiTokenCreated { .. }
-            | Self::ApiTokenRevoked { .. }
-            | Self::JoinTokenCreated { .. }
-            | Self::JoinTokenRevoked { .. }
-            | Self::HostEnrolled { .. }
-            | Self::HostFirstReport { .. }
-            | Self::TenantCreated { .. }
-            | Self::TenantUpdated { .. }
-            | Self::UserLoggedIn { .. }
-            | Self::UserRolesChanged { .. }
-            | Self::WebhookSet { .. }
-            | Self::WebhookDeleted { .. }
-            | Self::WebhookTested { .. } => None,
-        }
-    }
-
-    /// The quota in force grew: requests waiting in the queues are tried
-    /// again at once after the commit, not at the next tick.
-    pub fn grows_quota(&self) -> bool {
-        match self {
-            Self::QuotaSet { by, .. } => by.is_some(),
-            Self::QuotaGranted { .. } | Self::QuotaRequestApproved { .. } => true,
-            Self::AllocationRequested { .. }
-            | Self::AllocationPlaced { .. }
-            | Self::AllocationProvisioning { .. }
-            | Self::AllocationActivated { .. }
-            | Self::AllocationFailed { .. }
-            | Self::AllocationTeardownFailed { .. }
-            | Self::AllocationEnded { .. }
-            | Self::AllocationExpired { .. }
-            | Self::AllocationReleased { .. }
-            | Self::AllocationExtended { .. }
-            | Self::AllocationLeaseEnding { .. }
-            | Self::WaitingSliceRefused { .. }
             | Self::QuotaGrantEnded { .. }
             | Self::QuotaRequestFiled { .. }
             | Self::QuotaRequestSubmitted { .. }
@@ -520,7 +501,7 @@ impl DomainEvent {
             | Self::UserRolesChanged { .. }
             | Self::WebhookSet { .. }
             | Self::WebhookDeleted { .. }
-            | Self::WebhookTested { .. } => false,
+            | Self::WebhookTested { .. } => AfterCommit::default(),
         }
     }
 }

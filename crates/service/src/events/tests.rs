@@ -433,7 +433,7 @@ fn a_seeded_quota_tells_nobody_and_does_not_retry_the_queue() {
     };
     assert_eq!(seeded.action(), Some("quota.set"));
     assert!(seeded.notice().is_none());
-    assert!(!seeded.grows_quota());
+    assert!(!seeded.after_commit().grows_quota);
 }
 
 #[test]
@@ -456,13 +456,13 @@ fn placing_and_ending_wake_the_host_and_quota_growth_retries_the_queue() {
     let samples = samples();
     let wakes: Vec<usize> = samples
         .iter()
-        .filter(|(e, _, _)| e.wakes_host() == Some(5))
+        .filter(|(e, _, _)| e.after_commit().wakes_host == Some(5))
         .map(|(e, _, _)| index(e))
         .collect();
     assert_eq!(wakes, [0, 1, 4, 7, 8]);
     let grows: Vec<usize> = samples
         .iter()
-        .filter(|(e, _, _)| e.grows_quota())
+        .filter(|(e, _, _)| e.after_commit().grows_quota)
         .map(|(e, _, _)| index(e))
         .collect();
     assert_eq!(grows, [12, 13, 18]);
