@@ -369,7 +369,7 @@ pub async fn callback(
     session
         .insert(keys::LOGIN_AT, chrono::Utc::now().timestamp())
         .await?;
-    session.insert(keys::ID_TOKEN, raw).await?;
+    session.insert(keys::ID_TOKEN, id_token.to_string()).await?;
     tracing::info!(user_id, groups = claims.groups.len(), "signed in");
     Ok(Redirect::to(&pending.next).into_response())
 }

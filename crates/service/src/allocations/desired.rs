@@ -10,7 +10,7 @@ use crate::fleet::AuthenticatedHost;
 use crate::pools::pool_of;
 use crate::{Service, ServiceError};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect,
 };
 use std::time::Duration;
 use tessera_core::catalogue;

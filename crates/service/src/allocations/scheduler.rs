@@ -1,7 +1,7 @@
 //! The server's timer: ends expired leases, fails provisioning that never
 //! finished, and places queued requests as capacity frees.
 
-use super::stored::{set_state, state_json, update_if_state, AllocationRow};
+use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::audit::Actor;
 use crate::entity::allocation;
 use crate::events::{AllocationRef, DomainEvent};

@@ -1,7 +1,7 @@
 //! Reading, releasing and extending allocations, and the data of the request form.
 
 use super::access::TenantActor;
-use super::stored::{set_state, state_json, update_if_state, AllocationRow};
+use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::entity::{allocation, gpu, tenant};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::{Principal, Service, ServiceError};

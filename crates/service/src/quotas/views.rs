@@ -39,7 +39,7 @@ impl Service {
             .one(&self.db)
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("tenant {tenant_id}")))?;
-        Ok(quota_request::Entity::find()
+        quota_request::Entity::find()
             .filter(quota_request::Column::TenantId.eq(tenant_id))
             .order_by_desc(quota_request::Column::Id)
             .limit(50)
@@ -47,7 +47,7 @@ impl Service {
             .await?
             .iter()
             .map(|r| self.request_view(who, r, &t))
-            .collect::<Result<Vec<_>, _>>()?)
+            .collect()
     }
 
     /// Pending requests, oldest first, each with its context; and the
