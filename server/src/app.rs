@@ -4,7 +4,7 @@ use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::bundle;
 use crate::config::Config;
 use crate::routes::{agent, api, audit, health, metrics, quotas};
-use crate::state::AppState;
+use crate::state::{stopped, AppState};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use leptos::config::LeptosOptions;
@@ -82,6 +82,7 @@ pub async fn build_state(
             oidc,
             config: Arc::new(config),
             leptos_options,
+            shutdown: Arc::new(tokio::sync::watch::Sender::new(false)),
         },
         store,
     ))
@@ -213,12 +214,19 @@ fn quota_routes() -> Router<AppState> {
 }
 
 /// Runs the allocation timer (lease ends, provisioning timeouts, the queue)
-/// until the task is dropped.
-pub async fn run_scheduler(service: Service, every: std::time::Duration) {
+/// until `stop` turns `true` (a round in progress is finished first).
+pub async fn run_scheduler(
+    service: Service,
+    every: std::time::Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        interval.tick().await;
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = stopped(&mut stop) => return,
+        }
         match service.tick().await {
             Ok(r) if r != Default::default() => tracing::info!(
                 expired = r.expired,

@@ -3,7 +3,7 @@
 
 use super::extract::{Bearer, JsonBody};
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::{stopped, AppState};
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;
@@ -44,10 +44,15 @@ pub async fn desired(
     Query(q): Query<DesiredQuery>,
 ) -> Result<Json<DesiredState>, ApiError> {
     let host = state.service.authenticate_host(&credential).await?;
-    Ok(Json(
-        state
-            .service
-            .wait_desired(&host, q.after, std::time::Duration::from_secs(q.wait_s))
-            .await?,
-    ))
+    // A shutting-down server answers held polls at once, so that finishing
+    // the requests in flight does not take a whole poll.
+    let mut stop = state.shutdown.subscribe();
+    let wait = std::time::Duration::from_secs(q.wait_s);
+    let desired = tokio::select! {
+        desired = state.service.wait_desired(&host, q.after, wait) => desired?,
+        () = stopped(&mut stop) => {
+            state.service.wait_desired(&host, q.after, std::time::Duration::ZERO).await?
+        }
+    };
+    Ok(Json(desired))
 }
