@@ -8,7 +8,7 @@ use crate::client::{ClientError, ServerClient};
 use crate::reconcile::reconcile_gpu;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tessera_protocol::agent::{
     DesiredState, EnrollRequest, GpuApplyError, HostReport, DESIRED_MAX_WAIT_S,
 };
@@ -59,9 +59,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// Report interval until the server names one.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
-/// How long to report without applying after the server said it has no
-/// desired-state endpoint (an older server), before asking again.
-const DESIRED_RECHECK: Duration = Duration::from_secs(300);
 
 /// What one apply pass did on a host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -122,17 +119,12 @@ struct Control {
     /// The generation last applied, and that pass's errors (what is reported).
     applied_generation: Option<i64>,
     errors: Vec<GpuApplyError>,
-    /// Set while the server has no desired-state endpoint: until when to
-    /// report without asking.
-    unsupported_until: Option<Instant>,
 }
 
 /// How fetching the desired state went in one pass.
 enum Fetch {
     /// The server answered (possibly after holding the request).
     Got,
-    /// The server has no desired-state endpoint; report only.
-    Unsupported,
     /// Could not fetch it this time; apply the last one known and back off.
     Failed,
 }
@@ -184,12 +176,6 @@ impl HostAgent {
         control: &mut Control,
         interval: Duration,
     ) -> Result<Fetch, AgentError> {
-        if let Some(until) = control.unsupported_until {
-            if Instant::now() < until {
-                return Ok(Fetch::Unsupported);
-            }
-            control.unsupported_until = None;
-        }
         let after = control.desired.as_ref().map(|d| d.generation);
         let wait_s = if self.once {
             0
@@ -203,11 +189,6 @@ impl HostAgent {
                 }
                 control.desired = Some(d);
                 Ok(Fetch::Got)
-            }
-            Err(ClientError::Refused { status: 404, .. }) => {
-                tracing::info!(host = %self.hostname, "the server has no desired-state endpoint (older server): reporting only");
-                control.unsupported_until = Some(Instant::now() + DESIRED_RECHECK);
-                Ok(Fetch::Unsupported)
             }
             Err(
                 e @ ClientError::Refused {
@@ -259,7 +240,6 @@ impl HostAgent {
             desired: None,
             applied_generation: None,
             errors: Vec::new(),
-            unsupported_until: None,
         };
         loop {
             // (a) The desired state; the long poll is also the wait between reports.
@@ -311,13 +291,6 @@ impl HostAgent {
                             }
                             // The next long poll is the wait.
                             Duration::ZERO
-                        }
-                        Fetch::Unsupported => {
-                            backoff = FIRST_BACKOFF;
-                            if self.once {
-                                return Ok(());
-                            }
-                            interval
                         }
                         Fetch::Failed => next_backoff(&mut backoff),
                     }

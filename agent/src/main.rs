@@ -287,8 +287,11 @@ async fn main() -> ExitCode {
                     failed = true;
                 }
             },
-            _ = tokio::signal::ctrl_c() => {
-                tracing::info!("stopping");
+            () = stop_requested() => {
+                // Each host's loop ends at its next await; a GPU change in
+                // progress (a blocking driver call) finishes before the
+                // process exits, and nothing is torn down.
+                tracing::info!("stopping; the GPUs are left as they are");
                 tasks.abort_all();
                 break;
             }
@@ -298,5 +301,29 @@ async fn main() -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// SIGTERM (systemd, Kubernetes) or Ctrl-C.
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGTERM: {e}");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

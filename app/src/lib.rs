@@ -10,7 +10,7 @@ pub mod pages;
 
 use components::layout::Layout;
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{path, SsrMode};
 use pages::{
@@ -31,6 +31,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <meta name="color-scheme" content="light dark"/>
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
+                // `/pkg/tessera.<hash>.css` when the bundle is built with hashed names.
+                <HashedStylesheet options=options.clone() id="tessera"/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -52,7 +54,6 @@ pub fn App() -> impl IntoView {
         }
     });
     view! {
-        <Stylesheet id="tessera" href="/pkg/tessera.css"/>
         <Title formatter=|text: String| if text.is_empty() { "Tessera".to_owned() } else { format!("{text} · Tessera") }/>
         <Router>
             <Layout>

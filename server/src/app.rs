@@ -1,17 +1,20 @@
 //! Building the state and the router. All routes are registered here.
 
 use crate::auth::{oidc, session::DbSessionStore, viewer};
+use crate::bundle;
 use crate::config::Config;
 use crate::routes::{agent, allocations, audit, health, metrics, openapi, quotas};
-use crate::state::AppState;
+use crate::state::{stopped, AppState};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tessera_app::{shell, App};
 use tessera_protocol::agent::AGENT_API_PREFIX;
 use tessera_service::{Clock, Service, Settings};
+use tower_http::compression::CompressionLayer;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, SessionManagerLayer};
 use utoipa::OpenApi;
@@ -63,12 +66,26 @@ pub async fn build_state(
     let service = Service::new(db, settings, clock);
     service.sync_tenants().await?;
     let oidc = Arc::new(oidc::Oidc::new(&config)?);
+    let hash_file = bundle::find_hash_file(Path::new(&config.server.site_root));
+    match &hash_file {
+        Some(p) => tracing::debug!("bundle file names from {}", p.display()),
+        None => tracing::info!(
+            "no {} in the site root: the bundle's file names carry no hash",
+            bundle::HASH_FILE
+        ),
+    }
     let leptos_options = LeptosOptions::builder()
         .output_name("tessera")
         .site_root(config.server.site_root.clone())
         .site_pkg_dir("pkg")
         .site_addr(config.server.listen)
         .env(leptos::config::Env::PROD)
+        .hash_files(hash_file.is_some())
+        .hash_file(Arc::from(
+            hash_file
+                .as_deref()
+                .map_or_else(|| bundle::HASH_FILE.into(), Path::to_string_lossy),
+        ))
         .build();
     Ok((
         AppState {
@@ -76,6 +93,7 @@ pub async fn build_state(
             oidc,
             config: Arc::new(config),
             leptos_options,
+            shutdown: Arc::new(tokio::sync::watch::Sender::new(false)),
         },
         store,
     ))
@@ -127,6 +145,13 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         ))
         .layer(sessions);
 
+    let site_root = PathBuf::from(state.leptos_options.site_root.as_ref());
+    let hash_file = state
+        .leptos_options
+        .hash_files
+        .then(|| PathBuf::from(state.leptos_options.hash_file.as_ref()));
+    let site_files = Arc::new(bundle::site_files(&site_root));
+
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -134,7 +159,15 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         .route(OPENAPI_PATH, serve_api_doc)
         .merge(api_docs_page)
         .nest(AGENT_API_PREFIX, agent_api)
+        .nest("/pkg", bundle::pkg_router(&site_root, hash_file.as_deref()))
         .merge(pages)
+        .layer(axum::middleware::from_fn_with_state(
+            site_files,
+            bundle::site_file_cache_control,
+        ))
+        // Pages, JSON and files without a precompressed variant; the
+        // precompressed `/pkg` files already carry a Content-Encoding and pass.
+        .layer(CompressionLayer::new())
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -172,12 +205,19 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
 }
 
 /// Runs the allocation timer (lease ends, provisioning timeouts, the queue)
-/// until the task is dropped.
-pub async fn run_scheduler(service: Service, every: std::time::Duration) {
+/// until `stop` turns `true` (a round in progress is finished first).
+pub async fn run_scheduler(
+    service: Service,
+    every: std::time::Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        interval.tick().await;
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = stopped(&mut stop) => return,
+        }
         match service.tick().await {
             Ok(r) if r != Default::default() => tracing::info!(
                 expired = r.expired,

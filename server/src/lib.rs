@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod bundle;
 pub mod config;
 pub mod error;
 pub mod routes;

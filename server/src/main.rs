@@ -109,6 +109,7 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
             if let Err(e) = state.oidc.check().await {
                 tracing::warn!("{e} (sign-in will retry discovery on first use)");
             }
+            let stop = state.shutdown.clone();
             let cleanup = tokio::spawn(
                 store
                     .clone()
@@ -119,6 +120,7 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                 std::time::Duration::from_millis(
                     state.config.agents.scheduler_interval_ms.max(100),
                 ),
+                stop.subscribe(),
             ));
             let deliveries = tokio::spawn(tessera_server::webhooks::run_deliveries(
                 state.service.clone(),
@@ -128,16 +130,34 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                     ),
                     retry_base_s: state.config.webhooks.retry_base_seconds,
                 },
+                stop.subscribe(),
             ));
             let app = router(state, store);
             let listener = TcpListener::bind(listen).await?;
             tracing::info!("listening on http://{listen}");
+            // On SIGTERM or Ctrl-C: stop accepting, answer held long polls,
+            // finish the requests in flight, then let the timer and the
+            // webhook deliveries finish their current round.
+            let stopping = stop.clone();
             axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown_signal())
+                .with_graceful_shutdown(async move {
+                    shutdown_signal().await;
+                    tracing::info!("shutting down: finishing the requests in flight");
+                    stopping.send_replace(true);
+                })
                 .await?;
+            stop.send_replace(true);
+            let finish = async {
+                let _ = scheduler.await;
+                let _ = deliveries.await;
+            };
+            if tokio::time::timeout(std::time::Duration::from_secs(15), finish)
+                .await
+                .is_err()
+            {
+                tracing::warn!("background tasks did not finish within 15 s; stopping anyway");
+            }
             cleanup.abort();
-            scheduler.abort();
-            deliveries.abort();
             tracing::info!("stopped");
             Ok(())
         }

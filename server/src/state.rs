@@ -18,10 +18,19 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Leptos rendering options.
     pub leptos_options: LeptosOptions,
+    /// Set to `true` once the server is shutting down: long polls answer at
+    /// once and background tasks end after their current round.
+    pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
     fn from_ref(state: &AppState) -> Self {
         state.leptos_options.clone()
     }
+}
+
+/// Resolves once `stop` is `true` (or its sender is gone). The borrow of the
+/// value ends inside, so the future stays `Send`.
+pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
 }

@@ -2,6 +2,7 @@
 //! tenant's URL, signed with its secret, and records the outcome (the
 //! service schedules retries with backoff).
 
+use crate::state::stopped;
 use std::time::Duration;
 use tessera_service::notifications::{sign, DueDelivery, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use tessera_service::Service;
@@ -72,7 +73,11 @@ pub async fn deliver_due(
 }
 
 /// Runs delivery passes every second until the task is dropped.
-pub async fn run_deliveries(service: Service, config: DeliveryConfig) {
+pub async fn run_deliveries(
+    service: Service,
+    config: DeliveryConfig,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let client = match reqwest::Client::builder()
         .timeout(config.timeout)
         .redirect(reqwest::redirect::Policy::none())
@@ -89,7 +94,10 @@ pub async fn run_deliveries(service: Service, config: DeliveryConfig) {
     let mut interval = tokio::time::interval(Duration::from_secs(1));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        interval.tick().await;
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = stopped(&mut stop) => return,
+        }
         if let Err(e) = deliver_due(&service, &client, config).await {
             tracing::warn!("webhook deliveries: {e:?}");
         }

@@ -7,6 +7,7 @@ use crate::backend::sim::{sim_uuid, Fault, FaultAction, SimBackend, SimGpus, Sim
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Condvar, Mutex};
+use std::time::Instant;
 use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuDesired};
 use tessera_protocol::agent::{GpuDesiredEntry, ReportAck};
@@ -433,13 +434,21 @@ async fn without_changes_it_still_reports_every_interval() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_older_server_without_desired_state_still_gets_reports() {
+async fn a_server_without_desired_state_is_retried_not_reported_to_only() {
+    // Every Tessera server has the endpoint: a 404 is a fault (a proxy, a
+    // wrong URL), retried with backoff; `--once` does not end on it.
     let (fake, url) = Fake::start(FakeState::default());
     let backend = Arc::new(sim("h", vec![]));
-    agent(&url, backend, true, "old").run().await.unwrap();
-    let reports = fake.reports();
-    assert_eq!(reports.len(), 1);
-    assert_eq!(reports[0].applied_generation, None);
+    let run = agent(&url, backend, true, "no-desired").run();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1200), run)
+            .await
+            .is_err(),
+        "--once ended without a desired state"
+    );
+    let state = fake.state.lock().unwrap();
+    assert!(state.polls.len() >= 2, "{:?}", state.polls);
+    assert!(state.reports.iter().all(|r| r.applied_generation.is_none()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

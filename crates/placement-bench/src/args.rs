@@ -1,25 +1,70 @@
-//! Command-line options (parsed by hand to keep the crate graph small).
+//! Command-line options (clap).
 
+use clap::Parser;
 use tessera_core::placement::Policy;
 
-use crate::error::BenchError;
 use crate::synthetic::Mix;
 
-/// Help text.
-pub const USAGE: &str = "\
-usage: placement-bench (--fleet FILE --requests FILE | --synthetic HOSTS [--mix MIX]) [options]
+/// The command line as clap parses it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "placement-bench",
+    about = "Replays a GPU-sharing cluster trace (or a seeded synthetic one) against a placement policy"
+)]
+pub struct Cli {
+    /// Hosts CSV: sn,cpu_milli,memory_mib,gpu,model.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "requests",
+        conflicts_with = "synthetic"
+    )]
+    fleet: Option<String>,
+    /// Requests CSV: name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "fleet",
+        conflicts_with = "synthetic"
+    )]
+    requests: Option<String>,
+    /// A generated mixed fleet of HOSTS hosts and a seeded request mix.
+    #[arg(
+        long,
+        value_name = "HOSTS",
+        required_unless_present = "fleet",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    synthetic: Option<u64>,
+    /// Synthetic request mix: default, sharing, multi-gpu, constrained.
+    #[arg(long, default_value_t = Mix::Default, requires = "synthetic")]
+    mix: Mix,
+    /// pack, spread, best-fit, first-fit or random.
+    #[arg(long, default_value_t = Policy::Pack)]
+    policy: Policy,
+    /// Number of seeds; mean and standard deviation are reported.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    seeds: u32,
+    /// First seed; seeds S..S+N.
+    #[arg(long = "seed", value_name = "S", default_value_t = 1)]
+    first_seed: u64,
+    /// Requested GPU total relative to capacity.
+    #[arg(long, default_value_t = 1.3, value_parser = positive)]
+    inflate: f64,
+    /// MIG-capable GPUs start with MIG enabled; shares become MIG profiles.
+    #[arg(long)]
+    mig: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
 
-  --fleet FILE        hosts CSV: sn,cpu_milli,memory_mib,gpu,model
-  --requests FILE     requests CSV: name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec
-  --synthetic HOSTS   generated mixed fleet of HOSTS hosts and a seeded request mix
-  --mix MIX           synthetic request mix: default, sharing, multi-gpu, constrained
-  --policy POLICY     pack (default), spread, best-fit, first-fit, random
-  --seeds N           number of seeds (default 1); mean and standard deviation reported
-  --seed S            first seed (default 1); seeds S..S+N
-  --inflate X         requested GPU total relative to capacity (default 1.3)
-  --mig               MIG-capable GPUs start with MIG enabled; shares become MIG profiles
-  --json              print one JSON object
-  -h, --help          this text";
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{text:?} is not a positive number")),
+    }
+}
 
 /// Where the fleet and requests come from.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,105 +104,61 @@ pub struct Options {
     pub json: bool,
 }
 
-/// What the command line asks for.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Command {
-    /// Print the help text.
-    Help,
-    /// Run the benchmark.
-    Run(Options),
-}
-
-fn usage(message: impl Into<String>) -> BenchError {
-    BenchError::Usage(message.into())
-}
-
-fn value<'a, I: Iterator<Item = &'a String>>(
-    args: &mut I,
-    flag: &str,
-) -> Result<&'a str, BenchError> {
-    args.next()
-        .map(String::as_str)
-        .ok_or_else(|| usage(format!("{flag} needs a value")))
-}
-
-fn number<T: std::str::FromStr>(text: &str, flag: &str) -> Result<T, BenchError> {
-    text.parse()
-        .map_err(|_| usage(format!("{flag}: {text:?} is not a valid number")))
-}
-
-/// Parses the arguments after the program name.
-pub fn parse(args: &[String]) -> Result<Command, BenchError> {
-    let mut fleet = None;
-    let mut requests = None;
-    let mut synthetic = None;
-    let mut mix = Mix::Default;
-    let mut options = Options {
-        source: Source::Synthetic { hosts: 0, mix },
-        policy: Policy::Pack,
-        seeds: 1,
-        first_seed: 1,
-        inflate: 1.3,
-        mig: false,
-        json: false,
-    };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(Command::Help),
-            "--fleet" => fleet = Some(value(&mut it, arg)?.to_string()),
-            "--requests" => requests = Some(value(&mut it, arg)?.to_string()),
-            "--synthetic" => synthetic = Some(number::<usize>(value(&mut it, arg)?, arg)?),
-            "--mix" => mix = value(&mut it, arg)?.parse().map_err(usage)?,
-            "--policy" => {
-                options.policy = value(&mut it, arg)?
-                    .parse()
-                    .map_err(|e: tessera_core::placement::UnknownPolicy| usage(e.to_string()))?;
-            }
-            "--seeds" => options.seeds = number(value(&mut it, arg)?, arg)?,
-            "--seed" => options.first_seed = number(value(&mut it, arg)?, arg)?,
-            "--inflate" => options.inflate = number(value(&mut it, arg)?, arg)?,
-            "--mig" => options.mig = true,
-            "--json" => options.json = true,
-            other => return Err(usage(format!("unknown option {other:?}"))),
+impl From<Cli> for Options {
+    fn from(cli: Cli) -> Self {
+        let source = match (cli.fleet, cli.requests, cli.synthetic) {
+            (Some(fleet), Some(requests), _) => Source::Files { fleet, requests },
+            // clap requires one of the two forms.
+            (_, _, hosts) => Source::Synthetic {
+                hosts: usize::try_from(hosts.unwrap_or(1)).unwrap_or(usize::MAX),
+                mix: cli.mix,
+            },
+        };
+        Options {
+            source,
+            policy: cli.policy,
+            seeds: cli.seeds,
+            first_seed: cli.first_seed,
+            inflate: cli.inflate,
+            mig: cli.mig,
+            json: cli.json,
         }
     }
-    if options.seeds == 0 {
-        return Err(usage("--seeds must be at least 1"));
-    }
-    if !(options.inflate.is_finite() && options.inflate > 0.0) {
-        return Err(usage("--inflate must be a positive number"));
-    }
-    options.source = match (fleet, requests, synthetic) {
-        (Some(fleet), Some(requests), None) => Source::Files { fleet, requests },
-        (None, None, Some(hosts)) if hosts > 0 => Source::Synthetic { hosts, mix },
-        (None, None, Some(_)) => return Err(usage("--synthetic needs at least one host")),
-        _ => {
-            return Err(usage(
-                "give either --fleet and --requests, or --synthetic HOSTS",
-            ))
-        }
-    };
-    Ok(Command::Run(options))
+}
+
+/// Parses the arguments after the program name (for tests and library users;
+/// the binary uses [`Cli::parse`], which prints help and usage errors itself).
+pub fn parse<I, T>(args: I) -> Result<Options, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let argv = std::iter::once(std::ffi::OsString::from("placement-bench"))
+        .chain(args.into_iter().map(Into::into));
+    Cli::try_parse_from(argv).map(Options::from)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use clap::CommandFactory;
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_string).collect()
     }
 
     #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
     fn parses_a_synthetic_run() {
-        let Command::Run(o) = parse(&args(
+        let o = parse(args(
             "--synthetic 10 --mix sharing --policy best-fit --seeds 3 --mig --json",
         ))
-        .unwrap() else {
-            panic!("help");
-        };
+        .unwrap();
         assert_eq!(
             o.source,
             Source::Synthetic {
@@ -167,6 +168,23 @@ mod tests {
         );
         assert_eq!(o.policy, Policy::BestFit);
         assert_eq!((o.seeds, o.mig, o.json), (3, true, true));
+        assert_eq!((o.first_seed, o.inflate), (1, 1.3));
+    }
+
+    #[test]
+    fn parses_a_trace_run() {
+        let o = parse(args(
+            "--fleet f.csv --requests r.csv --seed 7 --inflate 1.1",
+        ))
+        .unwrap();
+        assert_eq!(
+            o.source,
+            Source::Files {
+                fleet: "f.csv".into(),
+                requests: "r.csv".into()
+            }
+        );
+        assert_eq!((o.first_seed, o.inflate), (7, 1.1));
     }
 
     #[test]
@@ -174,13 +192,20 @@ mod tests {
         for bad in [
             "",
             "--fleet a.csv",
+            "--requests r.csv --synthetic 5",
+            "--fleet a.csv --requests r.csv --synthetic 5",
             "--synthetic x",
+            "--synthetic 0",
             "--synthetic 5 --policy worst",
+            "--synthetic 5 --mix odd",
             "--synthetic 5 --seeds 0",
+            "--synthetic 5 --inflate -1",
+            "--synthetic 5 --inflate nan",
             "--synthetic 5 --bogus",
         ] {
-            assert!(parse(&args(bad)).is_err(), "{bad}");
+            assert!(parse(args(bad)).is_err(), "{bad}");
         }
-        assert_eq!(parse(&args("--help")).unwrap(), Command::Help);
+        let help = parse(args("--help")).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
     }
 }

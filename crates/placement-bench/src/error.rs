@@ -27,9 +27,6 @@ pub enum BenchError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// Bad command-line usage.
-    #[error("{0}\n\n{usage}", usage = crate::args::USAGE)]
-    Usage(String),
     /// The fleet could not be indexed.
     #[error("invalid fleet: {0}")]
     Fleet(#[from] FleetError),

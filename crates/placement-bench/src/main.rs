@@ -2,22 +2,13 @@
 
 use std::process::ExitCode;
 
-use placement_bench::args::{parse, Command, USAGE};
+use clap::Parser;
+use placement_bench::args::{Cli, Options};
 use placement_bench::execute;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let options = match parse(&args) {
-        Ok(Command::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Ok(Command::Run(options)) => options,
-        Err(e) => {
-            eprintln!("placement-bench: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    // Help exits 0, bad usage 2 (clap).
+    let options = Options::from(Cli::parse());
     match execute(&options) {
         Ok(report) if options.json => match serde_json::to_string(&report) {
             Ok(json) => {

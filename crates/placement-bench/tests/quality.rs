@@ -4,7 +4,7 @@
 //! shape statistics are too thin and best-fit can come out ahead.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use placement_bench::args::{parse, Command};
+use placement_bench::args::parse;
 use placement_bench::execute;
 
 fn ratio(policy: &str, mix: &str, mig: bool) -> f64 {
@@ -24,10 +24,7 @@ fn ratio(policy: &str, mix: &str, mig: bool) -> f64 {
     if mig {
         args.push("--mig".into());
     }
-    let Command::Run(options) = parse(&args).unwrap() else {
-        panic!("expected a run");
-    };
-    execute(&options).unwrap().gpu_allocation_ratio
+    execute(&parse(args).unwrap()).unwrap().gpu_allocation_ratio
 }
 
 #[test]

@@ -432,7 +432,9 @@ fn token_error<RE: std::error::Error + 'static>(issuer: &str, e: TokenError<RE>)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    // `subtle` compares in time independent of the contents (a length
+    // mismatch returns at once: the length of `state` is public).
+    bool::from(subtle::ConstantTimeEq::ct_eq(a, b))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use super::extract::JsonBody;
 use crate::auth::extract::Host;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::{stopped, AppState};
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;
@@ -43,8 +43,15 @@ pub async fn get_desired_state(
     Host(host): Host,
     Query(q): Query<DesiredQuery>,
 ) -> Result<Json<DesiredState>, ApiError> {
+    // A shutting-down server answers held polls at once, so that finishing
+    // the requests in flight does not take a whole poll.
+    let mut stop = state.shutdown.subscribe();
     let wait = std::time::Duration::from_secs(q.wait_s);
-    Ok(Json(
-        state.service.wait_desired(&host, q.after, wait).await?,
-    ))
+    let desired = tokio::select! {
+        desired = state.service.wait_desired(&host, q.after, wait) => desired?,
+        () = stopped(&mut stop) => {
+            state.service.wait_desired(&host, q.after, std::time::Duration::ZERO).await?
+        }
+    };
+    Ok(Json(desired))
 }

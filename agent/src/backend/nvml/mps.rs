@@ -14,9 +14,10 @@ use crate::backend::BackendError;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tessera_core::plan::MpsSettings;
 use tessera_core::units::MemMiB;
+use wait_timeout::ChildExt;
 
 /// The control program.
 pub const MPS_CONTROL: &str = "nvidia-cuda-mps-control";
@@ -110,20 +111,13 @@ impl CommandRunner for SystemRunner {
         }
         let stdout = read_all(child.stdout.take());
         let stderr = read_all(child.stderr.take());
-        let deadline = Instant::now() + self.timeout;
-        let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("{} did not finish within {:?}", cmd.program, self.timeout),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let Some(status) = child.wait_timeout(self.timeout)? else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("{} did not finish within {:?}", cmd.program, self.timeout),
+            ));
         };
         Ok(CommandOutput {
             success: status.success(),

@@ -534,7 +534,7 @@ fn reconciles_time_slicing_into_the_device_plugin_config() {
     assert_eq!(out.observed.time_slice_replicas, 4);
     let text = std::fs::read_to_string(root.join("device-plugin/config.yaml")).unwrap();
     assert!(
-        text.contains("replicas: 4") && text.contains(&format!("devices: [\"{UUID}\"]")),
+        text.contains("replicas: 4") && text.contains(&format!("devices:\n      - {UUID}\n")),
         "{text}"
     );
     let out = reconcile_gpu(&h, 0, &model, &GpuDesired::default()).unwrap();

@@ -15,88 +15,137 @@
 //!
 //! Tessera owns the file: it writes one resource entry per distinct replica
 //! count, listing the GPUs (by UUID) with that count; GPUs with one replica
-//! (not shared) are not listed. The parser reads exactly this format back.
+//! (not shared) are not listed. Reading it back is strict: a key the plugin's
+//! `v1` format does not have, a wrong type, another resource or a device
+//! list that is not UUIDs is an error, never skipped (a file the agent
+//! misread would be rewritten without the entries it missed).
 
 use crate::backend::BackendError;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// The resource every entry advertises.
 pub const RESOURCE_NAME: &str = "nvidia.com/gpu";
+/// The config format version the plugin reads.
+const VERSION: &str = "v1";
+
+/// The plugin's config file (the parts Tessera uses).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PluginConfig {
+    version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sharing: Option<Sharing>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sharing {
+    #[serde(rename = "timeSlicing")]
+    time_slicing: TimeSlicing,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TimeSlicing {
+    #[serde(default)]
+    rename_by_default: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    fail_requests_greater_than_one: bool,
+    #[serde(default)]
+    resources: Vec<Resource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Resource {
+    name: String,
+    replicas: u32,
+    devices: Vec<String>,
+}
+
+/// Why a device plugin config could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Not YAML, or not the plugin's format (unknown key, wrong type).
+    #[error("{0}")]
+    Yaml(#[from] serde_yaml_ng::Error),
+    /// Valid YAML of the right shape, but not something Tessera wrote.
+    #[error("{0}")]
+    Content(String),
+}
 
 /// The config for `replicas` per GPU UUID (GPUs with fewer than 2 replicas
 /// are left out).
-pub fn render_time_slicing(replicas: &BTreeMap<String, u32>) -> String {
-    let mut by_count: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+pub fn render_time_slicing(replicas: &BTreeMap<String, u32>) -> Result<String, ConfigError> {
+    let mut by_count: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for (uuid, n) in replicas {
         if *n > 1 {
-            by_count.entry(*n).or_default().push(uuid);
+            by_count.entry(*n).or_default().push(uuid.clone());
         }
     }
-    let mut out = String::from("version: v1\n");
-    if by_count.is_empty() {
-        return out;
-    }
-    out.push_str("sharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n");
-    for (n, devices) in by_count {
-        let list = devices
-            .iter()
-            .map(|d| format!("\"{d}\""))
-            .collect::<Vec<_>>()
-            .join(", ");
-        out.push_str(&format!(
-            "    - name: {RESOURCE_NAME}\n      replicas: {n}\n      devices: [{list}]\n"
-        ));
-    }
-    out
+    let sharing = (!by_count.is_empty()).then(|| Sharing {
+        time_slicing: TimeSlicing {
+            rename_by_default: true,
+            fail_requests_greater_than_one: false,
+            resources: by_count
+                .into_iter()
+                .map(|(replicas, devices)| Resource {
+                    name: RESOURCE_NAME.to_owned(),
+                    replicas,
+                    devices,
+                })
+                .collect(),
+        },
+    });
+    let config = PluginConfig {
+        version: VERSION.to_owned(),
+        sharing,
+    };
+    Ok(serde_yaml_ng::to_string(&config)?)
 }
 
-/// Replicas per GPU UUID from a config [`render_time_slicing`] wrote. Lines
-/// it does not understand are skipped; a GPU not listed has one replica.
-pub fn parse_time_slicing(text: &str) -> BTreeMap<String, u32> {
+/// Replicas per GPU UUID from a device plugin config; a GPU not listed has
+/// one replica. Anything the agent cannot account for is an error.
+pub fn parse_time_slicing(text: &str) -> Result<BTreeMap<String, u32>, ConfigError> {
+    let content = |m: String| Err(ConfigError::Content(m));
+    if text.trim().is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let config: PluginConfig = serde_yaml_ng::from_str(text)?;
+    if config.version != VERSION {
+        return content(format!(
+            "version {:?}; this agent writes {VERSION:?}",
+            config.version
+        ));
+    }
     let mut out = BTreeMap::new();
-    let mut replicas: Option<u32> = None;
-    let mut devices: Vec<String> = Vec::new();
-    let mut flush = |replicas: &mut Option<u32>, devices: &mut Vec<String>| {
-        if let Some(n) = replicas.take() {
-            for d in devices.drain(..) {
-                out.insert(d, n);
-            }
+    let resources = config
+        .sharing
+        .map(|s| s.time_slicing.resources)
+        .unwrap_or_default();
+    for r in resources {
+        if r.name != RESOURCE_NAME {
+            return content(format!(
+                "resource {:?}; this agent only shares {RESOURCE_NAME}",
+                r.name
+            ));
         }
-        devices.clear();
-    };
-    for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        let (item_start, line) = match line.strip_prefix('-') {
-            Some(rest) => (true, rest.trim()),
-            None => (false, line),
-        };
-        if item_start {
-            flush(&mut replicas, &mut devices);
+        if r.replicas == 0 {
+            return content("0 replicas".to_owned());
         }
-        let Some((key, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        match key.trim() {
-            "replicas" => replicas = value.parse().ok(),
-            "devices" => {
-                let inner = value
-                    .strip_prefix('[')
-                    .and_then(|v| v.strip_suffix(']'))
-                    .unwrap_or("");
-                devices = inner
-                    .split(',')
-                    .map(|d| d.trim().trim_matches(|c| c == '"' || c == '\'').to_owned())
-                    .filter(|d| !d.is_empty())
-                    .collect();
+        for device in r.devices {
+            if !device.starts_with("GPU-") {
+                return content(format!("device {device:?} is not a GPU UUID"));
             }
-            _ => {}
+            if out.insert(device.clone(), r.replicas).is_some() {
+                return content(format!("device {device} is listed twice"));
+            }
         }
     }
-    flush(&mut replicas, &mut devices);
-    out
+    Ok(out)
 }
 
 /// The device plugin config file, read and rewritten under a lock.
@@ -116,6 +165,7 @@ impl TimeSlicingFile {
     }
 
     /// Where it is.
+    /// Where it is.
     #[cfg(test)]
     pub fn path(&self) -> &std::path::Path {
         &self.path
@@ -130,7 +180,7 @@ impl TimeSlicingFile {
 
     fn read(&self) -> Result<BTreeMap<String, u32>, BackendError> {
         match std::fs::read_to_string(&self.path) {
-            Ok(text) => Ok(parse_time_slicing(&text)),
+            Ok(text) => parse_time_slicing(&text).map_err(|e| self.err(e)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
             Err(e) => Err(self.err(e)),
         }
@@ -161,7 +211,8 @@ impl TimeSlicingFile {
         let mut tmp = self.path.clone().into_os_string();
         tmp.push(".tessera-tmp");
         let tmp = PathBuf::from(tmp);
-        std::fs::write(&tmp, render_time_slicing(&all)).map_err(|e| self.err(e))?;
+        let text = render_time_slicing(&all).map_err(|e| self.err(e))?;
+        std::fs::write(&tmp, text).map_err(|e| self.err(e))?;
         std::fs::rename(&tmp, &self.path).map_err(|e| self.err(e))
     }
 }
@@ -182,16 +233,23 @@ mod tests {
             ("GPU-a", 4),
             ("GPU-c", 2),
             ("GPU-d", 1),
-        ]));
+        ]))
+        .unwrap();
         assert_eq!(
             text,
             "version: v1\n\
              sharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n\
-             \x20   - name: nvidia.com/gpu\n      replicas: 2\n      devices: [\"GPU-c\"]\n\
-             \x20   - name: nvidia.com/gpu\n      replicas: 4\n      devices: [\"GPU-a\", \"GPU-b\"]\n"
+             \x20   - name: nvidia.com/gpu\n      replicas: 2\n      devices:\n      - GPU-c\n\
+             \x20   - name: nvidia.com/gpu\n      replicas: 4\n      devices:\n      - GPU-a\n      - GPU-b\n"
         );
-        assert_eq!(render_time_slicing(&BTreeMap::new()), "version: v1\n");
-        assert_eq!(render_time_slicing(&map(&[("GPU-x", 1)])), "version: v1\n");
+        assert_eq!(
+            render_time_slicing(&BTreeMap::new()).unwrap(),
+            "version: v1\n"
+        );
+        assert_eq!(
+            render_time_slicing(&map(&[("GPU-x", 1)])).unwrap(),
+            "version: v1\n"
+        );
     }
 
     #[test]
@@ -202,22 +260,74 @@ mod tests {
             map(&[("GPU-1", 2), ("GPU-2", 64), ("GPU-3", 2), ("GPU-4", 8)]),
         ];
         for m in cases {
-            assert_eq!(parse_time_slicing(&render_time_slicing(&m)), m);
+            assert_eq!(
+                parse_time_slicing(&render_time_slicing(&m).unwrap()).unwrap(),
+                m
+            );
         }
         // Ones are dropped: not listed reads back as one replica.
         let with_one = map(&[("GPU-1", 1), ("GPU-2", 3)]);
         assert_eq!(
-            parse_time_slicing(&render_time_slicing(&with_one)),
+            parse_time_slicing(&render_time_slicing(&with_one).unwrap()).unwrap(),
             map(&[("GPU-2", 3)])
         );
     }
 
     #[test]
-    fn parses_hand_edits_of_the_same_shape() {
+    fn parses_hand_edits_in_other_yaml_styles() {
         let text = "# edited\nversion: v1\nsharing:\n  timeSlicing:\n    resources:\n\
-                    \x20   - name: nvidia.com/gpu\n      devices: ['GPU-a' , GPU-b]\n      replicas: 3\n";
-        assert_eq!(parse_time_slicing(text), map(&[("GPU-a", 3), ("GPU-b", 3)]));
-        assert!(parse_time_slicing("not yaml at all").is_empty());
+                    \x20   - name: nvidia.com/gpu\n      devices: ['GPU-a' , \"GPU-b\"]\n      replicas: 3\n";
+        assert_eq!(
+            parse_time_slicing(text).unwrap(),
+            map(&[("GPU-a", 3), ("GPU-b", 3)])
+        );
+    }
+
+    #[test]
+    fn unknown_or_invalid_content_is_an_error_not_skipped() {
+        let entry = |body: &str| {
+            format!("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n{body}")
+        };
+        for (text, why) in [
+            ("not yaml at all".to_owned(), "a plain string"),
+            ("version: v1\nsharing: [".to_owned(), "broken YAML"),
+            ("version: v1\nflags:\n  migStrategy: none\n".to_owned(), "unknown top-level key"),
+            (entry("      replicas: 2\n      devices: [GPU-a]\n      renamed: x\n"), "unknown key in a resource"),
+            (entry("      replicas: two\n      devices: [GPU-a]\n"), "replicas not a number"),
+            (entry("      replicas: 2\n      devices: all\n"), "devices not a list"),
+            (entry("      replicas: 2\n      devices: [\"0\"]\n"), "a device index, not a UUID"),
+            (entry("      replicas: 2\n      devices: [GPU-a]\n    - name: nvidia.com/gpu\n      replicas: 3\n      devices: [GPU-a]\n"), "a GPU listed twice"),
+            (entry("      replicas: 0\n      devices: [GPU-a]\n"), "no replicas"),
+            (entry("      replicas: 2\n      devices: [GPU-a]\n").replace("nvidia.com/gpu", "nvidia.com/mig-1g.10gb"), "another resource"),
+            ("version: v2\n".to_owned(), "another version"),
+        ] {
+            assert!(parse_time_slicing(&text).is_err(), "{why}: {text}");
+        }
+        // An empty file (created ahead of the agent) lists nothing.
+        assert!(parse_time_slicing("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_file_the_agent_cannot_read_is_an_error_and_is_left_alone() {
+        let dir = std::env::temp_dir().join(format!(
+            "tessera-ts-bad-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.yaml");
+        let text = "version: v1\nflags:\n  migStrategy: mixed\n";
+        std::fs::write(&path, text).unwrap();
+        let file = TimeSlicingFile::new(path.clone());
+        let err = file.replicas("GPU-a").unwrap_err().to_string();
+        assert!(
+            err.contains("config.yaml") && err.contains("flags"),
+            "{err}"
+        );
+        assert!(file.set("GPU-a", 2).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -238,7 +348,7 @@ mod tests {
         assert_eq!(file.replicas("GPU-a").unwrap(), 1);
         let text = std::fs::read_to_string(file.path()).unwrap();
         assert!(
-            text.contains("devices: [\"GPU-b\"]") && !text.contains("GPU-a"),
+            text.contains("- GPU-b") && !text.contains("GPU-a"),
             "{text}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
