@@ -6,3 +6,6 @@
 pub mod agent;
 pub mod quotas;
 pub mod views;
+
+#[cfg(test)]
+mod wire_tests;

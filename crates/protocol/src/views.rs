@@ -130,10 +130,10 @@ pub struct PoolView {
     pub name: String,
     /// What it is for.
     pub description: String,
-    /// `exclusive`, `mig`, `mps` or `time-slicing`.
-    pub sharing: String,
-    /// `production`, `batch` or `development`.
-    pub isolation: String,
+    /// How its GPUs are shared.
+    pub sharing: tessera_core::sharing::SharingMode,
+    /// Who it is for.
+    pub isolation: tessera_core::sharing::IsolationClass,
     /// GPUs in the pool.
     pub gpus: u32,
     /// Of those, on hosts that are online.
@@ -216,10 +216,42 @@ pub struct JoinTokenView {
     pub created_at: DateTime<Utc>,
     /// Expiry.
     pub expires_at: DateTime<Utc>,
-    /// `active`, `used`, `expired` or `revoked`.
-    pub status: String,
+    /// Whether it can still be used, and if not why.
+    pub status: JoinTokenStatus,
     /// Host that used it.
     pub used_by_host: Option<String>,
+}
+
+/// Where a join token stands, derived from its timestamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JoinTokenStatus {
+    /// Unused and unexpired: an agent can enrol with it.
+    Active,
+    /// An agent enrolled with it.
+    Used,
+    /// Its time ran out unused.
+    Expired,
+    /// An admin revoked it.
+    Revoked,
+}
+
+impl JoinTokenStatus {
+    /// Lower-case name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Used => "used",
+            Self::Expired => "expired",
+            Self::Revoked => "revoked",
+        }
+    }
+}
+
+impl std::fmt::Display for JoinTokenStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A join token right after creation: the only time the secret is shown.
@@ -301,12 +333,12 @@ pub struct AllocationView {
     pub tenant: String,
     /// Pool.
     pub pool: String,
-    /// `queued`, `placed`, `provisioning`, `active`, `releasing`, `released`, `failed` or `expired`.
-    pub state: String,
+    /// Where it is in its life.
+    pub state: tessera_core::lifecycle::AllocationPhase,
     /// Why it failed, or why the last teardown failed.
     pub reason: Option<String>,
-    /// For `releasing`: how it will end (`released`, `expired`, `failed`).
-    pub ending_as: Option<String>,
+    /// For `releasing`: the phase it will end in (`released`, `expired`, `failed`).
+    pub ending_as: Option<tessera_core::lifecycle::AllocationPhase>,
     /// The slice asked for.
     pub shape: tessera_core::sharing::SliceShape,
     /// Short description of the slice.
@@ -348,7 +380,8 @@ pub struct AllocationView {
 impl AllocationView {
     /// No further change will happen.
     pub fn is_terminal(&self) -> bool {
-        matches!(self.state.as_str(), "released" | "failed" | "expired")
+        use tessera_core::lifecycle::AllocationPhase as P;
+        matches!(self.state, P::Released | P::Failed | P::Expired)
     }
 }
 
@@ -381,7 +414,7 @@ pub struct PoolChoice {
     /// What it is for.
     pub description: String,
     /// Isolation class.
-    pub isolation: String,
+    pub isolation: tessera_core::sharing::IsolationClass,
     /// GPUs on online hosts.
     pub gpus_online: u32,
     /// The tenant's quota here, if it has one.

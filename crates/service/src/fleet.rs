@@ -13,8 +13,8 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_protocol::agent::{EnrollRequest, EnrollResponse, GpuReport, HostReport, ReportAck};
 use tessera_protocol::views::{
-    CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenView, MigInstanceView,
-    PoolView,
+    CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenStatus, JoinTokenView,
+    MigInstanceView, PoolView,
 };
 
 /// Longest lifetime of a join token.
@@ -190,15 +190,15 @@ fn mig_instances(sharing: Option<&serde_json::Value>, holders: &Holders) -> Vec<
     list
 }
 
-fn token_status(t: &join_token::Model, now: DateTime<Utc>) -> &'static str {
+fn token_status(t: &join_token::Model, now: DateTime<Utc>) -> JoinTokenStatus {
     if t.revoked_at.is_some() {
-        "revoked"
+        JoinTokenStatus::Revoked
     } else if t.used_at.is_some() {
-        "used"
+        JoinTokenStatus::Used
     } else if t.expires_at <= now {
-        "expired"
+        JoinTokenStatus::Expired
     } else {
-        "active"
+        JoinTokenStatus::Active
     }
 }
 
@@ -213,7 +213,7 @@ fn token_view(
         created_by: t.created_by.clone(),
         created_at: t.created_at,
         expires_at: t.expires_at,
-        status: token_status(t, now).to_owned(),
+        status: token_status(t, now),
         used_by_host: t.used_by_host_id.and_then(|id| hosts.get(&id).cloned()),
     }
 }
@@ -292,7 +292,7 @@ impl Service {
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("join token {id}")))?;
         let status = token_status(&t, now);
-        if status != "active" {
+        if status != JoinTokenStatus::Active {
             return Err(ServiceError::Conflict(format!(
                 "join token {id} is already {status}"
             )));
@@ -676,11 +676,8 @@ impl Service {
                 PoolView {
                     name: p.name.clone(),
                     description: p.description.clone(),
-                    sharing: serde_json::to_value(p.sharing)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default(),
-                    isolation: p.isolation.as_str().to_owned(),
+                    sharing: p.sharing,
+                    isolation: p.isolation,
                     gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
                     gpus_online: u32::try_from(online).unwrap_or(u32::MAX),
                 }

@@ -3,7 +3,9 @@
 
 use super::DomainEvent;
 use serde_json::{json, Value};
+use tessera_core::lifecycle::{AllocationPhase, QuotaRequestPhase};
 use tessera_core::quota::Quota;
+use tessera_protocol::views::JoinTokenStatus;
 
 /// What the audit log records about one event (the actor and time come from
 /// the write that emitted it).
@@ -83,13 +85,13 @@ impl DomainEvent {
             Self::AllocationPlaced { alloc } => allocation(
                 alloc,
                 "allocation.place",
-                Some(json!({"state": "queued"})),
-                Some(json!({"state": "placed", "host_id": alloc.host_id})),
+                Some(json!({"state": AllocationPhase::Queued})),
+                Some(json!({"state": AllocationPhase::Placed, "host_id": alloc.host_id})),
             ),
             Self::AllocationProvisioning { alloc, state } => allocation(
                 alloc,
                 "allocation.provision",
-                Some(json!({"state": "placed"})),
+                Some(json!({"state": AllocationPhase::Placed})),
                 Some(state_json(state)),
             ),
             Self::AllocationActivated {
@@ -117,7 +119,7 @@ impl DomainEvent {
             Self::AllocationTeardownFailed { alloc, state } => allocation(
                 alloc,
                 "allocation.teardown_error",
-                Some(json!({"state": "releasing"})),
+                Some(json!({"state": AllocationPhase::Releasing})),
                 Some(state_json(state)),
             ),
             Self::AllocationEnded {
@@ -228,16 +230,16 @@ impl DomainEvent {
             Self::QuotaRequestSubmitted { request: r, .. } => request(
                 r,
                 "quota_request.submit",
-                Some(json!({"state": "proposed"})),
-                Some(json!({"state": "pending"})),
+                Some(json!({"state": QuotaRequestPhase::Proposed})),
+                Some(json!({"state": QuotaRequestPhase::Pending})),
             ),
             Self::QuotaRequestWithdrawn {
                 request: r, before, ..
             } => request(
                 r,
                 "quota_request.withdraw",
-                Some(json!({"state": before.name()})),
-                Some(json!({"state": "withdrawn"})),
+                Some(json!({"state": before.phase()})),
+                Some(json!({"state": QuotaRequestPhase::Withdrawn})),
             ),
             Self::QuotaRequestApproved {
                 request: r,
@@ -249,9 +251,9 @@ impl DomainEvent {
             } => request(
                 r,
                 "quota_request.approve",
-                Some(json!({"state": "pending", "quota": before})),
+                Some(json!({"state": QuotaRequestPhase::Pending, "quota": before})),
                 Some(json!({
-                    "state": "approved", "granted": granted, "ends_at": ends_at,
+                    "state": QuotaRequestPhase::Approved, "granted": granted, "ends_at": ends_at,
                     "reason": Value::Null, "quota": after,
                 })),
             ),
@@ -263,9 +265,9 @@ impl DomainEvent {
             } => request(
                 r,
                 "quota_request.reject",
-                Some(json!({"state": "pending", "quota": quota})),
+                Some(json!({"state": QuotaRequestPhase::Pending, "quota": quota})),
                 Some(json!({
-                    "state": "rejected", "granted": Value::Null, "ends_at": Value::Null,
+                    "state": QuotaRequestPhase::Rejected, "granted": Value::Null, "ends_at": Value::Null,
                     "reason": reason, "quota": quota,
                 })),
             ),
@@ -315,7 +317,7 @@ impl DomainEvent {
                 target_type: "join_token",
                 target_id: token_id.to_string(),
                 before: Some(json!({"status": status_before})),
-                after: Some(json!({"status": "revoked"})),
+                after: Some(json!({"status": JoinTokenStatus::Revoked})),
             },
             Self::HostEnrolled {
                 host_id,
