@@ -7,7 +7,8 @@ use tessera_core::lifecycle::QuotaRequestState;
 use tessera_core::notify::NotificationKind;
 use tessera_core::quota::{Quota, QuotaAmount};
 
-use crate::views::{NewAllocation, QuotaView};
+use crate::requests::NewAllocation;
+use crate::views::QuotaView;
 
 /// Temporary quota on top of the permanent quota.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
