@@ -1,8 +1,22 @@
 //! Query strings of pages: the audit log's filters, parsed from and written
-//! back to the URL.
+//! back to the URL, and the one percent-encoder every URL Tessera builds uses.
 
 use chrono::{DateTime, Utc};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::{Deserialize, Serialize};
+
+/// Every byte but RFC 3986's unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `s` percent-encoded (UTF-8) as a query value or a path segment: only
+/// unreserved characters stay as they are, a space becomes `%20`.
+pub fn encode_component(s: &str) -> String {
+    utf8_percent_encode(s, COMPONENT).to_string()
+}
 
 /// Filters of the audit log (all optional).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,16 +105,7 @@ impl AuditQuery {
 
     /// The same query for another page, as a query string.
     pub fn to_query_string(&self, page: u32) -> String {
-        let enc = |s: &str| {
-            s.bytes()
-                .map(|b| match b {
-                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                        (b as char).to_string()
-                    }
-                    _ => format!("%{b:02X}"),
-                })
-                .collect::<String>()
-        };
+        let enc = encode_component;
         format!(
             "tenant={}&actor={}&action={}&from={}&until={}&page={page}",
             enc(&self.tenant),
@@ -145,5 +150,15 @@ mod audit_query_tests {
         };
         assert!(q.to_query_string(2).contains("actor=Bob%20B&"));
         assert!(q.to_query_string(2).ends_with("page=2"));
+    }
+
+    #[test]
+    fn components_keep_only_unreserved_characters() {
+        assert_eq!(encode_component("a-Z_0.9~"), "a-Z_0.9~");
+        assert_eq!(encode_component("Bob B"), "Bob%20B");
+        assert_eq!(encode_component("/fleet?tab=gpus"), "%2Ffleet%3Ftab%3Dgpus");
+        assert_eq!(encode_component("+&=#%*'"), "%2B%26%3D%23%25%2A%27");
+        assert_eq!(encode_component("Zoë"), "Zo%C3%AB");
+        assert_eq!(encode_component(""), "");
     }
 }
