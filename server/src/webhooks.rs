@@ -25,7 +25,7 @@ pub async fn post(client: &reqwest::Client, d: &DueDelivery) -> Result<(), Strin
     let response = client
         .post(&d.url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header("X-Tessera-Event", &d.event)
+        .header("X-Tessera-Event", d.event.as_str())
         .header("X-Tessera-Delivery", d.id.to_string())
         .header(TIMESTAMP_HEADER, timestamp.to_string())
         .header(SIGNATURE_HEADER, sign(&d.secret, timestamp, &d.payload))

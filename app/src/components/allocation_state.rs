@@ -1,42 +1,44 @@
 //! How an allocation's state is shown: a badge, and the progress steps.
 
 use leptos::prelude::*;
+use tessera_core::lifecycle::AllocationPhase;
 
-/// The badge class for a state.
-pub fn badge_class(state: &str) -> &'static str {
+/// The badge class for a phase.
+pub fn badge_class(state: AllocationPhase) -> &'static str {
+    use AllocationPhase as P;
     match state {
-        "active" => "badge ok",
-        "queued" | "placed" | "provisioning" | "requested" => "badge accent",
-        "releasing" => "badge warn",
-        "failed" => "badge danger",
-        _ => "badge subtle",
+        P::Active => "badge ok",
+        P::Queued | P::Placed | P::Provisioning | P::Requested => "badge accent",
+        P::Releasing => "badge warn",
+        P::Failed => "badge danger",
+        P::Released | P::Expired => "badge subtle",
     }
 }
 
 /// A state badge.
 #[component]
-pub fn StateBadge(#[prop(into)] state: String) -> impl IntoView {
-    view! { <span class=badge_class(&state) data-test="state">{state.clone()}</span> }
+pub fn StateBadge(state: AllocationPhase) -> impl IntoView {
+    view! { <span class=badge_class(state) data-test="state">{state.name()}</span> }
 }
 
 /// The steps from request to active, with the current one marked.
 #[component]
-pub fn Progress(#[prop(into)] state: String) -> impl IntoView {
-    let second = if state == "queued" {
-        "queued"
+pub fn Progress(state: AllocationPhase) -> impl IntoView {
+    use AllocationPhase as P;
+    let second = if state == P::Queued {
+        P::Queued
     } else {
-        "placed"
+        P::Placed
     };
-    let steps = ["requested", second, "provisioning", "active"];
-    let reached = match state.as_str() {
-        "requested" => 0,
-        "queued" | "placed" => 1,
-        "provisioning" => 2,
+    let steps = [P::Requested, second, P::Provisioning, P::Active];
+    let reached = match state {
+        P::Requested | P::Failed => 0,
+        P::Queued | P::Placed => 1,
+        P::Provisioning => 2,
         // Reached the end: every step is done.
-        "active" | "releasing" | "released" | "expired" => 4,
-        _ => 0,
+        P::Active | P::Releasing | P::Released | P::Expired => 4,
     };
-    let failed = state == "failed";
+    let failed = state == P::Failed;
     view! {
         <ol class="steps" data-test="progress">
             {steps.iter().enumerate().map(|(i, s)| {
@@ -49,7 +51,7 @@ pub fn Progress(#[prop(into)] state: String) -> impl IntoView {
                 } else {
                     "step"
                 };
-                view! { <li class=class><span class="dot"></span><span>{*s}</span></li> }
+                view! { <li class=class><span class="dot"></span><span>{s.name()}</span></li> }
             }).collect_view()}
         </ol>
     }

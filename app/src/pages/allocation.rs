@@ -8,6 +8,7 @@ use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
+use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::views::AllocationView;
 
 /// How often an open allocation page refreshes while the allocation changes.
@@ -74,8 +75,9 @@ fn Allocation(
     release: ServerAction<ReleaseSlice>,
     extend: ServerAction<ExtendSlice>,
 ) -> impl IntoView {
+    use AllocationPhase as P;
     let now = a.as_of;
-    let open = !a.is_terminal() && a.state != "releasing";
+    let open = !a.is_terminal() && a.state != P::Releasing;
     let gpu_text = a
         .gpus
         .iter()
@@ -84,30 +86,30 @@ fn Allocation(
         .join(", ");
     let ending_soon = a
         .lease_ends_at
-        .is_some_and(|end| a.state == "active" && (end - now).num_minutes() < 60);
+        .is_some_and(|end| a.state == P::Active && (end - now).num_minutes() < 60);
     let (slug, id) = (a.tenant.clone(), a.id);
-    let release_label = if matches!(a.state.as_str(), "queued" | "requested") {
+    let release_label = if matches!(a.state, P::Queued | P::Requested) {
         "Cancel request"
     } else {
         "Release"
     };
-    let status_line = match a.state.as_str() {
-        "queued" => format!(
+    let status_line = match a.state {
+        P::Requested => P::Requested.name().to_owned(),
+        P::Queued => format!(
             "Waiting for capacity in {}: number {} in the queue. It starts automatically when a slice frees up.",
             a.pool,
             a.queue_position.unwrap_or(1)
         ),
-        "placed" => "Placed on a GPU; the host agent is picking it up.".to_owned(),
-        "provisioning" => "The host agent is creating the slice…".to_owned(),
-        "active" => "Ready to use.".to_owned(),
-        "releasing" => format!(
+        P::Placed => "Placed on a GPU; the host agent is picking it up.".to_owned(),
+        P::Provisioning => "The host agent is creating the slice…".to_owned(),
+        P::Active => "Ready to use.".to_owned(),
+        P::Releasing => format!(
             "Being torn down on the host (will end as {}).",
-            a.ending_as.clone().unwrap_or_else(|| "released".into())
+            a.ending_as.unwrap_or(P::Released)
         ),
-        "released" => "Released; its capacity and quota are back.".to_owned(),
-        "expired" => "The lease ended and the slice was released.".to_owned(),
-        "failed" => "This slice could not be provided; its quota is back.".to_owned(),
-        other => other.to_owned(),
+        P::Released => "Released; its capacity and quota are back.".to_owned(),
+        P::Expired => "The lease ended and the slice was released.".to_owned(),
+        P::Failed => "This slice could not be provided; its quota is back.".to_owned(),
     };
     view! {
         <Title text=format!("Allocation {}", a.id)/>
@@ -115,12 +117,12 @@ fn Allocation(
             <p class="eyebrow"><a href=format!("/t/{}", a.tenant)>{a.tenant.clone()}</a>" · allocation"</p>
             <div class="section-row">
                 <h1 data-test="allocation-title">{a.shape_label.clone()}<span class="muted">{format!(" #{}", a.id)}</span></h1>
-                <StateBadge state=a.state.clone()/>
+                <StateBadge state=a.state/>
             </div>
             <p class="muted" data-test="status-line">{status_line}</p>
         </section>
         <section class="card">
-            <Progress state=a.state.clone()/>
+            <Progress state=a.state/>
             {a.reason.clone().map(|r| view! { <p class="callout danger" data-test="reason">{r}</p> })}
         </section>
         {a.connection.clone().map(|c| {
@@ -175,7 +177,7 @@ fn Allocation(
             let (slug2, slug3) = (slug.clone(), slug.clone());
             view! {
                 <section class="card actions-card">
-                    {(a.state == "active").then(|| view! {
+                    {(a.state == P::Active).then(|| view! {
                         <ActionForm action=extend attr:class="form-row" attr:data-test="extend-form">
                             <input type="hidden" name="slug" value=slug2.clone()/>
                             <input type="hidden" name="id" value=id/>

@@ -78,8 +78,8 @@ fn Fleet(f: FleetView) -> impl IntoView {
                             <span class="tile-title mono">{p.name.clone()}</span>
                             <span class="muted small">{p.description.clone()}</span>
                             <span>
-                                <span class="badge accent" data-test="pool-sharing">{p.sharing.clone()}</span>" "
-                                <span class="badge">{p.isolation.clone()}</span>
+                                <span class="badge accent" data-test="pool-sharing">{p.sharing.to_string()}</span>" "
+                                <span class="badge">{p.isolation.as_str()}</span>
                             </span>
                             <span class="small" data-test="pool-gpus">{format!("{} of {} GPUs online", p.gpus_online, p.gpus)}</span>
                         </div>

@@ -5,6 +5,7 @@ use crate::components::error_panel::ErrorPanel;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
+use tessera_protocol::views::JoinTokenStatus;
 
 /// `/admin/join-tokens` (platform admins).
 #[component]
@@ -63,12 +64,16 @@ pub fn JoinTokensPage() -> impl IntoView {
                                 <thead><tr><th>"Description"</th><th>"Status"</th><th>"Created"</th><th>"Expires"</th><th>"Used by"</th><th></th></tr></thead>
                                 <tbody>
                                     {list.into_iter().map(|t| {
-                                        let active = t.status == "active";
-                                        let badge = match t.status.as_str() { "active" => "badge accent", "used" => "badge", _ => "badge subtle" };
+                                        let active = t.status == JoinTokenStatus::Active;
+                                        let badge = match t.status {
+                                            JoinTokenStatus::Active => "badge accent",
+                                            JoinTokenStatus::Used => "badge",
+                                            JoinTokenStatus::Expired | JoinTokenStatus::Revoked => "badge subtle",
+                                        };
                                         view! {
                                             <tr data-test="token-row">
                                                 <td>{t.description}<div class="muted small">{t.created_by.unwrap_or_default()}</div></td>
-                                                <td><span class=badge data-test="token-status">{t.status.clone()}</span></td>
+                                                <td><span class=badge data-test="token-status">{t.status.as_str()}</span></td>
                                                 <td class="muted">{format::when(t.created_at)}</td>
                                                 <td class="muted">{format::when(t.expires_at)}</td>
                                                 <td>{t.used_by_host.unwrap_or_else(|| "—".into())}</td>

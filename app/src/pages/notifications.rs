@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_navigate;
+use tessera_core::notify::{NotificationKind, NotificationTopic};
 use tessera_protocol::quotas::{NotificationView, NotificationsPage as Page};
 
 /// `/notifications`
@@ -81,13 +82,11 @@ fn Inbox(
 }
 
 /// What a notification is about, from its kind (`quota_request.approved`).
-fn topic(kind: &str) -> &'static str {
-    use tessera_core::notify::{NotificationKind, NotificationTopic};
-    match NotificationKind::parse(kind).map(NotificationKind::topic) {
-        Some(NotificationTopic::Quota | NotificationTopic::QuotaRequest) => "Quota",
-        Some(NotificationTopic::Allocation) => "Slice",
-        Some(NotificationTopic::Webhook) => "Webhook",
-        None => "Notice",
+fn topic(kind: NotificationKind) -> &'static str {
+    match kind.topic() {
+        NotificationTopic::Quota | NotificationTopic::QuotaRequest => "Quota",
+        NotificationTopic::Allocation => "Slice",
+        NotificationTopic::Webhook => "Webhook",
     }
 }
 
@@ -126,11 +125,11 @@ fn Item(
         }
     });
     view! {
-        <li class="notification" class:unread=!read data-test="notification" data-kind=n.kind.clone() data-read=read.to_string() data-id=id.to_string()>
+        <li class="notification" class:unread=!read data-test="notification" data-kind=n.kind.as_str() data-read=read.to_string() data-id=id.to_string()>
             <span class="dot" aria-hidden="true"></span>
             <div class="notification-main">
                 <div class="notification-head">
-                    <span class="badge subtle">{topic(&n.kind)}</span>
+                    <span class="badge subtle">{topic(n.kind)}</span>
                     <strong class="notification-title" data-test="notification-title">{n.title.clone()}</strong>
                 </div>
                 {(!n.body.is_empty()).then(|| view! { <p class="notification-body" data-test="notification-body">{n.body.clone()}</p> })}

@@ -201,7 +201,7 @@ fn RequestForm(
                                     on:change=move |_| { set_pool.set(n4.clone()); set_profile.set(String::new()); }/>
                                 <span class="tile-title mono">{p.offer.pool.clone()}</span>
                                 <span class="muted small">{p.description.clone()}</span>
-                                <span class="small"><span class="badge">{mode_label(p.offer.policy.mode)}</span>" "<span class="badge subtle">{p.isolation.clone()}</span></span>
+                                <span class="small"><span class="badge">{mode_label(p.offer.policy.mode)}</span>" "<span class="badge subtle">{p.isolation.as_str()}</span></span>
                                 <span class="muted small">{format!("{} online · {} queued · leases up to {} h", crate::format::gpus(p.gpus_online), p.queued, p.offer.max_lease_hours)}</span>
                                 <span class="muted small">{quota_text}</span>
                             </label>

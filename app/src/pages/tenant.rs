@@ -7,6 +7,7 @@ use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
+use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::views::{QuotaView, TenantRole, TenantView};
 
 /// `/t/:slug`
@@ -133,9 +134,9 @@ fn Tenant(t: TenantView) -> impl IntoView {
                             <thead><tr><th>"Slice"</th><th>"State"</th><th>"Pool"</th><th>"Where"</th><th>"Requested"</th><th>"Time left"</th></tr></thead>
                             <tbody>
                                 {t.allocations.iter().map(|a| {
-                                    let left = match (a.lease_ends_at, now, a.state.as_str()) {
-                                        (Some(end), Some(now), "active") => format::until(end, now),
-                                        (_, _, "queued") => a.queue_position.map(|p| format!("queue #{p}")).unwrap_or_default(),
+                                    let left = match (a.lease_ends_at, now, a.state) {
+                                        (Some(end), Some(now), AllocationPhase::Active) => format::until(end, now),
+                                        (_, _, AllocationPhase::Queued) => a.queue_position.map(|p| format!("queue #{p}")).unwrap_or_default(),
                                         _ => "—".to_owned(),
                                     };
                                     let place = match (&a.host, a.gpus.first()) {
@@ -145,7 +146,7 @@ fn Tenant(t: TenantView) -> impl IntoView {
                                     view! {
                                         <tr data-test="allocation-row" data-id=a.id.to_string()>
                                             <td><a href=format!("/t/{}/a/{}", t.slug, a.id) data-test="allocation-link">{a.shape_label.clone()}</a><div class="muted small">{format!("#{} · {}", a.id, a.requested_by)}</div></td>
-                                            <td><StateBadge state=a.state.clone()/></td>
+                                            <td><StateBadge state=a.state/></td>
                                             <td class="mono">{a.pool.clone()}</td>
                                             <td>{place}</td>
                                             <td class="muted">{now.map(|n| format::ago(a.created_at, n)).unwrap_or_default()}</td>

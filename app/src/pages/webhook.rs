@@ -8,6 +8,7 @@ use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
+use tessera_protocol::quotas::WebhookDeliveryStatus;
 
 /// How often the deliveries reload while the page is open.
 const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
@@ -128,11 +129,15 @@ pub fn WebhookPage() -> impl IntoView {
                                     <thead><tr><th>"Event"</th><th>"Status"</th><th class="num">"Attempts"</th><th>"Last error"</th><th>"When"</th></tr></thead>
                                     <tbody>
                                         {d.into_iter().map(|x| {
-                                            let badge = match x.status.as_str() { "delivered" => "badge ok", "failed" => "badge danger", _ => "badge warn" };
+                                            let badge = match x.status {
+                                                WebhookDeliveryStatus::Delivered => "badge ok",
+                                                WebhookDeliveryStatus::Failed => "badge danger",
+                                                WebhookDeliveryStatus::Pending => "badge warn",
+                                            };
                                             view! {
-                                                <tr data-test="webhook-delivery" data-status=x.status.clone()>
-                                                    <td class="mono small">{x.event}</td>
-                                                    <td><span class=badge data-test="delivery-status">{x.status.clone()}</span></td>
+                                                <tr data-test="webhook-delivery" data-status=x.status.as_str()>
+                                                    <td class="mono small">{x.event.as_str()}</td>
+                                                    <td><span class=badge data-test="delivery-status">{x.status.as_str()}</span></td>
                                                     <td class="num">{x.attempts}</td>
                                                     <td class="small error-text">{x.last_error.unwrap_or_else(|| "—".into())}</td>
                                                     <td class="muted small" title=format::when(x.created_at)>{format::ago(x.created_at, now)}</td>

@@ -61,6 +61,15 @@ impl ReleaseOutcome {
         }
     }
 
+    /// The terminal phase this outcome finalises to.
+    pub fn final_phase(&self) -> AllocationPhase {
+        match self {
+            Self::Released => AllocationPhase::Released,
+            Self::Expired => AllocationPhase::Expired,
+            Self::Failed { .. } => AllocationPhase::Failed,
+        }
+    }
+
     /// The terminal state this outcome finalises to.
     pub fn final_state(&self) -> AllocationState {
         match self {
@@ -77,6 +86,7 @@ impl ReleaseOutcome {
 /// column holds and queries filter on. The names are stable (stored, and
 /// shown in the API).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[cfg_attr(
     feature = "sea-orm",
@@ -356,6 +366,7 @@ pub fn transition(
 
 /// The name of a [`QuotaRequestState`] without its data, as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[cfg_attr(
     feature = "sea-orm",

@@ -329,3 +329,15 @@ fn quota_requests_are_decided_once() {
         "cannot withdraw a quota request that is approved"
     );
 }
+
+#[test]
+fn a_release_outcome_names_the_phase_it_ends_in() {
+    for outcome in [
+        ReleaseOutcome::Released,
+        ReleaseOutcome::Expired,
+        failed_outcome(),
+    ] {
+        assert_eq!(outcome.final_phase(), outcome.final_state().phase());
+        assert_eq!(outcome.final_phase().name(), outcome.name());
+    }
+}

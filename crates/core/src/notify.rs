@@ -24,42 +24,63 @@ pub fn webhook_retry_delay_s(attempts: u32, base_s: u64) -> Option<u64> {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "sea-orm",
+    derive(sea_orm::EnumIter, sea_orm::DeriveActiveEnum)
+)]
+#[cfg_attr(
+    feature = "sea-orm",
+    sea_orm(rs_type = "String", db_type = "Text", enum_name = "notification_kind")
+)]
 pub enum NotificationKind {
     /// A slice became usable.
     #[serde(rename = "allocation.active")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "allocation.active"))]
     AllocationActive,
     /// A slice could not be provided, broke, or a waiting slice still does not fit.
     #[serde(rename = "allocation.failed")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "allocation.failed"))]
     AllocationFailed,
     /// A queued slice was placed.
     #[serde(rename = "allocation.placed")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "allocation.placed"))]
     AllocationPlaced,
     /// A lease ended.
     #[serde(rename = "allocation.expired")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "allocation.expired"))]
     AllocationExpired,
     /// A lease ends within [`LEASE_ENDING_SOON_MINUTES`].
     #[serde(rename = "allocation.lease_ending")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "allocation.lease_ending"))]
     AllocationLeaseEnding,
     /// A tenant's quota changed (set, or a temporary grant).
     #[serde(rename = "quota.changed")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "quota.changed"))]
     QuotaChanged,
     /// A quota request was filed (proposed or sent to the platform admins).
     #[serde(rename = "quota_request.created")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "quota_request.created"))]
     QuotaRequestCreated,
     /// A proposal was submitted to the platform admins.
     #[serde(rename = "quota_request.submitted")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "quota_request.submitted"))]
     QuotaRequestSubmitted,
     /// A quota request was approved.
     #[serde(rename = "quota_request.approved")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "quota_request.approved"))]
     QuotaRequestApproved,
     /// A quota request was rejected.
     #[serde(rename = "quota_request.rejected")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "quota_request.rejected"))]
     QuotaRequestRejected,
     /// A quota request was withdrawn.
     #[serde(rename = "quota_request.withdrawn")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "quota_request.withdrawn"))]
     QuotaRequestWithdrawn,
     /// A tenant admin's test of the webhook.
     #[serde(rename = "webhook.test")]
+    #[cfg_attr(feature = "sea-orm", sea_orm(string_value = "webhook.test"))]
     WebhookTest,
 }
 

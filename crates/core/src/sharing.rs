@@ -58,6 +58,36 @@ impl fmt::Display for SharingMode {
     }
 }
 
+/// Who a pool is for: shown to tenants choosing a pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IsolationClass {
+    /// Serving and other work that must not be disturbed.
+    #[default]
+    Production,
+    /// Training and batch jobs.
+    Batch,
+    /// Notebooks and experiments.
+    Development,
+}
+
+impl IsolationClass {
+    /// The configured and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Production => "production",
+            Self::Batch => "batch",
+            Self::Development => "development",
+        }
+    }
+}
+
+impl fmt::Display for IsolationClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A pool's sharing policy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolPolicy {

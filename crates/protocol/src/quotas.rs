@@ -4,9 +4,11 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tessera_core::lifecycle::QuotaRequestState;
+use tessera_core::notify::NotificationKind;
 use tessera_core::quota::{Quota, QuotaAmount};
 
-use crate::views::{NewAllocation, QuotaView};
+use crate::requests::NewAllocation;
+use crate::views::QuotaView;
 
 /// Temporary quota on top of the permanent quota.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -230,7 +232,7 @@ pub struct NotificationView {
     /// Id.
     pub id: i64,
     /// Machine-readable kind, e.g. `quota_request.approved`, `allocation.active`.
-    pub kind: String,
+    pub kind: NotificationKind,
     /// One line.
     pub title: String,
     /// Detail.
@@ -274,15 +276,45 @@ pub struct WebhookDeliveryView {
     /// Id.
     pub id: i64,
     /// Event kind.
-    pub event: String,
-    /// `pending`, `delivered` or `failed`.
-    pub status: String,
+    pub event: NotificationKind,
+    /// Whether it went through.
+    pub status: WebhookDeliveryStatus,
     /// Tries so far.
     pub attempts: u32,
     /// Last error, if any.
     pub last_error: Option<String>,
     /// When the event happened.
     pub created_at: DateTime<Utc>,
+}
+
+/// Where a webhook call stands.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookDeliveryStatus {
+    /// Not delivered yet; tried again later.
+    Pending,
+    /// The receiver accepted it.
+    Delivered,
+    /// Given up after the last try.
+    Failed,
+}
+
+impl WebhookDeliveryStatus {
+    /// Lower-case name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for WebhookDeliveryStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A webhook just set up: the signing secret, shown once.

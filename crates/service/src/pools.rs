@@ -4,31 +4,8 @@
 use crate::ServiceError;
 use serde::{Deserialize, Serialize};
 use tessera_core::catalogue;
+pub use tessera_core::sharing::IsolationClass;
 use tessera_core::sharing::{PoolPolicy, SharingMode};
-
-/// Who a pool is for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IsolationClass {
-    /// Serving and other work that must not be disturbed.
-    #[default]
-    Production,
-    /// Training and batch jobs.
-    Batch,
-    /// Notebooks and experiments.
-    Development,
-}
-
-impl IsolationClass {
-    /// The configured name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Production => "production",
-            Self::Batch => "batch",
-            Self::Development => "development",
-        }
-    }
-}
 
 /// One pool as configured (`[[pools]]`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -189,7 +189,7 @@ async fn send<C: ConnectionTrait>(
         notification::ActiveModel {
             user_id: Set(user_id),
             tenant_id: Set(notice.tenant_id),
-            kind: Set(notice.kind.as_str().to_owned()),
+            kind: Set(notice.kind),
             title: Set(clip(&notice.title, 300)),
             body: Set(clip(&notice.body, 2000)),
             link: Set(Some(link.clone())),
@@ -219,7 +219,7 @@ async fn send<C: ConnectionTrait>(
         });
         webhook_delivery::ActiveModel {
             tenant_id: Set(tenant_id),
-            event: Set(notice.kind.as_str().to_owned()),
+            event: Set(notice.kind),
             payload: Set(payload.to_string()),
             attempts: Set(0),
             next_attempt_at: Set(Some(now)),

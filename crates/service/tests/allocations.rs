@@ -323,7 +323,7 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
         .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 8))
         .await
         .unwrap();
-    assert_eq!(v.state, "placed");
+    assert_eq!(v.state, AllocationPhase::Placed);
     assert_eq!(v.tenant, "vision");
     assert_eq!(v.host.as_deref(), Some("gpu-1"));
     assert_eq!(v.gpus.len(), 1);
@@ -356,13 +356,19 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
     assert!(e.desired.released.instances.is_empty());
     let other = d.gpus.iter().find(|e| e.uuid != gpu).unwrap();
     assert!(other.desired.mig_enabled && other.desired.instances.is_empty());
-    assert_eq!(get(&f, &alice, v.id).await.state, "provisioning");
+    assert_eq!(
+        get(&f, &alice, v.id).await.state,
+        AllocationPhase::Provisioning
+    );
 
     // A report of an older generation changes nothing.
     agent
         .send(&f, agent.applied(&d), Some(d.generation - 1), vec![])
         .await;
-    assert_eq!(get(&f, &alice, v.id).await.state, "provisioning");
+    assert_eq!(
+        get(&f, &alice, v.id).await.state,
+        AllocationPhase::Provisioning
+    );
 
     // The agent created it and says so.
     f.clock.advance(Duration::seconds(3));
@@ -370,7 +376,7 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
         .send(&f, agent.applied(&d), Some(d.generation), vec![])
         .await;
     let active = get(&f, &alice, v.id).await;
-    assert_eq!(active.state, "active");
+    assert_eq!(active.state, AllocationPhase::Active);
     assert_eq!(active.active_at, Some(t0 + Duration::seconds(3)));
     assert_eq!(
         active.lease_ends_at,
@@ -391,8 +397,8 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
     // Release: torn down by the agent, then released.
     f.clock.advance(Duration::minutes(10));
     let r = f.service.release_allocation(&alice, v.id).await.unwrap();
-    assert_eq!(r.state, "releasing");
-    assert_eq!(r.ending_as.as_deref(), Some("released"));
+    assert_eq!(r.state, AllocationPhase::Releasing);
+    assert_eq!(r.ending_as, Some(AllocationPhase::Released));
     assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
     let d2 = agent.fetch(&f).await;
     assert!(d2.generation > d.generation);
@@ -404,13 +410,16 @@ async fn mig_slice_goes_from_request_to_active_and_back() {
     agent
         .send(&f, agent.applied(&d), Some(d2.generation), vec![])
         .await;
-    assert_eq!(get(&f, &alice, v.id).await.state, "releasing");
+    assert_eq!(
+        get(&f, &alice, v.id).await.state,
+        AllocationPhase::Releasing
+    );
 
     agent
         .send(&f, agent.applied(&d2), Some(d2.generation), vec![])
         .await;
     let done = get(&f, &alice, v.id).await;
-    assert_eq!(done.state, "released");
+    assert_eq!(done.state, AllocationPhase::Released);
     assert_eq!(done.ended_at, Some(f.clock.now()));
     assert_eq!(done.connection, None);
     assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
@@ -464,7 +473,7 @@ async fn concurrent_requests_respect_quota_and_capacity() {
         })
         .collect();
     let results = futures::future::join_all(tasks).await;
-    let mut won: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut won: BTreeMap<String, Vec<AllocationPhase>> = BTreeMap::new();
     let mut refused = 0;
     for r in results {
         match r.unwrap() {
@@ -474,8 +483,8 @@ async fn concurrent_requests_respect_quota_and_capacity() {
         }
     }
     // Slices are the binding limit (vision 8, nlp 4); 12 fit on 14 places.
-    assert_eq!(won["vision"], vec!["placed"; 8]);
-    assert_eq!(won["nlp"], vec!["placed"; 4]);
+    assert_eq!(won["vision"], vec![AllocationPhase::Placed; 8]);
+    assert_eq!(won["nlp"], vec![AllocationPhase::Placed; 4]);
     assert_eq!(refused, 188);
     assert_eq!(f.count("allocations").await, 12);
     assert_eq!(count(&f.audit_actions().await, "allocation.create"), 12);
@@ -505,7 +514,7 @@ async fn concurrent_requests_beyond_capacity_queue() {
     let mut states: BTreeMap<String, usize> = BTreeMap::new();
     for r in futures::future::join_all(tasks).await {
         match r.unwrap() {
-            Ok(v) => *states.entry(v.state).or_default() += 1,
+            Ok(v) => *states.entry(v.state.name().to_owned()).or_default() += 1,
             Err(ServiceError::QuotaExceeded(_)) => {
                 *states.entry("refused".into()).or_default() += 1
             }
@@ -536,7 +545,7 @@ async fn concurrent_requests_beyond_capacity_queue() {
     let mut positions: Vec<u32> = Vec::new();
     for a in &actors[..2] {
         for v in f.service.list_allocations(a).await.unwrap() {
-            if v.state == "queued" {
+            if v.state == AllocationPhase::Queued {
                 positions.push(v.queue_position.unwrap());
             }
         }
@@ -660,11 +669,14 @@ async fn queued_requests_take_freed_capacity_in_order() {
             .request_allocation(who, &ask("h100-mig", mig("1g.10gb"), 4))
             .await
             .unwrap();
-        assert_eq!(v.state, "placed");
+        assert_eq!(v.state, AllocationPhase::Placed);
         fillers.push(v);
     }
     agent.converge(&f).await;
-    assert_eq!(get(&f, &alice, fillers[6].id).await.state, "active");
+    assert_eq!(
+        get(&f, &alice, fillers[6].id).await.state,
+        AllocationPhase::Active
+    );
 
     f.clock.advance(Duration::seconds(1));
     let first = f
@@ -679,12 +691,12 @@ async fn queued_requests_take_freed_capacity_in_order() {
         .await
         .unwrap();
     assert_eq!(
-        (first.state.as_str(), first.queue_position),
-        ("queued", Some(1))
+        (first.state, first.queue_position),
+        (AllocationPhase::Queued, Some(1))
     );
     assert_eq!(
-        (second.state.as_str(), second.queue_position),
-        ("queued", Some(2))
+        (second.state, second.queue_position),
+        (AllocationPhase::Queued, Some(2))
     );
     assert_eq!(first.host, None);
     assert_eq!(first.mig_start, None);
@@ -700,20 +712,26 @@ async fn queued_requests_take_freed_capacity_in_order() {
         .await
         .unwrap();
     assert_eq!(f.service.tick().await.unwrap().placed, 0);
-    assert_eq!(get(&f, &alice, first.id).await.state, "queued");
+    assert_eq!(
+        get(&f, &alice, first.id).await.state,
+        AllocationPhase::Queued
+    );
     agent.converge(&f).await;
-    assert_eq!(get(&f, &alice, fillers[5].id).await.state, "released");
+    assert_eq!(
+        get(&f, &alice, fillers[5].id).await.state,
+        AllocationPhase::Released
+    );
 
     let t = f.service.tick().await.unwrap();
     assert_eq!(t.placed, 1, "{t:?}");
     let first = get(&f, &alice, first.id).await;
-    assert_eq!(first.state, "placed");
+    assert_eq!(first.state, AllocationPhase::Placed);
     assert_eq!(first.mig_start, Some(freed));
     assert_eq!(first.queue_position, None);
     let second = get(&f, &alice, second.id).await;
     assert_eq!(
-        (second.state.as_str(), second.queue_position),
-        ("queued", Some(1))
+        (second.state, second.queue_position),
+        (AllocationPhase::Queued, Some(1))
     );
     assert_eq!(count(&f.audit_actions().await, "allocation.place"), 1);
 
@@ -723,9 +741,12 @@ async fn queued_requests_take_freed_capacity_in_order() {
         .release_allocation(&alice, second.id)
         .await
         .unwrap();
-    assert_eq!(r.state, "released");
+    assert_eq!(r.state, AllocationPhase::Released);
     agent.converge(&f).await;
-    assert_eq!(get(&f, &alice, first.id).await.state, "active");
+    assert_eq!(
+        get(&f, &alice, first.id).await.state,
+        AllocationPhase::Active
+    );
     check_invariants(&f).await;
 }
 
@@ -757,8 +778,8 @@ async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
         )
         .await;
     let failing = get(&f, &alice, v.id).await;
-    assert_eq!(failing.state, "releasing");
-    assert_eq!(failing.ending_as.as_deref(), Some("failed"));
+    assert_eq!(failing.state, AllocationPhase::Releasing);
+    assert_eq!(failing.ending_as, Some(AllocationPhase::Failed));
     assert!(
         failing
             .reason
@@ -778,7 +799,7 @@ async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
         .send(&f, agent.applied(&d2), Some(d2.generation), vec![])
         .await;
     let failed = get(&f, &alice, v.id).await;
-    assert_eq!(failed.state, "failed");
+    assert_eq!(failed.state, AllocationPhase::Failed);
     assert!(
         failed
             .reason
@@ -800,7 +821,7 @@ async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
         .send(&f, agent.base.clone(), Some(d3.generation), vec![])
         .await;
     let w = get(&f, &alice, w.id).await;
-    assert_eq!(w.ending_as.as_deref(), Some("failed"));
+    assert_eq!(w.ending_as, Some(AllocationPhase::Failed));
     assert!(
         w.reason
             .as_deref()
@@ -809,7 +830,7 @@ async fn a_slice_the_agent_cannot_create_fails_with_the_reason() {
         "{w:?}"
     );
     agent.converge(&f).await;
-    assert_eq!(get(&f, &alice, w.id).await.state, "failed");
+    assert_eq!(get(&f, &alice, w.id).await.state, AllocationPhase::Failed);
 
     assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
     let actions = f.audit_actions().await;
@@ -873,8 +894,8 @@ async fn leases_extend_within_policy_and_expire() {
     let t = f.service.tick().await.unwrap();
     assert_eq!(t.expired, 1, "{t:?}");
     let e = get(&f, &alice, v.id).await;
-    assert_eq!(e.state, "releasing");
-    assert_eq!(e.ending_as.as_deref(), Some("expired"));
+    assert_eq!(e.state, AllocationPhase::Releasing);
+    assert_eq!(e.ending_as, Some(AllocationPhase::Expired));
     assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
     let d = agent.converge(&f).await;
     assert!(entry(&d, &v.gpus[0].uuid)
@@ -883,7 +904,7 @@ async fn leases_extend_within_policy_and_expire() {
         .instances
         .contains(&v.mig_start.unwrap()));
     let e = get(&f, &alice, v.id).await;
-    assert_eq!(e.state, "expired");
+    assert_eq!(e.state, AllocationPhase::Expired);
     assert_eq!(e.ended_at, Some(f.clock.now()));
     assert_eq!(count(&f.audit_actions().await, "allocation.expire"), 1);
 
@@ -922,13 +943,16 @@ async fn slices_never_confirmed_time_out_and_return_the_quota() {
         .await
         .unwrap();
     agent.fetch(&f).await;
-    assert_eq!(get(&f, &alice, fetched.id).await.state, "provisioning");
+    assert_eq!(
+        get(&f, &alice, fetched.id).await.state,
+        AllocationPhase::Provisioning
+    );
     let unseen = f
         .service
         .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
         .await
         .unwrap();
-    assert_eq!(unseen.state, "placed");
+    assert_eq!(unseen.state, AllocationPhase::Placed);
     assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await.2, 2);
 
     f.clock.advance(Duration::seconds(299));
@@ -938,8 +962,8 @@ async fn slices_never_confirmed_time_out_and_return_the_quota() {
 
     let a = get(&f, &alice, fetched.id).await;
     assert_eq!(
-        (a.state.as_str(), a.ending_as.as_deref()),
-        ("releasing", Some("failed"))
+        (a.state, a.ending_as),
+        (AllocationPhase::Releasing, Some(AllocationPhase::Failed))
     );
     assert!(
         a.reason
@@ -949,7 +973,7 @@ async fn slices_never_confirmed_time_out_and_return_the_quota() {
         "{a:?}"
     );
     let b = get(&f, &alice, unseen.id).await;
-    assert_eq!(b.state, "failed");
+    assert_eq!(b.state, AllocationPhase::Failed);
     assert!(
         b.reason
             .as_deref()
@@ -969,7 +993,10 @@ async fn slices_never_confirmed_time_out_and_return_the_quota() {
         vec![fetched.mig_start.unwrap()]
     );
     agent.converge(&f).await;
-    assert_eq!(get(&f, &alice, fetched.id).await.state, "failed");
+    assert_eq!(
+        get(&f, &alice, fetched.id).await.state,
+        AllocationPhase::Failed
+    );
 }
 
 #[tokio::test]
@@ -1013,7 +1040,11 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
             .tenant_slug(),
         "vision"
     );
-    assert_eq!(get(&f, &alice, v.id).await.state, "placed", "untouched");
+    assert_eq!(
+        get(&f, &alice, v.id).await.state,
+        AllocationPhase::Placed,
+        "untouched"
+    );
 
     // Tokens: tenant admins only.
     let err = f
@@ -1087,7 +1118,7 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
         .unwrap_err();
     assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
     let r = f.service.release_allocation(&as_admin, w.id).await.unwrap();
-    assert_eq!(r.state, "released");
+    assert_eq!(r.state, AllocationPhase::Released);
     let actions = f.audit_actions().await;
     for a in ["api_token.create", "api_token.revoke", "allocation.release"] {
         assert_eq!(count(&actions, a), 1, "{a} in {actions:?}");
@@ -1106,7 +1137,7 @@ async fn time_sliced_pool_hands_out_replicas_up_to_the_quota() {
             .request_allocation(&alice, &ask("l4-shared", SliceShape::TimeSlice {}, 4))
             .await
             .unwrap();
-        assert_eq!(v.state, "placed");
+        assert_eq!(v.state, AllocationPhase::Placed);
         assert_eq!(v.gpus[0].uuid, "GPU-4e0");
         assert_eq!(v.mig_start, None);
         assert_eq!(
@@ -1133,7 +1164,7 @@ async fn time_sliced_pool_hands_out_replicas_up_to_the_quota() {
     assert!(!e.desired.mig_enabled && e.desired.instances.is_empty());
     for id in &ids {
         let v = get(&f, &alice, *id).await;
-        assert_eq!(v.state, "active");
+        assert_eq!(v.state, AllocationPhase::Active);
         assert_eq!(
             env_of(&v, "CUDA_VISIBLE_DEVICES").as_deref(),
             Some("GPU-4e0")
@@ -1141,15 +1172,18 @@ async fn time_sliced_pool_hands_out_replicas_up_to_the_quota() {
     }
     // Releasing one frees a replica through the agent.
     let r = f.service.release_allocation(&alice, ids[0]).await.unwrap();
-    assert_eq!(r.state, "releasing");
+    assert_eq!(r.state, AllocationPhase::Releasing);
     agent.converge(&f).await;
-    assert_eq!(get(&f, &alice, ids[0]).await.state, "released");
+    assert_eq!(
+        get(&f, &alice, ids[0]).await.state,
+        AllocationPhase::Released
+    );
     let v = f
         .service
         .request_allocation(&alice, &ask("l4-shared", SliceShape::TimeSlice {}, 4))
         .await
         .unwrap();
-    assert_eq!(v.state, "placed");
+    assert_eq!(v.state, AllocationPhase::Placed);
 }
 
 #[tokio::test]
@@ -1192,7 +1226,7 @@ async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
         .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
         .await
         .unwrap();
-    assert_eq!(small.state, "placed");
+    assert_eq!(small.state, AllocationPhase::Placed);
     let start = small.mig_start.unwrap();
     assert!(
         (4..=6).contains(&start),
@@ -1204,7 +1238,7 @@ async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
         .request_allocation(&alice, &ask("h100-mig", mig("4g.40gb"), 4))
         .await
         .unwrap();
-    assert_eq!(big.state, "queued");
+    assert_eq!(big.state, AllocationPhase::Queued);
 
     let d = agent.converge(&f).await;
     let starts: Vec<(String, u8)> = entry(&d, "GPU-5e0")
@@ -1217,9 +1251,12 @@ async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
         starts,
         vec![("3g.40gb".into(), 0), ("1g.10gb".into(), start)]
     );
-    assert_eq!(get(&f, &alice, small.id).await.state, "active");
+    assert_eq!(
+        get(&f, &alice, small.id).await.state,
+        AllocationPhase::Active
+    );
     assert_eq!(f.service.tick().await.unwrap().placed, 0);
-    assert_eq!(get(&f, &alice, big.id).await.state, "queued");
+    assert_eq!(get(&f, &alice, big.id).await.state, AllocationPhase::Queued);
     check_invariants(&f).await;
 }
 
@@ -1241,7 +1278,7 @@ async fn releasing_a_queued_request_while_the_queue_is_placed_sticks() {
                 .request_allocation(who, &ask("h100-mig", mig("1g.10gb"), 4))
                 .await
                 .unwrap();
-            assert_eq!(v.state, "queued");
+            assert_eq!(v.state, AllocationPhase::Queued);
             queued.push((who.clone(), v.id));
         }
         agent.send(&f, agent.base.clone(), None, vec![]).await;
@@ -1258,12 +1295,12 @@ async fn releasing_a_queued_request_while_the_queue_is_placed_sticks() {
             .collect();
         for r in futures::future::join_all(releases).await {
             let v = r.unwrap().unwrap();
-            assert_eq!(v.state, "released", "round {round}: {v:?}");
+            assert_eq!(v.state, AllocationPhase::Released, "round {round}: {v:?}");
         }
         tick.await.unwrap().unwrap();
         for (who, id) in &queued {
             let v = get(&f, who, *id).await;
-            assert_eq!(v.state, "released", "round {round}: {v:?}");
+            assert_eq!(v.state, AllocationPhase::Released, "round {round}: {v:?}");
         }
         assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await, (0, 0, 0));
         check_invariants(&f).await;
@@ -1285,7 +1322,7 @@ async fn releasing_while_the_agent_fetches_leaves_no_instance_behind() {
                 .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
                 .await
                 .unwrap();
-            assert_eq!(v.state, "placed");
+            assert_eq!(v.state, AllocationPhase::Placed);
             ids.push(v.id);
         }
         let fetch = {
@@ -1311,7 +1348,7 @@ async fn releasing_while_the_agent_fetches_leaves_no_instance_behind() {
         agent.converge(&f).await;
         for id in &ids {
             let v = get(&f, &alice, *id).await;
-            assert_eq!(v.state, "released", "round {round}: {v:?}");
+            assert_eq!(v.state, AllocationPhase::Released, "round {round}: {v:?}");
         }
         let d = agent.fetch(&f).await;
         for e in &d.gpus {
@@ -1334,23 +1371,23 @@ async fn a_new_request_waits_behind_the_queue_even_when_it_would_fit() {
         .request_allocation(&bob, &ask("h100-mig", mig("4g.40gb"), 4))
         .await
         .unwrap();
-    assert_eq!(first.state, "placed");
+    assert_eq!(first.state, AllocationPhase::Placed);
     let big = f
         .service
         .request_allocation(&bob, &ask("h100-mig", mig("7g.80gb"), 4))
         .await
         .unwrap();
-    assert_eq!(big.state, "queued");
+    assert_eq!(big.state, AllocationPhase::Queued);
     // 1g.10gb would fit next to the 4g.40gb, but the 7g.80gb asked first.
     let small = f
         .service
         .request_allocation(&bob, &ask("h100-mig", mig("1g.10gb"), 4))
         .await
         .unwrap();
-    assert_eq!(small.state, "queued");
+    assert_eq!(small.state, AllocationPhase::Queued);
     assert_eq!(small.queue_position, Some(2));
     assert_eq!(get(&f, &bob, big.id).await.queue_position, Some(1));
     // The timer keeps the order: the head does not fit yet, so nothing is placed.
     assert_eq!(f.service.tick().await.unwrap().placed, 0);
-    assert_eq!(get(&f, &bob, small.id).await.state, "queued");
+    assert_eq!(get(&f, &bob, small.id).await.state, AllocationPhase::Queued);
 }

@@ -8,13 +8,16 @@ mod common;
 
 use chrono::Duration;
 use common::{fixture, Fixture};
-use tessera_core::lifecycle::QuotaRequestState;
+use tessera_core::lifecycle::{AllocationPhase, QuotaRequestState};
+use tessera_core::notify::NotificationKind;
 use tessera_core::plan::GpuObserved;
 use tessera_core::quota::{shortfall, Demand, QuotaAmount};
 use tessera_core::sharing::SliceShape;
 use tessera_core::units::{ComputeMilli, MemMiB};
 use tessera_protocol::agent::{GpuReport, HostReport};
-use tessera_protocol::quotas::{NewQuotaGrant, NewQuotaRequest, QuotaDecision, SetQuota};
+use tessera_protocol::quotas::{
+    NewQuotaGrant, NewQuotaRequest, QuotaDecision, SetQuota, WebhookDeliveryStatus,
+};
 use tessera_protocol::views::NewAllocation;
 use tessera_service::{Clock, Principal, ServiceError};
 
@@ -122,7 +125,7 @@ async fn kinds(f: &Fixture, who: &Principal) -> Vec<String> {
         .unwrap()
         .items
         .into_iter()
-        .map(|n| n.kind)
+        .map(|n| n.kind.as_str().to_owned())
         .collect()
 }
 
@@ -222,7 +225,7 @@ async fn refused_slice_waits_for_quota_and_is_requested_on_approval() {
     let id = r.allocation_id.expect("the waiting slice was requested");
     assert_eq!(r.slice_error, None);
     let a = f.service.get_allocation(&mia_actor, id).await.unwrap();
-    assert_eq!(a.state, "placed");
+    assert_eq!(a.state, AllocationPhase::Placed);
     assert_eq!(a.requested_by, "User mia <mia@example.com>");
     let page = f.service.tenant_quota_page(&mia, "vision").await.unwrap();
     assert_eq!(page.quotas[0].quota.compute, ComputeMilli(428));
@@ -728,7 +731,7 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         .await
         .unwrap()
         .is_empty());
-    assert_eq!(d.event, "quota_request.created");
+    assert_eq!(d.event, NotificationKind::QuotaRequestCreated);
     assert_eq!(d.secret, created.secret);
     let payload: serde_json::Value = serde_json::from_str(&d.payload).unwrap();
     assert_eq!(payload["tenant"], "vision");
@@ -766,14 +769,14 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(view.deliveries[0].status, "failed");
+    assert_eq!(view.deliveries[0].status, WebhookDeliveryStatus::Failed);
     assert_eq!(view.deliveries[0].attempts, 8);
     assert_eq!(view.deliveries[0].last_error.as_deref(), Some("HTTP 500"));
 
     // A test event is delivered on the first try.
     f.service.test_webhook(&lee, "vision").await.unwrap();
     let due = f.service.due_webhook_deliveries(10).await.unwrap();
-    assert_eq!(due[0].event, "webhook.test");
+    assert_eq!(due[0].event, NotificationKind::WebhookTest);
     f.service
         .finish_webhook_delivery(due[0].id, Ok(()), 5)
         .await
@@ -784,7 +787,7 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(view.deliveries[0].status, "delivered");
+    assert_eq!(view.deliveries[0].status, WebhookDeliveryStatus::Delivered);
     // Removing the webhook drops what was not delivered.
     f.service.delete_webhook(&lee, "vision").await.unwrap();
     assert!(f
@@ -812,7 +815,7 @@ async fn notifications_are_per_user_and_marked_read() {
     f.service.withdraw_quota_request(&lee, r.id).await.unwrap();
     let inbox = f.service.notifications(&mia).await.unwrap();
     assert_eq!(inbox.unread, 1);
-    assert_eq!(inbox.items[0].kind, "quota_request.withdrawn");
+    assert_eq!(inbox.items[0].kind, NotificationKind::QuotaRequestWithdrawn);
     // Lee's notification is not Mia's to read.
     let lees = f.service.notifications(&lee).await.unwrap();
     let err = f
@@ -848,7 +851,7 @@ async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
         .request_allocation(&nlp, &slice("7g.80gb"))
         .await
         .unwrap();
-    assert_eq!(full.state, "placed");
+    assert_eq!(full.state, AllocationPhase::Placed);
     let mia = member(&f).await;
     let vision = f.service.tenant_actor(&mia, "vision").await.unwrap();
     let waiting = f
@@ -856,7 +859,7 @@ async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
         .request_allocation(&vision, &slice("1g.10gb"))
         .await
         .unwrap();
-    assert_eq!(waiting.state, "queued");
+    assert_eq!(waiting.state, AllocationPhase::Queued);
     // set_quota, grant_quota and an approval each retry the queue after
     // their commit; none may wait on its own writer turn.
     let limit = std::time::Duration::from_secs(10);
@@ -885,5 +888,5 @@ async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
     f.service.release_allocation(&nlp, full.id).await.unwrap();
     f.service.tick().await.unwrap();
     let w = f.service.get_allocation(&vision, waiting.id).await.unwrap();
-    assert_ne!(w.state, "queued");
+    assert_ne!(w.state, AllocationPhase::Queued);
 }

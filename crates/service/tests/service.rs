@@ -6,8 +6,9 @@ mod common;
 
 use chrono::Duration;
 use common::fixture;
+use tessera_core::sharing::SharingMode;
 use tessera_protocol::agent::{EnrollRequest, GpuReport, HostReport};
-use tessera_protocol::views::{HostStatus, TenantRole};
+use tessera_protocol::views::{HostStatus, JoinTokenStatus, TenantRole};
 use tessera_service::{Clock, ServiceError};
 
 fn report(hostname: &str, gpus: usize, uuid_prefix: &str) -> HostReport {
@@ -116,7 +117,7 @@ async fn join_token_enrols_exactly_once() {
         .create_join_token(&proof, "rack B", Duration::hours(1))
         .await
         .unwrap();
-    assert_eq!(created.token.status, "active");
+    assert_eq!(created.token.status, JoinTokenStatus::Active);
     assert!(created.secret.starts_with("tsj_"));
 
     let req = EnrollRequest {
@@ -138,7 +139,7 @@ async fn join_token_enrols_exactly_once() {
     assert_eq!(f.count("hosts").await, 1, "a reused token stores nothing");
 
     let tokens = f.service.list_join_tokens(&proof).await.unwrap();
-    assert_eq!(tokens[0].status, "used");
+    assert_eq!(tokens[0].status, JoinTokenStatus::Used);
     assert_eq!(tokens[0].used_by_host.as_deref(), Some("gpu-1"));
     // The credential is stored hashed only.
     let host = f
@@ -333,11 +334,11 @@ async fn reports_replace_gpus_and_only_for_the_own_host() {
     assert_eq!(
         (
             pool.name.as_str(),
-            pool.sharing.as_str(),
+            pool.sharing,
             pool.gpus,
             pool.gpus_online
         ),
-        ("h100-mig", "mig", 5, 5)
+        ("h100-mig", SharingMode::Mig, 5, 5)
     );
     assert_eq!(a.cpu_milli, 64_000);
 }

@@ -5,6 +5,7 @@ use crate::state::AppState;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
+use tessera_protocol::query::encode_component;
 use tessera_service::{ServiceError, Viewer};
 use tower_sessions::Session;
 
@@ -52,7 +53,7 @@ pub async fn resolve_viewer(
             .path_and_query()
             .map(|pq| pq.as_str().to_owned())
             .unwrap_or_else(|| "/".to_owned());
-        let target = format!("/auth/login?next={}", url_encode(&next_path));
+        let target = format!("/auth/login?next={}", encode_component(&next_path));
         return Redirect::to(&target).into_response();
     }
     req.extensions_mut().insert(viewer);
@@ -100,11 +101,6 @@ async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> 
 /// `max_age_s` at `now`, used or not.
 pub fn past_absolute_timeout(login_at: i64, now: i64, max_age_s: i64) -> bool {
     now.saturating_sub(login_at) > max_age_s
-}
-
-/// Percent-encodes a return path for a query parameter.
-pub fn url_encode(s: &str) -> String {
-    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 /// Accepts only local absolute paths as a post-login destination (no open redirect).

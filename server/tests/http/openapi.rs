@@ -4,6 +4,7 @@
 use super::*;
 use std::collections::BTreeSet;
 use tessera_core::lifecycle::QuotaRequestState;
+use tessera_core::notify::NotificationKind;
 use tessera_core::sharing::SliceShape;
 use tessera_core::units::MemMiB;
 
@@ -264,6 +265,15 @@ async fn schemas_describe_the_json_on_the_wire() {
     for state in &states {
         conforms(&doc, &schema("QuotaRequestState"), &wire(state), "state").unwrap();
     }
+    // Phases and kinds are enums listing their stable names.
+    for phase in ["requested", "queued", "releasing", "expired"] {
+        conforms(&doc, &schema("AllocationPhase"), &json!(phase), "state").unwrap();
+    }
+    assert!(conforms(&doc, &schema("AllocationPhase"), &json!("Active"), "").is_err());
+    for kind in NotificationKind::ALL {
+        conforms(&doc, &schema("NotificationKind"), &wire(&kind), "kind").unwrap();
+    }
+    assert!(conforms(&doc, &schema("NotificationKind"), &json!("allocation"), "").is_err());
     // The tag and the names are serde's, not the Rust ones.
     assert!(conforms(
         &doc,

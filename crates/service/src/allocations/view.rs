@@ -57,7 +57,7 @@ impl Service {
                     }),
                     (r, None) => r,
                 };
-                (reason, Some(outcome.name().to_owned()))
+                (reason, Some(outcome.final_phase()))
             }
             _ => (None, None),
         };
@@ -111,7 +111,7 @@ impl Service {
             id: row.id,
             tenant: tenant_slug.to_owned(),
             pool: row.pool.clone(),
-            state: row.state.name().to_owned(),
+            state: row.state,
             reason,
             ending_as,
             demand: row.demand(),
@@ -358,7 +358,7 @@ impl Service {
             pools.push(PoolChoice {
                 offer: Self::pool_offer(p),
                 description: p.description.clone(),
-                isolation: p.isolation.as_str().to_owned(),
+                isolation: p.isolation,
                 gpus_online: u32::try_from(gpus_online).unwrap_or(u32::MAX),
                 quota: Self::quota_of(&self.db, actor.tenant_id, &p.name, now).await?,
                 usage: Self::usage_of(&self.db, actor.tenant_id, &p.name).await?,

@@ -8,7 +8,7 @@ pub struct Model {
     pub id: i64,
     pub user_id: i64,
     pub tenant_id: Option<i64>,
-    pub kind: String,
+    pub kind: tessera_core::notify::NotificationKind,
     pub title: String,
     pub body: String,
     pub link: Option<String>,

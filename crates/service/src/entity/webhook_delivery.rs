@@ -7,7 +7,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub id: i64,
     pub tenant_id: i64,
-    pub event: String,
+    pub event: tessera_core::notify::NotificationKind,
     pub payload: String,
     pub attempts: i32,
     /// `None` once delivered or given up.

@@ -5,6 +5,7 @@ use super::DomainEvent;
 use serde_json::{json, Value};
 use tessera_core::lifecycle::{AllocationPhase, QuotaRequestPhase};
 use tessera_core::quota::Quota;
+use tessera_protocol::views::JoinTokenStatus;
 
 /// What the audit log records about one event (the actor and time come from
 /// the write that emitted it).
@@ -316,7 +317,7 @@ impl DomainEvent {
                 target_type: "join_token",
                 target_id: token_id.to_string(),
                 before: Some(json!({"status": status_before})),
-                after: Some(json!({"status": "revoked"})),
+                after: Some(json!({"status": JoinTokenStatus::Revoked})),
             },
             Self::HostEnrolled {
                 host_id,

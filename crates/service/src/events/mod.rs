@@ -368,7 +368,7 @@ pub enum DomainEvent {
         /// Token id.
         token_id: i64,
         /// Its status before (`active`).
-        status_before: &'static str,
+        status_before: tessera_protocol::views::JoinTokenStatus,
     },
     /// A host enrolled with a join token (again, when `reenrolled`).
     HostEnrolled {

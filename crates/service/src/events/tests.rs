@@ -286,7 +286,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::JoinTokenRevoked {
                 token_id: 1,
-                status_before: "active",
+                status_before: tessera_protocol::views::JoinTokenStatus::Active,
             },
             Some("join_token.revoke"),
             None,

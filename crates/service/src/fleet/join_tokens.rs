@@ -7,20 +7,20 @@ use crate::{secret, PlatformAdmin, Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::{ActiveModelTrait, EntityTrait, QueryOrder, Set};
 use std::collections::BTreeMap;
-use tessera_protocol::views::{CreatedJoinToken, JoinTokenView};
+use tessera_protocol::views::{CreatedJoinToken, JoinTokenStatus, JoinTokenView};
 
 /// Longest lifetime of a join token.
 pub const MAX_JOIN_TOKEN_TTL: Duration = Duration::days(30);
 
-fn token_status(t: &join_token::Model, now: DateTime<Utc>) -> &'static str {
+fn token_status(t: &join_token::Model, now: DateTime<Utc>) -> JoinTokenStatus {
     if t.revoked_at.is_some() {
-        "revoked"
+        JoinTokenStatus::Revoked
     } else if t.used_at.is_some() {
-        "used"
+        JoinTokenStatus::Used
     } else if t.expires_at <= now {
-        "expired"
+        JoinTokenStatus::Expired
     } else {
-        "active"
+        JoinTokenStatus::Active
     }
 }
 
@@ -35,7 +35,7 @@ fn token_view(
         created_by: t.created_by.clone(),
         created_at: t.created_at,
         expires_at: t.expires_at,
-        status: token_status(t, now).to_owned(),
+        status: token_status(t, now),
         used_by_host: t.used_by_host_id.and_then(|id| hosts.get(&id).cloned()),
     }
 }
@@ -114,7 +114,7 @@ impl Service {
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("join token {id}")))?;
         let status = token_status(&t, now);
-        if status != "active" {
+        if status != JoinTokenStatus::Active {
             return Err(ServiceError::Conflict(format!(
                 "join token {id} is already {status}"
             )));

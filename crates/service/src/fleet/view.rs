@@ -139,11 +139,8 @@ impl Service {
                 PoolView {
                     name: p.name.clone(),
                     description: p.description.clone(),
-                    sharing: serde_json::to_value(p.sharing)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default(),
-                    isolation: p.isolation.as_str().to_owned(),
+                    sharing: p.sharing,
+                    isolation: p.isolation,
                     gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
                     gpus_online: u32::try_from(online).unwrap_or(u32::MAX),
                 }

@@ -14,8 +14,10 @@ use sea_orm::{
 };
 
 use sha2::Sha256;
-use tessera_core::notify::webhook_retry_delay_s;
-use tessera_protocol::quotas::{CreatedWebhook, WebhookDeliveryView, WebhookView};
+use tessera_core::notify::{webhook_retry_delay_s, NotificationKind};
+use tessera_protocol::quotas::{
+    CreatedWebhook, WebhookDeliveryStatus, WebhookDeliveryView, WebhookView,
+};
 use tessera_protocol::views::TenantRole;
 
 /// Header with `sha256=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`.
@@ -45,7 +47,7 @@ pub struct DueDelivery {
     /// Outbox id.
     pub id: i64,
     /// Event kind (`X-Tessera-Event`).
-    pub event: String,
+    pub event: NotificationKind,
     /// Where to post.
     pub url: String,
     /// Signing key.
@@ -106,13 +108,12 @@ impl Service {
                 id: d.id,
                 event: d.event,
                 status: if d.delivered_at.is_some() {
-                    "delivered"
+                    WebhookDeliveryStatus::Delivered
                 } else if d.failed_at.is_some() {
-                    "failed"
+                    WebhookDeliveryStatus::Failed
                 } else {
-                    "pending"
-                }
-                .to_owned(),
+                    WebhookDeliveryStatus::Pending
+                },
                 attempts: u32::try_from(d.attempts).unwrap_or(0),
                 last_error: d.last_error,
                 created_at: d.created_at,

@@ -1,0 +1,164 @@
+//! Query strings of pages: the audit log's filters, parsed from and written
+//! back to the URL, and the one percent-encoder every URL Tessera builds uses.
+
+use chrono::{DateTime, Utc};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use serde::{Deserialize, Serialize};
+
+/// Every byte but RFC 3986's unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `s` percent-encoded (UTF-8) as a query value or a path segment: only
+/// unreserved characters stay as they are, a space becomes `%20`.
+pub fn encode_component(s: &str) -> String {
+    utf8_percent_encode(s, COMPONENT).to_string()
+}
+
+/// Filters of the audit log (all optional).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditFilter {
+    /// Tenant slug.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Part of the actor's name or e-mail.
+    #[serde(default)]
+    pub actor: Option<String>,
+    /// Action, or its prefix (`allocation.` for every allocation event).
+    #[serde(default)]
+    pub action: Option<String>,
+    /// From (inclusive).
+    #[serde(default)]
+    pub from: Option<DateTime<Utc>>,
+    /// Until (exclusive).
+    #[serde(default)]
+    pub until: Option<DateTime<Utc>>,
+    /// Page, from 1.
+    #[serde(default)]
+    pub page: Option<u32>,
+}
+
+/// The audit log's filters as a page's query string carries them
+/// (`?tenant=&actor=&action=&from=YYYY-MM-DD&until=YYYY-MM-DD&page=`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    /// Tenant slug.
+    #[serde(default)]
+    pub tenant: String,
+    /// Part of the actor's name.
+    #[serde(default)]
+    pub actor: String,
+    /// Action prefix.
+    #[serde(default)]
+    pub action: String,
+    /// First day (UTC), inclusive.
+    #[serde(default)]
+    pub from: String,
+    /// Last day (UTC), inclusive.
+    #[serde(default)]
+    pub until: String,
+    /// Page, from 1.
+    #[serde(default)]
+    pub page: String,
+}
+
+impl AuditQuery {
+    /// The filter, or the field that does not parse and why.
+    pub fn filter(&self) -> Result<AuditFilter, (&'static str, String)> {
+        let day = |field: &'static str, s: &str, plus_days: i64| {
+            let s = s.trim();
+            if s.is_empty() {
+                return Ok(None);
+            }
+            chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .map(|d| {
+                    Some(
+                        (d + chrono::Duration::days(plus_days))
+                            .and_time(chrono::NaiveTime::MIN)
+                            .and_utc(),
+                    )
+                })
+                .map_err(|_| (field, format!("'{s}' is not a date like 2026-11-29")))
+        };
+        let page = match self.page.trim() {
+            "" => None,
+            p => Some(
+                p.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or(("page", format!("'{p}' is not a page number")))?,
+            ),
+        };
+        let text = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+        Ok(AuditFilter {
+            tenant: text(&self.tenant),
+            actor: text(&self.actor),
+            action: text(&self.action),
+            from: day("from", &self.from, 0)?,
+            until: day("until", &self.until, 1)?,
+            page,
+        })
+    }
+
+    /// The same query for another page, as a query string.
+    pub fn to_query_string(&self, page: u32) -> String {
+        let enc = encode_component;
+        format!(
+            "tenant={}&actor={}&action={}&from={}&until={}&page={page}",
+            enc(&self.tenant),
+            enc(&self.actor),
+            enc(&self.action),
+            enc(&self.from),
+            enc(&self.until)
+        )
+    }
+}
+
+#[cfg(test)]
+mod audit_query_tests {
+    use super::*;
+
+    #[test]
+    fn days_become_a_half_open_range_and_bad_input_names_the_field() {
+        let q = AuditQuery {
+            from: "2026-11-01".into(),
+            until: "2026-11-29".into(),
+            action: " allocation. ".into(),
+            ..Default::default()
+        };
+        let f = q.filter().unwrap();
+        assert_eq!(f.from.unwrap().to_rfc3339(), "2026-11-01T00:00:00+00:00");
+        assert_eq!(f.until.unwrap().to_rfc3339(), "2026-11-30T00:00:00+00:00");
+        assert_eq!(f.action.as_deref(), Some("allocation."));
+        assert_eq!(f.tenant, None);
+        let bad = AuditQuery {
+            from: "yesterday".into(),
+            ..Default::default()
+        };
+        assert_eq!(bad.filter().unwrap_err().0, "from");
+        let page = AuditQuery {
+            page: "0".into(),
+            ..Default::default()
+        };
+        assert_eq!(page.filter().unwrap_err().0, "page");
+        let q = AuditQuery {
+            actor: "Bob B".into(),
+            ..Default::default()
+        };
+        assert!(q.to_query_string(2).contains("actor=Bob%20B&"));
+        assert!(q.to_query_string(2).ends_with("page=2"));
+    }
+
+    #[test]
+    fn components_keep_only_unreserved_characters() {
+        assert_eq!(encode_component("a-Z_0.9~"), "a-Z_0.9~");
+        assert_eq!(encode_component("Bob B"), "Bob%20B");
+        assert_eq!(encode_component("/fleet?tab=gpus"), "%2Ffleet%3Ftab%3Dgpus");
+        assert_eq!(encode_component("+&=#%*'"), "%2B%26%3D%23%25%2A%27");
+        assert_eq!(encode_component("Zoë"), "Zo%C3%AB");
+        assert_eq!(encode_component(""), "");
+    }
+}

@@ -1,0 +1,32 @@
+//! Request bodies for slices: what a tenant asks for and lease extensions
+//! (UI forms and the REST API).
+
+use serde::{Deserialize, Serialize};
+
+/// What a tenant asks for (UI form and `POST /api/v1/allocations`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewAllocation {
+    /// Tenant slug (the API token's tenant when omitted with a token).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Pool name.
+    pub pool: String,
+    /// The slice.
+    pub shape: tessera_core::sharing::SliceShape,
+    /// Lease length in hours (at most the pool's maximum).
+    pub lease_hours: u32,
+    /// What it is for (shown to admins; up to 500 characters).
+    #[serde(default)]
+    pub purpose: String,
+}
+
+/// Extending a lease (`POST /api/v1/allocations/{id}/extend`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendLease {
+    /// Hours to add to the current end.
+    pub hours: u32,
+}

@@ -1,0 +1,108 @@
+//! Allocations as their tenant sees them, and the request form's data.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// An allocation as its tenant (and platform admins) see it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationView {
+    /// Id.
+    pub id: i64,
+    /// Tenant slug.
+    pub tenant: String,
+    /// Pool.
+    pub pool: String,
+    /// Where it is in its life.
+    pub state: tessera_core::lifecycle::AllocationPhase,
+    /// Why it failed, or why the last teardown failed.
+    pub reason: Option<String>,
+    /// For `releasing`: the phase it will end in (`released`, `expired`, `failed`).
+    pub ending_as: Option<tessera_core::lifecycle::AllocationPhase>,
+    /// The slice asked for.
+    pub shape: tessera_core::sharing::SliceShape,
+    /// Short description of the slice.
+    pub shape_label: String,
+    /// What it costs against the quota.
+    pub demand: tessera_core::quota::Demand,
+    /// Purpose given.
+    pub purpose: String,
+    /// Who asked.
+    pub requested_by: String,
+    /// Lease length asked for, in hours.
+    pub lease_hours: u32,
+    /// When the lease ends (set when it becomes active).
+    pub lease_ends_at: Option<DateTime<Utc>>,
+    /// The pool's longest lease (for the extend form).
+    pub max_lease_hours: u32,
+    /// Host, once placed.
+    pub host: Option<String>,
+    /// GPUs (index and UUID), once placed.
+    pub gpus: Vec<AllocatedGpu>,
+    /// MIG start slice, for MIG slices.
+    pub mig_start: Option<u8>,
+    /// Place in the pool's queue (1 = next), while queued.
+    pub queue_position: Option<u32>,
+    /// How to use it, once active.
+    pub connection: Option<tessera_core::slice::Connection>,
+    /// Timestamps.
+    pub created_at: DateTime<Utc>,
+    /// When it was placed.
+    pub placed_at: Option<DateTime<Utc>>,
+    /// When it became active.
+    pub active_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Server time of this view.
+    pub as_of: DateTime<Utc>,
+}
+
+impl AllocationView {
+    /// No further change will happen.
+    pub fn is_terminal(&self) -> bool {
+        use tessera_core::lifecycle::AllocationPhase as P;
+        matches!(self.state, P::Released | P::Failed | P::Expired)
+    }
+}
+
+/// A GPU an allocation uses.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatedGpu {
+    /// Device index on the host.
+    pub index: u32,
+    /// GPU UUID.
+    pub uuid: String,
+    /// Catalogue model.
+    pub model: String,
+}
+
+/// One pool in the request form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolChoice {
+    /// Policy, models and lease limit (the form validates with these).
+    pub offer: tessera_core::slice::PoolOffer,
+    /// What it is for.
+    pub description: String,
+    /// Isolation class.
+    pub isolation: tessera_core::sharing::IsolationClass,
+    /// GPUs on online hosts.
+    pub gpus_online: u32,
+    /// The tenant's quota here, if it has one.
+    pub quota: Option<tessera_core::quota::Quota>,
+    /// The tenant's use here.
+    pub usage: tessera_core::quota::Usage,
+    /// Requests waiting in this pool.
+    pub queued: u32,
+}
+
+/// The request form's data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestOptions {
+    /// Tenant slug.
+    pub tenant: String,
+    /// Tenant name.
+    pub tenant_name: String,
+    /// Pools the tenant can use.
+    pub pools: Vec<PoolChoice>,
+}

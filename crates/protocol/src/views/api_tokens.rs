@@ -1,0 +1,32 @@
+//! A tenant's API tokens (the secret only once, at creation).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A tenant API token as listed (never the secret).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiTokenView {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// First characters, to tell tokens apart.
+    pub prefix: String,
+    /// Who created it.
+    pub created_by: String,
+    /// When.
+    pub created_at: DateTime<Utc>,
+    /// Last use.
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// Revoked, if so.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A token right after creation: the only time the secret is shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedApiToken {
+    /// The listed view.
+    pub token: ApiTokenView,
+    /// The secret (`tsk_...`).
+    pub secret: String,
+}

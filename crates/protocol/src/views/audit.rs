@@ -1,0 +1,42 @@
+//! The audit log as the page and the CSV export show it.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// One audit event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEventView {
+    /// Id (events are append-only; ids grow with time).
+    pub id: i64,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Who.
+    pub actor: String,
+    /// Tenant concerned, if any.
+    pub tenant: Option<String>,
+    /// What, e.g. `allocation.release`.
+    pub action: String,
+    /// Kind of target.
+    pub target_type: String,
+    /// Target id.
+    pub target_id: String,
+    /// State before, as JSON.
+    pub before: Option<String>,
+    /// State after, as JSON.
+    pub after: Option<String>,
+}
+
+/// A page of the audit log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditPage {
+    /// Newest first.
+    pub events: Vec<AuditEventView>,
+    /// Events matching the filter.
+    pub total: u64,
+    /// This page (from 1).
+    pub page: u32,
+    /// Pages.
+    pub pages: u32,
+    /// Tenants the viewer may filter by (slug, name).
+    pub tenants: Vec<(String, String)>,
+}

@@ -1,0 +1,175 @@
+//! The fleet: pools, hosts, GPUs and the join tokens hosts enrol with.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Liveness of a host, derived from when it last reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostStatus {
+    /// Reported within the grace period.
+    Online,
+    /// Silent for longer than the grace period.
+    Offline,
+}
+
+impl HostStatus {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Online => "online",
+            Self::Offline => "offline",
+        }
+    }
+}
+
+/// The fleet page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetView {
+    /// Pools with their GPU counts.
+    pub pools: Vec<PoolView>,
+    /// Hosts, by name.
+    pub hosts: Vec<HostView>,
+    /// When the view was computed (server clock).
+    pub as_of: DateTime<Utc>,
+}
+
+/// A GPU pool as the fleet page shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolView {
+    /// Name.
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// How its GPUs are shared.
+    pub sharing: tessera_core::sharing::SharingMode,
+    /// Who it is for.
+    pub isolation: tessera_core::sharing::IsolationClass,
+    /// GPUs in the pool.
+    pub gpus: u32,
+    /// Of those, on hosts that are online.
+    pub gpus_online: u32,
+}
+
+/// One host and its GPUs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostView {
+    /// Host id.
+    pub id: i64,
+    /// Host name.
+    pub hostname: String,
+    /// Derived liveness.
+    pub status: HostStatus,
+    /// Last report, if any.
+    pub last_seen_at: Option<DateTime<Utc>>,
+    /// CPUs in thousandths.
+    pub cpu_milli: i64,
+    /// Host memory in MiB.
+    pub memory_mib: i64,
+    /// Agent version.
+    pub agent_version: Option<String>,
+    /// Backend (`nvml` or `simulated`).
+    pub backend: Option<String>,
+    /// Driver version.
+    pub driver_version: Option<String>,
+    /// GPUs, by index.
+    pub gpus: Vec<GpuView>,
+}
+
+/// One GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuView {
+    /// NVML index.
+    pub index: i32,
+    /// UUID.
+    pub uuid: String,
+    /// Catalogue model name (or the driver's name for an unknown model).
+    pub model: String,
+    /// Memory in MiB.
+    pub memory_mib: i64,
+    /// MIG-capable.
+    pub mig_capable: bool,
+    /// MIG mode on.
+    pub mig_enabled: bool,
+    /// Health text.
+    pub health: String,
+    /// MIG instances the agent last saw (empty when none or unknown).
+    pub mig_instances: Vec<MigInstanceView>,
+    /// The pool the GPU belongs to, if any.
+    pub pool: Option<String>,
+    /// Who holds slices on it that are not MIG instances (`vision: 1 whole GPU`).
+    pub holders: Vec<String>,
+}
+
+/// One MIG GPU instance on a GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigInstanceView {
+    /// Profile, e.g. `3g.40gb`.
+    pub profile: String,
+    /// Start memory slice.
+    pub start: u8,
+    /// Processes running in it.
+    pub in_use: bool,
+    /// The tenant whose allocation it is (none: made outside Tessera).
+    pub tenant: Option<String>,
+}
+
+/// A join token as listed (never the secret).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinTokenView {
+    /// Id.
+    pub id: i64,
+    /// What it is for.
+    pub description: String,
+    /// Who created it.
+    pub created_by: Option<String>,
+    /// When.
+    pub created_at: DateTime<Utc>,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+    /// Whether it can still be used, and if not why.
+    pub status: JoinTokenStatus,
+    /// Host that used it.
+    pub used_by_host: Option<String>,
+}
+
+/// Where a join token stands, derived from its timestamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JoinTokenStatus {
+    /// Unused and unexpired: an agent can enrol with it.
+    Active,
+    /// An agent enrolled with it.
+    Used,
+    /// Its time ran out unused.
+    Expired,
+    /// An admin revoked it.
+    Revoked,
+}
+
+impl JoinTokenStatus {
+    /// Lower-case name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Used => "used",
+            Self::Expired => "expired",
+            Self::Revoked => "revoked",
+        }
+    }
+}
+
+impl std::fmt::Display for JoinTokenStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A join token right after creation: the only time the secret is shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedJoinToken {
+    /// The listed view.
+    pub token: JoinTokenView,
+    /// The secret to hand to the agent.
+    pub secret: String,
+}

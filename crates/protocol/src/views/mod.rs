@@ -1,0 +1,46 @@
+//! Read models for pages and the REST API, one module per area.
+//!
+//! Every view is re-exported here (`views::AllocationView`), as are the
+//! request bodies of [`crate::requests`] and the audit query of
+//! [`crate::query`], so the paths callers use do not depend on the layout.
+
+mod allocations;
+mod api_tokens;
+mod audit;
+mod fleet;
+mod tenants;
+
+pub use allocations::{AllocatedGpu, AllocationView, PoolChoice, RequestOptions};
+pub use api_tokens::{ApiTokenView, CreatedApiToken};
+pub use audit::{AuditEventView, AuditPage};
+pub use fleet::{
+    CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenStatus, JoinTokenView,
+    MigInstanceView, PoolView,
+};
+pub use tenants::{MemberView, MembershipView, QuotaView, TenantRole, TenantView, ViewerView};
+
+pub use crate::query::{AuditFilter, AuditQuery};
+pub use crate::requests::{ExtendLease, NewAllocation};
+
+/// The heading an error page shows for an HTTP status (shared by the server's
+/// standalone error pages and the app's error panel).
+pub fn error_title(status: u16) -> &'static str {
+    match status {
+        400 => "Check your input",
+        401 => "Sign-in required",
+        403 => "Not allowed",
+        404 => "Not found",
+        409 => "Conflict",
+        _ => "Something went wrong",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn error_titles() {
+        assert_eq!(super::error_title(403), "Not allowed");
+        assert_eq!(super::error_title(400), "Check your input");
+        assert_eq!(super::error_title(502), "Something went wrong");
+    }
+}

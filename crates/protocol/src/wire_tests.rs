@@ -1,0 +1,215 @@
+//! The JSON of views whose states, kinds and modes are enums: the same
+//! strings as when they were bare strings, byte for byte.
+
+#![allow(clippy::unwrap_used)]
+
+use chrono::{DateTime, TimeZone, Utc};
+use tessera_core::lifecycle::AllocationPhase;
+use tessera_core::notify::NotificationKind;
+use tessera_core::quota::Demand;
+use tessera_core::sharing::{IsolationClass, SharingMode, SliceShape};
+use tessera_core::units::{ComputeMilli, MemMiB};
+
+use crate::quotas::{NotificationView, WebhookDeliveryStatus, WebhookDeliveryView};
+use crate::views::{AllocationView, JoinTokenStatus, JoinTokenView, PoolView};
+
+fn at() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap()
+}
+
+const AT: &str = "2026-11-29T12:00:00Z";
+
+#[test]
+fn allocation_view_states_are_the_phase_names() {
+    let view = AllocationView {
+        id: 7,
+        tenant: "vision".into(),
+        pool: "h100-mig".into(),
+        state: AllocationPhase::Releasing,
+        reason: None,
+        ending_as: Some(AllocationPhase::Expired),
+        shape: SliceShape::Mig {
+            profile: "1g.10gb".into(),
+        },
+        shape_label: "1g.10gb MIG".into(),
+        demand: Demand {
+            compute: ComputeMilli(142),
+            memory: MemMiB(9856),
+            slices: 1,
+        },
+        purpose: String::new(),
+        requested_by: "Ann".into(),
+        lease_hours: 4,
+        lease_ends_at: None,
+        max_lease_hours: 72,
+        host: None,
+        gpus: Vec::new(),
+        mig_start: None,
+        queue_position: None,
+        connection: None,
+        created_at: at(),
+        placed_at: None,
+        active_at: None,
+        ended_at: None,
+        as_of: at(),
+    };
+    let json = serde_json::to_string(&view).unwrap();
+    assert_eq!(
+        json,
+        format!(
+            concat!(
+                r#"{{"id":7,"tenant":"vision","pool":"h100-mig","state":"releasing","#,
+                r#""reason":null,"ending_as":"expired","#,
+                r#""shape":{{"kind":"mig","profile":"1g.10gb"}},"shape_label":"1g.10gb MIG","#,
+                r#""demand":{{"compute":142,"memory":9856,"slices":1}},"purpose":"","#,
+                r#""requested_by":"Ann","lease_hours":4,"lease_ends_at":null,"#,
+                r#""max_lease_hours":72,"host":null,"gpus":[],"mig_start":null,"#,
+                r#""queue_position":null,"connection":null,"created_at":"{at}","#,
+                r#""placed_at":null,"active_at":null,"ended_at":null,"as_of":"{at}"}}"#
+            ),
+            at = AT
+        )
+    );
+    assert_eq!(serde_json::from_str::<AllocationView>(&json).unwrap(), view);
+    let names: Vec<String> = [
+        AllocationPhase::Requested,
+        AllocationPhase::Queued,
+        AllocationPhase::Placed,
+        AllocationPhase::Provisioning,
+        AllocationPhase::Active,
+        AllocationPhase::Releasing,
+        AllocationPhase::Released,
+        AllocationPhase::Failed,
+        AllocationPhase::Expired,
+    ]
+    .iter()
+    .map(|p| serde_json::to_string(p).unwrap())
+    .collect();
+    assert_eq!(
+        names,
+        [
+            r#""requested""#,
+            r#""queued""#,
+            r#""placed""#,
+            r#""provisioning""#,
+            r#""active""#,
+            r#""releasing""#,
+            r#""released""#,
+            r#""failed""#,
+            r#""expired""#
+        ]
+    );
+}
+
+#[test]
+fn notification_and_webhook_views_keep_their_strings() {
+    let n = NotificationView {
+        id: 3,
+        kind: NotificationKind::QuotaRequestApproved,
+        title: "Approved".into(),
+        body: String::new(),
+        link: Some("/t/vision/quota".into()),
+        created_at: at(),
+        read: false,
+    };
+    assert_eq!(
+        serde_json::to_string(&n).unwrap(),
+        format!(
+            concat!(
+                r#"{{"id":3,"kind":"quota_request.approved","title":"Approved","body":"","#,
+                r#""link":"/t/vision/quota","created_at":"{at}","read":false}}"#
+            ),
+            at = AT
+        )
+    );
+    let d = WebhookDeliveryView {
+        id: 9,
+        event: NotificationKind::AllocationLeaseEnding,
+        status: WebhookDeliveryStatus::Delivered,
+        attempts: 2,
+        last_error: None,
+        created_at: at(),
+    };
+    assert_eq!(
+        serde_json::to_string(&d).unwrap(),
+        format!(
+            concat!(
+                r#"{{"id":9,"event":"allocation.lease_ending","status":"delivered","#,
+                r#""attempts":2,"last_error":null,"created_at":"{at}"}}"#
+            ),
+            at = AT
+        )
+    );
+    for (status, name) in [
+        (WebhookDeliveryStatus::Pending, "pending"),
+        (WebhookDeliveryStatus::Delivered, "delivered"),
+        (WebhookDeliveryStatus::Failed, "failed"),
+    ] {
+        assert_eq!(
+            serde_json::to_string(&status).unwrap(),
+            format!("\"{name}\"")
+        );
+        assert_eq!(status.as_str(), name);
+    }
+}
+
+#[test]
+fn fleet_views_keep_their_strings() {
+    let pool = PoolView {
+        name: "ts".into(),
+        description: "notebooks".into(),
+        sharing: SharingMode::TimeSlicing,
+        isolation: IsolationClass::Development,
+        gpus: 2,
+        gpus_online: 1,
+    };
+    assert_eq!(
+        serde_json::to_string(&pool).unwrap(),
+        concat!(
+            r#"{"name":"ts","description":"notebooks","sharing":"time-slicing","#,
+            r#""isolation":"development","gpus":2,"gpus_online":1}"#
+        )
+    );
+    let token = JoinTokenView {
+        id: 1,
+        description: "rack 4".into(),
+        created_by: None,
+        created_at: at(),
+        expires_at: at(),
+        status: JoinTokenStatus::Revoked,
+        used_by_host: None,
+    };
+    assert_eq!(
+        serde_json::to_string(&token).unwrap(),
+        format!(
+            concat!(
+                r#"{{"id":1,"description":"rack 4","created_by":null,"created_at":"{at}","#,
+                r#""expires_at":"{at}","status":"revoked","used_by_host":null}}"#
+            ),
+            at = AT
+        )
+    );
+    for (status, name) in [
+        (JoinTokenStatus::Active, "active"),
+        (JoinTokenStatus::Used, "used"),
+        (JoinTokenStatus::Expired, "expired"),
+        (JoinTokenStatus::Revoked, "revoked"),
+    ] {
+        assert_eq!(
+            serde_json::to_string(&status).unwrap(),
+            format!("\"{name}\"")
+        );
+        assert_eq!(status.as_str(), name);
+    }
+    for (class, name) in [
+        (IsolationClass::Production, "production"),
+        (IsolationClass::Batch, "batch"),
+        (IsolationClass::Development, "development"),
+    ] {
+        assert_eq!(
+            serde_json::to_string(&class).unwrap(),
+            format!("\"{name}\"")
+        );
+        assert_eq!(class.as_str(), name);
+    }
+}
