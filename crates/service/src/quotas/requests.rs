@@ -167,7 +167,7 @@ impl Service {
             .col_expr(quota_request::Column::State, Expr::value(next.phase()))
             .col_expr(quota_request::Column::UpdatedAt, Expr::value(now))
             .filter(quota_request::Column::Id.eq(id))
-            .filter(quota_request::Column::State.eq(row.state.clone()))
+            .filter(quota_request::Column::State.eq(row.state))
             .exec(w.db())
             .await?
             .rows_affected;
