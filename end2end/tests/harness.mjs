@@ -61,7 +61,7 @@ function databaseUrl(dir) {
 }
 
 /** Starts IdP, server and agents (one per simulated host file name in demo/hosts). */
-export async function startStack({ hosts }) {
+export async function startStack({ hosts, env: extraEnv = {} }) {
   const dir = mkdtempSync(path.join(tmpdir(), 'tessera-e2e-'));
   mkdirSync(ARTIFACTS, { recursive: true });
   const [appPort, idpPort] = [await freePort(), await freePort()];
@@ -77,6 +77,12 @@ export async function startStack({ hosts }) {
     TESSERA_OIDC__CLIENT_SECRET: SECRET,
     TESSERA_AGENTS__REPORT_INTERVAL_SECONDS: '1',
     TESSERA_AGENTS__OFFLINE_AFTER_SECONDS: '3',
+    // The tests' webhook receivers listen on loopback, which webhooks may
+    // not reach unless the operator allows it.
+    TESSERA_WEBHOOKS__ALLOWED_NETWORKS: '["127.0.0.0/8"]',
+    // Every browser of the suite signs in from 127.0.0.1.
+    TESSERA_LIMITS__SIGN_IN_PER_CLIENT: '600',
+    ...extraEnv,
   };
   const config = path.join(ROOT, 'demo', 'tessera.toml');
   const children = [];

@@ -4,7 +4,10 @@ use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::bundle;
 use crate::config::Config;
 use crate::routes::{agent, allocations, audit, health, metrics, openapi, quotas};
+use crate::security::{self, csrf, headers, limits};
 use crate::state::{stopped, AppState};
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use leptos::config::LeptosOptions;
@@ -14,7 +17,10 @@ use std::sync::Arc;
 use tessera_app::{shell, App};
 use tessera_protocol::agent::AGENT_API_PREFIX;
 use tessera_service::{Clock, Service, Settings};
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::compression::CompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, SessionManagerLayer};
 use utoipa::OpenApi;
@@ -61,6 +67,7 @@ pub async fn build_state(
         pools: config.pools.clone(),
         provision_timeout: chrono::Duration::seconds(config.agents.provision_timeout_seconds),
         four_eyes: config.approvals.four_eyes,
+        webhook_egress: config.webhooks.allowed_networks.clone(),
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
     let service = Service::new(db, settings, clock);
@@ -87,10 +94,12 @@ pub async fn build_state(
                 .map_or_else(|| bundle::HASH_FILE.into(), Path::to_string_lossy),
         ))
         .build();
+    let limits = Arc::new(limits::Limits::new(&config.limits));
     Ok((
         AppState {
             service,
             oidc,
+            limits,
             config: Arc::new(config),
             leptos_options,
             shutdown: Arc::new(tokio::sync::watch::Sender::new(false)),
@@ -101,23 +110,27 @@ pub async fn build_state(
 
 /// The whole HTTP app.
 pub fn router(state: AppState, store: DbSessionStore) -> Router {
+    let config = state.config.clone();
     let sessions = SessionManagerLayer::new(store)
-        .with_name("tessera_session")
+        .with_name(config.session_cookie_name())
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
-        .with_secure(state.config.secure_cookies())
+        .with_secure(config.secure_cookies())
         .with_expiry(Expiry::OnInactivity(
-            tower_sessions::cookie::time::Duration::minutes(
-                state.config.session.idle_timeout_minutes,
-            ),
+            tower_sessions::cookie::time::Duration::minutes(config.session.idle_timeout_minutes),
         ));
+    let limited = |which| from_fn_with_state((state.limits.clone(), which), limits::limit);
 
     let agent_api = Router::new()
-        .route("/enroll", post(agent::enroll_host))
+        .route(
+            "/enroll",
+            post(agent::enroll_host).route_layer(limited(limits::Limited::Enroll)),
+        )
         .route("/report", post(agent::record_report))
         .route("/desired", get(agent::get_desired_state));
 
     let (rest_api, api_doc) = rest_api().split_for_parts();
+    let rest_api = rest_api.layer(limited(limits::Limited::ApiToken));
     let api_doc = Arc::new(api_doc);
     let serve_api_doc = get(move || std::future::ready(Json(api_doc.as_ref().clone())));
     let api_docs_page =
@@ -125,25 +138,35 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
 
     let routes = generate_route_list(App);
     let service = state.service.clone();
+    let page_context = move || {
+        leptos::prelude::provide_context(service.clone());
+        headers::provide_nonce_from_request();
+    };
     let leptos_options = state.leptos_options.clone();
     let pages = Router::new()
-        .leptos_routes_with_context(
-            &state,
-            routes,
-            move || leptos::prelude::provide_context(service.clone()),
-            move || shell(leptos_options.clone()),
-        )
+        .leptos_routes_with_context(&state, routes, page_context.clone(), move || {
+            shell(leptos_options.clone())
+        })
         .nest(API_PREFIX, rest_api)
         .route("/audit.csv", get(audit::download_audit_csv))
-        .route("/auth/login", get(oidc::login))
+        .route(
+            "/auth/login",
+            get(oidc::login).route_layer(limited(limits::Limited::SignIn)),
+        )
         .route("/auth/callback", get(oidc::callback))
         .route("/auth/logout", post(oidc::logout))
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            viewer::resolve_viewer,
-        ))
-        .layer(sessions);
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(page_context, shell))
+        .layer(axum::middleware::from_fn(crate::error::server_fn_status))
+        .layer(from_fn_with_state(state.clone(), viewer::resolve_viewer))
+        .layer(sessions)
+        // Agents' long polls are outside: they hold a request up to 30 s.
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            std::time::Duration::from_secs(config.limits.request_timeout_seconds),
+        ));
 
     let site_root = PathBuf::from(state.leptos_options.site_root.as_ref());
     let hash_file = state
@@ -151,6 +174,14 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         .hash_files
         .then(|| PathBuf::from(state.leptos_options.hash_file.as_ref()));
     let site_files = Arc::new(bundle::site_files(&site_root));
+    let csrf_policy = Arc::new(csrf::CsrfPolicy::new(
+        &config.server.public_url,
+        config.session_cookie_name(),
+    ));
+    let header_policy = Arc::new(headers::HeaderPolicy::new(
+        &config.server.public_url,
+        &config.oidc.issuer_url,
+    ));
 
     Router::new()
         .route("/healthz", get(health::healthz))
@@ -161,13 +192,21 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         .nest(AGENT_API_PREFIX, agent_api)
         .nest("/pkg", bundle::pkg_router(&site_root, hash_file.as_deref()))
         .merge(pages)
-        .layer(axum::middleware::from_fn_with_state(
+        .layer(from_fn_with_state(
             site_files,
             bundle::site_file_cache_control,
         ))
         // Pages, JSON and files without a precompressed variant; the
         // precompressed `/pkg` files already carry a Content-Encoding and pass.
         .layer(CompressionLayer::new())
+        .layer(from_fn_with_state(csrf_policy, csrf::guard))
+        .layer(RequestBodyLimitLayer::new(
+            config.limits.max_body_kib * 1024,
+        ))
+        // The last line of defence: a handler that panics is a 500 and a
+        // log line, never a dropped connection.
+        .layer(CatchPanicLayer::custom(security::panic_response))
+        .layer(from_fn_with_state(header_policy, headers::set_headers))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -60,6 +60,22 @@ pub struct Config {
     /// Outgoing tenant webhooks.
     #[serde(default)]
     pub webhooks: WebhooksConfig,
+    /// Rate, size and time limits.
+    #[serde(default)]
+    pub limits: crate::security::limits::LimitsConfig,
+    /// The Prometheus endpoint.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// When set, `/metrics` answers only `Authorization: Bearer <token>`
+    /// (Prometheus's `authorization` setting); otherwise anyone who can
+    /// reach the listening address can read it.
+    pub bearer_token: Option<Secret>,
 }
 
 /// `[approvals]`
@@ -86,6 +102,12 @@ pub struct WebhooksConfig {
     pub retry_base_seconds: u64,
     /// A receiver that does not answer within this many seconds failed.
     pub timeout_seconds: u64,
+    /// Calls in flight to one tenant's receiver at most.
+    pub per_tenant_concurrency: u64,
+    /// Internal networks webhooks may reach, e.g. `["10.20.0.0/16"]`
+    /// (loopback, private, link-local and other internal addresses are
+    /// refused otherwise).
+    pub allowed_networks: tessera_service::notifications::EgressPolicy,
 }
 
 impl Default for WebhooksConfig {
@@ -93,6 +115,8 @@ impl Default for WebhooksConfig {
         Self {
             retry_base_seconds: 5,
             timeout_seconds: 10,
+            per_tenant_concurrency: 2,
+            allowed_networks: Default::default(),
         }
     }
 }
@@ -319,6 +343,15 @@ impl Config {
         {
             return bad("agents", "intervals must be at least 1 second");
         }
+        if self.limits.max_body_kib < 16 || self.limits.request_timeout_seconds < 1 {
+            return bad(
+                "limits",
+                "max_body_kib must be at least 16 and request_timeout_seconds at least 1",
+            );
+        }
+        if self.webhooks.per_tenant_concurrency < 1 {
+            return bad("webhooks.per_tenant_concurrency", "must be at least 1");
+        }
         if !matches!(self.server.log_format.as_str(), "pretty" | "json") {
             return bad("server.log_format", "must be \"pretty\" or \"json\"");
         }
@@ -338,6 +371,17 @@ impl Config {
     /// Whether cookies must be `Secure`.
     pub fn secure_cookies(&self) -> bool {
         self.server.public_url.starts_with("https://")
+    }
+
+    /// The session cookie's name: with the `__Host-` prefix over https, so
+    /// the browser accepts it only from this host, Secure, for the whole
+    /// path (a sibling host cannot plant or shadow it).
+    pub fn session_cookie_name(&self) -> &'static str {
+        if self.secure_cookies() {
+            "__Host-tessera_session"
+        } else {
+            "tessera_session"
+        }
     }
 }
 
@@ -413,6 +457,45 @@ client_secret = "s3cret"
         assert_eq!(c.oidc.groups_claim, "groups");
         assert_eq!(c.redirect_url(), "http://127.0.0.1:3000/auth/callback");
         assert!(!c.secure_cookies());
+        assert_eq!(c.session_cookie_name(), "tessera_session");
+    }
+
+    #[test]
+    fn https_gets_host_prefixed_cookies() {
+        let c = Config::from_toml_and_env(
+            MINIMAL,
+            env(&[("TESSERA_SERVER__PUBLIC_URL", "https://gpus.example.com")]),
+        )
+        .unwrap();
+        assert!(c.secure_cookies());
+        assert_eq!(c.session_cookie_name(), "__Host-tessera_session");
+    }
+
+    #[test]
+    fn webhook_networks_and_metrics_token_parse() {
+        let c = Config::from_toml_and_env(
+            &format!("{MINIMAL}\n[webhooks]\nallowed_networks = [\"10.20.0.0/16\"]\n[metrics]\nbearer_token = \"m3trics\"\n"),
+            env(&[]),
+        )
+        .unwrap();
+        assert!(c
+            .webhooks
+            .allowed_networks
+            .permits("10.20.1.1".parse().unwrap()));
+        assert!(!c
+            .webhooks
+            .allowed_networks
+            .permits("10.21.1.1".parse().unwrap()));
+        assert!(!format!("{c:?}").contains("m3trics"));
+        let err = Config::from_toml_and_env(
+            &format!("{MINIMAL}\n[webhooks]\nallowed_networks = [\"10.20.0.0/33\"]\n"),
+            env(&[]),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("allowed_networks") || err.to_string().contains("invalid"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -69,7 +69,12 @@ impl IntoResponse for ApiError {
             code: self.0.code().to_owned(),
             message: self.0.public_message(),
         };
-        (status_of(&self.0), Json(body)).into_response()
+        let mut res = (status_of(&self.0), Json(body)).into_response();
+        if let ServiceError::RateLimited { retry_after_s, .. } = &self.0 {
+            res.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, (*retry_after_s).into());
+        }
+        res
     }
 }
 
@@ -101,6 +106,38 @@ pub fn html_error_page(err: &ServiceError) -> Response {
     log(err);
     let title = tessera_protocol::views::error_title(err.status());
     error_page(status_of(err), title, &err.public_message())
+}
+
+/// Where the pages' server functions are served.
+pub const SERVER_FN_PREFIX: &str = "/api/ui/";
+
+/// Server functions answer every error with 500 and the [`AppError`] as
+/// JSON, including a form that did not parse; this middleware gives the
+/// response the status the error carries (400 for a bad form, 403, 404...),
+/// so only real failures are 5xx.
+///
+/// [`AppError`]: tessera_app::error::AppError
+pub async fn server_fn_status(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let is_server_fn = req.uri().path().starts_with(SERVER_FN_PREFIX);
+    let res = next.run(req).await;
+    if !is_server_fn || res.status() != StatusCode::INTERNAL_SERVER_ERROR {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 256 * 1024).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    if let Ok(err) = serde_json::from_slice::<tessera_app::error::AppError>(&bytes) {
+        if let Ok(status) = StatusCode::from_u16(err.status) {
+            if status.is_client_error() || status.is_server_error() {
+                parts.status = status;
+            }
+        }
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// Minimal HTML escaping for text content.
@@ -188,6 +225,17 @@ mod tests {
             answer(ServiceError::not_found("tenant 'x'")).await,
             expected
         );
+    }
+
+    #[tokio::test]
+    async fn rate_limited_is_429_with_retry_after() {
+        let resp = ApiError(ServiceError::RateLimited {
+            what: "test events".into(),
+            retry_after_s: 7,
+        })
+        .into_response();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(resp.headers()[axum::http::header::RETRY_AFTER], "7");
     }
 
     #[tokio::test]

@@ -8,5 +8,6 @@ pub mod bundle;
 pub mod config;
 pub mod error;
 pub mod routes;
+pub mod security;
 pub mod state;
 pub mod webhooks;

@@ -129,11 +129,14 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                         state.config.webhooks.timeout_seconds.max(1),
                     ),
                     retry_base_s: state.config.webhooks.retry_base_seconds,
+                    per_tenant: state.config.webhooks.per_tenant_concurrency,
                 },
                 stop.subscribe(),
             ));
             let app = router(state, store);
             let listener = TcpListener::bind(listen).await?;
+            // The peer address feeds the per-client rate limits.
+            let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
             tracing::info!("listening on http://{listen}");
             // On SIGTERM or Ctrl-C: stop accepting, answer held long polls,
             // finish the requests in flight, then let the timer and the

@@ -14,6 +14,8 @@ pub struct AppState {
     pub service: Service,
     /// Single sign-on.
     pub oidc: Arc<Oidc>,
+    /// Rate limiters.
+    pub limits: Arc<crate::security::limits::Limits>,
     /// The configuration.
     pub config: Arc<Config>,
     /// Leptos rendering options.

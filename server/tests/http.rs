@@ -16,8 +16,16 @@ use tessera_service::audit::Actor;
 use tessera_service::{Service, SystemClock};
 use tower::ServiceExt;
 
+#[path = "http/fuzz.rs"]
+mod fuzz;
 #[path = "http/openapi.rs"]
 mod openapi;
+#[path = "http/security.rs"]
+mod security;
+
+/// Tessera's origin in these tests (the default `server.public_url`): the
+/// origin a browser on its pages sends.
+const ORIGIN: &str = "http://127.0.0.1:3000";
 
 async fn database_url() -> String {
     let suffix = format!("{:016x}", rand::random::<u64>());
@@ -46,7 +54,12 @@ struct App {
 }
 
 async fn app() -> App {
-    let toml = r#"
+    app_with("", Vec::new()).await
+}
+
+/// The test app with `extra` TOML appended and `env` overrides.
+async fn app_with(extra: &str, mut env: Vec<(String, String)>) -> App {
+    let base = r#"
 [oidc]
 issuer_url = "http://127.0.0.1:9"
 client_id = "tessera"
@@ -63,6 +76,7 @@ quotas = [{ pool = "l4", gpus = 1, memory_gib = 24, max_slices = 2 }]
 slug = "nlp"
 name = "NLP"
 member_groups = ["nlp"]
+admin_groups = ["nlp-leads"]
 quotas = [{ pool = "l4", gpus = 1, memory_gib = 24, max_slices = 2 }]
 [[pools]]
 name = "l4"
@@ -71,8 +85,8 @@ models = ["L4"]
 time_slice_replicas = 2
 max_lease_hours = 24
 "#;
-    let env = vec![("TESSERA_DATABASE__URL".to_owned(), database_url().await)];
-    let config = Config::from_toml_and_env(toml, env).unwrap();
+    env.push(("TESSERA_DATABASE__URL".to_owned(), database_url().await));
+    let config = Config::from_toml_and_env(&format!("{base}\n{extra}"), env).unwrap();
     let (state, store) = build_state(config, Arc::new(SystemClock)).await.unwrap();
     let service = state.service.clone();
     App {
@@ -160,6 +174,7 @@ impl App {
             .method(method)
             .uri(path)
             .header(header::COOKIE, cookie)
+            .header(header::ORIGIN, ORIGIN)
             .header(
                 header::CONTENT_TYPE,
                 if form {
@@ -459,9 +474,12 @@ async fn callback_without_a_pending_login_is_400_and_starts_no_session() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("invalid or was already used"), "{body}");
+    let cookies: Vec<_> = headers.get_all(header::SET_COOKIE).iter().collect();
     assert!(
-        headers.get(header::SET_COOKIE).is_none(),
-        "no session for a forged callback"
+        cookies
+            .iter()
+            .all(|c| !c.to_str().unwrap().starts_with("tessera_session=")),
+        "no session for a forged callback: {cookies:?}"
     );
 }
 
@@ -918,7 +936,7 @@ async fn every_mutating_endpoint_leaves_exactly_one_audit_event() {
             "PUT",
             "/api/v1/tenants/vision/webhook".into(),
             lead.clone(),
-            Some(r#"{"url":"http://127.0.0.1:9/hook"}"#.into()),
+            Some(r#"{"url":"https://hooks.example.com/hook"}"#.into()),
             None,
         ),
         (
@@ -1141,7 +1159,12 @@ async fn quota_endpoints_check_roles_and_two_admins_racing_get_one_win() {
 async fn webhooks_are_signed_and_retried_until_delivered() {
     use axum::routing::post;
     use std::sync::Mutex;
-    let app = app().await;
+    // The receiver is on loopback, which the operator must allow.
+    let app = app_with(
+        "[webhooks]\nallowed_networks = [\"127.0.0.0/8\"]\n",
+        Vec::new(),
+    )
+    .await;
     let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
 
     // A receiver that fails the first call and accepts the next.
@@ -1184,31 +1207,23 @@ async fn webhooks_are_signed_and_retried_until_delivered() {
         .await;
     assert_eq!(status, StatusCode::ACCEPTED);
 
-    let client = reqwest::Client::new();
     let config = tessera_server::webhooks::DeliveryConfig {
         timeout: std::time::Duration::from_secs(5),
         retry_base_s: 1,
+        per_tenant: 2,
     };
-    assert_eq!(
-        tessera_server::webhooks::deliver_due(&app.service, &client, config)
-            .await
-            .unwrap(),
-        1
-    );
+    let mut deliverer =
+        tessera_server::webhooks::Deliverer::new(app.service.clone(), config).unwrap();
+    async fn pass(d: &mut tessera_server::webhooks::Deliverer) -> usize {
+        let started = d.start_due().await.unwrap();
+        d.finish().await;
+        started
+    }
+    assert_eq!(pass(&mut deliverer).await, 1);
     // Not due again until the backoff has passed.
-    assert_eq!(
-        tessera_server::webhooks::deliver_due(&app.service, &client, config)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(pass(&mut deliverer).await, 0);
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    assert_eq!(
-        tessera_server::webhooks::deliver_due(&app.service, &client, config)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(pass(&mut deliverer).await, 1);
 
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2);

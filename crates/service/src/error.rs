@@ -40,6 +40,17 @@ pub enum ServiceError {
     /// The request does not fit in what is left of the tenant's quota.
     #[error("{0}")]
     QuotaExceeded(String),
+    /// The request body is larger than the server accepts.
+    #[error("the request is too large: {0}")]
+    TooLarge(String),
+    /// Too many of something in too short a time.
+    #[error("too many requests: {what}; try again in {retry_after_s} s")]
+    RateLimited {
+        /// What the limit is.
+        what: String,
+        /// When trying again can succeed.
+        retry_after_s: u64,
+    },
     /// The database failed; the detail is logged, never shown.
     #[error("database error")]
     Database(#[from] sea_orm::DbErr),
@@ -71,6 +82,8 @@ impl ServiceError {
             Self::NotFound { .. } => 404,
             Self::Invalid { .. } => 400,
             Self::Conflict(_) => 409,
+            Self::RateLimited { .. } => 429,
+            Self::TooLarge(_) => 413,
             Self::Database(_) => 500,
         }
     }
@@ -87,6 +100,8 @@ impl ServiceError {
             Self::InvalidCredential => "invalid_credential",
             Self::InvalidApiToken => "invalid_api_token",
             Self::QuotaExceeded(_) => "quota_exceeded",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::TooLarge(_) => "too_large",
             Self::Database(_) => "internal",
         }
     }
@@ -126,6 +141,15 @@ mod tests {
                 ServiceError::QuotaExceeded("no".into()),
                 403,
                 "quota_exceeded",
+            ),
+            (ServiceError::TooLarge("x".into()), 413, "too_large"),
+            (
+                ServiceError::RateLimited {
+                    what: "x".into(),
+                    retry_after_s: 3,
+                },
+                429,
+                "rate_limited",
             ),
             (
                 ServiceError::Database(sea_orm::DbErr::Custom("secret detail".into())),

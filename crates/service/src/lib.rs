@@ -64,6 +64,8 @@ pub struct Settings {
     /// Nobody decides a quota request they filed or submitted, or one of a
     /// tenant they administer.
     pub four_eyes: bool,
+    /// Internal networks tenant webhooks may reach (the public internet always).
+    pub webhook_egress: notifications::EgressPolicy,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.

@@ -721,13 +721,13 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         .create_quota_request(&lee, &ask("vision", amount(1.0, 0.0, 0)))
         .await
         .unwrap();
-    let due = f.service.due_webhook_deliveries(10).await.unwrap();
+    let due = f.service.due_webhook_deliveries(|_| 10).await.unwrap();
     assert_eq!(due.len(), 1);
     let d = &due[0];
     // Claimed: another server replica asking now gets nothing.
     assert!(f
         .service
-        .due_webhook_deliveries(10)
+        .due_webhook_deliveries(|_| 10)
         .await
         .unwrap()
         .is_empty());
@@ -744,12 +744,19 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         .unwrap();
     assert!(f
         .service
-        .due_webhook_deliveries(10)
+        .due_webhook_deliveries(|_| 10)
         .await
         .unwrap()
         .is_empty());
     f.clock.advance(Duration::seconds(5));
-    assert_eq!(f.service.due_webhook_deliveries(10).await.unwrap().len(), 1);
+    assert_eq!(
+        f.service
+            .due_webhook_deliveries(|_| 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     for _ in 1..8 {
         f.service
             .finish_webhook_delivery(d.id, Err("HTTP 500".into()), 5)
@@ -759,7 +766,7 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
     }
     assert!(f
         .service
-        .due_webhook_deliveries(10)
+        .due_webhook_deliveries(|_| 10)
         .await
         .unwrap()
         .is_empty());
@@ -775,7 +782,7 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
 
     // A test event is delivered on the first try.
     f.service.test_webhook(&lee, "vision").await.unwrap();
-    let due = f.service.due_webhook_deliveries(10).await.unwrap();
+    let due = f.service.due_webhook_deliveries(|_| 10).await.unwrap();
     assert_eq!(due[0].event, NotificationKind::WebhookTest);
     f.service
         .finish_webhook_delivery(due[0].id, Ok(()), 5)

@@ -4,5 +4,6 @@
 
 pub mod extract;
 pub mod oidc;
+pub mod pending;
 pub mod session;
 pub mod viewer;

@@ -1,16 +1,19 @@
 //! OpenID Connect sign-in (authorization code + PKCE S256) and logout.
 //!
-//! `state`, `nonce` and the PKCE verifier live in the session only between the
-//! redirect to the IdP and the callback, and the callback *removes* them before
-//! looking at them, so each is good for one use. The id_token's signature,
+//! `state`, `nonce` and the PKCE verifier live in an encrypted cookie only
+//! between the redirect to the IdP and the callback (no session row until a
+//! sign-in succeeds), and the callback removes it, so each is good for one
+//! try. The id_token's signature,
 //! issuer, audience, expiry and nonce are verified by `openidconnect`; the
 //! groups claim comes from the same verified claims ([`IdpClaims`]).
 
+use super::pending::{PendingCookies, PendingLogin};
 use super::session::keys;
-use super::viewer::safe_next;
 use crate::config::Config;
+use crate::security::redirect::safe_next;
 use crate::state::AppState;
 use axum::extract::{Query, State};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use openidconnect::core::{
     CoreAuthenticationFlow, CoreGenderClaim, CoreJweContentEncryptionAlgorithm,
@@ -69,25 +72,17 @@ impl From<tower_sessions::session::Error> for AuthError {
     }
 }
 
-/// A login between redirect and callback.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct PendingLogin {
-    state: String,
-    nonce: String,
-    pkce_verifier: String,
-    next: String,
-}
-
 /// The relying party: settings, HTTP client and cached discovery.
 #[derive(Debug)]
 pub struct Oidc {
     issuer: String,
     client_id: String,
-    client_secret: String,
+    client_secret: crate::config::Secret,
     redirect_url: String,
     post_logout_url: String,
     groups_claim: String,
     scopes: Vec<String>,
+    pending: PendingCookies,
     http: reqwest::Client,
     metadata: RwLock<Option<(ProviderMetadataWithLogout, Instant)>>,
 }
@@ -108,7 +103,7 @@ impl Oidc {
         Ok(Self {
             issuer: config.oidc.issuer_url.clone(),
             client_id: config.oidc.client_id.clone(),
-            client_secret: config.oidc.client_secret.expose().to_owned(),
+            client_secret: config.oidc.client_secret.clone(),
             redirect_url: config.redirect_url(),
             post_logout_url: format!(
                 "{}/signed-out",
@@ -116,6 +111,10 @@ impl Oidc {
             ),
             groups_claim: config.oidc.groups_claim.clone(),
             scopes: config.oidc.scopes.clone(),
+            pending: PendingCookies::new(
+                config.oidc.client_secret.expose(),
+                config.secure_cookies(),
+            ),
             http,
             metadata: RwLock::new(None),
         })
@@ -147,7 +146,7 @@ impl Oidc {
         let client = ConfiguredClient::from_provider_metadata(
             metadata.clone(),
             ClientId::new(self.client_id.clone()),
-            Some(ClientSecret::new(self.client_secret.clone())),
+            Some(ClientSecret::new(self.client_secret.expose().to_owned())),
         )
         .set_redirect_uri(redirect);
         Ok((metadata, client))
@@ -288,10 +287,10 @@ pub struct LoginQuery {
     next: Option<String>,
 }
 
-/// `GET /auth/login`: start a login at the IdP.
+/// `GET /auth/login`: start a login at the IdP. Writes no session: the
+/// pending login travels in an encrypted cookie ([`PendingCookies`]).
 pub async fn login(
     State(state): State<AppState>,
-    session: Session,
     Query(q): Query<LoginQuery>,
 ) -> Result<Response, AuthError> {
     let (_, client) = state.oidc.client().await?;
@@ -303,8 +302,14 @@ pub async fn login(
         pkce_verifier: verifier.secret().clone(),
         next: safe_next(q.next.as_deref()),
     };
-    session.insert(keys::PENDING_LOGIN, pending).await?;
-    Ok(Redirect::to(url.as_str()).into_response())
+    let sealed = state
+        .oidc
+        .pending
+        .seal(&pending)
+        .ok_or_else(|| AuthError::Session("could not seal the sign-in cookie".to_owned()))?;
+    let mut res = Redirect::to(url.as_str()).into_response();
+    PendingCookies::set(res.headers_mut(), Some(sealed));
+    Ok(res)
 }
 
 /// The IdP's answer.
@@ -316,14 +321,31 @@ pub struct CallbackQuery {
     error_description: Option<String>,
 }
 
-/// `GET /auth/callback`: finish the login.
+/// `GET /auth/callback`: finish the login. The pending-login cookie is
+/// removed whatever the outcome, so it is good for one try.
 pub async fn callback(
     State(state): State<AppState>,
     session: Session,
+    headers: HeaderMap,
     Query(q): Query<CallbackQuery>,
-) -> Result<Response, AuthError> {
-    // Single use: take the pending login out before anything else.
-    let pending: Option<PendingLogin> = session.remove(keys::PENDING_LOGIN).await?;
+) -> Response {
+    let pending = state.oidc.pending.open(&headers);
+    let mut res = match finish_login(&state, &session, pending, q).await {
+        Ok(next) => Redirect::to(&next).into_response(),
+        Err(e) => e.into_response(),
+    };
+    PendingCookies::set(res.headers_mut(), state.oidc.pending.clear());
+    res
+}
+
+/// Checks the callback against the pending login, trades the code for
+/// tokens, verifies them and starts the session; returns where to go.
+async fn finish_login(
+    state: &AppState,
+    session: &Session,
+    pending: Option<PendingLogin>,
+    q: CallbackQuery,
+) -> Result<String, AuthError> {
     let pending = pending.ok_or(AuthError::BadState)?;
     let state_ok = q
         .state
@@ -371,7 +393,7 @@ pub async fn callback(
         .await?;
     session.insert(keys::ID_TOKEN, id_token.to_string()).await?;
     tracing::info!(user_id, groups = claims.groups.len(), "signed in");
-    Ok(Redirect::to(&pending.next).into_response())
+    Ok(pending.next)
 }
 
 /// `POST /auth/logout`: end the local session and, when the IdP supports it,

@@ -14,8 +14,6 @@ pub mod keys {
     pub const LOGIN_AT: &str = "login_at";
     /// The raw id_token, as hint for RP-initiated logout.
     pub const ID_TOKEN: &str = "id_token";
-    /// A login in progress (state, nonce, PKCE verifier, return path).
-    pub const PENDING_LOGIN: &str = "pending_login";
 }
 
 /// A session store on whichever database Tessera runs on.

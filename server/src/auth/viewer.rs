@@ -103,21 +103,6 @@ pub fn past_absolute_timeout(login_at: i64, now: i64, max_age_s: i64) -> bool {
     now.saturating_sub(login_at) > max_age_s
 }
 
-/// Accepts only local absolute paths as a post-login destination (no open redirect).
-pub fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n)
-            if n.starts_with('/')
-                && !n.starts_with("//")
-                && !n.starts_with("/\\")
-                && !n.starts_with("/auth/") =>
-        {
-            n.to_owned()
-        }
-        _ => "/".to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,15 +131,5 @@ mod tests {
             past_absolute_timeout(0, 1_800_000_000, day),
             "a session without a login time is expired"
         );
-    }
-
-    #[test]
-    fn next_is_local_only() {
-        assert_eq!(safe_next(Some("/fleet?x=1")), "/fleet?x=1");
-        assert_eq!(safe_next(Some("//evil.example.com")), "/");
-        assert_eq!(safe_next(Some("https://evil.example.com")), "/");
-        assert_eq!(safe_next(Some("/\\evil")), "/");
-        assert_eq!(safe_next(Some("/auth/login")), "/");
-        assert_eq!(safe_next(None), "/");
     }
 }

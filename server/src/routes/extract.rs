@@ -25,9 +25,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 "send JSON with Content-Type: application/json",
             ));
         }
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError::bad_body("body", e.body_text()))?;
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError(ServiceError::TooLarge(
+                    "the body is over the server's limit ([limits] max_body_kib)".to_owned(),
+                ))
+            } else {
+                ApiError::bad_body("body", e.body_text())
+            }
+        })?;
         parse_json(&bytes).map(JsonBody)
     }
 }

@@ -35,8 +35,34 @@ pub fn render(c: &FleetCounts) -> String {
     out
 }
 
-/// The handler.
-pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+/// Whether `authorization` (the header's value) carries `expected` as a
+/// bearer token, compared in constant time.
+pub fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
+    authorization
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| {
+            bool::from(subtle::ConstantTimeEq::ct_eq(
+                t.trim().as_bytes(),
+                expected.as_bytes(),
+            ))
+        })
+}
+
+/// The handler: 401 without the bearer token when `[metrics] bearer_token` is set.
+pub async fn metrics(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    if let Some(token) = &state.config.metrics.bearer_token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if !bearer_matches(given, token.expose()) {
+            return Err(ApiError(tessera_service::ServiceError::Forbidden(
+                "the metrics endpoint needs its bearer token ([metrics] bearer_token)".to_owned(),
+            )));
+        }
+    }
     let counts = state.service.fleet_counts().await?;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -47,6 +73,14 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_metrics_token_is_checked() {
+        assert!(bearer_matches(Some("Bearer s3cret"), "s3cret"));
+        assert!(!bearer_matches(Some("Bearer s3cre"), "s3cret"));
+        assert!(!bearer_matches(Some("s3cret"), "s3cret"));
+        assert!(!bearer_matches(None, "s3cret"));
+    }
 
     #[test]
     fn renders_prometheus_text() {

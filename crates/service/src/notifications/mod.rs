@@ -4,10 +4,14 @@
 //! through an outbox that the server's delivery task empties); see
 //! [`crate::write`].
 
+mod egress;
 mod inbox;
 mod webhooks;
 
-pub use webhooks::{sign, DueDelivery, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+pub use egress::EgressPolicy;
+pub use webhooks::{
+    sign, DueDelivery, INTERNAL_ADDRESS, SIGNATURE_HEADER, TEST_EVENTS_PER_WINDOW, TIMESTAMP_HEADER,
+};
 
 use crate::entity::{membership, user};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};

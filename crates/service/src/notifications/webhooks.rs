@@ -20,6 +20,8 @@ use tessera_protocol::quotas::{
 };
 use tessera_protocol::views::TenantRole;
 
+use super::egress::EgressPolicy;
+
 /// Header with `sha256=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`.
 pub const SIGNATURE_HEADER: &str = "X-Tessera-Signature";
 /// Header with the Unix time the signature covers.
@@ -30,6 +32,11 @@ const MAX_URL: usize = 500;
 
 /// How long a claimed delivery is left to its claimer before it is due again.
 const CLAIM_SECONDS: i64 = 120;
+
+/// Test events a tenant may queue per [`TEST_WINDOW_SECONDS`].
+pub const TEST_EVENTS_PER_WINDOW: u64 = 5;
+/// The window of [`TEST_EVENTS_PER_WINDOW`].
+pub const TEST_WINDOW_SECONDS: i64 = 60;
 
 /// The signature of `body` sent at `timestamp` (Unix seconds): what a
 /// receiver recomputes with the shared secret to trust the call.
@@ -42,10 +49,13 @@ pub fn sign(secret: &str, timestamp: i64, body: &str) -> String {
 }
 
 /// A delivery that is due, with what the delivery task needs to post it.
-#[derive(Debug, Clone)]
+/// Its `Debug` leaves the signing secret out.
+#[derive(Clone)]
 pub struct DueDelivery {
     /// Outbox id.
     pub id: i64,
+    /// The tenant whose webhook it is (deliveries are bounded per tenant).
+    pub tenant_id: i64,
     /// Event kind (`X-Tessera-Event`).
     pub event: NotificationKind,
     /// Where to post.
@@ -56,6 +66,19 @@ pub struct DueDelivery {
     pub payload: String,
     /// Tries so far.
     pub attempts: u32,
+}
+
+impl std::fmt::Debug for DueDelivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DueDelivery")
+            .field("id", &self.id)
+            .field("tenant_id", &self.tenant_id)
+            .field("event", &self.event)
+            .field("url", &self.url)
+            .field("secret", &"***")
+            .field("attempts", &self.attempts)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Service {
@@ -136,7 +159,7 @@ impl Service {
         url: &str,
     ) -> Result<CreatedWebhook, ServiceError> {
         let t = self.webhook_tenant(who, slug).await?;
-        let url = validate_url(url)?;
+        let url = validate_url(url, &self.settings.webhook_egress)?;
         let now = self.now();
         let secret = secret::generate("whsec");
         let mut w = self.begin_write().await?;
@@ -208,6 +231,22 @@ impl Service {
                 "set up the webhook first, then send a test event".to_owned(),
             ));
         }
+        let window_start = self.now() - Duration::seconds(TEST_WINDOW_SECONDS);
+        let recent = webhook_delivery::Entity::find()
+            .filter(webhook_delivery::Column::TenantId.eq(t.id))
+            .filter(webhook_delivery::Column::Event.eq(NotificationKind::WebhookTest))
+            .filter(webhook_delivery::Column::CreatedAt.gt(window_start))
+            .order_by_asc(webhook_delivery::Column::CreatedAt)
+            .all(w.db())
+            .await?;
+        if recent.len() as u64 >= TEST_EVENTS_PER_WINDOW {
+            let oldest = recent.first().map_or(window_start, |d| d.created_at);
+            let retry_after_s = (oldest - window_start).num_seconds().max(1);
+            return Err(ServiceError::RateLimited {
+                what: format!("at most {TEST_EVENTS_PER_WINDOW} test events a minute per tenant"),
+                retry_after_s: u64::try_from(retry_after_s).unwrap_or(1),
+            });
+        }
         w.emit(DomainEvent::WebhookTested {
             tenant: TenantRef::of(&t),
             by: who.name.clone(),
@@ -216,57 +255,88 @@ impl Service {
         Ok(())
     }
 
-    /// Deliveries due now (oldest first, at most `limit`). Events of a tenant
-    /// whose webhook was removed are given up.
+    /// Deliveries due now, fairly: tenants in the order of their oldest due
+    /// delivery, each with at most `room(tenant_id)` of its oldest (the
+    /// delivery task passes how many more it may post to that tenant's
+    /// receiver at once). Each is claimed, so with several server replicas
+    /// only one posts it. Events of a tenant whose webhook was removed are
+    /// given up.
     pub async fn due_webhook_deliveries(
         &self,
-        limit: u64,
+        room: impl Fn(i64) -> u64,
     ) -> Result<Vec<DueDelivery>, ServiceError> {
         let now = self.now();
-        let rows = webhook_delivery::Entity::find()
+        let tenants: Vec<(i64, i64)> = webhook_delivery::Entity::find()
+            .select_only()
+            .column(webhook_delivery::Column::TenantId)
+            .column_as(webhook_delivery::Column::Id.min(), "oldest")
             .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
-            .order_by_asc(webhook_delivery::Column::Id)
-            .limit(limit)
+            .group_by(webhook_delivery::Column::TenantId)
+            .into_tuple()
             .all(&self.db)
             .await?;
+        let mut tenants = tenants;
+        tenants.sort_by_key(|(_, oldest)| *oldest);
         let mut due = Vec::new();
-        for d in rows {
-            // Claim it: with several server replicas only one posts it. A
-            // claim that is never finished (the server died) runs out and
-            // the delivery is tried again.
-            let claimed = webhook_delivery::Entity::update_many()
-                .col_expr(
-                    webhook_delivery::Column::NextAttemptAt,
-                    Expr::value(now + Duration::seconds(CLAIM_SECONDS)),
-                )
-                .filter(webhook_delivery::Column::Id.eq(d.id))
-                .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
-                .exec(&self.db)
-                .await?
-                .rows_affected;
-            if claimed == 0 {
+        for (tenant_id, _) in tenants {
+            let room = room(tenant_id);
+            if room == 0 {
                 continue;
             }
+            let rows = webhook_delivery::Entity::find()
+                .filter(webhook_delivery::Column::TenantId.eq(tenant_id))
+                .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
+                .order_by_asc(webhook_delivery::Column::Id)
+                .limit(room)
+                .all(&self.db)
+                .await?;
             let hook = webhook::Entity::find()
-                .filter(webhook::Column::TenantId.eq(d.tenant_id))
+                .filter(webhook::Column::TenantId.eq(tenant_id))
                 .one(&self.db)
                 .await?;
-            match hook {
-                Some(h) => due.push(DueDelivery {
-                    id: d.id,
-                    event: d.event,
-                    url: h.url,
-                    secret: h.secret,
-                    payload: d.payload,
-                    attempts: u32::try_from(d.attempts).unwrap_or(0),
-                }),
-                None => {
-                    self.finish_webhook_delivery(d.id, Err("the webhook was removed".into()), 1)
+            for d in rows {
+                // Claim it. A claim that is never finished (the server
+                // died) runs out and the delivery is tried again.
+                let claimed = webhook_delivery::Entity::update_many()
+                    .col_expr(
+                        webhook_delivery::Column::NextAttemptAt,
+                        Expr::value(now + Duration::seconds(CLAIM_SECONDS)),
+                    )
+                    .filter(webhook_delivery::Column::Id.eq(d.id))
+                    .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
+                    .exec(&self.db)
+                    .await?
+                    .rows_affected;
+                if claimed == 0 {
+                    continue;
+                }
+                match &hook {
+                    Some(h) => due.push(DueDelivery {
+                        id: d.id,
+                        tenant_id,
+                        event: d.event,
+                        url: h.url.clone(),
+                        secret: h.secret.clone(),
+                        payload: d.payload,
+                        attempts: u32::try_from(d.attempts).unwrap_or(0),
+                    }),
+                    None => {
+                        self.finish_webhook_delivery(
+                            d.id,
+                            Err("the webhook was removed".into()),
+                            1,
+                        )
                         .await?;
+                    }
                 }
             }
         }
         Ok(due)
+    }
+
+    /// The networks webhooks may reach besides the public internet.
+    pub fn webhook_egress(&self) -> &EgressPolicy {
+        &self.settings.webhook_egress
     }
 
     /// Records the outcome of one try: delivered, or failed and retried after
@@ -311,8 +381,13 @@ impl Service {
     }
 }
 
-/// An absolute http(s) URL, or a 400 that says what is wrong.
-fn validate_url(raw: &str) -> Result<String, ServiceError> {
+/// What a tenant is told about an address webhooks may not reach.
+pub const INTERNAL_ADDRESS: &str = "points at a private or internal address; webhooks go to public receivers only (the platform team can allow an internal network)";
+
+/// An absolute http(s) URL whose host, if it is an address, may be reached;
+/// or a 400 that says what is wrong. (Names are checked when they are
+/// resolved, at each delivery.)
+fn validate_url(raw: &str, egress: &EgressPolicy) -> Result<String, ServiceError> {
     let raw = raw.trim();
     let bad = |m: &str| ServiceError::invalid("url", m);
     if raw.len() > MAX_URL {
@@ -330,6 +405,14 @@ fn validate_url(raw: &str) -> Result<String, ServiceError> {
         return Err(bad(
             "must not carry a user name or password; the signature authenticates Tessera",
         ));
+    }
+    let address = match parsed.host() {
+        Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),
+        Some(url::Host::Ipv6(v6)) => Some(std::net::IpAddr::V6(v6)),
+        _ => None,
+    };
+    if address.is_some_and(|ip| !egress.permits(ip)) {
+        return Err(bad(INTERNAL_ADDRESS));
     }
     Ok(parsed.to_string())
 }
@@ -353,14 +436,25 @@ mod tests {
     #[test]
     fn urls_are_checked() {
         assert_eq!(
-            validate_url(" https://chat.example.com/hook ")
+            validate_url(" https://chat.example.com/hook ", &EgressPolicy::default())
                 .ok()
                 .as_deref(),
             Some("https://chat.example.com/hook")
         );
-        for bad in ["", "ftp://x", "not a url", "https://u:p@x.example/"] {
-            let err = validate_url(bad).unwrap_err();
+        for bad in [
+            "",
+            "ftp://x",
+            "not a url",
+            "https://u:p@x.example/",
+            "http://127.0.0.1:8080/hook",
+            "http://2130706433/",
+            "http://[::ffff:169.254.169.254]/latest/meta-data",
+            "http://10.0.0.1/",
+        ] {
+            let err = validate_url(bad, &EgressPolicy::default()).unwrap_err();
             assert_eq!(err.status(), 400, "{bad}");
         }
+        let internal = EgressPolicy::allowing(vec!["10.0.0.0/8".parse().unwrap()]);
+        assert!(validate_url("http://10.0.0.1/", &internal).is_ok());
     }
 }

@@ -154,6 +154,7 @@ pub async fn fixture() -> Fixture {
             pools: pools(),
             provision_timeout: Duration::seconds(300),
             four_eyes: true,
+            webhook_egress: Default::default(),
         },
         clock.clone(),
     );
