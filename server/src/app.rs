@@ -61,6 +61,7 @@ pub async fn build_state(
         pools: config.pools.clone(),
         provision_timeout: chrono::Duration::seconds(config.agents.provision_timeout_seconds),
         four_eyes: config.approvals.four_eyes,
+        api_tokens: config.api_tokens.policy(),
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
     let service = Service::new(db, settings, clock);

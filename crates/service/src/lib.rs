@@ -64,6 +64,8 @@ pub struct Settings {
     /// Nobody decides a quota request they filed or submitted, or one of a
     /// tenant they administer.
     pub four_eyes: bool,
+    /// How long tenant API tokens live.
+    pub api_tokens: api_tokens::ApiTokenPolicy,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.
