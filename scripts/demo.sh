@@ -50,8 +50,9 @@ for host in demo/hosts/*.toml; do
   if [ ! -s "$STATE/agents/$name.credential" ]; then
     token="$("$SERVER_BIN" --config demo/tessera.toml create-join-token --description "demo host $name" --ttl-minutes 10 2>>"$STATE/server.log")"
   fi
-  "$AGENT_BIN" --server "$URL" --backend sim --sim-host "$host" --state-dir "$STATE/agents" \
-    ${token:+--join-token "$token"} >"$STATE/agent-$name.log" 2>&1 &
+  # The token goes in the environment, not on the command line (visible in ps).
+  TESSERA_JOIN_TOKEN="$token" "$AGENT_BIN" --server "$URL" --backend sim --sim-host "$host" \
+    --state-dir "$STATE/agents" >"$STATE/agent-$name.log" 2>&1 &
   pids+=($!)
 done
 

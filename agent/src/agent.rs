@@ -19,7 +19,7 @@ use thiserror::Error;
 pub enum AgentError {
     /// No credential saved and no join token given.
     #[error(
-        "this host is not enrolled yet: pass --join-token (create one on the Join tokens page)"
+        "this host is not enrolled yet: set TESSERA_JOIN_TOKEN or pass --join-token-file (create a token on the Join tokens page)"
     )]
     NotEnrolled,
     /// The server refused the join token or the credential.
@@ -317,13 +317,10 @@ fn next_backoff(backoff: &mut Duration) -> Duration {
 }
 
 async fn write_private(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
-    tokio::fs::write(path, secret).await?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).await?;
-    }
-    Ok(())
+    let (path, secret) = (path.to_owned(), secret.to_owned());
+    tokio::task::spawn_blocking(move || crate::credential::write_private(&path, &secret))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 #[cfg(test)]

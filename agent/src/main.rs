@@ -3,6 +3,7 @@
 mod agent;
 mod backend;
 mod client;
+mod credential;
 mod reconcile;
 
 use agent::HostAgent;
@@ -11,6 +12,8 @@ use backend::{
     sim::SimBackend,
     GpuBackend,
 };
+#[cfg(test)]
+use clap::CommandFactory;
 use clap::{Parser, Subcommand, ValueEnum};
 use client::ServerClient;
 use std::collections::BTreeMap;
@@ -39,9 +42,19 @@ struct Cli {
     /// Tessera's URL.
     #[arg(long, env = "TESSERA_SERVER")]
     server: Option<String>,
-    /// One-time join token (needed on first start only).
-    #[arg(long, env = "TESSERA_JOIN_TOKEN")]
+    /// One-time join token (needed on first start only). A command line is
+    /// visible to every user in `ps`: prefer the environment variable or
+    /// `--join-token-file`.
+    #[arg(long, env = "TESSERA_JOIN_TOKEN", hide_env_values = true)]
     join_token: Option<String>,
+    /// File holding the one-time join token (instead of `--join-token`).
+    #[arg(
+        long,
+        env = "TESSERA_JOIN_TOKEN_FILE",
+        value_name = "PATH",
+        conflicts_with = "join_token"
+    )]
+    join_token_file: Option<PathBuf>,
     /// Where the host credential is kept.
     #[arg(
         long,
@@ -154,6 +167,16 @@ fn plan_command(cli: &Cli, desired: &std::path::Path) -> ExitCode {
     }
 }
 
+/// The join token from `--join-token` / `TESSERA_JOIN_TOKEN`, or read from
+/// `--join-token-file`.
+fn join_token(cli: &Cli) -> Result<Option<String>, String> {
+    match (&cli.join_token, &cli.join_token_file) {
+        (_, Some(path)) => credential::read_join_token_file(path).map(Some),
+        (Some(t), None) => Ok(Some(t.trim().to_owned()).filter(|t| !t.is_empty())),
+        (None, None) => Ok(None),
+    }
+}
+
 /// The simulated host files: every `--sim-host`, then each `--sim-hosts-dir`'s
 /// `*.toml` files in name order.
 fn sim_host_paths(cli: &Cli) -> Result<Vec<PathBuf>, backend::BackendError> {
@@ -236,6 +259,13 @@ async fn main() -> ExitCode {
         eprintln!("tessera-agent: --server URL (or TESSERA_SERVER) is required");
         return ExitCode::from(2);
     };
+    let join_token = match join_token(&cli) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("tessera-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let backends = match backends(&cli) {
         Ok(b) => b,
         Err(e) => {
@@ -266,7 +296,7 @@ async fn main() -> ExitCode {
             client,
             hostname,
             // A join token is one-time: with several hosts, each needs its own enrolment.
-            join_token: cli.join_token.clone(),
+            join_token: join_token.clone(),
             once: cli.once,
         };
         tasks.spawn(agent.run());
@@ -325,5 +355,40 @@ async fn stop_requested() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("tessera-agent").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_join_token_comes_from_a_file_or_the_command_line_not_both() {
+        let path = std::env::temp_dir().join(format!("tessera-agent-cli-{}", std::process::id()));
+        std::fs::write(&path, "tsj_from_file\n").unwrap();
+        let p = path.to_str().unwrap();
+        let cli = parse(&["--join-token-file", p]).unwrap();
+        assert_eq!(join_token(&cli).unwrap().as_deref(), Some("tsj_from_file"));
+        let cli = parse(&["--join-token", "tsj_argv"]).unwrap();
+        assert_eq!(join_token(&cli).unwrap().as_deref(), Some("tsj_argv"));
+        let err = parse(&["--join-token", "tsj_argv", "--join-token-file", p]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let cli = parse(&["--join-token-file", "/nonexistent/token"]).unwrap();
+        assert!(join_token(&cli).unwrap_err().contains("/nonexistent/token"));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn the_help_never_shows_the_join_token_from_the_environment() {
+        let cmd = Cli::command();
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "join_token")
+            .map(|a| a.is_hide_env_values_set());
+        assert_eq!(arg, Some(true));
     }
 }

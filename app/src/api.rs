@@ -65,6 +65,17 @@ mod ssr {
         }
     }
 
+    /// An optional whole-number field: empty is `None`.
+    pub fn optional_count(field: &str, value: &str) -> Result<Option<u32>, AppError> {
+        match value.trim() {
+            "" => Ok(None),
+            v => v
+                .parse()
+                .map(Some)
+                .map_err(|_| invalid(field, format!("'{v}' is not a whole number"))),
+        }
+    }
+
     /// A date field ("2026-11-29") as the end of that day in UTC.
     pub fn end_of_day(
         field: &str,
@@ -113,17 +124,22 @@ pub async fn list_join_tokens() -> Result<Vec<JoinTokenView>, AppError> {
     Ok(service.list_join_tokens(&admin).await?)
 }
 
-/// Creates a join token valid for `ttl_hours`.
+/// Creates a join token valid for `ttl_hours`; with `for_host`, a
+/// re-enrolment token for that enrolled host.
 #[server(prefix = "/api/ui", endpoint = "create_join_token")]
 pub async fn create_join_token(
     description: String,
     ttl_hours: i64,
+    #[server(default)] for_host: Option<String>,
 ) -> Result<CreatedJoinToken, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
-    Ok(service
-        .create_join_token(&admin, &description, chrono::Duration::hours(ttl_hours))
-        .await?)
+    let new = tessera_service::fleet::NewJoinToken {
+        description,
+        ttl_minutes: ttl_hours.saturating_mul(60),
+        for_host,
+    };
+    Ok(service.create_join_token(&admin, &new).await?)
 }
 
 /// Revokes a join token.
@@ -201,13 +217,19 @@ pub async fn list_api_tokens(slug: String) -> Result<Vec<ApiTokenView>, AppError
     Ok(service.list_api_tokens(who, &actor).await?)
 }
 
-/// Creates an API token (tenant admins); the secret is shown once.
+/// Creates an API token (tenant admins) that lives `days` (empty: the
+/// configured default); the secret is shown once.
 #[server(prefix = "/api/ui", endpoint = "create_api_token")]
-pub async fn create_api_token(slug: String, name: String) -> Result<CreatedApiToken, AppError> {
+pub async fn create_api_token(
+    slug: String,
+    name: String,
+    #[server(default)] days: String,
+) -> Result<CreatedApiToken, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let who = viewer.require()?;
     let actor = service.tenant_actor(who, &slug).await?;
-    Ok(service.create_api_token(who, &actor, &name).await?)
+    let days = ssr::optional_count("days", &days)?;
+    Ok(service.create_api_token(who, &actor, &name, days).await?)
 }
 
 /// Revokes an API token (tenant admins).

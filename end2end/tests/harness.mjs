@@ -86,9 +86,9 @@ export async function startStack({ hosts, env: extraEnv = {} }) {
   };
   const config = path.join(ROOT, 'demo', 'tessera.toml');
   const children = [];
-  const spawnLogged = (name, cmd, args) => {
+  const spawnLogged = (name, cmd, args, extraEnv = {}) => {
     const log = createWriteStream(path.join(ARTIFACTS, `${name}.log`));
-    const child = spawn(cmd, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { env: { ...env, ...extraEnv }, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.pipe(log, { end: false });
     child.stderr.pipe(log, { end: false });
     children.push(child);
@@ -108,7 +108,8 @@ export async function startStack({ hosts, env: extraEnv = {} }) {
   const agents = new Map();
   for (const host of hosts) {
     const token = cli('create-join-token', '--description', `e2e ${hostName(host)}`);
-    agents.set(hostName(host), spawnLogged(`agent-${hostName(host)}`, AGENT_BIN, [...agentArgs(host), '--join-token', token]));
+    // The token goes in the environment, not on the command line (visible in ps).
+    agents.set(hostName(host), spawnLogged(`agent-${hostName(host)}`, AGENT_BIN, agentArgs(host), { TESSERA_JOIN_TOKEN: token }));
   }
   const exited = (c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once('exit', r)));
 

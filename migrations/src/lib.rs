@@ -8,6 +8,8 @@ mod m20261129_000002_create_fleet;
 mod m20261129_000003_add_gpu_sharing;
 mod m20261129_000004_create_allocations;
 mod m20261130_000005_create_quota_requests;
+mod m20261201_000006_add_join_token_for_host;
+mod m20261201_000007_add_api_token_expiry;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -21,6 +23,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000003_add_gpu_sharing::Migration),
             Box::new(m20261129_000004_create_allocations::Migration),
             Box::new(m20261130_000005_create_quota_requests::Migration),
+            Box::new(m20261201_000006_add_join_token_for_host::Migration),
+            Box::new(m20261201_000007_add_api_token_expiry::Migration),
         ]
     }
 }

@@ -68,6 +68,7 @@ pub async fn build_state(
         provision_timeout: chrono::Duration::seconds(config.agents.provision_timeout_seconds),
         four_eyes: config.approvals.four_eyes,
         webhook_egress: config.webhooks.allowed_networks.clone(),
+        api_tokens: config.api_tokens.policy(),
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
     let service = Service::new(db, settings, clock);

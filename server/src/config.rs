@@ -66,6 +66,9 @@ pub struct Config {
     /// The Prometheus endpoint.
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// Tenant API tokens.
+    #[serde(default)]
+    pub api_tokens: ApiTokensConfig,
 }
 
 /// `[metrics]`
@@ -76,6 +79,36 @@ pub struct MetricsConfig {
     /// (Prometheus's `authorization` setting); otherwise anyone who can
     /// reach the listening address can read it.
     pub bearer_token: Option<Secret>,
+}
+
+/// `[api_tokens]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiTokensConfig {
+    /// Lifetime of a token created without one, in days.
+    pub default_days: u32,
+    /// Longest lifetime a token may be given, in days.
+    pub max_days: u32,
+}
+
+impl Default for ApiTokensConfig {
+    fn default() -> Self {
+        let p = tessera_service::api_tokens::ApiTokenPolicy::default();
+        Self {
+            default_days: p.default_days,
+            max_days: p.max_days,
+        }
+    }
+}
+
+impl ApiTokensConfig {
+    /// The service's policy.
+    pub fn policy(&self) -> tessera_service::api_tokens::ApiTokenPolicy {
+        tessera_service::api_tokens::ApiTokenPolicy {
+            default_days: self.default_days,
+            max_days: self.max_days,
+        }
+    }
 }
 
 /// `[approvals]`
@@ -264,6 +297,13 @@ pub enum ConfigError {
     },
 }
 
+/// Longest idle session timeout: 30 days.
+const MAX_SESSION_IDLE_MINUTES: i64 = 30 * 24 * 60;
+/// Longest absolute session timeout: a year.
+const MAX_SESSION_HOURS: i64 = 365 * 24;
+/// Longest agent interval or timeout: 30 days.
+const MAX_AGENT_INTERVAL_SECONDS: i64 = 30 * 24 * 3600;
+
 /// Prefix of configuration environment variables.
 pub const ENV_PREFIX: &str = "TESSERA_";
 
@@ -334,14 +374,30 @@ impl Config {
         if tessera_service::DbKind::of_url(self.database.url.expose()).is_none() {
             return bad("database.url", "must start with sqlite: or postgres://");
         }
-        if self.session.idle_timeout_minutes < 1 || self.session.absolute_timeout_hours < 1 {
-            return bad("session", "timeouts must be at least 1 minute / 1 hour");
-        }
-        if self.agents.offline_after_seconds < 1
-            || self.agents.report_interval_seconds < 1
-            || self.agents.provision_timeout_seconds < 1
+        if !(1..=MAX_SESSION_IDLE_MINUTES).contains(&self.session.idle_timeout_minutes)
+            || !(1..=MAX_SESSION_HOURS).contains(&self.session.absolute_timeout_hours)
         {
-            return bad("agents", "intervals must be at least 1 second");
+            return bad(
+                "session",
+                "timeouts must be between 1 minute and 30 days (idle) / 1 hour and 1 year (absolute)",
+            );
+        }
+        let agent_intervals = [
+            self.agents.offline_after_seconds,
+            self.agents.report_interval_seconds,
+            self.agents.provision_timeout_seconds,
+        ];
+        if agent_intervals
+            .iter()
+            .any(|s| !(1..=MAX_AGENT_INTERVAL_SECONDS).contains(s))
+        {
+            return bad("agents", "intervals must be between 1 second and 30 days");
+        }
+        if let Err(e) = self.api_tokens.policy().validate() {
+            if let tessera_service::ServiceError::Invalid { field, message } = e {
+                return bad(&field, &message);
+            }
+            return bad("api_tokens", &e.to_string());
         }
         if self.limits.max_body_kib < 16 || self.limits.request_timeout_seconds < 1 {
             return bad(
@@ -527,5 +583,66 @@ client_secret = "s3cret"
             Config::from_toml_and_env(MINIMAL, env(&[("TESSERA_SERVER__PUBLIC_URL", "not a url")]))
                 .unwrap_err();
         assert!(err.to_string().contains("server.public_url"), "{err}");
+    }
+
+    #[test]
+    fn api_token_lifetimes_default_and_are_checked() {
+        let c = Config::from_toml_and_env(MINIMAL, env(&[])).unwrap();
+        assert_eq!(
+            (c.api_tokens.default_days, c.api_tokens.max_days),
+            (90, 365)
+        );
+        let c = Config::from_toml_and_env(
+            &format!("{MINIMAL}\n[api_tokens]\ndefault_days = 7\nmax_days = 30\n"),
+            env(&[]),
+        )
+        .unwrap();
+        assert_eq!(c.api_tokens.policy().max_days, 30);
+        for (key, value, field) in [
+            (
+                "TESSERA_API_TOKENS__DEFAULT_DAYS",
+                "400",
+                "api_tokens.default_days",
+            ),
+            (
+                "TESSERA_API_TOKENS__DEFAULT_DAYS",
+                "0",
+                "api_tokens.default_days",
+            ),
+            ("TESSERA_API_TOKENS__MAX_DAYS", "0", "api_tokens.max_days"),
+            (
+                "TESSERA_API_TOKENS__MAX_DAYS",
+                "100000",
+                "api_tokens.max_days",
+            ),
+        ] {
+            let err = Config::from_toml_and_env(MINIMAL, env(&[(key, value)])).unwrap_err();
+            assert!(err.to_string().contains(field), "{key}={value}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations_that_overflow_are_refused() {
+        for (key, value, field) in [
+            (
+                "TESSERA_AGENTS__OFFLINE_AFTER_SECONDS",
+                "9223372036854775807",
+                "agents",
+            ),
+            ("TESSERA_AGENTS__PROVISION_TIMEOUT_SECONDS", "0", "agents"),
+            (
+                "TESSERA_SESSION__ABSOLUTE_TIMEOUT_HOURS",
+                "9223372036854775807",
+                "session",
+            ),
+            (
+                "TESSERA_SESSION__IDLE_TIMEOUT_MINUTES",
+                "9223372036854775807",
+                "session",
+            ),
+        ] {
+            let err = Config::from_toml_and_env(MINIMAL, env(&[(key, value)])).unwrap_err();
+            assert!(err.to_string().contains(field), "{key}={value}: {err}");
+        }
     }
 }

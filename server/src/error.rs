@@ -193,6 +193,12 @@ mod tests {
     async fn bad_credentials_are_401() {
         for (err, code) in [
             (ServiceError::InvalidApiToken, "invalid_api_token"),
+            (
+                ServiceError::ExpiredApiToken {
+                    expired_at: chrono::DateTime::UNIX_EPOCH,
+                },
+                "expired_api_token",
+            ),
             (ServiceError::InvalidCredential, "invalid_credential"),
             (ServiceError::InvalidJoinToken, "invalid_join_token"),
         ] {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tessera_server::app::{build_state, router, run_scheduler};
 use tessera_server::config::Config;
 use tessera_service::audit::Actor;
+use tessera_service::fleet::NewJoinToken;
 use tessera_service::SystemClock;
 use tokio::net::TcpListener;
 use tower_sessions::ExpiredDeletion;
@@ -41,6 +42,11 @@ enum Command {
         /// How many tokens to create (one per line), e.g. for a fleet of simulated hosts.
         #[arg(long, default_value_t = 1)]
         count: u32,
+        /// Make a re-enrolment token for this already enrolled host (it
+        /// replaces the host's credential and enrols nothing else). Without
+        /// it the token enrols a new host name only.
+        #[arg(long, value_name = "NAME")]
+        for_host: Option<String>,
     },
     /// Create an API token for a tenant and print it (for scripts and benchmarks).
     CreateApiToken {
@@ -50,6 +56,10 @@ enum Command {
         /// What the token is for.
         #[arg(long, default_value = "created on the command line")]
         name: String,
+        /// Days until it expires (default and maximum: `[api_tokens]` in the
+        /// configuration, 90 and 365 unless set).
+        #[arg(long)]
+        days: Option<u32>,
     },
 }
 
@@ -83,24 +93,26 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
             description,
             ttl_minutes,
             count,
+            for_host,
         } => {
+            let new = NewJoinToken {
+                description,
+                ttl_minutes,
+                for_host,
+            };
             for _ in 0..count.max(1) {
                 let created = state
                     .service
-                    .create_join_token_as(
-                        Actor::System,
-                        &description,
-                        chrono::Duration::minutes(ttl_minutes),
-                    )
+                    .create_join_token_as(Actor::System, &new)
                     .await?;
                 println!("{}", created.secret);
             }
             Ok(())
         }
-        Command::CreateApiToken { tenant, name } => {
+        Command::CreateApiToken { tenant, name, days } => {
             let created = state
                 .service
-                .create_api_token_as_system(&tenant, &name)
+                .create_api_token_as_system(&tenant, &name, days)
                 .await?;
             println!("{}", created.secret);
             Ok(())

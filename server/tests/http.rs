@@ -218,7 +218,7 @@ impl App {
 
     async fn api_token(&self, tenant: &str) -> String {
         self.service
-            .create_api_token_as_system(tenant, "test")
+            .create_api_token_as_system(tenant, "test", None)
             .await
             .unwrap()
             .secret
@@ -226,7 +226,14 @@ impl App {
 
     async fn join_token(&self) -> String {
         self.service
-            .create_join_token_as(Actor::System, "test", chrono::Duration::hours(1))
+            .create_join_token_as(
+                Actor::System,
+                &tessera_service::fleet::NewJoinToken {
+                    description: "test".into(),
+                    ttl_minutes: 60,
+                    for_host: None,
+                },
+            )
             .await
             .unwrap()
             .secret

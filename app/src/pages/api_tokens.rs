@@ -32,6 +32,10 @@ pub fn ApiTokensPage() -> impl IntoView {
                     <span>"Name"</span>
                     <input type="text" name="name" required maxlength="100" placeholder="nightly-training CI" data-test="api-token-name"/>
                 </label>
+                <label class="field">
+                    <span>"Expires in (days)"</span>
+                    <input type="number" name="days" min="1" step="1" placeholder="default" data-test="api-token-days"/>
+                </label>
                 <button class="button primary" type="submit" data-test="create-api-token">"Create token"</button>
             </ActionForm>
             {move || create.value().get().map(|result| match result {
@@ -39,6 +43,7 @@ pub fn ApiTokensPage() -> impl IntoView {
                     <div class="callout success" data-test="api-token-created">
                         <p><strong>"Copy this token now — it will not be shown again."</strong></p>
                         <pre class="secret" data-test="api-token-secret">{created.secret.clone()}</pre>
+                        <p class="muted small" data-test="api-token-expiry">{format!("It works until {}; then create a new one.", format::when(created.token.expires_at))}</p>
                         <p class="muted small"><code>{format!("curl -H 'Authorization: Bearer {}' <URL>/api/v1/allocations", created.secret)}</code></p>
                     </div>
                 }.into_any(),
@@ -55,17 +60,23 @@ pub fn ApiTokensPage() -> impl IntoView {
                     Ok(list) => view! {
                         <section class="card table-card">
                             <table data-test="api-tokens">
-                                <thead><tr><th>"Name"</th><th>"Token"</th><th>"Created"</th><th>"Last used"</th><th>"Status"</th><th></th></tr></thead>
+                                <thead><tr><th>"Name"</th><th>"Token"</th><th>"Created"</th><th>"Expires"</th><th>"Last used"</th><th>"Status"</th><th></th></tr></thead>
                                 <tbody>
                                     {list.into_iter().map(|t| {
-                                        let active = t.revoked_at.is_none();
+                                        let revoked = t.revoked_at.is_some();
+                                        let active = !revoked && !t.expired;
                                         view! {
                                             <tr data-test="api-token-row">
                                                 <td>{t.name}<div class="muted small">{t.created_by}</div></td>
                                                 <td class="mono">{format!("{}…", t.prefix)}</td>
                                                 <td class="muted">{format::when(t.created_at)}</td>
+                                                <td class="muted" data-test="api-token-expires">{format::when(t.expires_at)}</td>
                                                 <td class="muted">{t.last_used_at.map(format::when).unwrap_or_else(|| "never".into())}</td>
-                                                <td>{if active { view! { <span class="badge ok">"active"</span> }.into_any() } else { view! { <span class="badge subtle">"revoked"</span> }.into_any() }}</td>
+                                                <td>{match (revoked, t.expired) {
+                                                    (true, _) => view! { <span class="badge subtle">"revoked"</span> }.into_any(),
+                                                    (false, true) => view! { <span class="badge subtle">"expired"</span> }.into_any(),
+                                                    (false, false) => view! { <span class="badge ok">"active"</span> }.into_any(),
+                                                }}</td>
                                                 <td class="actions">
                                                     {active.then(|| view! {
                                                         <ActionForm action=revoke>

@@ -90,7 +90,7 @@ fn Fleet(f: FleetView) -> impl IntoView {
         {(hosts == 0).then(|| view! {
             <div class="card empty" data-test="fleet-empty">
                 <p>"No hosts yet."</p>
-                <p class="muted">"Create a join token, then start "<code>"tessera-agent --server URL --join-token TOKEN"</code>" on each GPU machine."</p>
+                <p class="muted">"Create a join token, then start "<code>"TESSERA_JOIN_TOKEN=TOKEN tessera-agent --server URL"</code>" on each GPU machine."</p>
                 <p><a class="button" href="/admin/join-tokens">"Create a join token"</a></p>
             </div>
         })}

@@ -1,6 +1,6 @@
 //! Join tokens: create (secret shown once) and revoke.
 
-use crate::api::{list_join_tokens, CreateJoinToken, RevokeJoinToken};
+use crate::api::{get_fleet, list_join_tokens, CreateJoinToken, RevokeJoinToken};
 use crate::components::error_panel::ErrorPanel;
 use crate::format;
 use leptos::prelude::*;
@@ -16,6 +16,8 @@ pub fn JoinTokensPage() -> impl IntoView {
         move || (create.version().get(), revoke.version().get()),
         |_| list_join_tokens(),
     );
+    // Enrolled hosts, for re-enrolment tokens.
+    let hosts = Resource::new(|| (), |_| get_fleet());
     view! {
         <Title text="Join tokens"/>
         <section class="page-head">
@@ -38,6 +40,25 @@ pub fn JoinTokensPage() -> impl IntoView {
                         <option value="168">"7 days"</option>
                     </select>
                 </label>
+                <Suspense fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        let names: Vec<String> = hosts
+                            .await
+                            .map(|f| f.hosts.into_iter().map(|h| h.hostname).collect())
+                            .unwrap_or_default();
+                        (!names.is_empty()).then(|| view! {
+                            <label class="field" title="A plain token enrols a new host only. To give an enrolled host a new credential (a reinstalled machine, a lost credential file), make a token for that host.">
+                                <span>"Enrols"</span>
+                                <select name="for_host" data-test="token-for-host">
+                                    <option value="" selected>"a new host"</option>
+                                    {names.into_iter().map(|n| view! {
+                                        <option value=n.clone()>{format!("re-enrol {n}")}</option>
+                                    }).collect_view()}
+                                </select>
+                            </label>
+                        })
+                    })}
+                </Suspense>
                 <button class="button primary" type="submit" data-test="create-token">"Create token"</button>
             </ActionForm>
             {move || create.value().get().map(|result| match result {
@@ -45,7 +66,7 @@ pub fn JoinTokensPage() -> impl IntoView {
                     <div class="callout success" data-test="token-created">
                         <p><strong>"Copy this token now — it will not be shown again."</strong></p>
                         <pre class="secret" data-test="token-secret">{created.secret.clone()}</pre>
-                        <p class="muted small">"Start the agent with "<code>{format!("tessera-agent --server <URL> --join-token {}", created.secret)}</code></p>
+                        <p class="muted small">"Start the agent with "<code>{format!("TESSERA_JOIN_TOKEN={} tessera-agent --server <URL>", created.secret)}</code>" (or "<code>"--join-token-file FILE"</code>"; a token on the command line is visible to every user in "<code>"ps"</code>")."</p>
                     </div>
                 }.into_any(),
                 Err(err) => view! { <p class="callout danger" data-test="form-error">{err.message}</p> }.into_any(),
@@ -61,7 +82,7 @@ pub fn JoinTokensPage() -> impl IntoView {
                     Ok(list) => view! {
                         <section class="card table-card">
                             <table data-test="tokens">
-                                <thead><tr><th>"Description"</th><th>"Status"</th><th>"Created"</th><th>"Expires"</th><th>"Used by"</th><th></th></tr></thead>
+                                <thead><tr><th>"Description"</th><th>"Status"</th><th>"Created"</th><th>"Expires"</th><th>"Enrols"</th><th>"Used by"</th><th></th></tr></thead>
                                 <tbody>
                                     {list.into_iter().map(|t| {
                                         let active = t.status == JoinTokenStatus::Active;
@@ -76,6 +97,7 @@ pub fn JoinTokensPage() -> impl IntoView {
                                                 <td><span class=badge data-test="token-status">{t.status.as_str()}</span></td>
                                                 <td class="muted">{format::when(t.created_at)}</td>
                                                 <td class="muted">{format::when(t.expires_at)}</td>
+                                                <td data-test="token-for-host">{t.for_host.map_or_else(|| "a new host".to_owned(), |h| format!("re-enrols {h}"))}</td>
                                                 <td>{t.used_by_host.unwrap_or_else(|| "—".into())}</td>
                                                 <td class="actions">
                                                     {active.then(|| view! {

@@ -68,20 +68,21 @@ pub struct AuditQuery {
 impl AuditQuery {
     /// The filter, or the field that does not parse and why.
     pub fn filter(&self) -> Result<AuditFilter, (&'static str, String)> {
-        let day = |field: &'static str, s: &str, plus_days: i64| {
+        let day = |field: &'static str, s: &str, plus_days: u64| {
             let s = s.trim();
             if s.is_empty() {
                 return Ok(None);
             }
-            chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
-                .map(|d| {
-                    Some(
-                        (d + chrono::Duration::days(plus_days))
-                            .and_time(chrono::NaiveTime::MIN)
-                            .and_utc(),
+            let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .map_err(|_| (field, format!("'{s}' is not a date like 2026-11-29")))?;
+            d.checked_add_days(chrono::Days::new(plus_days))
+                .map(|d| Some(d.and_time(chrono::NaiveTime::MIN).and_utc()))
+                .ok_or_else(|| {
+                    (
+                        field,
+                        format!("'{s}' is later than any date Tessera handles"),
                     )
                 })
-                .map_err(|_| (field, format!("'{s}' is not a date like 2026-11-29")))
         };
         let page = match self.page.trim() {
             "" => None,
@@ -144,6 +145,17 @@ mod audit_query_tests {
             ..Default::default()
         };
         assert_eq!(page.filter().unwrap_err().0, "page");
+        // The last date chrono knows has no next day: an error, not a panic.
+        let last = AuditQuery {
+            until: "+262142-12-31".into(),
+            ..Default::default()
+        };
+        assert_eq!(last.filter().unwrap_err().0, "until");
+        let first = AuditQuery {
+            from: "+262142-12-31".into(),
+            ..Default::default()
+        };
+        assert!(first.filter().is_ok(), "the service checks the range");
         let q = AuditQuery {
             actor: "Bob B".into(),
             ..Default::default()

@@ -178,13 +178,15 @@ fn fleet_views_keep_their_strings() {
         expires_at: at(),
         status: JoinTokenStatus::Revoked,
         used_by_host: None,
+        for_host: Some("gpu-1".into()),
     };
     assert_eq!(
         serde_json::to_string(&token).unwrap(),
         format!(
             concat!(
                 r#"{{"id":1,"description":"rack 4","created_by":null,"created_at":"{at}","#,
-                r#""expires_at":"{at}","status":"revoked","used_by_host":null}}"#
+                r#""expires_at":"{at}","status":"revoked","used_by_host":null,"#,
+                r#""for_host":"gpu-1"}}"#
             ),
             at = AT
         )

@@ -1,10 +1,11 @@
 //! Tenant API tokens: created by a tenant admin, shown once, stored hashed,
-//! scoped to one tenant, revocable.
+//! scoped to one tenant, revocable, and expiring.
 
 use crate::allocations::TenantActor;
 use crate::entity::api_token;
 use crate::events::DomainEvent;
 use crate::{secret, Principal, Service, ServiceError};
+use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 
@@ -13,7 +14,80 @@ use tessera_protocol::views::{ApiTokenView, CreatedApiToken, TenantRole};
 /// Prefix of tenant API tokens.
 pub const TOKEN_PREFIX: &str = "tsk";
 
-fn view(t: api_token::Model) -> ApiTokenView {
+/// How long API tokens live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiTokenPolicy {
+    /// Lifetime of a token created without one, in days.
+    pub default_days: u32,
+    /// Longest lifetime a token may be given, in days.
+    pub max_days: u32,
+}
+
+impl Default for ApiTokenPolicy {
+    fn default() -> Self {
+        Self {
+            default_days: 90,
+            max_days: 365,
+        }
+    }
+}
+
+impl ApiTokenPolicy {
+    /// Checks the policy itself (both at least 1 day, the default within the
+    /// maximum, the maximum at most [`MAX_API_TOKEN_DAYS`]).
+    pub fn validate(&self) -> Result<(), ServiceError> {
+        if self.max_days == 0 || self.max_days > MAX_API_TOKEN_DAYS {
+            return Err(ServiceError::invalid(
+                "api_tokens.max_days",
+                format!("must be between 1 and {MAX_API_TOKEN_DAYS} days"),
+            ));
+        }
+        if self.default_days == 0 || self.default_days > self.max_days {
+            return Err(ServiceError::invalid(
+                "api_tokens.default_days",
+                format!("must be between 1 and max_days ({} days)", self.max_days),
+            ));
+        }
+        Ok(())
+    }
+
+    /// When a token created at `now` for `days` (or the default) expires.
+    pub fn expiry(
+        &self,
+        now: DateTime<Utc>,
+        days: Option<u32>,
+    ) -> Result<DateTime<Utc>, ServiceError> {
+        let days = days.unwrap_or(self.default_days);
+        let max = self.max_days;
+        if days == 0 || days > max {
+            return Err(ServiceError::invalid(
+                "days",
+                format!("an API token lives between 1 and {max} days; got {days}"),
+            ));
+        }
+        TimeDelta::try_days(i64::from(days))
+            .and_then(|d| now.checked_add_signed(d))
+            .ok_or_else(|| {
+                ServiceError::invalid("days", format!("{days} days from now is not a date"))
+            })
+    }
+
+    /// When a stored token expires (an older row without an expiry: its
+    /// creation plus the default lifetime).
+    fn expiry_of(&self, t: &api_token::Model) -> DateTime<Utc> {
+        t.expires_at.unwrap_or_else(|| {
+            TimeDelta::try_days(i64::from(self.default_days))
+                .and_then(|d| t.created_at.checked_add_signed(d))
+                .unwrap_or(t.created_at)
+        })
+    }
+}
+
+/// The longest lifetime any configuration may allow: ten years.
+pub const MAX_API_TOKEN_DAYS: u32 = 3650;
+
+fn view(t: api_token::Model, policy: &ApiTokenPolicy, now: DateTime<Utc>) -> ApiTokenView {
+    let expires_at = policy.expiry_of(&t);
     ApiTokenView {
         id: t.id,
         name: t.name,
@@ -22,6 +96,8 @@ fn view(t: api_token::Model) -> ApiTokenView {
         created_at: t.created_at,
         last_used_at: t.last_used_at,
         revoked_at: t.revoked_at,
+        expires_at,
+        expired: expires_at <= now,
     }
 }
 
@@ -36,15 +112,18 @@ impl Service {
         }
     }
 
-    /// Creates a token for the tenant; the secret is in the answer only.
+    /// Creates a token for the tenant that lives `days` (the configured
+    /// default when `None`, at most the configured maximum); the secret is in
+    /// the answer only.
     pub async fn create_api_token(
         &self,
         who: &Principal,
         actor: &TenantActor,
         name: &str,
+        days: Option<u32>,
     ) -> Result<CreatedApiToken, ServiceError> {
         Self::require_tenant_admin(who, actor)?;
-        self.insert_api_token(actor, name).await
+        self.insert_api_token(actor, name, days).await
     }
 
     /// Creates a token for tenant `slug` on the operator's behalf (the
@@ -53,6 +132,7 @@ impl Service {
         &self,
         slug: &str,
         name: &str,
+        days: Option<u32>,
     ) -> Result<CreatedApiToken, ServiceError> {
         let t = crate::entity::tenant::Entity::find()
             .filter(crate::entity::tenant::Column::Slug.eq(slug))
@@ -66,20 +146,23 @@ impl Service {
             user_id: None,
             can_request: true,
         };
-        self.insert_api_token(&actor, name).await
+        self.insert_api_token(&actor, name, days).await
     }
 
     async fn insert_api_token(
         &self,
         actor: &TenantActor,
         name: &str,
+        days: Option<u32>,
     ) -> Result<CreatedApiToken, ServiceError> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 100 {
             return Err(ServiceError::invalid("name", "must be 1-100 characters"));
         }
-        let secret = secret::generate(TOKEN_PREFIX);
         let now = self.now();
+        let policy = self.settings.api_tokens;
+        let expires_at = policy.expiry(now, days)?;
+        let secret = secret::generate(TOKEN_PREFIX);
         let mut w = self.begin_write().await?;
         let t = api_token::ActiveModel {
             tenant_id: Set(actor.tenant_id),
@@ -88,6 +171,7 @@ impl Service {
             prefix: Set(secret.chars().take(12).collect()),
             created_by: Set(actor.name.clone()),
             created_at: Set(now),
+            expires_at: Set(Some(expires_at)),
             ..Default::default()
         }
         .insert(w.db())
@@ -97,10 +181,11 @@ impl Service {
             token_id: t.id,
             name: t.name.clone(),
             prefix: t.prefix.clone(),
+            expires_at,
         });
         w.commit(self, &actor.audit()).await?;
         Ok(CreatedApiToken {
-            token: view(t),
+            token: view(t, &policy, now),
             secret,
         })
     }
@@ -112,13 +197,14 @@ impl Service {
         actor: &TenantActor,
     ) -> Result<Vec<ApiTokenView>, ServiceError> {
         Self::require_tenant_admin(who, actor)?;
+        let now = self.now();
         Ok(api_token::Entity::find()
             .filter(api_token::Column::TenantId.eq(actor.tenant_id))
             .order_by_desc(api_token::Column::Id)
             .all(&self.db)
             .await?
             .into_iter()
-            .map(view)
+            .map(|t| view(t, &self.settings.api_tokens, now))
             .collect())
     }
 
@@ -152,6 +238,68 @@ impl Service {
             });
         }
         w.commit(self, &actor.audit()).await?;
-        Ok(view(t))
+        Ok(view(t, &self.settings.api_tokens, now))
+    }
+}
+
+/// Whether a stored token has expired at `now`, and when.
+pub(crate) fn expired_at(
+    policy: &ApiTokenPolicy,
+    t: &api_token::Model,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let at = policy.expiry_of(t);
+    (at <= now).then_some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn lifetimes_default_and_stop_at_the_maximum() {
+        let p = ApiTokenPolicy::default();
+        assert_eq!(p.expiry(now(), None).unwrap(), now() + TimeDelta::days(90));
+        assert_eq!(
+            p.expiry(now(), Some(365)).unwrap(),
+            now() + TimeDelta::days(365)
+        );
+        for bad in [0, 366, u32::MAX] {
+            let err = p.expiry(now(), Some(bad)).unwrap_err();
+            assert!(
+                matches!(&err, ServiceError::Invalid { field, message }
+                    if field == "days" && message.contains("between 1 and 365 days")),
+                "{bad}: {err:?}"
+            );
+        }
+        // Near the end of time the sum does not fit: an error, not a panic.
+        assert!(p.expiry(DateTime::<Utc>::MAX_UTC, Some(1)).is_err());
+    }
+
+    #[test]
+    fn policy_is_checked() {
+        assert!(ApiTokenPolicy::default().validate().is_ok());
+        for (default_days, max_days, field) in [
+            (0, 365, "api_tokens.default_days"),
+            (400, 365, "api_tokens.default_days"),
+            (1, 0, "api_tokens.max_days"),
+            (1, MAX_API_TOKEN_DAYS + 1, "api_tokens.max_days"),
+        ] {
+            let err = ApiTokenPolicy {
+                default_days,
+                max_days,
+            }
+            .validate()
+            .unwrap_err();
+            assert!(
+                matches!(&err, ServiceError::Invalid { field: f, .. } if f == field),
+                "{err:?}"
+            );
+        }
     }
 }

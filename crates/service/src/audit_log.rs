@@ -3,6 +3,7 @@
 
 use crate::entity::{audit_event, tenant};
 use crate::{Principal, Service, ServiceError};
+use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use std::collections::BTreeMap;
 use tessera_protocol::views::{AuditEventView, AuditFilter, AuditPage, TenantRole};
@@ -11,6 +12,34 @@ use tessera_protocol::views::{AuditEventView, AuditFilter, AuditPage, TenantRole
 pub const PAGE_SIZE: u64 = 50;
 /// Most events one CSV export holds.
 pub const CSV_LIMIT: u64 = 100_000;
+
+/// The earliest date the audit filters accept.
+fn first_date() -> DateTime<Utc> {
+    DateTime::<Utc>::UNIX_EPOCH
+}
+
+/// The end of the last day the audit filters accept (9999-12-31): later
+/// times do not fit the four-digit years the database compares.
+fn last_date_end() -> DateTime<Utc> {
+    NaiveDate::from_ymd_opt(10_000, 1, 1)
+        .unwrap_or(NaiveDate::MAX)
+        .and_time(NaiveTime::MIN)
+        .and_utc()
+}
+
+/// A filter's date, if it lies between [`first_date`] and [`last_date_end`].
+fn checked_date(
+    field: &str,
+    at: Option<DateTime<Utc>>,
+) -> Result<Option<DateTime<Utc>>, ServiceError> {
+    match at {
+        Some(at) if at < first_date() || at > last_date_end() => Err(ServiceError::invalid(
+            field,
+            "must be a date between 1970-01-01 and 9999-12-31",
+        )),
+        other => Ok(other),
+    }
+}
 
 impl Service {
     /// The tenants `who` may read events of: all for platform admins (`None`),
@@ -74,15 +103,17 @@ impl Service {
         {
             cond = cond.add(audit_event::Column::Action.starts_with(action));
         }
-        if let (Some(from), Some(until)) = (filter.from, filter.until) {
+        let from = checked_date("from", filter.from)?;
+        let until = checked_date("until", filter.until)?.filter(|u| *u < last_date_end());
+        if let (Some(from), Some(until)) = (from, until) {
             if from >= until {
                 return Err(ServiceError::invalid("from", "must be before 'until'"));
             }
         }
-        if let Some(from) = filter.from {
+        if let Some(from) = from {
             cond = cond.add(audit_event::Column::At.gte(from));
         }
-        if let Some(until) = filter.until {
+        if let Some(until) = until {
             cond = cond.add(audit_event::Column::At.lt(until));
         }
         Ok((cond, tenants))
@@ -172,10 +203,14 @@ impl Service {
     }
 }
 
-/// RFC 4180 quoting; a leading `=`, `+`, `-` or `@` is prefixed with `'` so a
-/// spreadsheet does not run it as a formula.
+/// Characters a spreadsheet may read as the start of a formula at the start
+/// of a cell (OWASP's CSV injection list: tab and carriage return too).
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// RFC 4180 quoting; a field that starts like a formula is prefixed with `'`
+/// so a spreadsheet shows it as text instead of running it.
 fn csv_field(s: &str) -> String {
-    let s = if s.starts_with(['=', '+', '-', '@']) {
+    let s = if s.starts_with(FORMULA_STARTS) {
         format!("'{s}")
     } else {
         s.to_owned()
@@ -197,6 +232,15 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("=cmd()"), "'=cmd()");
+        for formula in ["+1+1", "-1+1", "@SUM(A1)", "=HYPERLINK(\"x\")"] {
+            assert!(csv_field(formula).trim_start_matches('"').starts_with('\''));
+        }
+        // Tab and carriage return can start a formula too (OWASP).
+        assert_eq!(csv_field("\t=cmd()"), "'\t=cmd()");
+        assert_eq!(csv_field("\r=cmd()"), "\"'\r=cmd()\"");
+        // Only at the start: inside a field they are plain characters.
+        assert_eq!(csv_field("a\tb=c"), "a\tb=c");
+        assert_eq!(csv_field("a@b.c"), "a@b.c");
         assert_eq!(
             csv_field("{\"state\":\"active\"}"),
             "\"{\"\"state\"\":\"\"active\"\"}\""

@@ -37,6 +37,12 @@ pub enum ServiceError {
     /// A tenant API token that is unknown or revoked.
     #[error("the API token is not valid or was revoked; create a new one on your tenant's page")]
     InvalidApiToken,
+    /// A tenant API token whose lifetime ended.
+    #[error("the API token expired on {}; create a new one on your tenant's API tokens page", expired_at.format("%Y-%m-%d %H:%M UTC"))]
+    ExpiredApiToken {
+        /// When it expired.
+        expired_at: chrono::DateTime<chrono::Utc>,
+    },
     /// The request does not fit in what is left of the tenant's quota.
     #[error("{0}")]
     QuotaExceeded(String),
@@ -76,7 +82,8 @@ impl ServiceError {
             Self::Unauthenticated
             | Self::InvalidJoinToken
             | Self::InvalidCredential
-            | Self::InvalidApiToken => 401,
+            | Self::InvalidApiToken
+            | Self::ExpiredApiToken { .. } => 401,
             Self::QuotaExceeded(_) => 403,
             Self::Forbidden(_) => 403,
             Self::NotFound { .. } => 404,
@@ -99,6 +106,7 @@ impl ServiceError {
             Self::InvalidJoinToken => "invalid_join_token",
             Self::InvalidCredential => "invalid_credential",
             Self::InvalidApiToken => "invalid_api_token",
+            Self::ExpiredApiToken { .. } => "expired_api_token",
             Self::QuotaExceeded(_) => "quota_exceeded",
             Self::RateLimited { .. } => "rate_limited",
             Self::TooLarge(_) => "too_large",
@@ -138,6 +146,13 @@ mod tests {
             (ServiceError::InvalidCredential, 401, "invalid_credential"),
             (ServiceError::InvalidApiToken, 401, "invalid_api_token"),
             (
+                ServiceError::ExpiredApiToken {
+                    expired_at: chrono::DateTime::UNIX_EPOCH,
+                },
+                401,
+                "expired_api_token",
+            ),
+            (
                 ServiceError::QuotaExceeded("no".into()),
                 403,
                 "quota_exceeded",
@@ -174,6 +189,13 @@ mod tests {
         assert_eq!(
             ServiceError::not_found("tenant 'a'").public_message(),
             "tenant 'a' not found"
+        );
+        assert_eq!(
+            ServiceError::ExpiredApiToken {
+                expired_at: chrono::DateTime::UNIX_EPOCH,
+            }
+            .public_message(),
+            "the API token expired on 1970-01-01 00:00 UTC; create a new one on your tenant's API tokens page"
         );
     }
 }

@@ -66,6 +66,8 @@ pub struct Settings {
     pub four_eyes: bool,
     /// Internal networks tenant webhooks may reach (the public internet always).
     pub webhook_egress: notifications::EgressPolicy,
+    /// How long tenant API tokens live.
+    pub api_tokens: api_tokens::ApiTokenPolicy,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.

@@ -869,9 +869,16 @@ async fn leases_extend_within_policy_and_expire() {
     // Up to exactly 72 hours from now, not one more.
     let x = f.service.extend_allocation(&alice, v.id, 69).await.unwrap();
     assert_eq!(x.lease_ends_at, Some(t0 + Duration::hours(72)));
-    for hours in [0, 1] {
+    // Past the limit, up to hours that do not fit a date at all: a clean
+    // 400, never a panic, and the lease stays as it was.
+    for hours in [0, 1, 1_000_000, u32::MAX] {
         match f.service.extend_allocation(&alice, v.id, hours).await {
-            Err(ServiceError::Invalid { field, .. }) => assert_eq!(field, "hours"),
+            Err(ServiceError::Invalid { field, message }) => {
+                assert_eq!(field, "hours");
+                if hours > 0 {
+                    assert!(message.contains("extend by at most 0 hours"), "{message}");
+                }
+            }
             other => panic!("extend by {hours}: {other:?}"),
         }
     }
@@ -1049,7 +1056,7 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
     // Tokens: tenant admins only.
     let err = f
         .service
-        .create_api_token(&member, &alice, "ci")
+        .create_api_token(&member, &alice, "ci", None)
         .await
         .unwrap_err();
     assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
@@ -1062,7 +1069,7 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
     let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
     let created = f
         .service
-        .create_api_token(&lead, &lead_actor, "ci")
+        .create_api_token(&lead, &lead_actor, "ci", None)
         .await
         .unwrap();
     assert!(created.secret.starts_with("tsk"), "{}", created.secret);

@@ -114,7 +114,7 @@ async fn join_token_enrols_exactly_once() {
     let proof = admin.require_platform_admin().unwrap();
     let created = f
         .service
-        .create_join_token(&proof, "rack B", Duration::hours(1))
+        .create_join_token(&proof, &common::join_token("rack B", 60))
         .await
         .unwrap();
     assert_eq!(created.token.status, JoinTokenStatus::Active);
@@ -163,12 +163,12 @@ async fn expired_revoked_and_unknown_tokens_are_refused() {
     let proof = admin.require_platform_admin().unwrap();
     let expiring = f
         .service
-        .create_join_token(&proof, "short", Duration::minutes(5))
+        .create_join_token(&proof, &common::join_token("short", 5))
         .await
         .unwrap();
     let revoked = f
         .service
-        .create_join_token(&proof, "revoked", Duration::hours(1))
+        .create_join_token(&proof, &common::join_token("revoked", 60))
         .await
         .unwrap();
     f.service
@@ -204,22 +204,35 @@ async fn join_token_input_is_validated() {
     let proof = admin.require_platform_admin().unwrap();
     let err = f
         .service
-        .create_join_token(&proof, "  ", Duration::hours(1))
+        .create_join_token(&proof, &common::join_token("  ", 60))
         .await
         .unwrap_err();
     assert!(err.to_string().starts_with("description:"), "{err}");
     let err = f
         .service
-        .create_join_token(&proof, "x", Duration::days(31))
+        .create_join_token(&proof, &common::join_token("x", 44640))
         .await
         .unwrap_err();
-    assert!(err.to_string().starts_with("ttl:"), "{err}");
+    assert!(err.to_string().starts_with("ttl_minutes:"), "{err}");
     let err = f
         .service
-        .create_join_token(&proof, "x", Duration::zero())
+        .create_join_token(&proof, &common::join_token("x", 0))
         .await
         .unwrap_err();
     assert_eq!(err.status(), 400);
+    // Lifetimes that do not fit a date are refused, not a panic.
+    for ttl in [i64::MAX, i64::MIN, -1] {
+        let err = f
+            .service
+            .create_join_token(&proof, &common::join_token("x", ttl))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ServiceError::Invalid { field, message }
+                if field == "ttl_minutes" && message.contains("43200 minutes")),
+            "{err:?}"
+        );
+    }
     assert_eq!(f.count("join_tokens").await, 0);
     let err = f
         .service
@@ -239,7 +252,7 @@ async fn concurrent_enrolments_with_one_token_have_one_winner() {
     let proof = admin.require_platform_admin().unwrap();
     let created = f
         .service
-        .create_join_token(&proof, "race", Duration::hours(1))
+        .create_join_token(&proof, &common::join_token("race", 60))
         .await
         .unwrap();
     let tasks: Vec<_> = (0..16)
@@ -265,6 +278,203 @@ async fn concurrent_enrolments_with_one_token_have_one_winner() {
 }
 
 #[tokio::test]
+async fn plain_token_enrols_new_hosts_but_never_takes_over_an_enrolled_one() {
+    let f = fixture().await;
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    let first = f
+        .service
+        .create_join_token(&proof, &common::join_token("gpu-1", 60))
+        .await
+        .unwrap();
+    let owner = f
+        .service
+        .enroll(&EnrollRequest {
+            join_token: first.secret,
+            hostname: "gpu-1".into(),
+        })
+        .await
+        .unwrap();
+    let other = f
+        .service
+        .create_join_token(&proof, &common::join_token("anything", 60))
+        .await
+        .unwrap();
+    let audit_before = f.audit_actions().await.len();
+
+    let err = f
+        .service
+        .enroll(&EnrollRequest {
+            join_token: other.secret.clone(),
+            hostname: "gpu-1".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::Conflict(_)), "{err:?}");
+    assert_eq!(err.status(), 409);
+    assert_eq!(
+        err.to_string(),
+        "host 'gpu-1' is already enrolled; ask a platform admin for a re-enrolment token for this host"
+    );
+    // Nothing changed: the owner keeps its credential, the token is unused,
+    // and nothing was audited.
+    let host = f
+        .service
+        .authenticate_host(&owner.credential)
+        .await
+        .unwrap();
+    assert_eq!(host.hostname, "gpu-1");
+    assert_eq!(f.count("hosts").await, 1);
+    assert_eq!(f.audit_actions().await.len(), audit_before);
+    let tokens = f.service.list_join_tokens(&proof).await.unwrap();
+    let t = tokens.iter().find(|t| t.id == other.token.id).unwrap();
+    assert_eq!(t.status, JoinTokenStatus::Active);
+    assert_eq!(t.used_by_host, None);
+
+    // The same token still enrols a new host.
+    let new = f
+        .service
+        .enroll(&EnrollRequest {
+            join_token: other.secret,
+            hostname: "gpu-2".into(),
+        })
+        .await
+        .unwrap();
+    assert_ne!(new.host_id, owner.host_id);
+    assert_eq!(f.count("hosts").await, 2);
+    assert_eq!(&f.audit_actions().await[audit_before..], &["host.enroll"]);
+}
+
+#[tokio::test]
+async fn reenrol_token_rekeys_its_own_host_and_nothing_else() {
+    let f = fixture().await;
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    f.enrolled_host("gpu-1").await;
+    f.enrolled_host("gpu-2").await;
+    let t = f
+        .service
+        .create_join_token(&proof, &common::join_token("gpu-3", 60))
+        .await
+        .unwrap();
+    let old_credential = f
+        .service
+        .enroll(&EnrollRequest {
+            join_token: t.secret,
+            hostname: "gpu-3".into(),
+        })
+        .await
+        .unwrap()
+        .credential;
+    let hashes = || async {
+        use sea_orm::{EntityTrait, QueryOrder};
+        tessera_service::entity::host::Entity::find()
+            .order_by_asc(tessera_service::entity::host::Column::Id)
+            .all(f.service.db())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.hostname, h.credential_hash))
+            .collect::<Vec<_>>()
+    };
+    let before = hashes().await;
+    let created = f
+        .service
+        .create_join_token(&proof, &common::reenrol_token("gpu-3"))
+        .await
+        .unwrap();
+    assert_eq!(created.token.for_host.as_deref(), Some("gpu-3"));
+
+    // Not for another enrolled host, nor for a new one; the token survives.
+    for other in ["gpu-1", "gpu-new"] {
+        let err = f
+            .service
+            .enroll(&EnrollRequest {
+                join_token: created.secret.clone(),
+                hostname: other.into(),
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ServiceError::Conflict(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("this join token re-enrols host 'gpu-3' only; it cannot enrol '{other}'")
+        );
+    }
+    assert_eq!(hashes().await, before);
+    assert_eq!(
+        f.service
+            .authenticate_host(&old_credential)
+            .await
+            .unwrap()
+            .hostname,
+        "gpu-3"
+    );
+
+    let rekeyed = f
+        .service
+        .enroll(&EnrollRequest {
+            join_token: created.secret.clone(),
+            hostname: "gpu-3".into(),
+        })
+        .await
+        .unwrap();
+    let host = f
+        .service
+        .authenticate_host(&rekeyed.credential)
+        .await
+        .unwrap();
+    assert_eq!(
+        (host.id, host.hostname.as_str()),
+        (rekeyed.host_id, "gpu-3")
+    );
+    let err = f
+        .service
+        .authenticate_host(&old_credential)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::InvalidCredential), "{err:?}");
+    // Only gpu-3's credential changed.
+    let after = hashes().await;
+    assert_eq!(after[..2], before[..2]);
+    assert_ne!(after[2], before[2]);
+    assert_eq!(f.audit_actions().await.last().unwrap(), "host.reenroll");
+    let tokens = f.service.list_join_tokens(&proof).await.unwrap();
+    let t = tokens.iter().find(|t| t.id == created.token.id).unwrap();
+    assert_eq!(t.status, JoinTokenStatus::Used);
+    assert_eq!(t.for_host.as_deref(), Some("gpu-3"));
+    assert_eq!(t.used_by_host.as_deref(), Some("gpu-3"));
+}
+
+#[tokio::test]
+async fn reenrol_token_needs_an_enrolled_host() {
+    let f = fixture().await;
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    for (host, expected) in [
+        (
+            "gpu-nowhere",
+            "for_host: no host named 'gpu-nowhere' is enrolled; leave it empty to make a token for a new host",
+        ),
+        ("bad host!", "for_host: 'bad host!' is not a valid host name"),
+    ] {
+        let err = f
+            .service
+            .create_join_token(&proof, &common::reenrol_token(host))
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 400);
+        assert!(err.to_string().starts_with(expected), "{err}");
+    }
+    assert_eq!(f.count("join_tokens").await, 0);
+    // An empty host name is a plain token.
+    let mut plain = common::reenrol_token(" ");
+    plain.description = "plain".into();
+    let t = f.service.create_join_token(&proof, &plain).await.unwrap();
+    assert_eq!(t.token.for_host, None);
+}
+
+#[tokio::test]
 async fn reports_replace_gpus_and_only_for_the_own_host() {
     let f = fixture().await;
     let admin = f.admin().await;
@@ -273,7 +483,7 @@ async fn reports_replace_gpus_and_only_for_the_own_host() {
     for name in ["gpu-a", "gpu-b"] {
         let t = f
             .service
-            .create_join_token(&proof, name, Duration::hours(1))
+            .create_join_token(&proof, &common::join_token(name, 60))
             .await
             .unwrap();
         let r = f
@@ -424,12 +634,12 @@ async fn every_mutation_leaves_exactly_one_audit_event() {
     let before = f.audit_actions().await.len();
     let t = f
         .service
-        .create_join_token(&proof, "audited", Duration::hours(1))
+        .create_join_token(&proof, &common::join_token("audited", 60))
         .await
         .unwrap();
     let t2 = f
         .service
-        .create_join_token(&proof, "audited 2", Duration::hours(1))
+        .create_join_token(&proof, &common::join_token("audited 2", 60))
         .await
         .unwrap();
     f.service
@@ -571,12 +781,12 @@ async fn audit_log_is_scoped_filtered_paged_and_exported() {
     // Events for both tenants: API tokens created by the operator.
     for _ in 0..3 {
         f.service
-            .create_api_token_as_system("vision", "ci")
+            .create_api_token_as_system("vision", "ci", None)
             .await
             .unwrap();
     }
     f.service
-        .create_api_token_as_system("nlp", "ci")
+        .create_api_token_as_system("nlp", "ci", None)
         .await
         .unwrap();
 
@@ -670,7 +880,7 @@ async fn audit_log_is_scoped_filtered_paged_and_exported() {
     // Paging: 50 per page.
     for _ in 0..60 {
         f.service
-            .create_api_token_as_system("vision", "bulk")
+            .create_api_token_as_system("vision", "bulk", None)
             .await
             .unwrap();
     }
@@ -702,5 +912,228 @@ async fn audit_log_is_scoped_filtered_paged_and_exported() {
         lines[1].contains(",vision,api_token.create,api_token,"),
         "{}",
         lines[1]
+    );
+}
+
+#[tokio::test]
+async fn audit_filters_at_the_edges_of_time_are_refused_cleanly() {
+    use chrono::{DateTime, TimeZone, Utc};
+    use tessera_protocol::views::{AuditFilter, AuditQuery};
+    let f = fixture().await;
+    let admin = f.admin().await;
+    f.service
+        .create_api_token_as_system("vision", "ci", None)
+        .await
+        .unwrap();
+    let all = f
+        .service
+        .audit_log(&admin, &AuditFilter::default())
+        .await
+        .unwrap()
+        .total;
+
+    // The query string of /audit.csv?until=+262142-12-31: the day after the
+    // last date chrono knows does not exist.
+    let q = AuditQuery {
+        until: "+262142-12-31".into(),
+        ..Default::default()
+    };
+    assert_eq!(q.filter().unwrap_err().0, "until");
+
+    // Dates outside 1970-01-01..9999-12-31 are a 400 naming the field, in
+    // the page and in the CSV export.
+    let far = |from: Option<DateTime<Utc>>, until: Option<DateTime<Utc>>| AuditFilter {
+        from,
+        until,
+        ..Default::default()
+    };
+    let year = |y: i32| Utc.with_ymd_and_hms(y, 1, 1, 0, 0, 0).unwrap();
+    for (filter, field) in [
+        (far(Some(DateTime::<Utc>::MAX_UTC), None), "from"),
+        (far(Some(DateTime::<Utc>::MIN_UTC), None), "from"),
+        (far(Some(year(1969)), None), "from"),
+        (far(None, Some(DateTime::<Utc>::MAX_UTC)), "until"),
+        (
+            far(None, Some(year(10_000) + chrono::Duration::seconds(1))),
+            "until",
+        ),
+        (far(None, Some(DateTime::<Utc>::MIN_UTC)), "until"),
+    ] {
+        for err in [
+            f.service.audit_log(&admin, &filter).await.unwrap_err(),
+            f.service.audit_csv(&admin, &filter).await.unwrap_err(),
+        ] {
+            assert!(
+                matches!(&err, ServiceError::Invalid { field: got, message }
+                    if got == field && message.contains("9999-12-31")),
+                "{filter:?}: {err:?}"
+            );
+        }
+    }
+
+    // The last day there is, inclusive, means no upper bound.
+    let last = AuditQuery {
+        from: "1970-01-01".into(),
+        until: "9999-12-31".into(),
+        ..Default::default()
+    }
+    .filter()
+    .unwrap();
+    assert_eq!(f.service.audit_log(&admin, &last).await.unwrap().total, all);
+    let csv = f.service.audit_csv(&admin, &last).await.unwrap();
+    assert_eq!(csv.lines().count() as u64, 1 + all);
+}
+
+#[tokio::test]
+async fn api_tokens_get_a_bounded_lifetime_and_expire() {
+    let f = fixture().await;
+    let lead = f.login("lead", &["vision-leads"]).await;
+    let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let t0 = f.clock.now();
+
+    // Without a lifetime: the default (90 days).
+    let default = f
+        .service
+        .create_api_token(&lead, &actor, "default", None)
+        .await
+        .unwrap();
+    assert_eq!(default.token.expires_at, t0 + Duration::days(90));
+    assert!(!default.token.expired);
+    let day = f
+        .service
+        .create_api_token(&lead, &actor, "one day", Some(1))
+        .await
+        .unwrap();
+    assert_eq!(day.token.expires_at, t0 + Duration::days(1));
+    let longest = f
+        .service
+        .create_api_token_as_system("vision", "longest", Some(365))
+        .await
+        .unwrap();
+    assert_eq!(longest.token.expires_at, t0 + Duration::days(365));
+
+    // Above the maximum (or zero): a 400 naming the limit, nothing stored.
+    let (tokens, audit) = (f.count("api_tokens").await, f.audit_actions().await.len());
+    for days in [0, 366, u32::MAX] {
+        for err in [
+            f.service
+                .create_api_token(&lead, &actor, "too long", Some(days))
+                .await
+                .unwrap_err(),
+            f.service
+                .create_api_token_as_system("vision", "too long", Some(days))
+                .await
+                .unwrap_err(),
+        ] {
+            assert_eq!(err.status(), 400);
+            assert_eq!(
+                err.to_string(),
+                format!("days: an API token lives between 1 and 365 days; got {days}")
+            );
+        }
+    }
+    assert_eq!(f.count("api_tokens").await, tokens);
+    assert_eq!(f.audit_actions().await.len(), audit);
+
+    // Works until the last second of its life, not after.
+    f.clock.advance(Duration::days(1) - Duration::seconds(1));
+    f.service.authenticate_api_token(&day.secret).await.unwrap();
+    f.clock.advance(Duration::seconds(1));
+    let err = f
+        .service
+        .authenticate_api_token(&day.secret)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ServiceError::ExpiredApiToken { expired_at } if expired_at == t0 + Duration::days(1)),
+        "{err:?}"
+    );
+    assert_eq!((err.status(), err.code()), (401, "expired_api_token"));
+    assert_eq!(
+        err.to_string(),
+        "the API token expired on 2026-11-30 12:00 UTC; create a new one on your tenant's API tokens page"
+    );
+    f.service
+        .authenticate_api_token(&default.secret)
+        .await
+        .unwrap();
+    let listed = f.service.list_api_tokens(&lead, &actor).await.unwrap();
+    let expired: Vec<&str> = listed
+        .iter()
+        .filter(|t| t.expired)
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(expired, ["one day"]);
+    // The audit log records the expiry.
+    let created = f
+        .service
+        .audit_log(
+            &f.admin().await,
+            &tessera_protocol::views::AuditFilter {
+                action: Some("api_token.create".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        created.events.iter().all(|e| e
+            .after
+            .as_deref()
+            .is_some_and(|a| a.contains("\"expires_at\""))),
+        "{:?}",
+        created.events
+    );
+}
+
+#[tokio::test]
+async fn tokens_from_before_expiry_existed_get_the_default_lifetime() {
+    use sea_orm::{ConnectionTrait, EntityTrait, Statement};
+    use tessera_migrations::{Migrator, MigratorTrait};
+    let db = common::fresh_db().await;
+    // The schema before API tokens expired, with one token in it.
+    Migrator::up(&db, Some(6)).await.unwrap();
+    let backend = db.get_database_backend();
+    let created = chrono::Utc::now() - Duration::days(400);
+    let tenant = tessera_service::entity::tenant::ActiveModel {
+        slug: sea_orm::Set("old".into()),
+        name: sea_orm::Set("Old".into()),
+        created_at: sea_orm::Set(created),
+        ..Default::default()
+    };
+    let tenant = sea_orm::ActiveModelTrait::insert(tenant, &db)
+        .await
+        .unwrap();
+    let insert = match backend {
+        sea_orm::DbBackend::Postgres => {
+            "INSERT INTO api_tokens (tenant_id, name, token_hash, prefix, created_by, created_at) VALUES ($1, 'legacy', 'h', 'tsk_x', 'system', $2)"
+        }
+        _ => {
+            "INSERT INTO api_tokens (tenant_id, name, token_hash, prefix, created_by, created_at) VALUES (?, 'legacy', 'h', 'tsk_x', 'system', ?)"
+        }
+    };
+    db.execute(Statement::from_sql_and_values(
+        backend,
+        insert,
+        [tenant.id.into(), created.into()],
+    ))
+    .await
+    .unwrap();
+
+    let before = chrono::Utc::now();
+    Migrator::up(&db, None).await.unwrap();
+    let after = chrono::Utc::now();
+    let t = tessera_service::entity::api_token::Entity::find()
+        .one(&db)
+        .await
+        .unwrap()
+        .unwrap();
+    let expires = t
+        .expires_at
+        .expect("the migration gives old tokens an expiry");
+    assert!(
+        expires >= before + Duration::days(90) - Duration::seconds(1)
+            && expires <= after + Duration::days(90),
+        "{expires}"
     );
 }

@@ -67,7 +67,7 @@ pub struct BadRequest(pub ApiErrorBody);
 #[derive(utoipa::IntoResponses)]
 #[response(
     status = 401,
-    description = "No session and no valid API token (`unauthenticated`, `invalid_api_token`)"
+    description = "No session and no valid API token (`unauthenticated`, `invalid_api_token`, `expired_api_token`)"
 )]
 pub struct Unauthorized(pub ApiErrorBody);
 

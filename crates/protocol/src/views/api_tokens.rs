@@ -20,6 +20,10 @@ pub struct ApiTokenView {
     pub last_used_at: Option<DateTime<Utc>>,
     /// Revoked, if so.
     pub revoked_at: Option<DateTime<Utc>>,
+    /// When it stops working.
+    pub expires_at: DateTime<Utc>,
+    /// Whether it had expired when the view was made.
+    pub expired: bool,
 }
 
 /// A token right after creation: the only time the secret is shown.

@@ -131,6 +131,10 @@ pub struct JoinTokenView {
     pub status: JoinTokenStatus,
     /// Host that used it.
     pub used_by_host: Option<String>,
+    /// A re-enrolment token: the existing host it may re-key (and the only
+    /// host it enrols). `None`: it enrols a new host only.
+    #[serde(default)]
+    pub for_host: Option<String>,
 }
 
 /// Where a join token stands, derived from its timestamps.

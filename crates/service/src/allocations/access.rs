@@ -82,7 +82,8 @@ impl Service {
         })
     }
 
-    /// The tenant an API token acts for; unknown or revoked tokens are refused.
+    /// The tenant an API token acts for; unknown, revoked or expired tokens
+    /// are refused.
     pub async fn authenticate_api_token(&self, secret: &str) -> Result<TenantActor, ServiceError> {
         let hash = secret::hash(secret.trim());
         let token = api_token::Entity::find()
@@ -91,12 +92,17 @@ impl Service {
             .one(&self.db)
             .await?
             .ok_or(ServiceError::InvalidApiToken)?;
+        let now = self.now();
+        if let Some(expired_at) =
+            crate::api_tokens::expired_at(&self.settings.api_tokens, &token, now)
+        {
+            return Err(ServiceError::ExpiredApiToken { expired_at });
+        }
         let t = tenant::Entity::find_by_id(token.tenant_id)
             .one(&self.db)
             .await?
             .ok_or(ServiceError::InvalidApiToken)?;
         // Best effort: a failed timestamp update must not fail the call.
-        let now = self.now();
         let stale = token
             .last_used_at
             .is_none_or(|at| now - at > chrono::Duration::minutes(1));

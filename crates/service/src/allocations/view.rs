@@ -5,7 +5,7 @@ use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::entity::{allocation, gpu, tenant};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::{Principal, Service, ServiceError};
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 
 use tessera_core::lifecycle::AllocationPhase;
@@ -291,10 +291,13 @@ impl Service {
             )));
         };
         let max = self.pool_spec("pool", &row.pool)?.max_lease_hours;
-        let new_end = end + Duration::hours(i64::from(hours));
-        let limit = now + Duration::hours(i64::from(max));
-        if new_end > limit {
-            let left = (limit - end).num_hours().max(0);
+        let later = |at: DateTime<Utc>, hours: u32| {
+            Duration::try_hours(i64::from(hours)).and_then(|d| at.checked_add_signed(d))
+        };
+        // A sum past the last representable time is past the limit too.
+        let (new_end, limit) = (later(end, hours), later(now, max));
+        let Some(new_end) = new_end.filter(|e| limit.is_some_and(|l| *e <= l)) else {
+            let left = limit.map_or(0, |l| (l - end).num_hours().max(0));
             return Err(ServiceError::invalid(
                 "hours",
                 format!(
@@ -302,7 +305,7 @@ impl Service {
                     row.pool
                 ),
             ));
-        }
+        };
         let mut a: allocation::ActiveModel = row.into();
         a.lease_ends_at = Set(Some(new_end));
         a.lease_warned_at = Set(None);

@@ -15,6 +15,9 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub last_used_at: Option<DateTimeUtc>,
     pub revoked_at: Option<DateTimeUtc>,
+    /// When it stops working; `None` only for a row written by an older
+    /// server after the migration (then `created_at` plus the default lifetime).
+    pub expires_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -15,6 +15,8 @@ pub struct Model {
     pub used_at: Option<DateTimeUtc>,
     pub used_by_host_id: Option<i64>,
     pub revoked_at: Option<DateTimeUtc>,
+    /// Set on a re-enrolment token: the one existing host it may re-key.
+    pub for_host_id: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -276,13 +276,14 @@ impl DomainEvent {
                 token_id,
                 name,
                 prefix,
+                expires_at,
             } => AuditEntry {
                 action: "api_token.create",
                 tenant_id: Some(*tenant_id),
                 target_type: "api_token",
                 target_id: token_id.to_string(),
                 before: None,
-                after: Some(json!({"name": name, "prefix": prefix})),
+                after: Some(json!({"name": name, "prefix": prefix, "expires_at": expires_at})),
             },
             Self::ApiTokenRevoked {
                 tenant_id,
@@ -300,13 +301,19 @@ impl DomainEvent {
                 token_id,
                 description,
                 expires_at,
+                for_host,
             } => AuditEntry {
                 action: "join_token.create",
                 tenant_id: None,
                 target_type: "join_token",
                 target_id: token_id.to_string(),
                 before: None,
-                after: Some(json!({"description": description, "expires_at": expires_at})),
+                after: Some(match for_host {
+                    Some(h) => {
+                        json!({"description": description, "expires_at": expires_at, "for_host": h})
+                    }
+                    None => json!({"description": description, "expires_at": expires_at}),
+                }),
             },
             Self::JoinTokenRevoked {
                 token_id,

@@ -344,6 +344,8 @@ pub enum DomainEvent {
         name: String,
         /// Its visible prefix.
         prefix: String,
+        /// When it stops working.
+        expires_at: DateTime<Utc>,
     },
     /// A tenant API token was revoked.
     ApiTokenRevoked {
@@ -362,6 +364,8 @@ pub enum DomainEvent {
         description: String,
         /// When it stops working.
         expires_at: DateTime<Utc>,
+        /// The existing host it re-enrols, if it is a re-enrolment token.
+        for_host: Option<String>,
     },
     /// An unused host join token was revoked.
     JoinTokenRevoked {

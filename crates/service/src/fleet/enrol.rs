@@ -39,31 +39,63 @@ pub fn validate_hostname(field: &str, name: &str) -> Result<(), ServiceError> {
     }
 }
 
+fn already_enrolled(hostname: &str) -> ServiceError {
+    ServiceError::Conflict(format!(
+        "host '{hostname}' is already enrolled; ask a platform admin for a re-enrolment token for this host"
+    ))
+}
+
 impl Service {
     /// Trades a join token for a host credential. The token is consumed in the
     /// same transaction that creates (or re-keys) the host, so a token works once.
+    ///
+    /// A plain token enrols a new host name only: an enrolled host's
+    /// credential is replaced only with a re-enrolment token an admin made
+    /// for that host, which enrols nothing else. A refused enrolment changes
+    /// nothing and leaves the token usable.
     pub async fn enroll(&self, req: &EnrollRequest) -> Result<EnrollResponse, ServiceError> {
         validate_hostname("hostname", &req.hostname)?;
         let now = self.now();
         let token_hash = secret::hash(req.join_token.trim());
         let credential = secret::generate("tsh");
         let mut w = self.begin_write().await?;
-        // Claim the token atomically: only one enrolment can flip used_at.
-        let claimed = join_token::Entity::update_many()
-            .col_expr(join_token::Column::UsedAt, Expr::value(now))
+        let token = join_token::Entity::find()
             .filter(join_token::Column::TokenHash.eq(&token_hash))
             .filter(join_token::Column::UsedAt.is_null())
             .filter(join_token::Column::RevokedAt.is_null())
             .filter(join_token::Column::ExpiresAt.gt(now))
+            .one(w.db())
+            .await?
+            .ok_or(ServiceError::InvalidJoinToken)?;
+        let existing = host::Entity::find()
+            .filter(host::Column::Hostname.eq(&req.hostname))
+            .one(w.db())
+            .await?;
+        match (token.for_host_id, &existing) {
+            (None, None) => {}
+            (Some(for_id), Some(h)) if h.id == for_id => {}
+            (None, Some(_)) => return Err(already_enrolled(&req.hostname)),
+            (Some(for_id), _) => {
+                let for_name = host::Entity::find_by_id(for_id)
+                    .one(w.db())
+                    .await?
+                    .map_or_else(|| format!("host {for_id}"), |h| format!("'{}'", h.hostname));
+                return Err(ServiceError::Conflict(format!(
+                    "this join token re-enrols host {for_name} only; it cannot enrol '{}'",
+                    req.hostname
+                )));
+            }
+        }
+        // Claim the token atomically: only one enrolment can flip used_at.
+        let claimed = join_token::Entity::update_many()
+            .col_expr(join_token::Column::UsedAt, Expr::value(now))
+            .filter(join_token::Column::Id.eq(token.id))
+            .filter(join_token::Column::UsedAt.is_null())
             .exec(w.db())
             .await?;
         if claimed.rows_affected != 1 {
             return Err(ServiceError::InvalidJoinToken);
         }
-        let existing = host::Entity::find()
-            .filter(host::Column::Hostname.eq(&req.hostname))
-            .one(w.db())
-            .await?;
         let (host_id, reenrolled) = match existing {
             Some(h) => {
                 let id = h.id;
@@ -83,13 +115,20 @@ impl Service {
                     ..Default::default()
                 }
                 .insert(w.db())
-                .await?;
+                .await
+                .map_err(|e| match e.sql_err() {
+                    // Another enrolment took the name since we looked.
+                    Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) => {
+                        already_enrolled(&req.hostname)
+                    }
+                    _ => e.into(),
+                })?;
                 (h.id, false)
             }
         };
         join_token::Entity::update_many()
             .col_expr(join_token::Column::UsedByHostId, Expr::value(host_id))
-            .filter(join_token::Column::TokenHash.eq(&token_hash))
+            .filter(join_token::Column::Id.eq(token.id))
             .exec(w.db())
             .await?;
         w.emit(DomainEvent::HostEnrolled {

@@ -8,6 +8,6 @@ mod report;
 mod view;
 
 pub use enrol::{validate_hostname, AuthenticatedHost};
-pub use join_tokens::MAX_JOIN_TOKEN_TTL;
+pub use join_tokens::{NewJoinToken, MAX_JOIN_TOKEN_TTL};
 pub use metrics::FleetCounts;
 pub use report::validate_report;

@@ -140,9 +140,14 @@ pub struct Fixture {
     pub clock: Arc<TestClock>,
 }
 
-pub async fn fixture() -> Fixture {
+/// A fresh, connected, not yet migrated database.
+pub async fn fresh_db() -> tessera_service::DatabaseConnection {
     let url = fresh_url().await;
-    let db = tessera_service::connect(&url).await.expect("connect");
+    tessera_service::connect(&url).await.expect("connect")
+}
+
+pub async fn fixture() -> Fixture {
+    let db = fresh_db().await;
     tessera_service::migrate(&db).await.expect("migrate");
     let clock = TestClock::new();
     let service = Service::new(
@@ -155,11 +160,30 @@ pub async fn fixture() -> Fixture {
             provision_timeout: Duration::seconds(300),
             four_eyes: true,
             webhook_egress: Default::default(),
+            api_tokens: Default::default(),
         },
         clock.clone(),
     );
     service.sync_tenants().await.expect("sync tenants");
     Fixture { service, clock }
+}
+
+/// A plain join token (enrols a new host) valid for `ttl_minutes`.
+pub fn join_token(description: &str, ttl_minutes: i64) -> tessera_service::fleet::NewJoinToken {
+    tessera_service::fleet::NewJoinToken {
+        description: description.into(),
+        ttl_minutes,
+        for_host: None,
+    }
+}
+
+/// A re-enrolment token for the enrolled host `hostname`, valid for an hour.
+pub fn reenrol_token(hostname: &str) -> tessera_service::fleet::NewJoinToken {
+    tessera_service::fleet::NewJoinToken {
+        description: format!("re-enrol {hostname}"),
+        ttl_minutes: 60,
+        for_host: Some(hostname.into()),
+    }
 }
 
 pub fn claims(subject: &str, groups: &[&str]) -> LoginClaims {
@@ -188,7 +212,7 @@ impl Fixture {
         let proof = admin.require_platform_admin().unwrap();
         let token = self
             .service
-            .create_join_token(&proof, hostname, Duration::hours(1))
+            .create_join_token(&proof, &join_token(hostname, 60))
             .await
             .unwrap();
         let enrolled = self
