@@ -236,6 +236,11 @@ pub struct SessionConfig {
     pub idle_timeout_minutes: i64,
     /// A session ends this long after login, used or not.
     pub absolute_timeout_hours: i64,
+    /// Roles come from the IdP's groups at sign-in; this long after it the
+    /// session ends and the next page goes through the IdP again (without a
+    /// prompt while the IdP session lives), so a person removed from a group
+    /// loses its role within this many minutes.
+    pub membership_recheck_minutes: i64,
 }
 
 impl Default for SessionConfig {
@@ -243,7 +248,17 @@ impl Default for SessionConfig {
         Self {
             idle_timeout_minutes: 8 * 60,
             absolute_timeout_hours: 24,
+            membership_recheck_minutes: 15,
         }
+    }
+}
+
+impl SessionConfig {
+    /// How long a session lives after sign-in: until its roles must be
+    /// re-checked, and never past the absolute timeout.
+    pub fn max_age_seconds(&self) -> i64 {
+        (self.absolute_timeout_hours.saturating_mul(3600))
+            .min(self.membership_recheck_minutes.saturating_mul(60))
     }
 }
 
@@ -376,6 +391,7 @@ impl Config {
         }
         if !(1..=MAX_SESSION_IDLE_MINUTES).contains(&self.session.idle_timeout_minutes)
             || !(1..=MAX_SESSION_HOURS).contains(&self.session.absolute_timeout_hours)
+            || !(1..=MAX_SESSION_HOURS * 60).contains(&self.session.membership_recheck_minutes)
         {
             return bad(
                 "session",

@@ -133,6 +133,16 @@ impl App {
 
     /// Signs a user in (as the OIDC callback would) and returns the cookie.
     async fn sign_in(&self, subject: &str, groups: &[&str]) -> String {
+        self.sign_in_at(subject, groups, chrono::Utc::now()).await
+    }
+
+    /// [`App::sign_in`] with the sign-in at `at`.
+    async fn sign_in_at(
+        &self,
+        subject: &str,
+        groups: &[&str],
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> String {
         use tower_sessions::session::{Id, Record};
         use tower_sessions::session_store::SessionStore;
         let user_id = self
@@ -150,7 +160,7 @@ impl App {
             id: Id::default(),
             data: [
                 ("user_id".to_owned(), json!(user_id)),
-                ("login_at".to_owned(), json!(chrono::Utc::now().timestamp())),
+                ("login_at".to_owned(), json!(at.timestamp())),
             ]
             .into_iter()
             .collect(),

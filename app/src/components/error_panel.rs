@@ -18,7 +18,13 @@ pub fn ErrorPanel(err: AppError) -> impl IntoView {
             <p class="eyebrow">{format!("Error {}", err.status)}</p>
             <h2>{title}</h2>
             <p data-test="error-message">{sentence(&err.message)}</p>
-            <p><a class="button" href="/">"Back to home"</a></p>
+            {if err.status == 401 {
+                // The session ended (timeout or the periodic re-check of
+                // roles): signing in again goes through the IdP.
+                view! { <p><a class="button primary" href="/auth/login" rel="external" data-test="sign-in-again">"Sign in again"</a></p> }.into_any()
+            } else {
+                view! { <p><a class="button" href="/">"Back to home"</a></p> }.into_any()
+            }}
         </div>
     }
 }

@@ -82,7 +82,9 @@ async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> 
         return Ok(Viewer(None));
     };
     let login_at = session.get::<i64>(keys::LOGIN_AT).await?.unwrap_or(0);
-    let max_age = state.config.session.absolute_timeout_hours * 3600;
+    // Past the absolute timeout or the membership re-check: page visits go
+    // through the IdP again and pick up the current groups.
+    let max_age = state.config.session.max_age_seconds();
     if past_absolute_timeout(login_at, chrono::Utc::now().timestamp(), max_age) {
         session.flush().await?;
         return Ok(Viewer(None));

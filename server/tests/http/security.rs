@@ -405,8 +405,11 @@ async fn crash_inputs_get_a_4xx_and_never_drop_the_connection() {
     for (path, signed_in) in [
         ("/audit.csv?until=+262142-12-31", StatusCode::BAD_REQUEST),
         ("/audit.csv?until=9999999999-01-01", StatusCode::BAD_REQUEST),
-        // The earliest date there is: a valid filter.
-        ("/audit.csv?from=-262143-01-01", StatusCode::OK),
+        ("/audit.csv?from=-262143-01-01", StatusCode::BAD_REQUEST),
+        (
+            "/audit.csv?from=1970-01-01&until=9999-12-31",
+            StatusCode::OK,
+        ),
     ] {
         let req = Request::get(path)
             .header(header::COOKIE, &admin)
@@ -430,4 +433,39 @@ async fn a_panicking_handler_is_a_500_not_a_dropped_connection() {
     let text = String::from_utf8_lossy(&body);
     assert!(!text.contains("boom"), "no detail leaks: {text}");
     assert!(text.contains("\"internal\""), "{text}");
+}
+
+#[tokio::test]
+async fn roles_are_rechecked_at_the_idp_after_the_recheck_interval() {
+    let app = app().await;
+    let page = |cookie: String| {
+        Request::get("/t/vision")
+            .header(header::COOKIE, cookie)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let fresh = app
+        .sign_in_at(
+            "lee",
+            &["vision"],
+            chrono::Utc::now() - chrono::Duration::minutes(14),
+        )
+        .await;
+    let (status, _, _) = app.call(page(fresh)).await;
+    assert_eq!(status, StatusCode::OK);
+    // Past the 15 minutes: the session ends and the page goes through the
+    // IdP again, which answers with the person's current groups.
+    let stale = app
+        .sign_in_at(
+            "lee",
+            &["vision"],
+            chrono::Utc::now() - chrono::Duration::minutes(16),
+        )
+        .await;
+    let (status, headers, _) = app.call(page(stale.clone())).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(headers[header::LOCATION], "/auth/login?next=%2Ft%2Fvision");
+    // And the ended session does not come back.
+    let (status, _, _) = app.call(page(stale)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
 }
