@@ -200,6 +200,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         // Pages, JSON and files without a precompressed variant; the
         // precompressed `/pkg` files already carry a Content-Encoding and pass.
         .layer(CompressionLayer::new())
+        .layer(axum::middleware::from_fn(security::input::refuse_nul))
         .layer(from_fn_with_state(csrf_policy, csrf::guard))
         .layer(RequestBodyLimitLayer::new(
             config.limits.max_body_kib * 1024,

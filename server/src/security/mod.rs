@@ -1,10 +1,11 @@
 //! Web security mechanisms, each one layer of the router (see
 //! [`crate::app::router`]) and each with its own tests: CSRF defence, security
-//! headers with a CSP nonce, rate limits, the post-login redirect check and
+//! headers with a CSP nonce, rate limits, refusing NUL characters, the post-login redirect check and
 //! the panic catcher. `SECURITY.md` explains the threat model they serve.
 
 pub mod csrf;
 pub mod headers;
+pub mod input;
 pub mod limits;
 pub mod redirect;
 

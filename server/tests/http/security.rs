@@ -426,6 +426,32 @@ async fn crash_inputs_get_a_4xx_and_never_drop_the_connection() {
 }
 
 #[tokio::test]
+async fn nul_characters_are_refused_in_urls_and_bodies_on_both_databases() {
+    let app = app().await;
+    let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
+    let before = app.audit_count().await;
+    let (status, err) = app.send("GET", "/api/v1/tenants/%00/quotas", &lead, None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err["message"].as_str().unwrap().contains("NUL"), "{err}");
+    let (status, _) = app
+        .send("POST", "/api/ui/create_api_token", &lead, Some("slug=vision&name=a%00b"))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let token = app.api_token("vision").await;
+    let before_token = app.audit_count().await;
+    assert_eq!(before_token, before + 1);
+    let (status, _) = app
+        .post_json(
+            "/api/v1/allocations",
+            Some(&token),
+            r#"{"tenant":"vision","pool":"l4","shape":{"kind":"replica"},"note":"a\u0000b"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(app.audit_count().await, before_token, "nothing written");
+}
+
+#[tokio::test]
 async fn a_panicking_handler_is_a_500_not_a_dropped_connection() {
     let resp = tessera_server::security::panic_response(Box::new("boom".to_owned()));
     assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
