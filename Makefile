@@ -1,5 +1,5 @@
 # The two commands: `make demo` runs everything locally; `make test` runs every test.
-.PHONY: demo test bench bench-slices fmt lint
+.PHONY: demo test bench bench-slices bench-load fmt lint
 
 demo:
 	bash scripts/demo.sh
@@ -12,6 +12,9 @@ bench:
 
 bench-slices:
 	bash scripts/bench.sh slices
+
+bench-load:
+	bash scripts/bench.sh load
 
 fmt:
 	cargo fmt --all

@@ -4,6 +4,9 @@
 #   2. slices: request → active latency with 100 simulated hosts, and
 #      admissions per second through the REST API (set
 #      TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)
+#   3. load: `oha` lists and creates allocations at fixed rates for two
+#      minutes while 100 simulated hosts report; zero errors expected
+#      (`make bench-load`; not part of `all`, it takes minutes)
 source "$(dirname "$0")/lib.sh"
 what="${1:-all}"
 if [ "$what" = all ] || [ "$what" = placement ]; then
@@ -18,4 +21,10 @@ if [ "$what" = all ] || [ "$what" = slices ]; then
   ensure_tools
   build_release
   (cd end2end && node bench/slices-bench.mjs --hosts 100 --latency 200 --requests 1000 --clients 16)
+fi
+if [ "$what" = load ]; then
+  ensure_tools
+  ensure_oha
+  build_release
+  (cd end2end && node bench/load-bench.mjs --hosts 100 --seconds "${TESSERA_LOAD_SECONDS:-120}" --list-rps 50 --create-rps 5)
 fi

@@ -13,6 +13,7 @@ export SITE_ROOT="$ROOT/target/site"
 
 WASM_BINDGEN_VERSION="0.2.130"
 CARGO_LEPTOS_VERSION="0.3.10"
+OHA_VERSION="1.16.0"
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -36,6 +37,14 @@ ensure_tools() {
      || [ end2end/package-lock.json -nt end2end/node_modules/.package-lock.json ]; then
     log "installing npm packages (oidc-provider, playwright-core, binaryen)"
     (cd end2end && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+
+# The HTTP load generator of `make bench-load` (from crates.io, built once).
+ensure_oha() {
+  if [ "$(oha --version 2>/dev/null | awk '{print $2}')" != "$OHA_VERSION" ]; then
+    log "installing oha $OHA_VERSION (once, several minutes)"
+    cargo install oha --version "$OHA_VERSION" --locked
   fi
 }
 
