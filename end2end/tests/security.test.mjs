@@ -103,4 +103,29 @@ describe('security in the browser', () => {
         'the state is sealed, not readable in the cookie');
     }
   });
+
+  it('the pages the hardening touched, light and dark, desktop and mobile', async () => {
+    const views = [
+      ['carol', '/t/vision/api-tokens', 'api-tokens'],
+      ['alice', '/admin/join-tokens', 'join-tokens'],
+      ['carol', '/t/vision/webhook', 'webhook'],
+    ];
+    for (const [user, route, name] of views) {
+      for (const colorScheme of ['light', 'dark']) {
+        for (const [device, viewport] of [['desktop', { width: 1280, height: 860 }], ['mobile', { width: 390, height: 844 }]]) {
+          const { context, page } = await newPage(stack, { colorScheme });
+          const violations = [];
+          page.on('console', (m) => {
+            if (/Content Security Policy/i.test(m.text())) violations.push(m.text());
+          });
+          await page.setViewportSize(viewport);
+          await signIn(stack, page, user, route);
+          await hydrated(page);
+          assert.deepEqual(violations, [], `${route}: no CSP violation`);
+          await screenshot(page, `61-${name}-${device}-${colorScheme}`);
+          await context.close();
+        }
+      }
+    }
+  });
 });

@@ -6,7 +6,7 @@
 //! checks them before each call.
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use tessera_service::notifications::EgressPolicy;
 
@@ -45,17 +45,9 @@ impl Resolve for EgressResolver {
 /// `Err` when the URL names an address (in any spelling the URL parser
 /// accepts) that webhooks may not reach, or does not parse.
 pub fn permitted_url(url: &str, policy: &EgressPolicy) -> Result<(), Refused> {
-    let parsed = url::Url::parse(url).map_err(|_| Refused)?;
-    let ip = match parsed.host() {
-        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
-        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
-        Some(url::Host::Domain(_)) => return Ok(()),
-        None => return Err(Refused),
-    };
-    if policy.permits(ip) {
-        Ok(())
-    } else {
-        Err(Refused)
+    match url::Url::parse(url) {
+        Ok(parsed) if policy.permits_url(&parsed) => Ok(()),
+        _ => Err(Refused),
     }
 }
 

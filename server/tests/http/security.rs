@@ -430,11 +430,18 @@ async fn nul_characters_are_refused_in_urls_and_bodies_on_both_databases() {
     let app = app().await;
     let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
     let before = app.audit_count().await;
-    let (status, err) = app.send("GET", "/api/v1/tenants/%00/quotas", &lead, None).await;
+    let (status, err) = app
+        .send("GET", "/api/v1/tenants/%00/quotas", &lead, None)
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
     assert!(err["message"].as_str().unwrap().contains("NUL"), "{err}");
     let (status, _) = app
-        .send("POST", "/api/ui/create_api_token", &lead, Some("slug=vision&name=a%00b"))
+        .send(
+            "POST",
+            "/api/ui/create_api_token",
+            &lead,
+            Some("slug=vision&name=a%00b"),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let token = app.api_token("vision").await;

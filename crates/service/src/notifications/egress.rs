@@ -28,6 +28,18 @@ impl EgressPolicy {
         Self { allowed }
     }
 
+    /// Whether `url`'s host may be reached as far as the URL itself tells:
+    /// an address literal (in any spelling the URL parser accepts) is
+    /// checked; a name is checked when it is resolved.
+    pub fn permits_url(&self, url: &url::Url) -> bool {
+        match url.host() {
+            Some(url::Host::Ipv4(v4)) => self.permits(IpAddr::V4(v4)),
+            Some(url::Host::Ipv6(v6)) => self.permits(IpAddr::V6(v6)),
+            Some(url::Host::Domain(_)) => true,
+            None => false,
+        }
+    }
+
     /// Whether a webhook may connect to `ip`.
     pub fn permits(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);

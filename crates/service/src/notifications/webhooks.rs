@@ -406,12 +406,7 @@ fn validate_url(raw: &str, egress: &EgressPolicy) -> Result<String, ServiceError
             "must not carry a user name or password; the signature authenticates Tessera",
         ));
     }
-    let address = match parsed.host() {
-        Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),
-        Some(url::Host::Ipv6(v6)) => Some(std::net::IpAddr::V6(v6)),
-        _ => None,
-    };
-    if address.is_some_and(|ip| !egress.permits(ip)) {
+    if !egress.permits_url(&parsed) {
         return Err(bad(INTERNAL_ADDRESS));
     }
     Ok(parsed.to_string())
