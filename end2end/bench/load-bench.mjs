@@ -25,8 +25,14 @@ function oha(url, rps, extra) {
   });
 }
 
+// Requests still in flight when the run's time is up are cut off by oha
+// ("aborted due to deadline"): not answers, so not errors of the server.
+const cutOff = (kind) => /deadline/i.test(kind);
+
 const summary = (name, r) => {
-  const errors = Object.values(r.errorDistribution || {}).reduce((a, b) => a + b, 0);
+  const kinds = r.errorDistribution || {};
+  const errors = Object.entries(kinds).filter(([k]) => !cutOff(k)).reduce((a, [, n]) => a + n, 0);
+  const cut_off = Object.entries(kinds).filter(([k]) => cutOff(k)).reduce((a, [, n]) => a + n, 0);
   const statuses = r.statusCodeDistribution || {};
   const non2xx = Object.entries(statuses).filter(([s]) => !s.startsWith('2')).reduce((a, [, n]) => a + n, 0);
   const ms = (s) => +(s * 1000).toFixed(1);
@@ -38,6 +44,8 @@ const summary = (name, r) => {
     p99_ms: ms(r.latencyPercentiles.p99),
     max_ms: ms(r.summary.slowest),
     errors,
+    cut_off_at_end: cut_off,
+    error_kinds: kinds,
     non_2xx: non2xx,
     statuses,
   };
