@@ -46,6 +46,13 @@ setup_postgres() {
 ensure_tools
 ensure_chromium
 
+# The public Alibaba GPU-sharing trace, when it is at hand (README: Placement
+# benchmark), lets placement-bench check FGD's published figure and pack's lead.
+openb="${TESSERA_OPENB_DIR:-$HOME/.cache/tessera/openb}"
+if [ -f "$openb/openb_pod_list_default.csv" ] && [ -f "$openb/openb_node_list_gpu_node.csv" ]; then
+  export TESSERA_OPENB_DIR="$openb"
+fi
+
 log "unit and integration tests (SQLite)"
 cargo test --workspace --exclude tessera-frontend
 

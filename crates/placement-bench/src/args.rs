@@ -17,7 +17,7 @@ pub struct Cli {
         long,
         value_name = "FILE",
         requires = "requests",
-        conflicts_with = "synthetic"
+        conflicts_with_all = ["synthetic", "suite", "policies"]
     )]
     fleet: Option<String>,
     /// Requests CSV: name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec.
@@ -25,22 +25,31 @@ pub struct Cli {
         long,
         value_name = "FILE",
         requires = "fleet",
-        conflicts_with = "synthetic"
+        conflicts_with_all = ["synthetic", "suite"]
     )]
     requests: Option<String>,
+    /// Every `openb_pod_list_*.csv` in DIR on DIR's
+    /// `openb_node_list_gpu_node.csv` (the FGD paper's fleet), for every
+    /// policy in `--policies`: one table.
+    #[arg(long, value_name = "DIR", conflicts_with = "synthetic")]
+    suite: Option<String>,
+    /// Policies of a `--suite` run, comma-separated [default: all six].
+    #[arg(long, value_delimiter = ',', requires = "suite")]
+    policies: Vec<Policy>,
     /// A generated mixed fleet of HOSTS hosts and a seeded request mix.
     #[arg(
         long,
         value_name = "HOSTS",
-        required_unless_present = "fleet",
+        required_unless_present_any = ["fleet", "suite"],
+        conflicts_with = "policies",
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     synthetic: Option<u64>,
     /// Synthetic request mix: default, sharing, multi-gpu, constrained.
     #[arg(long, default_value_t = Mix::Default, requires = "synthetic")]
     mix: Mix,
-    /// pack, spread, best-fit, first-fit or random.
-    #[arg(long, default_value_t = Policy::Pack)]
+    /// pack, spread, fgd, best-fit, first-fit or random.
+    #[arg(long, default_value_t = Policy::Pack, conflicts_with = "suite")]
     policy: Policy,
     /// Number of seeds; mean and standard deviation are reported.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -66,6 +75,16 @@ fn positive(text: &str) -> Result<f64, String> {
     }
 }
 
+/// What a `--suite` run compares when `--policies` is not given.
+pub const SUITE_POLICIES: [Policy; 6] = [
+    Policy::Pack,
+    Policy::Fgd,
+    Policy::BestFit,
+    Policy::Spread,
+    Policy::FirstFit,
+    Policy::Random { seed: 0 },
+];
+
 /// Where the fleet and requests come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Source {
@@ -75,6 +94,13 @@ pub enum Source {
         fleet: String,
         /// Requests CSV.
         requests: String,
+    },
+    /// Every trace in a folder, for several policies.
+    Suite {
+        /// The folder.
+        dir: String,
+        /// Policies to compare.
+        policies: Vec<Policy>,
     },
     /// Generated.
     Synthetic {
@@ -107,6 +133,14 @@ pub struct Options {
 impl From<Cli> for Options {
     fn from(cli: Cli) -> Self {
         let source = match (cli.fleet, cli.requests, cli.synthetic) {
+            _ if cli.suite.is_some() => Source::Suite {
+                dir: cli.suite.unwrap_or_default(),
+                policies: if cli.policies.is_empty() {
+                    SUITE_POLICIES.to_vec()
+                } else {
+                    cli.policies
+                },
+            },
             (Some(fleet), Some(requests), _) => Source::Files { fleet, requests },
             // clap requires one of the two forms.
             (_, _, hosts) => Source::Synthetic {
@@ -188,6 +222,29 @@ mod tests {
     }
 
     #[test]
+    fn parses_a_suite_run() {
+        let o = parse(args("--suite traces --seeds 10 --seed 42")).unwrap();
+        assert_eq!(
+            o.source,
+            Source::Suite {
+                dir: "traces".into(),
+                policies: vec![
+                    Policy::Pack,
+                    Policy::Fgd,
+                    Policy::BestFit,
+                    Policy::Spread,
+                    Policy::FirstFit,
+                    Policy::Random { seed: 0 }
+                ]
+            }
+        );
+        let o = parse(args("--suite t --policies fgd,pack")).unwrap();
+        assert!(
+            matches!(o.source, Source::Suite { policies, .. } if policies == vec![Policy::Fgd, Policy::Pack])
+        );
+    }
+
+    #[test]
     fn rejects_bad_usage() {
         for bad in [
             "",
@@ -202,6 +259,11 @@ mod tests {
             "--synthetic 5 --inflate -1",
             "--synthetic 5 --inflate nan",
             "--synthetic 5 --bogus",
+            "--suite d --synthetic 5",
+            "--suite d --fleet f.csv --requests r.csv",
+            "--suite d --policy pack",
+            "--suite d --policies pack,worst",
+            "--synthetic 5 --policies pack",
         ] {
             assert!(parse(args(bad)).is_err(), "{bad}");
         }

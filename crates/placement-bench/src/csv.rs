@@ -132,6 +132,16 @@ impl Row<'_> {
         Ok(self.fields.get(index).unwrap_or(""))
     }
 
+    /// The text of an optional `column`: empty when the header lacks it.
+    pub fn optional_text(&self, column: &str) -> &str {
+        self.table
+            .header
+            .iter()
+            .position(|h| h == column)
+            .and_then(|index| self.fields.get(index))
+            .unwrap_or("")
+    }
+
     /// A non-negative quantity. Decimals are rounded (traces sometimes
     /// write `1000.0`).
     pub fn quantity(&self, column: &str) -> Result<u64, BenchError> {

@@ -27,6 +27,9 @@ pub enum BenchError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The input folder does not hold what the mode needs.
+    #[error("{0}")]
+    Usage(String),
     /// The fleet could not be indexed.
     #[error("invalid fleet: {0}")]
     Fleet(#[from] FleetError),

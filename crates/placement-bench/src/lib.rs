@@ -11,6 +11,7 @@ pub mod method;
 pub mod report;
 pub mod run;
 pub mod stats;
+pub mod suite;
 pub mod synthetic;
 pub mod trace;
 
@@ -28,6 +29,11 @@ pub fn load(options: &Options) -> Result<(Scenario, String), BenchError> {
             trace::read_requests(&Table::read(requests)?)?,
             format!("{fleet} + {requests}"),
         ),
+        Source::Suite { dir, .. } => {
+            return Err(BenchError::Usage(format!(
+                "{dir} is a suite: run it with suite::run"
+            )))
+        }
         Source::Synthetic { hosts, mix } => {
             let fleet = synthetic::fleet(*hosts, options.first_seed);
             let gpus: usize = fleet.iter().map(|h| h.gpus as usize).sum();

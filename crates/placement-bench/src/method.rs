@@ -1,7 +1,10 @@
-//! The replay method used in published work on the Alibaba GPU-sharing
-//! trace: every request once, then (seeded) random copies added while the
-//! requested GPU total stays within `inflate` × the fleet's capacity, or
-//! random requests dropped while it is above; then a seeded shuffle.
+//! The replay method of the FGD paper's simulator (Weng et al., USENIX
+//! ATC '23; `SortClusterPods` then `TunePodsByNodeTotalResource`): the
+//! trace's requests arrive in a seeded random order; when they ask for less
+//! GPU than `inflate` × the fleet's capacity, seeded random copies arrive
+//! after them until the next copy would pass the target; when they ask for
+//! more, seeded random requests are dropped (keeping the order of the rest)
+//! until they no longer do.
 
 use tessera_core::placement::SplitMix64;
 
@@ -18,29 +21,30 @@ pub fn arrival_order(
     let mut rng = SplitMix64::new(seed);
     let target = (capacity_milli as f64 * inflate).max(0.0) as u64;
     let mut order: Vec<usize> = (0..requests.len()).collect();
+    rng.shuffle(&mut order);
     let mut total: u64 = requests.iter().map(TraceRequest::gpu_requested).sum();
-    if !requests.is_empty() && total > 0 {
-        if total <= target {
-            // Bounded so that a mix of mostly CPU-only requests cannot spin.
-            let limit = requests.len().saturating_mul(1000).max(1_000_000);
-            for _ in 0..limit {
-                let i = rng.index(requests.len());
-                let add = requests[i].gpu_requested();
-                if total + add > target {
-                    break;
-                }
-                total += add;
-                order.push(i);
+    if requests.is_empty() || total == 0 {
+        return order;
+    }
+    if total <= target {
+        // Bounded so that a mix of mostly CPU-only requests cannot spin.
+        let limit = requests.len().saturating_mul(1000).max(1_000_000);
+        for _ in 0..limit {
+            let i = rng.index(requests.len());
+            let add = requests[i].gpu_requested();
+            if total + add > target {
+                break;
             }
-        } else {
-            while total > target && !order.is_empty() {
-                let at = rng.index(order.len());
-                total -= requests[order[at]].gpu_requested();
-                order.swap_remove(at);
-            }
+            total += add;
+            order.push(i);
+        }
+    } else {
+        while total > target && !order.is_empty() {
+            let at = rng.index(order.len());
+            total -= requests[order[at]].gpu_requested();
+            order.remove(at);
         }
     }
-    rng.shuffle(&mut order);
     order
 }
 
@@ -82,6 +86,25 @@ mod tests {
         let order = arrival_order(&requests, 50_000, 1.0, 2);
         assert_eq!(total(&requests, &order), 50_000);
         assert_eq!(order.len(), 50);
+    }
+
+    #[test]
+    fn the_trace_arrives_first_and_copies_after_it() {
+        let requests: Vec<_> = (0..40).map(|i| req(1, 100 + i)).collect();
+        let order = arrival_order(&requests, 100_000, 1.3, 3);
+        let mut first: Vec<usize> = order[..40].to_vec();
+        first.sort_unstable();
+        assert_eq!(first, (0..40).collect::<Vec<_>>());
+        assert!(order.len() > 40);
+    }
+
+    #[test]
+    fn dropping_keeps_the_order_of_the_rest() {
+        let requests: Vec<_> = (0..100).map(|_| req(1, 1000)).collect();
+        let full = arrival_order(&requests, 1_000_000, 1.0, 4);
+        let cut = arrival_order(&requests, 50_000, 1.0, 4);
+        let mut rest = full.iter().filter(|i| cut.contains(i));
+        assert!(cut.iter().all(|i| rest.next() == Some(i)));
     }
 
     #[test]

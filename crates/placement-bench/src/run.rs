@@ -32,7 +32,9 @@ pub struct SeedResult {
     pub arrivals: u64,
     /// Requests that did not fit.
     pub failed: u64,
-    /// Workload-weighted fragmented share of the fleet's GPU capacity at the end.
+    /// Workload-weighted fragmented share of the fleet's GPU capacity at the
+    /// end, by Tessera's measure and class mix whatever the policy (so that
+    /// policies compare).
     pub fragmentation: f64,
     /// Decisions (place + apply) per second.
     pub placements_per_s: f64,
@@ -51,11 +53,18 @@ impl SeedResult {
     }
 }
 
-/// Builds the fleet of `scenario` with its workload (the distribution of
-/// the trace's request shapes).
-pub fn build_fleet(scenario: &Scenario) -> Result<Fleet, BenchError> {
+/// Share of requests the FGD paper's target workload covers.
+pub const FGD_POPULARITY: f64 = 0.95;
+
+/// Builds the fleet of `scenario` with the workload `policy` measures
+/// fragmentation against: the FGD paper's typical pods for `fgd`, Tessera's
+/// class mix for the others.
+pub fn build_fleet(scenario: &Scenario, policy: Policy) -> Result<Fleet, BenchError> {
     let requests: Vec<_> = scenario.requests.iter().map(to_request).collect();
-    let workload = Workload::from_requests(&requests, DEFAULT_MAX_CLASSES);
+    let workload = match policy {
+        Policy::Fgd => Workload::typical(&requests, FGD_POPULARITY),
+        _ => Workload::from_requests(&requests, DEFAULT_MAX_CLASSES),
+    };
     Ok(Fleet::new(
         to_hosts(&scenario.hosts, scenario.mig),
         workload,
@@ -65,7 +74,7 @@ pub fn build_fleet(scenario: &Scenario) -> Result<Fleet, BenchError> {
 /// Replays `scenario` once: arrival order from `seed`, nothing departs, a
 /// request that does not fit is counted as failed and skipped.
 pub fn run_seed(scenario: &Scenario, policy: Policy, seed: u64) -> Result<SeedResult, BenchError> {
-    let mut fleet = build_fleet(scenario)?;
+    let mut fleet = build_fleet(scenario, policy)?;
     let requests: Vec<_> = scenario.requests.iter().map(to_request).collect();
     let order = arrival_order(
         &scenario.requests,
@@ -94,6 +103,9 @@ pub fn run_seed(scenario: &Scenario, policy: Policy, seed: u64) -> Result<SeedRe
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
+    if policy == Policy::Fgd {
+        fleet.set_workload(Workload::from_requests(&requests, DEFAULT_MAX_CLASSES));
+    }
     decision_us.sort_by(f64::total_cmp);
     Ok(SeedResult {
         allocated_gpu_milli: allocated,
@@ -128,7 +140,7 @@ pub fn prefilled(
         mig,
         inflate: fill,
     };
-    let mut fleet = build_fleet(&scenario)?;
+    let mut fleet = build_fleet(&scenario, Policy::Pack)?;
     let order = arrival_order(&scenario.requests, fleet.total_gpu_milli(), fill, seed);
     let requests: Vec<_> = scenario.requests.iter().map(to_request).collect();
     for &i in &order {

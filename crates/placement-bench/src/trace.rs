@@ -24,7 +24,8 @@ pub struct TraceHost {
     pub model: String,
 }
 
-/// A request row: `name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec`.
+/// A request row: `name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]`
+/// (the `multigpu*` traces have no `gpu_spec`: any model).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceRequest {
     /// Pod name.
@@ -76,14 +77,7 @@ pub fn read_hosts(table: &Table) -> Result<Vec<TraceHost>, BenchError> {
 
 /// Reads a request CSV.
 pub fn read_requests(table: &Table) -> Result<Vec<TraceRequest>, BenchError> {
-    table.require(&[
-        "name",
-        "cpu_milli",
-        "memory_mib",
-        "num_gpu",
-        "gpu_milli",
-        "gpu_spec",
-    ])?;
+    table.require(&["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"])?;
     let mut requests = Vec::with_capacity(table.len());
     for row in table.rows() {
         let num_gpu = row.quantity_u32("num_gpu")?;
@@ -101,7 +95,7 @@ pub fn read_requests(table: &Table) -> Result<Vec<TraceRequest>, BenchError> {
             gpu_milli = 0;
         }
         let gpu_spec = row
-            .text("gpu_spec")?
+            .optional_text("gpu_spec")
             .split('|')
             .map(str::trim)
             .filter(|s| !s.is_empty() && *s != "nan")
@@ -217,6 +211,20 @@ mod tests {
     }
 
     #[test]
+    fn the_gpu_spec_column_is_optional() {
+        // As in openb_pod_list_multigpu*.csv: five columns only.
+        let t = Table::parse(
+            "r.csv",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,12000,16384,1,1000\nb,6000,12288,1,460\n",
+        )
+        .unwrap();
+        let r = read_requests(&t).unwrap();
+        assert_eq!(r.len(), 2);
+        assert!(r.iter().all(|r| r.gpu_spec.is_empty()));
+        assert_eq!(r[1].gpu_requested(), 460);
+    }
+
+    #[test]
     fn bad_rows_name_line_and_column() {
         let t = Table::parse(
             "r.csv",
@@ -225,6 +233,9 @@ mod tests {
         .unwrap();
         let e = read_requests(&t).unwrap_err().to_string();
         assert!(e.starts_with("r.csv:2: column gpu_milli:"), "{e}");
+        let t = Table::parse("r.csv", "name,cpu_milli,memory_mib,num_gpu\nx,1,1,1\n").unwrap();
+        let e = read_requests(&t).unwrap_err().to_string();
+        assert_eq!(e, "r.csv:1: column gpu_milli: missing column in the header");
         let t = Table::parse("n.csv", "sn,cpu_milli,memory_mib,model\nh,1,1,T4\n").unwrap();
         let e = read_hosts(&t).unwrap_err().to_string();
         assert_eq!(e, "n.csv:1: column gpu: missing column in the header");

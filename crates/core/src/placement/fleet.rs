@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalogue;
 
 use super::error::FleetError;
-use super::frag::{cell_for, Cell};
+use super::frag::{cell_for, Cell, Pairing};
 use super::index::{HostAgg, ModelEntry, Slot, SlotKind, MAX_IDS, NO_GROUP};
 use super::mig_table::{MigTable, EMPTY_STATE};
 use super::shape::{Shape, ShapeSpec};
@@ -33,6 +33,8 @@ pub struct Fleet {
     pub(crate) total_weight: i64,
     /// Host-major: `cells[host * classes.len() + class]`.
     pub(crate) cells: Vec<Cell>,
+    /// CPU and memory the workload pairs with GPU (for `pack`'s stranding).
+    pub(crate) pairing: Pairing,
 }
 
 /// How much of the fleet's GPU capacity is free, and how much of that the
@@ -202,6 +204,7 @@ impl Fleet {
             classes: Vec::new(),
             total_weight: 0,
             cells: Vec::new(),
+            pairing: Pairing::default(),
         };
         for (h, host) in hosts.iter().enumerate() {
             if fleet.host_ids.insert(host.id.clone(), h).is_some() {
@@ -263,6 +266,7 @@ impl Fleet {
             })
             .collect();
         self.total_weight = self.classes.iter().map(|c| c.weight).sum();
+        self.pairing = Pairing::of(&self.classes);
         self.workload = workload;
         self.cells = vec![Cell::default(); self.hosts.len() * self.classes.len()];
         for h in 0..self.hosts.len() {

@@ -7,12 +7,16 @@
 //! [`Fleet::apply`] records the [`Decision`]; [`Fleet::place_batch`] does
 //! both for a queue.
 //!
-//! The default policy, [`Policy::Pack`], follows "fragmentation gradient
-//! descent" (Weng et al., USENIX ATC '23): free GPU capacity is fragmented
-//! for a shape of the workload when that shape cannot use it, and the
-//! placement chosen is the one that grows the workload-weighted
-//! fragmentation least. Everything is pure and deterministic: no clock, no
-//! I/O, randomness only from a seed.
+//! The default policy, [`Policy::Pack`], builds on "fragmentation gradient
+//! descent" (FGD; Weng et al., USENIX ATC '23): free GPU capacity is
+//! fragmented for a shape of the workload when that shape cannot use it,
+//! and the placement chosen is the one that grows the workload-weighted
+//! fragmentation least. Unlike FGD it measures exactly (no quantised score),
+//! judges CPU and memory as well as GPU, counts GPU left without the CPU or
+//! memory to feed it as fragmented, and puts CPU-only work where it strands
+//! no GPU. [`Policy::Fgd`] is the published algorithm, kept as the
+//! reference `placement-bench` compares against. Everything is pure and
+//! deterministic: no clock, no I/O, randomness only from a seed.
 
 mod apply;
 mod batch;

@@ -10,12 +10,21 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "name", rename_all = "kebab-case")]
 pub enum Policy {
     /// Fragmentation-aware packing (the default): the candidate that grows
-    /// the workload-weighted fragmentation of its host least; ties go to the
-    /// tightest fit.
+    /// the workload-weighted fragmentation of its host least, counting GPU
+    /// capacity left without the CPU or memory to use it (stranded) as
+    /// fragmented too; ties go to the tightest fit. CPU-only requests go to
+    /// the host with the least free GPU.
     #[default]
     Pack,
     /// Least-loaded host and GPU first, for latency-sensitive work.
     Spread,
+    /// Reference: fragmentation gradient descent exactly as published
+    /// (Weng et al., USENIX ATC '23, and the authors' simulator): GPU-only
+    /// fragmentation against the fleet's workload, the score quantised to
+    /// `⌊100·sigmoid(−Δ/1000)⌋`, ties to the first host and GPU. Build the
+    /// fleet with [`Workload::typical`](super::Workload::typical) to match
+    /// the paper's target workload.
+    Fgd,
     /// Baseline: the GPU left with the least free compute, then the host
     /// left with the least free GPU.
     BestFit,
@@ -29,11 +38,12 @@ pub enum Policy {
 }
 
 impl Policy {
-    /// The kebab-case name (`pack`, `spread`, `best-fit`, `first-fit`, `random`).
+    /// The kebab-case name (`pack`, `spread`, `fgd`, `best-fit`, `first-fit`, `random`).
     pub fn name(&self) -> &'static str {
         match self {
             Policy::Pack => "pack",
             Policy::Spread => "spread",
+            Policy::Fgd => "fgd",
             Policy::BestFit => "best-fit",
             Policy::FirstFit => "first-fit",
             Policy::Random { .. } => "random",
@@ -47,9 +57,9 @@ impl fmt::Display for Policy {
     }
 }
 
-/// A policy name that is not one of the five.
+/// A policy name that is not one of the six.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown policy {0:?}; expected pack, spread, best-fit, first-fit or random")]
+#[error("unknown policy {0:?}; expected pack, spread, fgd, best-fit, first-fit or random")]
 pub struct UnknownPolicy(pub String);
 
 impl FromStr for Policy {
@@ -60,6 +70,7 @@ impl FromStr for Policy {
         match s {
             "pack" => Ok(Policy::Pack),
             "spread" => Ok(Policy::Spread),
+            "fgd" => Ok(Policy::Fgd),
             "best-fit" => Ok(Policy::BestFit),
             "first-fit" => Ok(Policy::FirstFit),
             "random" => Ok(Policy::Random { seed: 0 }),

@@ -17,7 +17,8 @@ pub const DEFAULT_MAX_CLASSES: usize = 24;
 /// One shape of the workload and how often it occurs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkloadClass {
-    /// The GPU demand of the shape (never [`Demand::None`]).
+    /// The GPU demand of the shape ([`Demand::None`] only in a
+    /// [`Workload::typical`] mix, where CPU-only work counts too).
     pub demand: Demand,
     /// Typical (median) host CPU of the shape.
     pub cpu: CpuMilli,
@@ -92,6 +93,58 @@ impl Workload {
         // Stable sort: equal weights keep the BTreeMap (shape) order.
         classes.sort_by_key(|c| std::cmp::Reverse(c.weight));
         classes.truncate(max_classes);
+        Self { classes }
+    }
+
+    /// The target workload of the FGD paper (the simulator's
+    /// `GetTypicalPods` with the paper's settings): requests grouped by exact
+    /// CPU, GPU demand, models and pool, CPU-only requests included (a CPU
+    /// request of 0 counts as 100 millicores, as Kubernetes scores it), most
+    /// frequent first (ties: larger shape first), kept until they cover
+    /// `popularity` (0..=1; the paper uses 0.95) of all requests. Memory is
+    /// not part of the shape.
+    pub fn typical<'a, I>(requests: I, popularity: f64) -> Self
+    where
+        I: IntoIterator<Item = &'a PlacementRequest>,
+    {
+        type TypicalKey = (CpuMilli, Demand, Vec<String>, Option<String>);
+        let mut counts: BTreeMap<TypicalKey, u64> = BTreeMap::new();
+        let mut total = 0u64;
+        for request in requests {
+            let mut models = request.allowed_models.clone();
+            models.sort_unstable();
+            models.dedup();
+            let cpu = if request.cpu.0 == 0 {
+                CpuMilli(100)
+            } else {
+                request.cpu
+            };
+            *counts
+                .entry((cpu, request.demand.clone(), models, request.pool.clone()))
+                .or_default() += 1;
+            total += 1;
+        }
+        let mut ranked: Vec<(TypicalKey, u64)> = counts.into_iter().collect();
+        // Count descending; among equal counts the larger key first (the
+        // simulator sorts by reversed (count, cpu, gpu, ...)).
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        let wanted = popularity.clamp(0.0, 1.0) * total as f64;
+        let mut covered = 0u64;
+        let mut classes = Vec::new();
+        for ((cpu, demand, allowed_models, pool), count) in ranked {
+            if covered as f64 >= wanted && !classes.is_empty() {
+                break;
+            }
+            covered += count;
+            classes.push(WorkloadClass {
+                demand,
+                cpu,
+                memory: MemMiB(0),
+                allowed_models,
+                pool,
+                weight: count,
+            });
+        }
         Self { classes }
     }
 

@@ -2,8 +2,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod batch;
+mod fgd;
 mod mig;
 mod policies;
+mod proptests;
 mod rules;
 
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};

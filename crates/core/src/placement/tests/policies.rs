@@ -48,6 +48,7 @@ fn decisions_are_deterministic() {
     for policy in [
         Policy::Pack,
         Policy::Spread,
+        Policy::Fgd,
         Policy::BestFit,
         Policy::FirstFit,
         Policy::Random { seed: 9 },
