@@ -1,5 +1,6 @@
 //! Time of one placement decision on fleets of 100, 1,000 and 10,000 GPUs,
-//! half full (requested GPU = 50 % of capacity), with the default mix.
+//! half full (requested GPU = 50 % of capacity), with the default mix, for
+//! `pack` (with and without MIG), the `fgd` reference and `best-fit`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
@@ -17,30 +18,22 @@ fn decision(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
     for gpus in [100usize, 1_000, 10_000] {
-        for (label, mig) in [("pack", false), ("pack-mig", true)] {
-            let (fleet, requests) = prefilled(gpus, 0.5, Mix::Default, mig, 1).unwrap();
+        for (label, policy, mig) in [
+            ("pack", Policy::Pack, false),
+            ("pack-mig", Policy::Pack, true),
+            ("fgd", Policy::Fgd, false),
+            ("best-fit", Policy::BestFit, false),
+        ] {
+            let (fleet, requests) = prefilled(gpus, 0.5, Mix::Default, mig, policy, 1).unwrap();
             group.bench_with_input(BenchmarkId::new(label, fleet.gpu_count()), &gpus, |b, _| {
                 let mut i = 0usize;
                 b.iter(|| {
                     let request = &requests[i % requests.len()];
                     i += 1;
-                    black_box(fleet.place(black_box(request), Policy::Pack))
+                    black_box(fleet.place(black_box(request), policy))
                 });
             });
         }
-        let (fleet, requests) = prefilled(gpus, 0.5, Mix::Default, false, 1).unwrap();
-        group.bench_with_input(
-            BenchmarkId::new("best-fit", fleet.gpu_count()),
-            &gpus,
-            |b, _| {
-                let mut i = 0usize;
-                b.iter(|| {
-                    let request = &requests[i % requests.len()];
-                    i += 1;
-                    black_box(fleet.place(black_box(request), Policy::BestFit))
-                });
-            },
-        );
     }
     group.finish();
 }

@@ -122,7 +122,7 @@ pub fn run_seed(scenario: &Scenario, policy: Policy, seed: u64) -> Result<SeedRe
     })
 }
 
-/// A fleet of about `gpus` GPUs filled by `pack` with synthetic requests
+/// A fleet of about `gpus` GPUs filled by `policy` with synthetic requests
 /// until `fill` of its GPU capacity is requested, plus the request mix to
 /// time decisions with. Used by the criterion benches.
 pub fn prefilled(
@@ -130,6 +130,7 @@ pub fn prefilled(
     fill: f64,
     mix: crate::synthetic::Mix,
     mig: bool,
+    policy: Policy,
     seed: u64,
 ) -> Result<(Fleet, Vec<tessera_core::placement::PlacementRequest>), BenchError> {
     let hosts = crate::synthetic::fleet_with_gpus(gpus, seed);
@@ -140,11 +141,11 @@ pub fn prefilled(
         mig,
         inflate: fill,
     };
-    let mut fleet = build_fleet(&scenario, Policy::Pack)?;
+    let mut fleet = build_fleet(&scenario, policy)?;
     let order = arrival_order(&scenario.requests, fleet.total_gpu_milli(), fill, seed);
     let requests: Vec<_> = scenario.requests.iter().map(to_request).collect();
     for &i in &order {
-        if let Ok(decision) = fleet.place(&requests[i], Policy::Pack) {
+        if let Ok(decision) = fleet.place(&requests[i], policy) {
             // A fresh decision applies; ignoring the impossible failure
             // only leaves the fleet a little emptier.
             let _ = fleet.apply(&decision);
