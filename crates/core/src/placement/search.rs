@@ -341,6 +341,16 @@ impl<'a> Search<'a> {
             ShapeKind::Frac(compute) => (consumed - i64::from(compute)).max(0),
             _ => 0,
         };
+        let before = HostFree {
+            cpu: agg.cpu_free,
+            mem: agg.mem_free,
+            gpu: i64::from(agg.free_total),
+        };
+        let after = HostFree {
+            cpu: cpu_after,
+            mem: mem_after,
+            gpu: host_after,
+        };
         let mut frag_delta = None;
         let key = match self.policy {
             // A CPU-only request strands no GPU capacity where there is none
@@ -356,18 +366,7 @@ impl<'a> Search<'a> {
                     &fleet.models,
                 );
                 frag_delta = Some(d);
-                let stranded = fleet.pairing.stranded_delta(
-                    HostFree {
-                        cpu: agg.cpu_free,
-                        mem: agg.mem_free,
-                        gpu: i64::from(agg.free_total),
-                    },
-                    HostFree {
-                        cpu: cpu_after,
-                        mem: mem_after,
-                        gpu: host_after,
-                    },
-                );
+                let stranded = fleet.pairing.stranded_delta(before, after);
                 [
                     d + fleet.total_weight * (waste + STRANDED_WEIGHT * stranded),
                     leftover,
@@ -379,16 +378,8 @@ impl<'a> Search<'a> {
                     &fleet.classes,
                     fleet.host_cells(h),
                     &self.scratch,
-                    HostFree {
-                        cpu: agg.cpu_free,
-                        mem: agg.mem_free,
-                        gpu: i64::from(agg.free_total),
-                    },
-                    HostFree {
-                        cpu: cpu_after,
-                        mem: mem_after,
-                        gpu: host_after,
-                    },
+                    before,
+                    after,
                     &fleet.models,
                 );
                 frag_delta = Some(d);
