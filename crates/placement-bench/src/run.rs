@@ -58,23 +58,28 @@ pub const FGD_POPULARITY: f64 = 0.95;
 
 /// Builds the fleet of `scenario` with the workload `policy` measures
 /// fragmentation against: the FGD paper's typical pods for `fgd`, Tessera's
-/// class mix for the others.
-pub fn build_fleet(scenario: &Scenario, policy: Policy) -> Result<Fleet, BenchError> {
+/// class mix for the others. The hosts are in a seeded random order, as in
+/// the FGD simulator (it prefixes node names with a random permutation, and
+/// its scheduler breaks ties by name), so that "the first host" of a tie is
+/// not always the same kind of machine.
+pub fn build_fleet(scenario: &Scenario, policy: Policy, seed: u64) -> Result<Fleet, BenchError> {
     let requests: Vec<_> = scenario.requests.iter().map(to_request).collect();
     let workload = match policy {
         Policy::Fgd => Workload::typical(&requests, FGD_POPULARITY),
         _ => Workload::from_requests(&requests, DEFAULT_MAX_CLASSES),
     };
-    Ok(Fleet::new(
-        to_hosts(&scenario.hosts, scenario.mig),
-        workload,
-    )?)
+    let mut hosts = to_hosts(&scenario.hosts, scenario.mig);
+    SplitMix64::new(seed ^ HOST_ORDER_SALT).shuffle(&mut hosts);
+    Ok(Fleet::new(hosts, workload)?)
 }
+
+/// Separates the host-order stream from the arrival-order stream of a seed.
+const HOST_ORDER_SALT: u64 = 0x5EED_0F_4057;
 
 /// Replays `scenario` once: arrival order from `seed`, nothing departs, a
 /// request that does not fit is counted as failed and skipped.
 pub fn run_seed(scenario: &Scenario, policy: Policy, seed: u64) -> Result<SeedResult, BenchError> {
-    let mut fleet = build_fleet(scenario, policy)?;
+    let mut fleet = build_fleet(scenario, policy, seed)?;
     let requests: Vec<_> = scenario.requests.iter().map(to_request).collect();
     let order = arrival_order(
         &scenario.requests,
@@ -141,7 +146,7 @@ pub fn prefilled(
         mig,
         inflate: fill,
     };
-    let mut fleet = build_fleet(&scenario, policy)?;
+    let mut fleet = build_fleet(&scenario, policy, seed)?;
     let order = arrival_order(&scenario.requests, fleet.total_gpu_milli(), fill, seed);
     let requests: Vec<_> = scenario.requests.iter().map(to_request).collect();
     for &i in &order {
