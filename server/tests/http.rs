@@ -224,6 +224,7 @@ impl App {
             .unwrap()
             .unwrap()
             .action
+            .to_string()
     }
 
     async fn api_token(&self, tenant: &str) -> String {

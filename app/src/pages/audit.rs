@@ -80,7 +80,7 @@ fn Audit(p: AuditPage, q: AuditQuery) -> impl IntoView {
                                 <tr data-test="audit-event">
                                     <td class="muted small">{format::when(e.at)}</td>
                                     <td class="small">{e.actor}</td>
-                                    <td><span class="badge" data-test="audit-action">{e.action}</span></td>
+                                    <td><span class="badge" data-test="audit-action">{e.action.as_str()}</span></td>
                                     <td class="mono small">{format!("{} {}", e.target_type, e.target_id)}</td>
                                     <td class="mono small">{e.tenant.unwrap_or_else(|| "—".into())}</td>
                                     <td class="mono small change">

@@ -1,6 +1,7 @@
 //! Tessera's pure domain: no I/O, no clock, no async. Builds for wasm32 so the
 //! browser validates with the same rules as the server.
 
+pub mod audit;
 pub mod catalogue;
 pub mod lifecycle;
 pub mod mig;

@@ -72,6 +72,14 @@ pub enum IsolationClass {
 }
 
 impl IsolationClass {
+    /// Whether slices of two tenants may never share a physical GPU (tenant
+    /// anti-affinity): so in production pools, where one tenant's load or
+    /// fault must not reach another's service, even through MIG's shared
+    /// copy engines and power budget or MPS's shared address-space server.
+    pub fn separates_tenants(self) -> bool {
+        self == Self::Production
+    }
+
     /// The configured and displayed name.
     pub fn as_str(self) -> &'static str {
         match self {

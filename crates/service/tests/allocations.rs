@@ -6,7 +6,7 @@
 mod common;
 
 use chrono::Duration;
-use common::{fixture, Fixture};
+use common::{fixture, fixture_with_pools, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::lifecycle::AllocationPhase;
@@ -1397,4 +1397,97 @@ async fn a_new_request_waits_behind_the_queue_even_when_it_would_fit() {
     // The timer keeps the order: the head does not fit yet, so nothing is placed.
     assert_eq!(f.service.tick().await.unwrap().placed, 0);
     assert_eq!(get(&f, &bob, small.id).await.state, AllocationPhase::Queued);
+}
+
+// ---------------------------------------------------------------- isolation
+
+/// The GPU an allocation was placed on.
+fn gpu_of(v: &AllocationView) -> String {
+    assert_eq!(v.gpus.len(), 1, "{v:?}");
+    v.gpus[0].uuid.clone()
+}
+
+#[tokio::test]
+async fn production_pools_keep_tenants_on_separate_gpus() {
+    // The fixture's pools are production pools.
+    let f = fixture().await;
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-i0"), h100(1, "GPU-i1")]).await;
+    let vision = actor(&f, "v", &["vision"], "vision").await;
+    let nlp = actor(&f, "n", &["nlp"], "nlp").await;
+    let small = || ask("h100-mig", mig("1g.10gb"), 4);
+
+    let v1 = f
+        .service
+        .request_allocation(&vision, &small())
+        .await
+        .unwrap();
+    let n1 = f.service.request_allocation(&nlp, &small()).await.unwrap();
+    assert_eq!(
+        (v1.state, n1.state),
+        (AllocationPhase::Placed, AllocationPhase::Placed)
+    );
+    assert_ne!(gpu_of(&v1), gpu_of(&n1), "two tenants on one GPU");
+    // Each tenant's next slices join its own GPU, never the other's.
+    for _ in 0..3 {
+        let v = f
+            .service
+            .request_allocation(&vision, &small())
+            .await
+            .unwrap();
+        assert_eq!(gpu_of(&v), gpu_of(&v1));
+        let n = f.service.request_allocation(&nlp, &small()).await.unwrap();
+        assert_eq!(gpu_of(&n), gpu_of(&n1));
+    }
+    // nlp (quota: 4 slices) is full; vision fills its GPU (7 × 1g) and then
+    // waits rather than take room on nlp's GPU.
+    for _ in 0..3 {
+        let v = f
+            .service
+            .request_allocation(&vision, &small())
+            .await
+            .unwrap();
+        assert_eq!(v.state, AllocationPhase::Placed);
+        assert_eq!(gpu_of(&v), gpu_of(&v1));
+    }
+    let waiting = f
+        .service
+        .request_allocation(&vision, &small())
+        .await
+        .unwrap();
+    assert_eq!(waiting.state, AllocationPhase::Queued);
+    check_invariants(&f).await;
+
+    // Once nlp's slices are gone, its GPU is free for vision.
+    for v in f.service.list_allocations(&nlp).await.unwrap() {
+        f.service.release_allocation(&nlp, v.id).await.unwrap();
+    }
+    f.service.tick().await.unwrap();
+    let placed = get(&f, &vision, waiting.id).await;
+    assert_eq!(placed.state, AllocationPhase::Placed, "{placed:?}");
+    assert_eq!(gpu_of(&placed), gpu_of(&n1));
+}
+
+#[tokio::test]
+async fn batch_pools_let_tenants_share_a_gpu() {
+    let mut pools = common::pools();
+    for p in &mut pools {
+        p.isolation = tessera_service::pools::IsolationClass::Batch;
+    }
+    let f = fixture_with_pools(pools).await;
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-b0")]).await;
+    let vision = actor(&f, "v", &["vision"], "vision").await;
+    let nlp = actor(&f, "n", &["nlp"], "nlp").await;
+    let small = || ask("h100-mig", mig("1g.10gb"), 4);
+    let v = f
+        .service
+        .request_allocation(&vision, &small())
+        .await
+        .unwrap();
+    let n = f.service.request_allocation(&nlp, &small()).await.unwrap();
+    assert_eq!(
+        (v.state, n.state),
+        (AllocationPhase::Placed, AllocationPhase::Placed)
+    );
+    assert_eq!(gpu_of(&v), gpu_of(&n));
+    check_invariants(&f).await;
 }

@@ -111,6 +111,16 @@ impl Fleet {
             self.slots[agg.first as usize + pos] = new;
             if let Some(gpu) = host.gpus.get_mut(pos) {
                 gpu.allocated = new.allocated;
+                if let Some(tenant) = &decision.tenant {
+                    match way {
+                        Way::Take => gpu.tenants.push(tenant.clone()),
+                        Way::Give => {
+                            if let Some(at) = gpu.tenants.iter().position(|t| t == tenant) {
+                                gpu.tenants.swap_remove(at);
+                            }
+                        }
+                    }
+                }
                 match (&mut gpu.mode, &decision.slice) {
                     (
                         GpuMode::Shared {

@@ -67,6 +67,9 @@ pub struct Decision {
     pub cpu: CpuMilli,
     /// Host memory taken.
     pub memory: MemMiB,
+    /// Tenant the slice is for, recorded on its GPUs by [`Fleet::apply`](super::Fleet::apply).
+    #[serde(default)]
+    pub tenant: Option<String>,
     /// Explanation.
     pub score: ScoreBreakdown,
 }

@@ -48,6 +48,10 @@ pub enum PlacementError {
     /// Matching GPUs exist but none has enough free capacity right now.
     #[error("no matching GPU has enough free capacity; the request can be queued")]
     InsufficientCapacity,
+    /// Room exists only on GPUs that hold another tenant's slices, and the
+    /// pool keeps tenants apart.
+    #[error("the only room is on GPUs shared with other tenants, and this pool keeps tenants on separate GPUs; the request can be queued")]
+    TenantIsolation,
 }
 
 /// Why a fleet snapshot could not be turned into a [`crate::placement::Fleet`].

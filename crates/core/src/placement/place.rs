@@ -23,7 +23,11 @@ impl Fleet {
         policy: Policy,
     ) -> Result<Decision, PlacementError> {
         let shape = self.resolve(request)?;
-        let mut search = Search::new(self, &shape, policy);
+        let exclusive = request
+            .tenant
+            .as_deref()
+            .filter(|_| request.tenant_exclusive);
+        let mut search = Search::new(self, &shape, policy).exclusive_for(exclusive);
         search.run();
         let candidates = search.candidates;
         match search.best {
@@ -127,6 +131,7 @@ impl Fleet {
             slice,
             cpu: request.cpu,
             memory: request.memory,
+            tenant: request.tenant.clone(),
             score: ScoreBreakdown {
                 policy: policy.name().to_string(),
                 candidates,
@@ -191,6 +196,10 @@ impl Fleet {
                     return PlacementError::NoNvlinkGroup { count };
                 }
             }
+        }
+        // `fits` ignores the tenant rule: room that only it rules out.
+        if request.tenant_exclusive && request.tenant.is_some() && self.fits(shape) {
+            return PlacementError::TenantIsolation;
         }
         if self.fits(&relaxed) {
             return host_short;

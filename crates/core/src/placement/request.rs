@@ -48,6 +48,12 @@ pub struct PlacementRequest {
     pub pool: Option<String>,
     /// For `Whole` with `count > 1`: all GPUs in one NVLink group.
     pub nvlink_local: bool,
+    /// Tenant the slice is for (recorded on the GPUs it takes).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The slice may only go on GPUs that hold no other tenant's slices.
+    #[serde(default)]
+    pub tenant_exclusive: bool,
 }
 
 impl PlacementRequest {
@@ -60,7 +66,18 @@ impl PlacementRequest {
             allowed_models: Vec::new(),
             pool: None,
             nvlink_local: false,
+            tenant: None,
+            tenant_exclusive: false,
         }
+    }
+
+    /// Sets the tenant; with `exclusive`, the slice only goes on GPUs that
+    /// hold no other tenant's slices (an isolation class that separates
+    /// tenants, see [`IsolationClass::separates_tenants`](crate::sharing::IsolationClass::separates_tenants)).
+    pub fn for_tenant(mut self, tenant: impl Into<String>, exclusive: bool) -> Self {
+        self.tenant = Some(tenant.into());
+        self.tenant_exclusive = exclusive;
+        self
     }
 
     /// Sets the host CPU and memory.

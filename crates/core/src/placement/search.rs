@@ -98,6 +98,8 @@ pub(crate) struct Search<'a> {
     fleet: &'a Fleet,
     shape: &'a Shape,
     policy: Policy,
+    /// Only GPUs holding no other tenant's slices qualify.
+    exclusive_tenant: Option<&'a str>,
     rng: SplitMix64,
     pub candidates: u32,
     pub best: Option<Best>,
@@ -118,6 +120,7 @@ impl<'a> Search<'a> {
             fleet,
             shape,
             policy,
+            exclusive_tenant: None,
             rng: SplitMix64::new(seed),
             candidates: 0,
             best: None,
@@ -129,10 +132,35 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// Restricts the search to GPUs that hold no slice of a tenant other
+    /// than `tenant`.
+    pub fn exclusive_for(mut self, tenant: Option<&'a str>) -> Self {
+        self.exclusive_tenant = tenant;
+        self
+    }
+
+    /// Whether GPU `i` of host `h` may take a slice under the tenant rule.
+    fn tenant_admits(&self, h: usize, i: usize) -> bool {
+        self.exclusive_tenant.is_none_or(|tenant| {
+            self.fleet.hosts[h]
+                .gpus
+                .get(i)
+                .is_none_or(|g| g.tenants.iter().all(|t| t == tenant))
+        })
+    }
+
     /// Scans every host; leaves the winner in `best`.
     pub fn run(&mut self) {
         let shape = self.shape;
-        let mut seen = SeenHosts::new(self.fleet, self.policy);
+        // Hosts that look alike may differ in whose slices they hold.
+        let mut seen = SeenHosts::new(
+            self.fleet,
+            if self.exclusive_tenant.is_some() {
+                Policy::FirstFit
+            } else {
+                self.policy
+            },
+        );
         for h in 0..self.fleet.aggs.len() {
             let agg = &self.fleet.aggs[h];
             if agg.cpu_free < shape.cpu || agg.mem_free < shape.mem {
@@ -183,7 +211,7 @@ impl<'a> Search<'a> {
         let mut seen = [0usize; DEDUP];
         let mut n_seen = 0;
         for (i, slot) in slots.iter().enumerate() {
-            if shape.can_host(slot, &fleet.models) != Some(true) {
+            if shape.can_host(slot, &fleet.models) != Some(true) || !self.tenant_admits(h, i) {
                 continue;
             }
             if dedup {
@@ -247,7 +275,7 @@ impl<'a> Search<'a> {
         let k = k as usize;
         self.idle.clear();
         for (i, slot) in slots.iter().enumerate() {
-            if self.shape.can_host(slot, &fleet.models) == Some(true) {
+            if self.shape.can_host(slot, &fleet.models) == Some(true) && self.tenant_admits(h, i) {
                 self.idle.push(i);
             }
         }

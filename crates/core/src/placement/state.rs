@@ -50,6 +50,9 @@ pub struct GpuState {
     pub mode: GpuMode,
     /// Held whole by one allocation (in any mode).
     pub allocated: bool,
+    /// Tenants with slices on this GPU now, one entry per slice.
+    #[serde(default)]
+    pub tenants: Vec<String>,
 }
 
 impl GpuState {
@@ -64,6 +67,7 @@ impl GpuState {
             nvlink_group: None,
             mode: GpuMode::Exclusive,
             allocated: false,
+            tenants: Vec::new(),
         }
     }
 
@@ -87,6 +91,13 @@ impl GpuState {
     /// The same GPU in another pool.
     pub fn in_pool(mut self, pool: impl Into<String>) -> Self {
         self.pool = pool.into();
+        self
+    }
+
+    /// The same GPU holding one slice of `tenant` (fixtures: the tenant
+    /// record only; the mode says what is taken).
+    pub fn held_by(mut self, tenant: impl Into<String>) -> Self {
+        self.tenants.push(tenant.into());
         self
     }
 

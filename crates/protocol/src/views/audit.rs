@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::audit::{AuditAction, AuditTarget};
 
 /// One audit event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,9 +16,9 @@ pub struct AuditEventView {
     /// Tenant concerned, if any.
     pub tenant: Option<String>,
     /// What, e.g. `allocation.release`.
-    pub action: String,
+    pub action: AuditAction,
     /// Kind of target.
-    pub target_type: String,
+    pub target_type: AuditTarget,
     /// Target id.
     pub target_id: String,
     /// State before, as JSON.

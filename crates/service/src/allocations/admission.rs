@@ -134,9 +134,14 @@ impl Service {
     ) -> Result<Option<allocation::Model>, ServiceError> {
         let offer = Self::pool_offer(spec);
         let shape = row.slice_shape()?;
+        // Production pools keep tenants on separate GPUs.
         let request = offer
             .placement_request(&shape)
-            .map_err(|e| ServiceError::invalid("shape", e.to_string()))?;
+            .map_err(|e| ServiceError::invalid("shape", e.to_string()))?
+            .for_tenant(
+                row.tenant_id.to_string(),
+                spec.isolation.separates_tenants(),
+            );
         let t0 = std::time::Instant::now();
         let workload = self.pool_workload(txn, spec).await?;
         let t1 = std::time::Instant::now();

@@ -261,6 +261,7 @@ impl Service {
                     nvlink_group: nvlink_group(index, &g.nvlink_peers),
                     mode,
                     allocated,
+                    tenants: owned.iter().map(|(a, _)| a.tenant_id.to_string()).collect(),
                 });
                 by_index.insert(
                     index,

@@ -1,5 +1,6 @@
 //! `audit_events`: append-only record of every state change.
 use sea_orm::entity::prelude::*;
+use tessera_core::audit::{AuditAction, AuditTarget};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "audit_events")]
@@ -10,8 +11,8 @@ pub struct Model {
     pub actor_user_id: Option<i64>,
     pub actor: String,
     pub tenant_id: Option<i64>,
-    pub action: String,
-    pub target_type: String,
+    pub action: AuditAction,
+    pub target_type: AuditTarget,
     pub target_id: String,
     pub before: Option<Json>,
     pub after: Option<Json>,

@@ -3,6 +3,7 @@
 
 use super::DomainEvent;
 use serde_json::{json, Value};
+use tessera_core::audit::{AuditAction, AuditTarget};
 use tessera_core::lifecycle::{AllocationPhase, QuotaRequestPhase};
 use tessera_core::quota::Quota;
 use tessera_protocol::views::JoinTokenStatus;
@@ -11,12 +12,12 @@ use tessera_protocol::views::JoinTokenStatus;
 /// the write that emitted it).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AuditEntry {
-    /// Dotted verb, e.g. `quota_request.approve`.
-    pub action: &'static str,
+    /// What happened, e.g. `quota_request.approve`.
+    pub action: AuditAction,
     /// Tenant concerned, if any (tenant admins see their tenants' events).
     pub tenant_id: Option<i64>,
     /// Kind of target, e.g. `allocation`.
-    pub target_type: &'static str,
+    pub target_type: AuditTarget,
     /// Target id.
     pub target_id: String,
     /// State before (None for creations).
@@ -36,30 +37,30 @@ fn in_force(permanent: &Quota, in_force: &Quota) -> Value {
 impl DomainEvent {
     /// The audit action name, or `None` for events that only tell people
     /// (a lease ending soon, a waiting slice that still does not fit).
-    pub fn action(&self) -> Option<&'static str> {
+    pub fn action(&self) -> Option<AuditAction> {
         self.audit().map(|e| e.action)
     }
 
     /// The audit row, or `None` for events that only tell people.
     pub(crate) fn audit(&self) -> Option<AuditEntry> {
         let allocation = |alloc: &super::AllocationRef,
-                          action: &'static str,
+                          action: AuditAction,
                           before: Option<Value>,
                           after: Option<Value>| AuditEntry {
             action,
             tenant_id: Some(alloc.tenant_id),
-            target_type: "allocation",
+            target_type: AuditTarget::Allocation,
             target_id: alloc.id.to_string(),
             before,
             after,
         };
         let request = |r: &super::QuotaRequestRef,
-                       action: &'static str,
+                       action: AuditAction,
                        before: Option<Value>,
                        after: Option<Value>| AuditEntry {
             action,
             tenant_id: Some(r.tenant.id),
-            target_type: "quota_request",
+            target_type: AuditTarget::QuotaRequest,
             target_id: r.id.to_string(),
             before,
             after,
@@ -72,7 +73,7 @@ impl DomainEvent {
                 state,
             } => allocation(
                 alloc,
-                "allocation.create",
+                AuditAction::AllocationCreate,
                 None,
                 Some(json!({
                     "pool": alloc.pool,
@@ -84,13 +85,13 @@ impl DomainEvent {
             ),
             Self::AllocationPlaced { alloc } => allocation(
                 alloc,
-                "allocation.place",
+                AuditAction::AllocationPlace,
                 Some(json!({"state": AllocationPhase::Queued})),
                 Some(json!({"state": AllocationPhase::Placed, "host_id": alloc.host_id})),
             ),
             Self::AllocationProvisioning { alloc, state } => allocation(
                 alloc,
-                "allocation.provision",
+                AuditAction::AllocationProvision,
                 Some(json!({"state": AllocationPhase::Placed})),
                 Some(state_json(state)),
             ),
@@ -101,7 +102,7 @@ impl DomainEvent {
                 ..
             } => allocation(
                 alloc,
-                "allocation.activate",
+                AuditAction::AllocationActivate,
                 Some(json!({"state": before})),
                 Some(state_json(state)),
             ),
@@ -112,13 +113,13 @@ impl DomainEvent {
                 ..
             } => allocation(
                 alloc,
-                "allocation.fail",
+                AuditAction::AllocationFail,
                 Some(json!({"state": before})),
                 Some(state_json(state)),
             ),
             Self::AllocationTeardownFailed { alloc, state } => allocation(
                 alloc,
-                "allocation.teardown_error",
+                AuditAction::AllocationTeardownError,
                 Some(json!({"state": AllocationPhase::Releasing})),
                 Some(state_json(state)),
             ),
@@ -128,7 +129,7 @@ impl DomainEvent {
                 state,
             } => allocation(
                 alloc,
-                "allocation.end",
+                AuditAction::AllocationEnd,
                 Some(json!({"state": before})),
                 Some(state_json(state)),
             ),
@@ -138,7 +139,7 @@ impl DomainEvent {
                 state,
             } => allocation(
                 alloc,
-                "allocation.expire",
+                AuditAction::AllocationExpire,
                 Some(json!({"state": before})),
                 Some(state_json(state)),
             ),
@@ -148,7 +149,7 @@ impl DomainEvent {
                 after,
             } => allocation(
                 alloc,
-                "allocation.release",
+                AuditAction::AllocationRelease,
                 Some(json!({"state": before})),
                 Some(json!({"state": after})),
             ),
@@ -158,7 +159,7 @@ impl DomainEvent {
                 after_end,
             } => allocation(
                 alloc,
-                "allocation.extend",
+                AuditAction::AllocationExtend,
                 Some(json!({"lease_ends_at": before_end})),
                 Some(json!({"lease_ends_at": after_end})),
             ),
@@ -170,9 +171,9 @@ impl DomainEvent {
                 after,
                 ..
             } => AuditEntry {
-                action: "quota.set",
+                action: AuditAction::QuotaSet,
                 tenant_id: Some(tenant.id),
-                target_type: "quota",
+                target_type: AuditTarget::Quota,
                 target_id: format!("{}/{pool}", tenant.slug),
                 before: before.as_ref().map(|(p, f)| in_force(p, f)),
                 after: Some(in_force(&after.0, &after.1)),
@@ -188,9 +189,9 @@ impl DomainEvent {
                 after,
                 ..
             } => AuditEntry {
-                action: "quota.grant",
+                action: AuditAction::QuotaGrant,
                 tenant_id: Some(tenant.id),
-                target_type: "quota_grant",
+                target_type: AuditTarget::QuotaGrant,
                 target_id: grant_id.to_string(),
                 before: Some(json!({"in_force": before})),
                 after: Some(json!({
@@ -203,9 +204,9 @@ impl DomainEvent {
                 tenant_id,
                 pool,
             } => AuditEntry {
-                action: "quota.grant_end",
+                action: AuditAction::QuotaGrantEnd,
                 tenant_id: Some(*tenant_id),
-                target_type: "quota_grant",
+                target_type: AuditTarget::QuotaGrant,
                 target_id: grant_id.to_string(),
                 before: Some(json!({"pool": pool, "revoked": false})),
                 after: Some(json!({"pool": pool, "revoked": true})),
@@ -219,7 +220,7 @@ impl DomainEvent {
                 ..
             } => request(
                 r,
-                "quota_request.create",
+                AuditAction::QuotaRequestCreate,
                 None,
                 Some(json!({
                     "state": state.phase(), "pool": r.pool, "amount": amount,
@@ -229,7 +230,7 @@ impl DomainEvent {
             ),
             Self::QuotaRequestSubmitted { request: r, .. } => request(
                 r,
-                "quota_request.submit",
+                AuditAction::QuotaRequestSubmit,
                 Some(json!({"state": QuotaRequestPhase::Proposed})),
                 Some(json!({"state": QuotaRequestPhase::Pending})),
             ),
@@ -237,7 +238,7 @@ impl DomainEvent {
                 request: r, before, ..
             } => request(
                 r,
-                "quota_request.withdraw",
+                AuditAction::QuotaRequestWithdraw,
                 Some(json!({"state": before.phase()})),
                 Some(json!({"state": QuotaRequestPhase::Withdrawn})),
             ),
@@ -250,7 +251,7 @@ impl DomainEvent {
                 ..
             } => request(
                 r,
-                "quota_request.approve",
+                AuditAction::QuotaRequestApprove,
                 Some(json!({"state": QuotaRequestPhase::Pending, "quota": before})),
                 Some(json!({
                     "state": QuotaRequestPhase::Approved, "granted": granted, "ends_at": ends_at,
@@ -264,7 +265,7 @@ impl DomainEvent {
                 ..
             } => request(
                 r,
-                "quota_request.reject",
+                AuditAction::QuotaRequestReject,
                 Some(json!({"state": QuotaRequestPhase::Pending, "quota": quota})),
                 Some(json!({
                     "state": QuotaRequestPhase::Rejected, "granted": Value::Null, "ends_at": Value::Null,
@@ -278,9 +279,9 @@ impl DomainEvent {
                 prefix,
                 expires_at,
             } => AuditEntry {
-                action: "api_token.create",
+                action: AuditAction::ApiTokenCreate,
                 tenant_id: Some(*tenant_id),
-                target_type: "api_token",
+                target_type: AuditTarget::ApiToken,
                 target_id: token_id.to_string(),
                 before: None,
                 after: Some(json!({"name": name, "prefix": prefix, "expires_at": expires_at})),
@@ -290,9 +291,9 @@ impl DomainEvent {
                 token_id,
                 name,
             } => AuditEntry {
-                action: "api_token.revoke",
+                action: AuditAction::ApiTokenRevoke,
                 tenant_id: Some(*tenant_id),
-                target_type: "api_token",
+                target_type: AuditTarget::ApiToken,
                 target_id: token_id.to_string(),
                 before: None,
                 after: Some(json!({"name": name})),
@@ -303,9 +304,9 @@ impl DomainEvent {
                 expires_at,
                 for_host,
             } => AuditEntry {
-                action: "join_token.create",
+                action: AuditAction::JoinTokenCreate,
                 tenant_id: None,
-                target_type: "join_token",
+                target_type: AuditTarget::JoinToken,
                 target_id: token_id.to_string(),
                 before: None,
                 after: Some(match for_host {
@@ -319,9 +320,9 @@ impl DomainEvent {
                 token_id,
                 status_before,
             } => AuditEntry {
-                action: "join_token.revoke",
+                action: AuditAction::JoinTokenRevoke,
                 tenant_id: None,
-                target_type: "join_token",
+                target_type: AuditTarget::JoinToken,
                 target_id: token_id.to_string(),
                 before: Some(json!({"status": status_before})),
                 after: Some(json!({"status": JoinTokenStatus::Revoked})),
@@ -332,12 +333,12 @@ impl DomainEvent {
                 reenrolled,
             } => AuditEntry {
                 action: if *reenrolled {
-                    "host.reenroll"
+                    AuditAction::HostReenroll
                 } else {
-                    "host.enroll"
+                    AuditAction::HostEnroll
                 },
                 tenant_id: None,
-                target_type: "host",
+                target_type: AuditTarget::Host,
                 target_id: host_id.to_string(),
                 before: None,
                 after: Some(json!({"hostname": hostname})),
@@ -347,9 +348,9 @@ impl DomainEvent {
                 gpus,
                 backend,
             } => AuditEntry {
-                action: "host.first_report",
+                action: AuditAction::HostFirstReport,
                 tenant_id: None,
-                target_type: "host",
+                target_type: AuditTarget::Host,
                 target_id: host_id.to_string(),
                 before: None,
                 after: Some(json!({"gpus": gpus, "backend": backend})),
@@ -358,9 +359,9 @@ impl DomainEvent {
                 tenant,
                 cost_centre,
             } => AuditEntry {
-                action: "tenant.create",
+                action: AuditAction::TenantCreate,
                 tenant_id: Some(tenant.id),
-                target_type: "tenant",
+                target_type: AuditTarget::Tenant,
                 target_id: tenant.slug.clone(),
                 before: None,
                 after: Some(json!({"name": tenant.name, "cost_centre": cost_centre})),
@@ -370,17 +371,17 @@ impl DomainEvent {
                 before,
                 cost_centre,
             } => AuditEntry {
-                action: "tenant.update",
+                action: AuditAction::TenantUpdate,
                 tenant_id: Some(tenant.id),
-                target_type: "tenant",
+                target_type: AuditTarget::Tenant,
                 target_id: tenant.slug.clone(),
                 before: Some(json!({"name": before.0, "cost_centre": before.1})),
                 after: Some(json!({"name": tenant.name, "cost_centre": cost_centre})),
             },
             Self::UserLoggedIn { user_id } => AuditEntry {
-                action: "user.login",
+                action: AuditAction::UserLogin,
                 tenant_id: None,
-                target_type: "user",
+                target_type: AuditTarget::User,
                 target_id: user_id.to_string(),
                 before: None,
                 after: None,
@@ -390,9 +391,9 @@ impl DomainEvent {
                 before,
                 after,
             } => AuditEntry {
-                action: "user.roles_change",
+                action: AuditAction::UserRolesChange,
                 tenant_id: None,
-                target_type: "user",
+                target_type: AuditTarget::User,
                 target_id: user_id.to_string(),
                 before: before.as_ref().map(state_json),
                 after: Some(state_json(after)),
@@ -402,25 +403,25 @@ impl DomainEvent {
                 before_url,
                 url,
             } => AuditEntry {
-                action: "webhook.set",
+                action: AuditAction::WebhookSet,
                 tenant_id: Some(tenant.id),
-                target_type: "webhook",
+                target_type: AuditTarget::Webhook,
                 target_id: tenant.slug.clone(),
                 before: before_url.as_ref().map(|u| json!({"url": u})),
                 after: Some(json!({"url": url})),
             },
             Self::WebhookDeleted { tenant, url } => AuditEntry {
-                action: "webhook.delete",
+                action: AuditAction::WebhookDelete,
                 tenant_id: Some(tenant.id),
-                target_type: "webhook",
+                target_type: AuditTarget::Webhook,
                 target_id: tenant.slug.clone(),
                 before: Some(json!({"url": url})),
                 after: None,
             },
             Self::WebhookTested { tenant, .. } => AuditEntry {
-                action: "webhook.test",
+                action: AuditAction::WebhookTest,
                 tenant_id: Some(tenant.id),
-                target_type: "webhook",
+                target_type: AuditTarget::Webhook,
                 target_id: tenant.slug.clone(),
                 before: None,
                 after: None,

@@ -5,6 +5,7 @@
 
 use super::*;
 use chrono::TimeZone;
+use tessera_core::audit::AuditAction;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::notify::NotificationKind;
 use tessera_core::units::{ComputeMilli, MemMiB};
@@ -419,7 +420,11 @@ fn every_event_kind_has_its_pinned_names() {
     seen.sort_unstable();
     assert_eq!(seen, (0..=32).collect::<Vec<_>>(), "one sample per variant");
     for (event, action, kind) in &samples {
-        assert_eq!(event.action(), *action, "{event:?}");
+        assert_eq!(
+            event.action().map(AuditAction::as_str),
+            *action,
+            "{event:?}"
+        );
         assert_eq!(event.notice().map(|n| n.kind), *kind, "{event:?}");
     }
 }
@@ -433,7 +438,7 @@ fn a_seeded_quota_tells_nobody_and_does_not_retry_the_queue() {
         after: (quota(), quota()),
         by: None,
     };
-    assert_eq!(seeded.action(), Some("quota.set"));
+    assert_eq!(seeded.action(), Some(AuditAction::QuotaSet));
     assert!(seeded.notice().is_none());
     assert!(!seeded.after_commit().grows_quota);
 }

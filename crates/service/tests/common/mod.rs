@@ -147,6 +147,11 @@ pub async fn fresh_db() -> tessera_service::DatabaseConnection {
 }
 
 pub async fn fixture() -> Fixture {
+    fixture_with_pools(pools()).await
+}
+
+/// A fixture with other pools (e.g. another isolation class).
+pub async fn fixture_with_pools(pools: Vec<PoolSpec>) -> Fixture {
     let db = fresh_db().await;
     tessera_service::migrate(&db).await.expect("migrate");
     let clock = TestClock::new();
@@ -156,7 +161,7 @@ pub async fn fixture() -> Fixture {
             directory: directory(),
             host_offline_after: Duration::seconds(30),
             report_interval: Duration::seconds(5),
-            pools: pools(),
+            pools,
             provision_timeout: Duration::seconds(300),
             four_eyes: true,
             webhook_egress: Default::default(),
@@ -258,7 +263,7 @@ impl Fixture {
             .await
             .unwrap()
             .into_iter()
-            .map(|e| e.action)
+            .map(|e| e.action.to_string())
             .collect()
     }
 }

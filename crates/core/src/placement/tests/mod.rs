@@ -7,6 +7,7 @@ mod mig;
 mod policies;
 mod proptests;
 mod rules;
+mod tenancy;
 
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 

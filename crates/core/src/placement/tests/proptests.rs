@@ -1,7 +1,7 @@
 //! Property tests over random fleets and request streams: every policy
 //! returns only placements the fleet can take (they apply, and they honour
-//! CPU, memory, GPU count and model constraints), and replaying the same
-//! stream gives the same decisions.
+//! CPU, memory, GPU count, model and tenant-exclusivity constraints), and
+//! replaying the same stream gives the same decisions.
 
 use proptest::prelude::*;
 
@@ -65,11 +65,13 @@ fn random_request(rng: &mut Rng) -> PlacementRequest {
         CpuMilli(1000 * rng.below(24) as u32),
         MemMiB(4096 * rng.below(24)),
     );
-    match rng.below(4) {
+    let request = match rng.below(4) {
         0 => request.with_models([L4.to_string()]),
         1 => request.with_models([A100.to_string()]),
         _ => request,
-    }
+    };
+    let tenant = ["red", "blue", "green"][rng.below(3) as usize];
+    request.for_tenant(tenant, rng.below(2) == 0)
 }
 
 const POLICIES: [Policy; 6] = [
@@ -122,6 +124,21 @@ fn replay(fleet: &Fleet, requests: &[PlacementRequest], policy: Policy) -> Vec<O
             fleet
                 .apply(&decision)
                 .unwrap_or_else(|e| panic!("{policy}: its own decision did not apply: {e}"));
+            if request.tenant_exclusive {
+                let host = fleet
+                    .hosts()
+                    .iter()
+                    .find(|h| h.id == decision.host)
+                    .expect("host");
+                for index in &decision.gpus {
+                    let g = host.gpus.iter().find(|g| g.index == *index).expect("GPU");
+                    assert!(
+                        g.tenants.iter().all(|t| Some(t) == request.tenant.as_ref()),
+                        "{policy} put an exclusive slice next to {:?}",
+                        g.tenants
+                    );
+                }
+            }
             Some(decision)
         })
         .collect()

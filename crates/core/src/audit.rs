@@ -1,0 +1,226 @@
+//! What the audit log records: the action and the kind of target of each
+//! entry. The names are stable: they are stored, filtered on (by prefix),
+//! exported as CSV and shown in the API.
+
+/// Declares a stable-name enum: serde, sea-orm and `as_str` all use the one
+/// name written next to each variant, and `ALL` lists the variants.
+macro_rules! stable_names {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident ($db:literal) {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+            serde::Serialize, serde::Deserialize,
+        )]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        #[cfg_attr(feature = "sea-orm", derive(sea_orm::EnumIter, sea_orm::DeriveActiveEnum))]
+        #[cfg_attr(feature = "sea-orm", sea_orm(rs_type = "String", db_type = "Text", enum_name = $db))]
+        $vis enum $name {
+            $(
+                $(#[$vmeta])*
+                #[serde(rename = $text)]
+                #[cfg_attr(feature = "sea-orm", sea_orm(string_value = $text))]
+                $variant,
+            )+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The stable name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text,)+
+                }
+            }
+
+            /// The value called `name`, if any.
+            pub fn parse(name: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == name)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+stable_names! {
+    /// What happened (`<target>.<verb>`).
+    pub enum AuditAction ("audit_action") {
+        /// A slice was requested.
+        AllocationCreate = "allocation.create",
+        /// A queued slice was placed.
+        AllocationPlace = "allocation.place",
+        /// The agent started providing a slice.
+        AllocationProvision = "allocation.provision",
+        /// A slice became usable.
+        AllocationActivate = "allocation.activate",
+        /// A slice could not be provided or broke.
+        AllocationFail = "allocation.fail",
+        /// Tearing a slice down failed.
+        AllocationTeardownError = "allocation.teardown_error",
+        /// A slice's teardown finished.
+        AllocationEnd = "allocation.end",
+        /// A lease ended.
+        AllocationExpire = "allocation.expire",
+        /// A lease was extended.
+        AllocationExtend = "allocation.extend",
+        /// A slice was released by its owner or an admin.
+        AllocationRelease = "allocation.release",
+        /// A tenant's quota was set.
+        QuotaSet = "quota.set",
+        /// A temporary quota grant began.
+        QuotaGrant = "quota.grant",
+        /// A temporary quota grant ended.
+        QuotaGrantEnd = "quota.grant_end",
+        /// A quota request was filed.
+        QuotaRequestCreate = "quota_request.create",
+        /// A proposal was submitted to the platform admins.
+        QuotaRequestSubmit = "quota_request.submit",
+        /// A quota request was approved.
+        QuotaRequestApprove = "quota_request.approve",
+        /// A quota request was rejected.
+        QuotaRequestReject = "quota_request.reject",
+        /// A quota request was withdrawn.
+        QuotaRequestWithdraw = "quota_request.withdraw",
+        /// An API token was created.
+        ApiTokenCreate = "api_token.create",
+        /// An API token was revoked.
+        ApiTokenRevoke = "api_token.revoke",
+        /// A host join token was created.
+        JoinTokenCreate = "join_token.create",
+        /// A host join token was revoked.
+        JoinTokenRevoke = "join_token.revoke",
+        /// A host enrolled.
+        HostEnroll = "host.enroll",
+        /// An enrolled host was given a new credential.
+        HostReenroll = "host.reenroll",
+        /// A host reported for the first time.
+        HostFirstReport = "host.first_report",
+        /// A tenant was created.
+        TenantCreate = "tenant.create",
+        /// A tenant was changed.
+        TenantUpdate = "tenant.update",
+        /// A person signed in.
+        UserLogin = "user.login",
+        /// A person's roles changed.
+        UserRolesChange = "user.roles_change",
+        /// A tenant's webhook was set.
+        WebhookSet = "webhook.set",
+        /// A tenant's webhook was removed.
+        WebhookDelete = "webhook.delete",
+        /// A test event was sent to a tenant's webhook.
+        WebhookTest = "webhook.test",
+    }
+}
+
+stable_names! {
+    /// The kind of thing an audit entry is about.
+    pub enum AuditTarget ("audit_target") {
+        /// A slice.
+        Allocation = "allocation",
+        /// A tenant's quota.
+        Quota = "quota",
+        /// A temporary quota grant.
+        QuotaGrant = "quota_grant",
+        /// A quota request.
+        QuotaRequest = "quota_request",
+        /// An API token.
+        ApiToken = "api_token",
+        /// A host join token.
+        JoinToken = "join_token",
+        /// A host.
+        Host = "host",
+        /// A tenant.
+        Tenant = "tenant",
+        /// A person.
+        User = "user",
+        /// A tenant's webhook.
+        Webhook = "webhook",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_stable_unique_and_round_trip() {
+        let actions: Vec<&str> = AuditAction::ALL.iter().map(|a| a.as_str()).collect();
+        assert_eq!(
+            actions,
+            [
+                "allocation.create",
+                "allocation.place",
+                "allocation.provision",
+                "allocation.activate",
+                "allocation.fail",
+                "allocation.teardown_error",
+                "allocation.end",
+                "allocation.expire",
+                "allocation.extend",
+                "allocation.release",
+                "quota.set",
+                "quota.grant",
+                "quota.grant_end",
+                "quota_request.create",
+                "quota_request.submit",
+                "quota_request.approve",
+                "quota_request.reject",
+                "quota_request.withdraw",
+                "api_token.create",
+                "api_token.revoke",
+                "join_token.create",
+                "join_token.revoke",
+                "host.enroll",
+                "host.reenroll",
+                "host.first_report",
+                "tenant.create",
+                "tenant.update",
+                "user.login",
+                "user.roles_change",
+                "webhook.set",
+                "webhook.delete",
+                "webhook.test",
+            ]
+        );
+        let targets: Vec<&str> = AuditTarget::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(
+            targets,
+            [
+                "allocation",
+                "quota",
+                "quota_grant",
+                "quota_request",
+                "api_token",
+                "join_token",
+                "host",
+                "tenant",
+                "user",
+                "webhook",
+            ]
+        );
+        for a in AuditAction::ALL {
+            assert_eq!(AuditAction::parse(a.as_str()), Some(*a));
+            let json = serde_json::to_string(a).unwrap_or_default();
+            assert_eq!(json, format!("\"{a}\""));
+            // Every action names its target kind before the dot.
+            let target = a.as_str().split('.').next().unwrap_or_default();
+            assert!(AuditTarget::parse(target).is_some(), "{a}");
+        }
+        for t in AuditTarget::ALL {
+            assert_eq!(AuditTarget::parse(t.as_str()), Some(*t));
+        }
+        assert_eq!(AuditAction::parse("allocation"), None);
+        assert_eq!(AuditTarget::parse("gpu"), None);
+    }
+}
