@@ -74,7 +74,7 @@ pub fn build_fleet(scenario: &Scenario, policy: Policy, seed: u64) -> Result<Fle
 }
 
 /// Separates the host-order stream from the arrival-order stream of a seed.
-const HOST_ORDER_SALT: u64 = 0x5EED_0F_4057;
+const HOST_ORDER_SALT: u64 = 0x005E_ED0F_4057;
 
 /// Replays `scenario` once: arrival order from `seed`, nothing departs, a
 /// request that does not fit is counted as failed and skipped.

@@ -1409,9 +1409,8 @@ fn gpu_of(v: &AllocationView) -> String {
 
 #[tokio::test]
 async fn production_pools_keep_tenants_on_separate_gpus() {
-    // The fixture's pools are production pools.
-    let f = fixture().await;
-    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-i0"), h100(1, "GPU-i1")]).await;
+    let f = fixture_with_pools(common::production_pools()).await;
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-e0"), h100(1, "GPU-e1")]).await;
     let vision = actor(&f, "v", &["vision"], "vision").await;
     let nlp = actor(&f, "n", &["nlp"], "nlp").await;
     let small = || ask("h100-mig", mig("1g.10gb"), 4);
@@ -1469,11 +1468,7 @@ async fn production_pools_keep_tenants_on_separate_gpus() {
 
 #[tokio::test]
 async fn batch_pools_let_tenants_share_a_gpu() {
-    let mut pools = common::pools();
-    for p in &mut pools {
-        p.isolation = tessera_service::pools::IsolationClass::Batch;
-    }
-    let f = fixture_with_pools(pools).await;
+    let f = fixture().await;
     let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-b0")]).await;
     let vision = actor(&f, "v", &["vision"], "vision").await;
     let nlp = actor(&f, "n", &["nlp"], "nlp").await;
@@ -1490,4 +1485,49 @@ async fn batch_pools_let_tenants_share_a_gpu() {
     );
     assert_eq!(gpu_of(&v), gpu_of(&n));
     check_invariants(&f).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_tenants_never_share_a_gpu_in_a_production_pool() {
+    let f = fixture_with_pools(common::production_pools()).await;
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-f0"), h100(1, "GPU-f1")]).await;
+    let mut actors = Vec::new();
+    for i in 0..3 {
+        actors.push(actor(&f, &format!("v{i}"), &["vision"], "vision").await);
+        actors.push(actor(&f, &format!("n{i}"), &["nlp"], "nlp").await);
+    }
+    let tasks: Vec<_> = (0..60)
+        .map(|i| {
+            let service = f.service.clone();
+            let a = actors[i % actors.len()].clone();
+            tokio::spawn(async move {
+                service
+                    .request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
+                    .await
+            })
+        })
+        .collect();
+    for r in futures::future::join_all(tasks).await {
+        match r.unwrap() {
+            Ok(_) | Err(ServiceError::QuotaExceeded(_)) => {}
+            Err(e) => panic!("unexpected outcome {e:?}"),
+        }
+    }
+    check_invariants(&f).await;
+    // Whatever the interleaving: no GPU holds slices of two tenants.
+    let mut tenants_on: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for a in &actors[..2] {
+        for v in f.service.list_allocations(a).await.unwrap() {
+            for g in &v.gpus {
+                tenants_on
+                    .entry(g.uuid.clone())
+                    .or_default()
+                    .insert(v.tenant.clone());
+            }
+        }
+    }
+    assert!(!tenants_on.is_empty());
+    for (gpu, tenants) in &tenants_on {
+        assert_eq!(tenants.len(), 1, "{gpu} holds slices of {tenants:?}");
+    }
 }

@@ -81,12 +81,14 @@ pub fn directory() -> Directory {
 }
 
 /// Test pools: H100s in MIG mode, whole A100s, time-sliced L4s (4 replicas).
+/// Batch isolation: tenants may share a GPU (the isolation tests use
+/// [`production_pools`]).
 pub fn pools() -> Vec<PoolSpec> {
     let pool = |name: &str, sharing, model: &str| PoolSpec {
         name: name.into(),
         description: format!("{name} pool"),
         sharing,
-        isolation: IsolationClass::Production,
+        isolation: IsolationClass::Batch,
         models: vec![model.into()],
         time_slice_replicas: 1,
         allowed_mig_profiles: vec![],
@@ -100,6 +102,15 @@ pub fn pools() -> Vec<PoolSpec> {
         pool("a100-whole", SharingMode::Exclusive, "A100-SXM4-40GB"),
         l4,
     ]
+}
+
+/// The test pools as production pools: tenants never share a GPU.
+pub fn production_pools() -> Vec<PoolSpec> {
+    let mut pools = pools();
+    for p in &mut pools {
+        p.isolation = IsolationClass::Production;
+    }
+    pools
 }
 
 /// A database URL for one test.
