@@ -5,6 +5,7 @@ pub mod audit;
 pub mod catalogue;
 pub mod lifecycle;
 pub mod mig;
+mod names;
 pub mod notify;
 pub mod placement;
 pub mod plan;

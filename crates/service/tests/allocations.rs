@@ -216,6 +216,41 @@ async fn actor(f: &Fixture, subject: &str, groups: &[&str], tenant: &str) -> Ten
     f.service.tenant_actor(&p, tenant).await.unwrap()
 }
 
+/// `count` concurrent requests for a `1g.10gb` slice in `h100-mig`, round
+/// robin over `actors`, all in flight at once.
+async fn race(
+    f: &Fixture,
+    actors: &[TenantActor],
+    count: usize,
+) -> Vec<Result<AllocationView, ServiceError>> {
+    let tasks: Vec<_> = (0..count)
+        .map(|i| {
+            let service = f.service.clone();
+            let a = actors[i % actors.len()].clone();
+            tokio::spawn(async move {
+                service
+                    .request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
+                    .await
+            })
+        })
+        .collect();
+    futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// `n` members of each tenant, vision and nlp alternating.
+async fn members(f: &Fixture, n: usize) -> Vec<TenantActor> {
+    let mut actors = Vec::new();
+    for i in 0..n {
+        actors.push(actor(f, &format!("v{i}"), &["vision"], "vision").await);
+        actors.push(actor(f, &format!("n{i}"), &["nlp"], "nlp").await);
+    }
+    actors
+}
+
 async fn get(f: &Fixture, a: &TenantActor, id: i64) -> AllocationView {
     f.service.get_allocation(a, id).await.unwrap()
 }
@@ -460,26 +495,13 @@ async fn concurrent_requests_respect_quota_and_capacity() {
     for i in 0..3 {
         actors.push(actor(&f, &format!("n{i}"), &["nlp"], "nlp").await);
     }
-    let tasks: Vec<_> = (0..200)
-        .map(|i| {
-            let service = f.service.clone();
-            let a = actors[i % actors.len()].clone();
-            tokio::spawn(async move {
-                let r = service
-                    .request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
-                    .await;
-                (a.tenant_slug().to_owned(), r)
-            })
-        })
-        .collect();
-    let results = futures::future::join_all(tasks).await;
     let mut won: BTreeMap<String, Vec<AllocationPhase>> = BTreeMap::new();
     let mut refused = 0;
-    for r in results {
-        match r.unwrap() {
-            (t, Ok(v)) => won.entry(t).or_default().push(v.state),
-            (_, Err(ServiceError::QuotaExceeded(_))) => refused += 1,
-            (_, Err(e)) => panic!("unexpected outcome {e:?}"),
+    for r in race(&f, &actors, 200).await {
+        match r {
+            Ok(v) => won.entry(v.tenant).or_default().push(v.state),
+            Err(ServiceError::QuotaExceeded(_)) => refused += 1,
+            Err(e) => panic!("unexpected outcome {e:?}"),
         }
     }
     // Slices are the binding limit (vision 8, nlp 4); 12 fit on 14 places.
@@ -495,25 +517,10 @@ async fn concurrent_requests_respect_quota_and_capacity() {
 async fn concurrent_requests_beyond_capacity_queue() {
     let f = fixture().await;
     let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-c0")]).await;
-    let mut actors = Vec::new();
-    for i in 0..3 {
-        actors.push(actor(&f, &format!("v{i}"), &["vision"], "vision").await);
-        actors.push(actor(&f, &format!("n{i}"), &["nlp"], "nlp").await);
-    }
-    let tasks: Vec<_> = (0..200)
-        .map(|i| {
-            let service = f.service.clone();
-            let a = actors[i % actors.len()].clone();
-            tokio::spawn(async move {
-                service
-                    .request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
-                    .await
-            })
-        })
-        .collect();
+    let actors = members(&f, 3).await;
     let mut states: BTreeMap<String, usize> = BTreeMap::new();
-    for r in futures::future::join_all(tasks).await {
-        match r.unwrap() {
+    for r in race(&f, &actors, 200).await {
+        match r {
             Ok(v) => *states.entry(v.state.name().to_owned()).or_default() += 1,
             Err(ServiceError::QuotaExceeded(_)) => {
                 *states.entry("refused".into()).or_default() += 1
@@ -1491,24 +1498,9 @@ async fn batch_pools_let_tenants_share_a_gpu() {
 async fn racing_tenants_never_share_a_gpu_in_a_production_pool() {
     let f = fixture_with_pools(common::production_pools()).await;
     let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-f0"), h100(1, "GPU-f1")]).await;
-    let mut actors = Vec::new();
-    for i in 0..3 {
-        actors.push(actor(&f, &format!("v{i}"), &["vision"], "vision").await);
-        actors.push(actor(&f, &format!("n{i}"), &["nlp"], "nlp").await);
-    }
-    let tasks: Vec<_> = (0..60)
-        .map(|i| {
-            let service = f.service.clone();
-            let a = actors[i % actors.len()].clone();
-            tokio::spawn(async move {
-                service
-                    .request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
-                    .await
-            })
-        })
-        .collect();
-    for r in futures::future::join_all(tasks).await {
-        match r.unwrap() {
+    let actors = members(&f, 3).await;
+    for r in race(&f, &actors, 60).await {
+        match r {
             Ok(_) | Err(ServiceError::QuotaExceeded(_)) => {}
             Err(e) => panic!("unexpected outcome {e:?}"),
         }
