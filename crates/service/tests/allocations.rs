@@ -1414,24 +1414,32 @@ fn gpu_of(v: &AllocationView) -> String {
     v.gpus[0].uuid.clone()
 }
 
+/// A vision member and an nlp member, each with one `1g.10gb` slice placed.
+async fn one_slice_each(
+    f: &Fixture,
+) -> ((TenantActor, AllocationView), (TenantActor, AllocationView)) {
+    let mut out = Vec::new();
+    for tenant in ["vision", "nlp"] {
+        let a = actor(f, &format!("{tenant}-1"), &[tenant], tenant).await;
+        let v = f
+            .service
+            .request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
+            .await
+            .unwrap();
+        assert_eq!(v.state, AllocationPhase::Placed, "{tenant}");
+        out.push((a, v));
+    }
+    let nlp = out.pop().unwrap();
+    let vision = out.pop().unwrap();
+    (vision, nlp)
+}
+
 #[tokio::test]
 async fn production_pools_keep_tenants_on_separate_gpus() {
     let f = fixture_with_pools(common::production_pools()).await;
     let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-e0"), h100(1, "GPU-e1")]).await;
-    let vision = actor(&f, "v", &["vision"], "vision").await;
-    let nlp = actor(&f, "n", &["nlp"], "nlp").await;
     let small = || ask("h100-mig", mig("1g.10gb"), 4);
-
-    let v1 = f
-        .service
-        .request_allocation(&vision, &small())
-        .await
-        .unwrap();
-    let n1 = f.service.request_allocation(&nlp, &small()).await.unwrap();
-    assert_eq!(
-        (v1.state, n1.state),
-        (AllocationPhase::Placed, AllocationPhase::Placed)
-    );
+    let ((vision, v1), (nlp, n1)) = one_slice_each(&f).await;
     assert_ne!(gpu_of(&v1), gpu_of(&n1), "two tenants on one GPU");
     // Each tenant's next slices join its own GPU, never the other's.
     for _ in 0..3 {
@@ -1477,19 +1485,7 @@ async fn production_pools_keep_tenants_on_separate_gpus() {
 async fn batch_pools_let_tenants_share_a_gpu() {
     let f = fixture().await;
     let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-b0")]).await;
-    let vision = actor(&f, "v", &["vision"], "vision").await;
-    let nlp = actor(&f, "n", &["nlp"], "nlp").await;
-    let small = || ask("h100-mig", mig("1g.10gb"), 4);
-    let v = f
-        .service
-        .request_allocation(&vision, &small())
-        .await
-        .unwrap();
-    let n = f.service.request_allocation(&nlp, &small()).await.unwrap();
-    assert_eq!(
-        (v.state, n.state),
-        (AllocationPhase::Placed, AllocationPhase::Placed)
-    );
+    let ((_, v), (_, n)) = one_slice_each(&f).await;
     assert_eq!(gpu_of(&v), gpu_of(&n));
     check_invariants(&f).await;
 }
