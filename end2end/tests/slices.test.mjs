@@ -148,6 +148,28 @@ describe('self-service slices', () => {
     assert.equal(await member.page.getAttribute('[data-test=error-panel]', 'data-status'), '403');
     await member.context.close();
   });
+
+  it('in a production pool another tenant waits for a GPU of its own, and gets it once the GPU is free', async () => {
+    const vision = stack.apiToken('vision');
+    const nlp = stack.apiToken('nlp');
+    const ask = (token) => stack.api(token, 'POST', '/allocations', { pool: 'h100-mig', shape: { kind: 'mig', profile: '1g.10gb' }, lease_hours: 1 });
+    const state = async (token, id) => (await stack.api(token, 'GET', `/allocations/${id}`)).body?.state;
+    const v = await ask(vision);
+    assert.equal(v.status, 201, JSON.stringify(v.body));
+    assert.equal(v.body.state, 'placed');
+    // The one H100 has room for six more 1g slices, but it holds vision's.
+    const n = await ask(nlp);
+    assert.equal(n.status, 201, JSON.stringify(n.body));
+    assert.equal(n.body.state, 'queued', JSON.stringify(n.body));
+    await waitFor(async () => (await state(vision, v.body.id)) === 'active', { timeoutMs: 30_000, what: 'vision slice active' });
+    assert.equal(await state(nlp, n.body.id), 'queued');
+    assert.equal((await stack.api(vision, 'POST', `/allocations/${v.body.id}/release`)).status, 200);
+    await waitFor(async () => (await state(nlp, n.body.id)) === 'active', { timeoutMs: 30_000, what: 'nlp slice active on the freed GPU' });
+    const placed = (await stack.api(nlp, 'GET', `/allocations/${n.body.id}`)).body;
+    assert.equal(placed.gpus[0].uuid, v.body.gpus[0].uuid);
+    assert.equal((await stack.api(nlp, 'POST', `/allocations/${n.body.id}/release`)).status, 200);
+    await waitFor(async () => (await state(nlp, n.body.id)) === 'released', { timeoutMs: 30_000, what: 'nlp slice released' });
+  });
 });
 
 describe('control loop resilience', () => {
