@@ -133,6 +133,11 @@ describe('self-service slices', () => {
       assert.ok(actions.includes(a), `${a} in ${actions}`);
     }
     assert.ok(actions.every((a) => a.startsWith('allocation.')), String(actions));
+    // The action filter suggests every target prefix and every action.
+    const names = await page.locator('[data-test=action-names] option').evaluateAll((os) => os.map((o) => o.value));
+    for (const n of ['allocation.', 'quota_request.', 'allocation.create', 'quota_request.approve', 'host.enroll']) {
+      assert.ok(names.includes(n), `${n} in ${names}`);
+    }
     await screenshot(page, '28-audit-log');
     const csv = await page.request.get(`${stack.appUrl}/audit.csv?action=allocation.create`);
     assert.equal(csv.status(), 200);

@@ -7,6 +7,7 @@ use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
+use tessera_core::audit::{AuditAction, AuditTarget};
 use tessera_protocol::views::{AuditPage, AuditQuery};
 
 /// `/audit`
@@ -43,6 +44,19 @@ pub fn AuditLogPage() -> impl IntoView {
     }
 }
 
+/// Suggestions for the action filter (a prefix match): every kind of target
+/// (`allocation.` matches all of its actions), then every action.
+#[component]
+fn ActionNames() -> impl IntoView {
+    let prefixes = AuditTarget::ALL.iter().map(|t| format!("{t}."));
+    let actions = AuditAction::ALL.iter().map(|a| a.to_string());
+    view! {
+        <datalist id="audit-action-names" data-test="action-names">
+            {prefixes.chain(actions).map(|name| view! { <option value=name/> }).collect_view()}
+        </datalist>
+    }
+}
+
 #[component]
 fn Audit(p: AuditPage, q: AuditQuery) -> impl IntoView {
     let csv = format!("/audit.csv?{}", q.to_query_string(1));
@@ -61,7 +75,8 @@ fn Audit(p: AuditPage, q: AuditQuery) -> impl IntoView {
                 </select>
             </label>
             <label class="field"><span>"Actor"</span><input type="text" name="actor" value=q.actor.clone() placeholder="name or e-mail" data-test="filter-actor"/></label>
-            <label class="field"><span>"Action"</span><input type="text" name="action" value=q.action.clone() placeholder="allocation." data-test="filter-action"/></label>
+            <label class="field"><span>"Action"</span><input type="text" name="action" list="audit-action-names" value=q.action.clone() placeholder="allocation." data-test="filter-action"/></label>
+            <ActionNames/>
             <label class="field"><span>"From"</span><input type="date" name="from" value=q.from.clone()/></label>
             <label class="field"><span>"Until"</span><input type="date" name="until" value=q.until.clone()/></label>
             <button class="button primary" type="submit" data-test="filter-apply">"Filter"</button>
