@@ -166,6 +166,7 @@ describe('self-service slices', () => {
     const n = await ask(nlp);
     assert.equal(n.status, 201, JSON.stringify(n.body));
     assert.equal(n.body.state, 'queued', JSON.stringify(n.body));
+    assert.match(n.body.waiting_for, /other tenants/);
     await waitFor(async () => (await state(vision, v.body.id)) === 'active', { timeoutMs: 30_000, what: 'vision slice active' });
     assert.equal(await state(nlp, n.body.id), 'queued');
     assert.equal((await stack.api(vision, 'POST', `/allocations/${v.body.id}/release`)).status, 200);

@@ -22,6 +22,7 @@ const AT: &str = "2026-11-29T12:00:00Z";
 #[test]
 fn allocation_view_states_are_the_phase_names() {
     let view = AllocationView {
+        waiting_for: None,
         id: 7,
         tenant: "vision".into(),
         pool: "h100-mig".into(),

@@ -707,6 +707,12 @@ async fn queued_requests_take_freed_capacity_in_order() {
     );
     assert_eq!(first.host, None);
     assert_eq!(first.mig_start, None);
+    for v in [&first, &second] {
+        assert_eq!(
+            v.waiting_for.as_deref(),
+            Some("no GPU in the pool has room for it right now")
+        );
+    }
     // Queued requests count against the quota.
     assert_eq!(usage(&f, alice.tenant_id(), "h100-mig").await.2, 5);
     assert_eq!(f.service.tick().await.unwrap().placed, 0);
@@ -1469,6 +1475,16 @@ async fn production_pools_keep_tenants_on_separate_gpus() {
         .await
         .unwrap();
     assert_eq!(waiting.state, AllocationPhase::Queued);
+    // It says why: the free room is on nlp's GPU.
+    let why = waiting.waiting_for.clone().unwrap_or_default();
+    assert!(why.contains("other tenants"), "{why}");
+    assert_eq!(
+        get(&f, &vision, waiting.id).await.waiting_for,
+        waiting.waiting_for
+    );
+    // Lists leave it out; other states have none.
+    let listed = f.service.list_allocations(&vision).await.unwrap();
+    assert!(listed.iter().all(|v| v.waiting_for.is_none()));
     check_invariants(&f).await;
 
     // Once nlp's slices are gone, its GPU is free for vision.

@@ -54,6 +54,23 @@ pub enum PlacementError {
     TenantIsolation,
 }
 
+impl PlacementError {
+    /// Why a request that is already queued waits, for its owner (the
+    /// [`Display`](std::fmt::Display) text is written for a request being made).
+    pub fn waiting_reason(&self) -> String {
+        match self {
+            Self::InsufficientCapacity => {
+                "no GPU in the pool has room for it right now".to_string()
+            }
+            Self::TenantIsolation => "the only room is on GPUs that hold other tenants' slices, and this pool keeps tenants on separate GPUs".to_string(),
+            Self::NoNvlinkGroup { count } => {
+                format!("no host has {count} free GPUs in one NVLink group right now")
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 /// Why a fleet snapshot could not be turned into a [`crate::placement::Fleet`].
 #[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]

@@ -43,6 +43,11 @@ pub struct AllocationView {
     pub mig_start: Option<u8>,
     /// Place in the pool's queue (1 = next), while queued.
     pub queue_position: Option<u32>,
+    /// Why it waits, while queued, e.g. "no GPU in the pool has room for it
+    /// right now" (on its own page and in the answer to the request; lists
+    /// leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
     /// How to use it, once active.
     pub connection: Option<tessera_core::slice::Connection>,
     /// Timestamps.

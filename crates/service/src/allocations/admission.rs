@@ -123,6 +123,21 @@ impl Service {
         Ok(h.desired_generation)
     }
 
+    /// What the placer is asked for `row`: its shape in `spec`, for its
+    /// tenant; production pools keep tenants on separate GPUs.
+    pub(crate) fn placement_request_of(
+        spec: &PoolSpec,
+        row: &allocation::Model,
+    ) -> Result<PlacementRequest, ServiceError> {
+        Ok(Self::pool_offer(spec)
+            .placement_request(&row.slice_shape()?)
+            .map_err(|e| ServiceError::invalid("shape", e.to_string()))?
+            .for_tenant(
+                row.tenant_id.to_string(),
+                spec.isolation.separates_tenants(),
+            ))
+    }
+
     /// Places `row` (requested or queued) on the live fleet if it fits now.
     /// Returns the updated row, or `None` when there is no room.
     pub(crate) async fn try_place(
@@ -132,16 +147,7 @@ impl Service {
         spec: &PoolSpec,
         now: DateTime<Utc>,
     ) -> Result<Option<allocation::Model>, ServiceError> {
-        let offer = Self::pool_offer(spec);
-        let shape = row.slice_shape()?;
-        // Production pools keep tenants on separate GPUs.
-        let request = offer
-            .placement_request(&shape)
-            .map_err(|e| ServiceError::invalid("shape", e.to_string()))?
-            .for_tenant(
-                row.tenant_id.to_string(),
-                spec.isolation.separates_tenants(),
-            );
+        let request = Self::placement_request_of(spec, &row)?;
         let t0 = std::time::Instant::now();
         let workload = self.pool_workload(txn, spec).await?;
         let t1 = std::time::Instant::now();

@@ -8,9 +8,10 @@ use crate::{Principal, Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 
+use super::snapshot::View;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, ReleaseOutcome};
-use tessera_core::placement::Slice;
+use tessera_core::placement::{Policy, Slice};
 use tessera_core::sharing::{MpsShare, SliceShape};
 use tessera_core::slice::{connection, ConnectionTarget};
 use tessera_protocol::views::{AllocationView, PoolChoice, QuotaView, RequestOptions};
@@ -22,12 +23,41 @@ impl Service {
         row: allocation::Model,
         tenant_slug: &str,
     ) -> Result<AllocationView, ServiceError> {
-        let positions = if row.state == AllocationPhase::Queued {
-            self.queues(&self.db).await?
-        } else {
-            Default::default()
+        if row.state != AllocationPhase::Queued {
+            return self.view_with(row, tenant_slug, &Default::default());
+        }
+        let positions = self.queues(&self.db).await?;
+        let waiting_for = self.waiting_for(&row).await?;
+        let mut view = self.view_with(row, tenant_slug, &positions)?;
+        view.waiting_for = Some(match (waiting_for, view.queue_position) {
+            (Some(reason), _) => reason,
+            (None, Some(p)) if p > 1 => format!(
+                "{} earlier request{} in this pool wait{} ahead of it",
+                p - 1,
+                if p == 2 { "" } else { "s" },
+                if p == 2 { "s" } else { "" }
+            ),
+            (None, _) => "it fits now and is placed within seconds".to_string(),
+        });
+        Ok(view)
+    }
+
+    /// Why a queued allocation does not fit the pool right now (`None` when
+    /// it would).
+    async fn waiting_for(&self, row: &allocation::Model) -> Result<Option<String>, ServiceError> {
+        let Ok(spec) = self.pool_spec("pool", &row.pool).cloned() else {
+            return Ok(None);
         };
-        self.view_with(row, tenant_slug, &positions)
+        let request = Self::placement_request_of(&spec, row)?;
+        let workload = self.pool_workload(&self.db, &spec).await?;
+        let snapshot = self
+            .pool_snapshot(&self.db, &spec, self.now(), View::Live, &workload)
+            .await?;
+        Ok(snapshot
+            .fleet
+            .place(&request, Policy::Pack)
+            .err()
+            .map(|e| e.waiting_reason()))
     }
 
     fn view_with(
@@ -127,6 +157,7 @@ impl Service {
                 .as_ref()
                 .map(|p| p.gpus.clone())
                 .unwrap_or_default(),
+            waiting_for: None,
             mig_start: placement.as_ref().and_then(|p| match &p.slice {
                 Slice::Mig(m) => Some(m.start),
                 _ => None,
