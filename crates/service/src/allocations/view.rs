@@ -27,37 +27,41 @@ impl Service {
             return self.view_with(row, tenant_slug, &Default::default());
         }
         let positions = self.queues(&self.db).await?;
-        let waiting_for = self.waiting_for(&row).await?;
-        let mut view = self.view_with(row, tenant_slug, &positions)?;
-        view.waiting_for = Some(match (waiting_for, view.queue_position) {
-            (Some(reason), _) => reason,
-            (None, Some(p)) if p > 1 => format!(
-                "{} earlier request{} in this pool wait{} ahead of it",
-                p - 1,
-                if p == 2 { "" } else { "s" },
-                if p == 2 { "s" } else { "" }
-            ),
-            (None, _) => "it fits now and is placed within seconds".to_string(),
-        });
+        let mut view = self.view_with(row.clone(), tenant_slug, &positions)?;
+        view.waiting_for = Some(self.waiting_for(&row, view.queue_position).await?);
         Ok(view)
     }
 
-    /// Why a queued allocation does not fit the pool right now (`None` when
-    /// it would).
-    async fn waiting_for(&self, row: &allocation::Model) -> Result<Option<String>, ServiceError> {
+    /// Why a queued allocation waits: what keeps it off the pool right now,
+    /// else the requests ahead of it in the queue.
+    async fn waiting_for(
+        &self,
+        row: &allocation::Model,
+        position: Option<u32>,
+    ) -> Result<String, ServiceError> {
         let Ok(spec) = self.pool_spec("pool", &row.pool).cloned() else {
-            return Ok(None);
+            return Ok(format!(
+                "pool '{}' is no longer offered; cancel the request",
+                row.pool
+            ));
         };
         let request = Self::placement_request_of(&spec, row)?;
         let workload = self.pool_workload(&self.db, &spec).await?;
         let snapshot = self
             .pool_snapshot(&self.db, &spec, self.now(), View::Live, &workload)
             .await?;
-        Ok(snapshot
-            .fleet
-            .place(&request, Policy::Pack)
-            .err()
-            .map(|e| e.waiting_reason()))
+        Ok(
+            match (snapshot.fleet.place(&request, Policy::Pack), position) {
+                (Err(e), _) => e.waiting_reason(),
+                (Ok(_), Some(p)) if p > 1 => format!(
+                    "{} earlier request{} in this pool wait{} ahead of it",
+                    p - 1,
+                    if p == 2 { "" } else { "s" },
+                    if p == 2 { "s" } else { "" }
+                ),
+                (Ok(_), _) => "it fits now and is placed within seconds".to_string(),
+            },
+        )
     }
 
     fn view_with(
