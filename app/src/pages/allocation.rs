@@ -96,12 +96,23 @@ fn Allocation(
     let status_line = match a.state {
         P::Requested => P::Requested.name().to_owned(),
         P::Queued => format!(
-            "Waiting for capacity in {}: number {} in the queue. It starts automatically when a slice frees up.{}",
+            "Waiting for capacity in {}: number {} in the queue. It starts automatically when a slice frees up.{}{}",
             a.pool,
             a.queue_position.unwrap_or(1),
             a.waiting_for
                 .as_ref()
                 .map(|w| format!(" Why: {w}."))
+                .unwrap_or_default(),
+            a.estimated_start
+                .map(|t| if t <= now {
+                    " Expected to start within seconds.".to_owned()
+                } else {
+                    format!(
+                        " Expected to start {} ({}), going by the leases of the slices running now.",
+                        format::until(t, now),
+                        format::when(t)
+                    )
+                })
                 .unwrap_or_default()
         ),
         P::Placed => "Placed on a GPU; the host agent is picking it up.".to_owned(),

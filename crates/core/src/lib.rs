@@ -10,6 +10,7 @@ pub mod notify;
 pub mod placement;
 pub mod plan;
 pub mod quota;
+pub mod schedule;
 pub mod sharing;
 pub mod slice;
 pub mod units;

@@ -23,6 +23,7 @@ const AT: &str = "2026-11-29T12:00:00Z";
 fn allocation_view_states_are_the_phase_names() {
     let view = AllocationView {
         waiting_for: None,
+        estimated_start: None,
         id: 7,
         tenant: "vision".into(),
         pool: "h100-mig".into(),

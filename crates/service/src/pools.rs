@@ -4,6 +4,7 @@
 use crate::ServiceError;
 use serde::{Deserialize, Serialize};
 use tessera_core::catalogue;
+use tessera_core::schedule::Discipline;
 pub use tessera_core::sharing::IsolationClass;
 use tessera_core::sharing::{PoolPolicy, SharingMode};
 
@@ -32,6 +33,16 @@ pub struct PoolSpec {
     /// Longest lease a tenant may ask for.
     #[serde(default = "default_max_lease_hours")]
     pub max_lease_hours: u32,
+    /// How the pool's queue treats a request that does not fit: `backfill`
+    /// (the default: what fits starts) or `fifo` (strict order).
+    #[serde(default)]
+    pub queue: Discipline,
+    /// With `backfill`: a queued request that has waited this long and still does not fit
+    /// gets a reservation: the host where it fits first is kept for it, so
+    /// smaller requests behind it (which otherwise start as soon as they
+    /// fit) cannot starve it. 0 reserves at once.
+    #[serde(default = "default_reserve_after_minutes")]
+    pub reserve_after_minutes: u32,
 }
 
 fn one() -> u32 {
@@ -40,6 +51,10 @@ fn one() -> u32 {
 
 fn default_max_lease_hours() -> u32 {
     72
+}
+
+fn default_reserve_after_minutes() -> u32 {
+    30
 }
 
 impl PoolSpec {
@@ -134,6 +149,8 @@ mod tests {
             time_slice_replicas: 1,
             allowed_mig_profiles: vec![],
             max_lease_hours: 72,
+            queue: Default::default(),
+            reserve_after_minutes: 30,
         }
     }
 

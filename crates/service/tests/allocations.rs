@@ -1382,34 +1382,141 @@ async fn releasing_while_the_agent_fetches_leaves_no_instance_behind() {
 }
 
 #[tokio::test]
-async fn a_new_request_waits_behind_the_queue_even_when_it_would_fit() {
+async fn small_requests_start_beside_a_waiting_large_one_until_it_has_waited_too_long() {
     let f = fixture().await;
-    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a0")]).await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a0")]).await;
     let bob = actor(&f, "bob", &["vision"], "vision").await;
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    let slice = |profile: &str, hours| ask("h100-mig", mig(profile), hours);
     let first = f
         .service
-        .request_allocation(&bob, &ask("h100-mig", mig("4g.40gb"), 4))
+        .request_allocation(&bob, &slice("4g.40gb", 4))
         .await
         .unwrap();
     assert_eq!(first.state, AllocationPhase::Placed);
+    agent.converge(&f).await;
+    let t0 = f.service.now();
     let big = f
         .service
-        .request_allocation(&bob, &ask("h100-mig", mig("7g.80gb"), 4))
+        .request_allocation(&bob, &slice("7g.80gb", 4))
         .await
         .unwrap();
     assert_eq!(big.state, AllocationPhase::Queued);
-    // 1g.10gb would fit next to the 4g.40gb, but the 7g.80gb asked first.
+    // A 1g.10gb fits next to the 4g.40gb: it starts now rather than wait
+    // behind the 7g.80gb (no head-of-line blocking).
     let small = f
         .service
-        .request_allocation(&bob, &ask("h100-mig", mig("1g.10gb"), 4))
+        .request_allocation(&bob, &slice("1g.10gb", 4))
+        .await
+        .unwrap();
+    assert_eq!(small.state, AllocationPhase::Placed, "{small:?}");
+    agent.converge(&f).await;
+    // The big one starts when both leases have ended, 4 h from now.
+    let waiting = get(&f, &bob, big.id).await;
+    assert_eq!(waiting.queue_position, Some(1));
+    assert_eq!(waiting.estimated_start, Some(t0 + Duration::hours(4)));
+    assert_eq!(
+        waiting.waiting_for.as_deref(),
+        Some("no GPU in the pool has room for it right now")
+    );
+
+    // After 30 minutes (the pool's `reserve_after_minutes`) the GPU is kept
+    // for it: a slice that would still run when the big one can start
+    // waits, and says for whom.
+    f.clock.advance(Duration::minutes(31));
+    agent.converge(&f).await;
+    let behind = f
+        .service
+        .request_allocation(&bob, &slice("1g.10gb", 4))
+        .await
+        .unwrap();
+    assert_eq!(behind.state, AllocationPhase::Queued);
+    let why = behind.waiting_for.clone().unwrap_or_default();
+    assert!(
+        why.contains(&format!("held for request {}", big.id)),
+        "{why}"
+    );
+    let reserved = get(&f, &bob, big.id).await;
+    assert!(
+        reserved
+            .waiting_for
+            .as_deref()
+            .is_some_and(|w| w.contains("kept for it")),
+        "{reserved:?}"
+    );
+    assert_eq!(reserved.estimated_start, Some(t0 + Duration::hours(4)));
+    assert_eq!(f.service.tick().await.unwrap().placed, 0);
+    // One that is over before then may still use the room (EASY backfill).
+    let short = f
+        .service
+        .request_allocation(&nora, &slice("1g.10gb", 1))
+        .await
+        .unwrap();
+    assert_eq!(short.state, AllocationPhase::Placed, "{short:?}");
+
+    // When the leases end, the big one goes first, then the one behind it.
+    f.clock.advance(Duration::hours(4));
+    f.service.tick().await.unwrap();
+    agent.converge(&f).await;
+    assert_eq!(f.service.tick().await.unwrap().placed, 1);
+    assert_eq!(get(&f, &bob, big.id).await.state, AllocationPhase::Placed);
+    assert_eq!(
+        get(&f, &bob, behind.id).await.state,
+        AllocationPhase::Queued
+    );
+    check_invariants(&f).await;
+}
+
+#[tokio::test]
+async fn a_fifo_pool_serves_its_queue_strictly_in_order() {
+    let mut pools = common::pools();
+    pools[0].queue = tessera_core::schedule::Discipline::Fifo;
+    let f = fixture_with_pools(pools).await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-f0")]).await;
+    let bob = actor(&f, "bob", &["vision"], "vision").await;
+    let slice = |profile: &str| ask("h100-mig", mig(profile), 4);
+    let first = f
+        .service
+        .request_allocation(&bob, &slice("4g.40gb"))
+        .await
+        .unwrap();
+    assert_eq!(first.state, AllocationPhase::Placed);
+    agent.converge(&f).await;
+    let big = f
+        .service
+        .request_allocation(&bob, &slice("7g.80gb"))
+        .await
+        .unwrap();
+    assert_eq!(big.state, AllocationPhase::Queued);
+    // The 1g.10gb would fit, but the queue is strict.
+    let small = f
+        .service
+        .request_allocation(&bob, &slice("1g.10gb"))
         .await
         .unwrap();
     assert_eq!(small.state, AllocationPhase::Queued);
-    assert_eq!(small.queue_position, Some(2));
-    assert_eq!(get(&f, &bob, big.id).await.queue_position, Some(1));
-    // The timer keeps the order: the head does not fit yet, so nothing is placed.
+    let why = small.waiting_for.clone().unwrap_or_default();
+    assert!(why.contains(&format!("request {} ahead", big.id)), "{why}");
+    // In order: the big one when the 4g.40gb's lease ends, then the small
+    // one when the big one's does.
+    let end = first_lease_end(&f, &bob, first.id).await;
+    assert_eq!(get(&f, &bob, big.id).await.estimated_start, Some(end));
+    assert_eq!(small.estimated_start, Some(end + Duration::hours(4)));
     assert_eq!(f.service.tick().await.unwrap().placed, 0);
+    // Release the 4g.40gb: the big one starts, the small one still waits.
+    f.service.release_allocation(&bob, first.id).await.unwrap();
+    agent.converge(&f).await;
+    assert_eq!(f.service.tick().await.unwrap().placed, 1);
+    assert_eq!(get(&f, &bob, big.id).await.state, AllocationPhase::Placed);
     assert_eq!(get(&f, &bob, small.id).await.state, AllocationPhase::Queued);
+    check_invariants(&f).await;
+}
+
+/// When an active allocation's lease ends.
+async fn first_lease_end(f: &Fixture, a: &TenantActor, id: i64) -> chrono::DateTime<chrono::Utc> {
+    let v = get(f, a, id).await;
+    assert_eq!(v.state, AllocationPhase::Active, "{v:?}");
+    v.lease_ends_at.unwrap()
 }
 
 // ---------------------------------------------------------------- isolation

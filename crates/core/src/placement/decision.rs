@@ -75,6 +75,39 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// What a slice placed earlier occupies, read back from storage: no
+    /// host CPU or memory (slices take none), no score. Enough for
+    /// [`Fleet::release`](super::Fleet::release) to give it back, e.g. to
+    /// replay lease ends.
+    pub fn held(
+        host: impl Into<String>,
+        gpus: Vec<u32>,
+        slice: Slice,
+        tenant: Option<String>,
+    ) -> Self {
+        Self {
+            host: host.into(),
+            host_index: 0,
+            gpus,
+            slice,
+            cpu: CpuMilli(0),
+            memory: MemMiB(0),
+            tenant,
+            score: ScoreBreakdown {
+                policy: "held".to_string(),
+                candidates: 0,
+                fragmentation_before: 0.0,
+                fragmentation_after: 0.0,
+                fragmentation_delta: 0.0,
+                gpu_waste: ComputeMilli(0),
+                gpu_leftover: ComputeMilli(0),
+                host_gpu_free_after: ComputeMilli(0),
+                host_cpu_free_after: CpuMilli(0),
+                host_memory_free_after: MemMiB(0),
+            },
+        }
+    }
+
     /// The MIG start slice, for MIG slices.
     pub fn mig_start(&self) -> Option<u8> {
         match &self.slice {

@@ -55,6 +55,18 @@ pub enum PlacementError {
 }
 
 impl PlacementError {
+    /// Whether capacity that frees later can clear this error (no room now,
+    /// as opposed to a request the pool can never serve as it is).
+    pub fn clears_with_capacity(&self) -> bool {
+        matches!(
+            self,
+            Self::InsufficientCapacity
+                | Self::TenantIsolation
+                | Self::NoNvlinkGroup { .. }
+                | Self::InsufficientHostResources { .. }
+        )
+    }
+
     /// Why a request that is already queued waits, for its owner (the
     /// [`Display`](std::fmt::Display) text is written for a request being made).
     pub fn waiting_reason(&self) -> String {

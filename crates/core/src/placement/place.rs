@@ -22,12 +22,26 @@ impl Fleet {
         request: &PlacementRequest,
         policy: Policy,
     ) -> Result<Decision, PlacementError> {
+        self.place_avoiding(request, policy, None)
+    }
+
+    /// [`Fleet::place`], keeping off the host with id `avoid` (one held for
+    /// another request); an unknown id avoids nothing.
+    pub fn place_avoiding(
+        &self,
+        request: &PlacementRequest,
+        policy: Policy,
+        avoid: Option<&str>,
+    ) -> Result<Decision, PlacementError> {
         let shape = self.resolve(request)?;
         let exclusive = request
             .tenant
             .as_deref()
             .filter(|_| request.tenant_exclusive);
-        let mut search = Search::new(self, &shape, policy).exclusive_for(exclusive);
+        let avoid = avoid.and_then(|id| self.host_ids.get(id).copied());
+        let mut search = Search::new(self, &shape, policy)
+            .exclusive_for(exclusive)
+            .avoiding(avoid);
         search.run();
         let candidates = search.candidates;
         match search.best {

@@ -100,6 +100,9 @@ pub(crate) struct Search<'a> {
     policy: Policy,
     /// Only GPUs holding no other tenant's slices qualify.
     exclusive_tenant: Option<&'a str>,
+    /// A host (by position) the search must not use: held for a request
+    /// that waits longer (see `schedule`).
+    avoid_host: Option<usize>,
     rng: SplitMix64,
     pub candidates: u32,
     pub best: Option<Best>,
@@ -121,6 +124,7 @@ impl<'a> Search<'a> {
             shape,
             policy,
             exclusive_tenant: None,
+            avoid_host: None,
             rng: SplitMix64::new(seed),
             candidates: 0,
             best: None,
@@ -136,6 +140,12 @@ impl<'a> Search<'a> {
     /// than `tenant`.
     pub fn exclusive_for(mut self, tenant: Option<&'a str>) -> Self {
         self.exclusive_tenant = tenant;
+        self
+    }
+
+    /// Keeps the search off host `h` (a position in the fleet).
+    pub fn avoiding(mut self, h: Option<usize>) -> Self {
+        self.avoid_host = h;
         self
     }
 
@@ -158,6 +168,11 @@ impl<'a> Search<'a> {
             && self.exclusive_tenant.is_none();
         let mut seen = SeenHosts::new(self.fleet, skip_repeats);
         for h in 0..self.fleet.aggs.len() {
+            // Before the repeat check: a host identical to an avoided one
+            // is a candidate in its own right.
+            if self.avoid_host == Some(h) {
+                continue;
+            }
             let agg = &self.fleet.aggs[h];
             if agg.cpu_free < shape.cpu || agg.mem_free < shape.mem {
                 continue;

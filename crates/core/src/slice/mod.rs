@@ -5,11 +5,9 @@
 
 mod connection;
 mod pool;
-mod queue;
 
 pub use connection::{connection, mps_share, Connection, ConnectionTarget, MPS_PIPE_ROOT};
 pub use pool::{label, OfferedMigProfile, PoolOffer, PoolShapeError, MAX_WHOLE_GPUS};
-pub use queue::{queue_order, QueueEntry};
 
 #[cfg(test)]
 mod tests;

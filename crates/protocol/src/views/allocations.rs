@@ -48,6 +48,13 @@ pub struct AllocationView {
     /// leave it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
+    /// When it is expected to start, while queued: every running slice's
+    /// lease replayed to its end, the queue served in order, nothing new
+    /// arriving (so it can only be earlier if slices are released early).
+    /// Absent where lists leave it out, or when capacity freeing cannot
+    /// let it start (e.g. its hosts are offline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start: Option<DateTime<Utc>>,
     /// How to use it, once active.
     pub connection: Option<tessera_core::slice::Connection>,
     /// Timestamps.

@@ -8,12 +8,8 @@ use crate::entity::{allocation, host};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::pools::PoolSpec;
 use crate::{Service, ServiceError};
-use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
-    Set,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde_json::json;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
@@ -138,50 +134,6 @@ impl Service {
             ))
     }
 
-    /// Places `row` (requested or queued) on the live fleet if it fits now.
-    /// Returns the updated row, or `None` when there is no room.
-    pub(crate) async fn try_place(
-        &self,
-        txn: &DatabaseTransaction,
-        row: allocation::Model,
-        spec: &PoolSpec,
-        now: DateTime<Utc>,
-    ) -> Result<Option<allocation::Model>, ServiceError> {
-        let request = Self::placement_request_of(spec, &row)?;
-        let t0 = std::time::Instant::now();
-        let workload = self.pool_workload(txn, spec).await?;
-        let t1 = std::time::Instant::now();
-        let snapshot = self
-            .pool_snapshot(txn, spec, now, View::Live, &workload)
-            .await?;
-        let t2 = std::time::Instant::now();
-        let placed = snapshot.fleet.place(&request, Policy::Pack);
-        let t3 = std::time::Instant::now();
-        tracing::debug!(
-            workload_ms = (t1 - t0).as_secs_f64() * 1e3,
-            snapshot_ms = (t2 - t1).as_secs_f64() * 1e3,
-            place_ms = (t3 - t2).as_secs_f64() * 1e3,
-            "placement timings"
-        );
-        let Ok(decision) = placed else {
-            return Ok(None);
-        };
-        let Some((host_id, placement)) = snapshot.placement(&decision) else {
-            return Ok(None);
-        };
-        let state = transition(&row.lifecycle()?, &AllocationEvent::Place)
-            .map_err(|e| ServiceError::Conflict(e.to_string()))?;
-        let generation = Self::bump_generation(txn, host_id).await?;
-        let mut a: allocation::ActiveModel = row.into();
-        set_state(&mut a, &state, now);
-        a.host_id = Set(Some(host_id));
-        a.placement = Set(Some(json!(placement)));
-        a.generation = Set(Some(generation));
-        a.placed_at = Set(Some(now));
-        a.updated_at = Set(now);
-        Ok(Some(a.update(txn).await?))
-    }
-
     /// Requests a slice: checks the input and the quota, then places it at
     /// once or queues it. Nothing is stored when the request is refused.
     pub async fn request_allocation(
@@ -262,18 +214,16 @@ impl Service {
         }
         .insert(txn)
         .await?;
-        // Requests already waiting in this pool go first: a new one joins the
-        // queue behind them (the timer places the queue in order).
-        let waiting = allocation::Entity::find()
-            .filter(allocation::Column::Pool.eq(&spec.name))
-            .filter(allocation::Column::State.eq(AllocationPhase::Queued))
-            .one(txn)
-            .await?
-            .is_some();
-        let placed = if waiting {
-            None
-        } else {
-            self.try_place(txn, row.clone(), &spec, now).await?
+        // The new request takes its turn in the pool's queue: it starts now
+        // if the queue lets it (requests ahead of it placed first; a host
+        // kept for a request that waited too long respected), else it waits.
+        let planned = self.plan_pool(txn, &spec, now, Some(&row), false).await?;
+        let placed = match planned.plan.placed(row.id) {
+            Some(decision) => {
+                self.store_placement(txn, row.clone(), &planned.snapshot, decision, now)
+                    .await?
+            }
+            None => None,
         };
         let row = match placed {
             Some(placed) => placed,

@@ -15,6 +15,7 @@ mod access;
 mod admission;
 mod desired;
 mod progress;
+mod queue;
 mod scheduler;
 mod snapshot;
 mod stored;

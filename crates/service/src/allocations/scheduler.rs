@@ -10,11 +10,10 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::notify::LEASE_ENDING_SOON_MINUTES;
-use tessera_core::slice::{queue_order, QueueEntry};
 
 /// What one tick did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -182,78 +181,33 @@ impl Service {
         Ok(n)
     }
 
-    /// The queue of each pool in placement order.
-    pub(crate) async fn queues<C: sea_orm::ConnectionTrait>(
-        &self,
-        conn: &C,
-    ) -> Result<BTreeMap<String, Vec<QueueEntry>>, ServiceError> {
-        let queued = allocation::Entity::find()
-            .filter(allocation::Column::State.eq(AllocationPhase::Queued))
-            .all(conn)
-            .await?;
-        let mut by_pool: BTreeMap<String, Vec<QueueEntry>> = BTreeMap::new();
-        let mut shares: BTreeMap<(i64, String), (u64, u64)> = BTreeMap::new();
-        for a in &queued {
-            let key = (a.tenant_id, a.pool.clone());
-            if !shares.contains_key(&key) {
-                let used = Self::usage_of_active(conn, a.tenant_id, &a.pool).await?;
-                let quota = Self::quota_of(conn, a.tenant_id, &a.pool, self.now())
-                    .await?
-                    .map_or(0, |q| u64::from(q.compute.0));
-                shares.insert(key.clone(), (used, quota));
-            }
-            let (used, quota) = shares.get(&key).copied().unwrap_or_default();
-            by_pool.entry(a.pool.clone()).or_default().push(QueueEntry {
-                id: a.id,
-                priority: a.priority,
-                tenant_id: a.tenant_id,
-                tenant_used_milli: used,
-                tenant_quota_milli: quota,
-                requested_at: a.created_at.timestamp_millis(),
-            });
-        }
-        for q in by_pool.values_mut() {
-            queue_order(q);
-        }
-        Ok(by_pool)
-    }
-
-    /// GPU compute a tenant holds in a pool (placed or beyond, not queued).
-    async fn usage_of_active<C: sea_orm::ConnectionTrait>(
-        conn: &C,
-        tenant_id: i64,
-        pool: &str,
-    ) -> Result<u64, ServiceError> {
-        let rows = allocation::Entity::find()
-            .filter(allocation::Column::TenantId.eq(tenant_id))
-            .filter(allocation::Column::Pool.eq(pool))
-            .filter(allocation::Column::State.is_in(AllocationPhase::HOLDING))
-            .all(conn)
-            .await?;
-        Ok(rows.iter().map(|a| u64::from(a.demand().compute.0)).sum())
-    }
-
-    /// Places queued requests in order, per pool, stopping at the first that
-    /// does not fit (so large requests are not starved by small ones).
+    /// Places what the queue of each pool lets start now (see
+    /// [`tessera_core::schedule::plan_queue`]: backfill, with a host kept
+    /// for a request that has waited too long).
     pub(crate) async fn place_queued(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
-        let any = allocation::Entity::find()
+        let queued_pools: BTreeSet<String> = allocation::Entity::find()
+            .select_only()
+            .column(allocation::Column::Pool)
             .filter(allocation::Column::State.eq(AllocationPhase::Queued))
-            .one(&self.db)
-            .await?;
-        if any.is_none() {
+            .into_tuple::<String>()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .collect();
+        if queued_pools.is_empty() {
             return Ok(0);
         }
         let mut w = self.begin_admission().await?;
-        let queues = self.queues(w.db()).await?;
         let mut placed = 0;
-        for (pool, entries) in queues {
+        for pool in queued_pools {
             let Ok(spec) = self.pool_spec("pool", &pool).cloned() else {
                 continue;
             };
-            for e in entries {
+            let planned = self.plan_pool(w.db(), &spec, now, None, false).await?;
+            for (id, decision) in &planned.plan.placed {
                 // Locked, and still queued: a release may have ended it
                 // since the queue was read.
-                let Some(row) = allocation::Entity::find_by_id(e.id)
+                let Some(row) = allocation::Entity::find_by_id(*id)
                     .filter(allocation::Column::State.eq(AllocationPhase::Queued))
                     .lock_exclusive()
                     .one(w.db())
@@ -261,14 +215,14 @@ impl Service {
                 else {
                     continue;
                 };
-                match self.try_place(w.db(), row, &spec, now).await? {
-                    Some(row) => {
-                        placed += 1;
-                        w.emit(DomainEvent::AllocationPlaced {
-                            alloc: AllocationRef::of(&row),
-                        });
-                    }
-                    None => break,
+                if let Some(row) = self
+                    .store_placement(w.db(), row, &planned.snapshot, decision, now)
+                    .await?
+                {
+                    placed += 1;
+                    w.emit(DomainEvent::AllocationPlaced {
+                        alloc: AllocationRef::of(&row),
+                    });
                 }
             }
         }

@@ -17,6 +17,7 @@ use tessera_core::placement::{
     DEFAULT_MAX_CLASSES,
 };
 use tessera_core::plan::GpuObserved;
+use tessera_core::schedule::Holding;
 use tessera_core::sharing::SharingMode;
 use tessera_core::units::{ComputeMilli, CpuMilli, MemMiB};
 use tessera_protocol::views::AllocatedGpu;
@@ -36,6 +37,9 @@ pub struct PoolSnapshot {
     pub fleet: Fleet,
     /// host id → (host name, GPUs by index).
     hosts: BTreeMap<i64, (String, BTreeMap<u32, AllocatedGpu>)>,
+    /// What the pool's open allocations hold in `fleet`, and until when
+    /// (live view only).
+    pub holdings: Vec<Holding>,
 }
 
 impl PoolSnapshot {
@@ -88,6 +92,18 @@ pub fn observed_of(g: &gpu::Model) -> Result<Option<GpuObserved>, ServiceError> 
             })
         })
         .transpose()
+}
+
+/// When an open allocation is expected to give its capacity back: at its
+/// lease end once active, a full lease from now before that, now when it
+/// is being released.
+fn holds_until(a: &allocation::Model, now: DateTime<Utc>) -> DateTime<Utc> {
+    let full_lease = now + chrono::Duration::hours(i64::from(a.lease_hours));
+    match a.state {
+        AllocationPhase::Releasing => now,
+        AllocationPhase::Active => a.lease_ends_at.unwrap_or(full_lease),
+        _ => full_lease,
+    }
 }
 
 /// Open allocations that occupy capacity, by GPU UUID.
@@ -189,6 +205,9 @@ impl Service {
         let policy = pool.policy();
         let mut states = Vec::new();
         let mut lookup = BTreeMap::new();
+        // allocation id → (its GPUs in the snapshot, what it holds, until when).
+        let mut held: BTreeMap<i64, (Vec<u32>, &allocation::Model, &StoredPlacement)> =
+            BTreeMap::new();
         for h in online {
             let mut host_gpus = Vec::new();
             let mut by_index = BTreeMap::new();
@@ -207,6 +226,9 @@ impl Service {
                 let owned: &[(allocation::Model, StoredPlacement)] =
                     taken.get(&g.uuid).map(Vec::as_slice).unwrap_or(&[]);
                 let observed = observed_of(g)?;
+                for (a, p) in owned {
+                    held.entry(a.id).or_insert((Vec::new(), a, p)).0.push(index);
+                }
                 let mode = match policy.mode {
                     SharingMode::Mig => {
                         let mut layout: Vec<MigPlacement> = owned
@@ -283,6 +305,21 @@ impl Service {
             });
             lookup.insert(h.id, (h.hostname.clone(), by_index));
         }
+        let holdings = held
+            .into_values()
+            .filter_map(|(gpus, a, p)| {
+                let host = a.host_id?;
+                Some(Holding {
+                    decision: Decision::held(
+                        host.to_string(),
+                        gpus,
+                        p.slice.clone(),
+                        Some(a.tenant_id.to_string()),
+                    ),
+                    until: holds_until(a, now).timestamp_millis(),
+                })
+            })
+            .collect();
         let workload = Workload::from_requests(workload_from, DEFAULT_MAX_CLASSES);
         let fleet = match Fleet::new(states.clone(), workload.clone()) {
             Ok(f) => f,
@@ -316,6 +353,7 @@ impl Service {
         Ok(PoolSnapshot {
             fleet,
             hosts: lookup,
+            holdings,
         })
     }
 }

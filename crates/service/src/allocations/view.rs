@@ -8,10 +8,9 @@ use crate::{Principal, Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 
-use super::snapshot::View;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, ReleaseOutcome};
-use tessera_core::placement::{Policy, Slice};
+use tessera_core::placement::Slice;
 use tessera_core::sharing::{MpsShare, SliceShape};
 use tessera_core::slice::{connection, ConnectionTarget};
 use tessera_protocol::views::{AllocationView, PoolChoice, QuotaView, RequestOptions};
@@ -28,47 +27,59 @@ impl Service {
         }
         let positions = self.queues(&self.db).await?;
         let mut view = self.view_with(row.clone(), tenant_slug, &positions)?;
-        view.waiting_for = Some(self.waiting_for(&row, view.queue_position).await?);
+        let (why, start) = self.waiting_for(&row).await?;
+        view.waiting_for = Some(why);
+        view.estimated_start = start;
         Ok(view)
     }
 
-    /// Why a queued allocation waits: what keeps it off the pool right now,
-    /// else the requests ahead of it in the queue.
+    /// Why a queued allocation waits, and when it is expected to start,
+    /// from the same plan the timer follows.
     async fn waiting_for(
         &self,
         row: &allocation::Model,
-        position: Option<u32>,
-    ) -> Result<String, ServiceError> {
+    ) -> Result<(String, Option<DateTime<Utc>>), ServiceError> {
         let Ok(spec) = self.pool_spec("pool", &row.pool).cloned() else {
-            return Ok(format!(
-                "pool '{}' is no longer offered; cancel the request",
-                row.pool
+            return Ok((
+                format!(
+                    "pool '{}' is no longer offered; cancel the request",
+                    row.pool
+                ),
+                None,
             ));
         };
-        let request = Self::placement_request_of(&spec, row)?;
-        let workload = self.pool_workload(&self.db, &spec).await?;
-        let snapshot = self
-            .pool_snapshot(&self.db, &spec, self.now(), View::Live, &workload)
-            .await?;
-        Ok(
-            match (snapshot.fleet.place(&request, Policy::Pack), position) {
-                (Err(e), _) => e.waiting_reason(),
-                (Ok(_), Some(p)) if p > 1 => format!(
-                    "{} earlier request{} in this pool wait{} ahead of it",
-                    p - 1,
-                    if p == 2 { "" } else { "s" },
-                    if p == 2 { "s" } else { "" }
+        let now = self.now();
+        let plan = self.plan_pool(&self.db, &spec, now, None, true).await?.plan;
+        if plan.placed(row.id).is_some() {
+            return Ok((
+                "it fits now and is placed within seconds".to_string(),
+                Some(now),
+            ));
+        }
+        let Some(waits) = plan.waits(row.id) else {
+            return Ok((
+                format!(
+                    "pool '{}' no longer offers {}; cancel the request",
+                    row.pool, row.shape_label
                 ),
-                (Ok(_), _) => "it fits now and is placed within seconds".to_string(),
-            },
-        )
+                None,
+            ));
+        };
+        let mut why = waits.why.reason();
+        if plan.reservation.as_ref().is_some_and(|r| r.id == row.id) {
+            why.push_str("; it has waited longest, so the host where it fits first is kept for it");
+        }
+        let start = waits
+            .estimated_start
+            .and_then(DateTime::<Utc>::from_timestamp_millis);
+        Ok((why, start))
     }
 
     fn view_with(
         &self,
         row: allocation::Model,
         tenant_slug: &str,
-        queues: &std::collections::BTreeMap<String, Vec<tessera_core::slice::QueueEntry>>,
+        queues: &std::collections::BTreeMap<String, Vec<tessera_core::schedule::QueueEntry>>,
     ) -> Result<AllocationView, ServiceError> {
         // A row that does not read back is an error, not a guess.
         let state = Some(row.lifecycle()?);
@@ -162,6 +173,7 @@ impl Service {
                 .map(|p| p.gpus.clone())
                 .unwrap_or_default(),
             waiting_for: None,
+            estimated_start: None,
             mig_start: placement.as_ref().and_then(|p| match &p.slice {
                 Slice::Mig(m) => Some(m.start),
                 _ => None,

@@ -93,6 +93,8 @@ pub fn pools() -> Vec<PoolSpec> {
         time_slice_replicas: 1,
         allowed_mig_profiles: vec![],
         max_lease_hours: 72,
+        queue: Default::default(),
+        reserve_after_minutes: 30,
     };
     use tessera_core::sharing::SharingMode;
     let mut l4 = pool("l4-shared", SharingMode::TimeSlicing, "L4");

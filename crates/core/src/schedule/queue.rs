@@ -37,15 +37,18 @@ impl QueueEntry {
     }
 }
 
+/// Placement order: `Less` when `a` is served before `b`.
+pub(crate) fn serve_first(a: &QueueEntry, b: &QueueEntry) -> std::cmp::Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then_with(|| a.share_cmp(b))
+        .then_with(|| a.requested_at.cmp(&b.requested_at))
+        .then_with(|| a.id.cmp(&b.id))
+}
+
 /// Sorts `entries` into placement order.
 pub fn queue_order(entries: &mut [QueueEntry]) {
-    entries.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then_with(|| a.share_cmp(b))
-            .then_with(|| a.requested_at.cmp(&b.requested_at))
-            .then_with(|| a.id.cmp(&b.id))
-    });
+    entries.sort_by(serve_first);
 }
 
 #[cfg(test)]

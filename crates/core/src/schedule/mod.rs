@@ -1,0 +1,22 @@
+//! Scheduling policy: in which order waiting requests are served, which of
+//! them start now, and when the others can expect to.
+//!
+//! [`queue_order`] ranks a pool's queue (priority, fair share, age).
+//! [`plan_queue`] walks it once: whatever fits starts now, so a request that
+//! cannot fit does not hold up smaller ones behind it (backfill); the first
+//! request that has waited longer than the pool allows gets a reservation on
+//! the host where it will fit first, which later requests may only use if
+//! their lease ends before it starts (EASY backfill: Lifka, 1995; Slurm's
+//! `sched/backfill`); and a replay of the lease ends gives
+//! every waiting request an estimated start. Pure: no clock, no I/O.
+
+mod backfill;
+mod queue;
+
+pub use backfill::{
+    plan_queue, Discipline, Holding, QueuePlan, QueuePolicy, Reservation, Wait, Waiting, Waits,
+};
+pub use queue::{queue_order, QueueEntry};
+
+#[cfg(test)]
+mod tests;
