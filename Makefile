@@ -1,5 +1,5 @@
 # The two commands: `make demo` runs everything locally; `make test` runs every test.
-.PHONY: demo test bench bench-slices bench-load fmt lint
+.PHONY: demo test bench bench-queue bench-slices bench-load fmt lint
 
 demo:
 	bash scripts/demo.sh
@@ -9,6 +9,9 @@ test:
 
 bench:
 	bash scripts/bench.sh
+
+bench-queue:
+	bash scripts/bench.sh queue
 
 bench-slices:
 	bash scripts/bench.sh slices

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks. `make bench` runs them all; figures go to stdout (JSON).
 #   1. placement: trace replay (all policies) and per-decision criterion benches
+#   1b. queue: discrete-event replay of the queue disciplines (`make bench-queue`)
 #   2. slices: request → active latency with 100 simulated hosts, and
 #      admissions per second through the REST API (set
 #      TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)
@@ -16,6 +17,14 @@ if [ "$what" = all ] || [ "$what" = placement ]; then
   cargo run --release -q -p placement-bench -- --synthetic 1000 --seeds 5 --policy pack --mig --json
   cargo run --release -q -p placement-bench -- --synthetic 1000 --seeds 5 --policy best-fit --mig --json
   cargo bench -p placement-bench
+fi
+if [ "$what" = all ] || [ "$what" = queue ]; then
+  # Queue disciplines over time: FIFO against backfill, with and without
+  # reservations, at three offered loads (README: Queue replay).
+  for load in 0.8 0.9 1.0; do
+    echo "offered load $load"
+    cargo run --release -q -p placement-bench --bin queue-sim -- --hosts 32 --jobs 5000 --seeds 5 --load "$load"
+  done
 fi
 if [ "$what" = all ] || [ "$what" = slices ]; then
   ensure_tools

@@ -104,7 +104,10 @@ describe('self-service slices', () => {
     await page.waitForURL(/\/t\/vision\/a\/\d+$/);
     const second = page.url();
     await waitForState(page, 'queued');
-    assert.match(await page.textContent('[data-test=status-line]'), /number 1 in the queue/);
+    const status = await page.textContent('[data-test=status-line]');
+    assert.match(status, /number 1 in the queue/);
+    // When it should start: the first slice's lease end, from the same plan the timer follows.
+    assert.match(status, /Expected to start in \d+ (min|h) \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)/);
     await screenshot(page, '25-allocation-queued');
 
     // Release the first slice from its page.
@@ -224,6 +227,11 @@ describe('control loop resilience', () => {
     await waitApiState(id, 'active');
     const queuedBehind = await request('7g.80gb');
     assert.equal(queuedBehind.body.state, 'queued');
+    // It should start when the 1g.10gb's lease ends (or sooner, if another
+    // GPU of the pool frees first), not before now.
+    const lease = Date.parse((await get(id)).lease_ends_at);
+    const estimate = Date.parse(queuedBehind.body.estimated_start);
+    assert.ok(estimate <= lease && estimate > Date.now() - 60_000, JSON.stringify(queuedBehind.body));
     await stack.restartServer();
     assert.equal((await get(queuedBehind.body.id)).state, 'queued');
     assert.equal((await stack.api(token, 'POST', `/allocations/${id}/release`)).status, 200);

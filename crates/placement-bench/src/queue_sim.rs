@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 use tessera_core::placement::{
-    Demand, Fleet, GpuState, HostState, PlacementRequest, Policy, SplitMix64, Workload,
+    Demand, Fleet, FleetError, GpuState, HostState, PlacementRequest, Policy, SplitMix64, Workload,
 };
 use tessera_core::schedule::{plan_queue, Discipline, Holding, QueueEntry, QueuePolicy, Waiting};
 use tessera_core::units::{CpuMilli, MemMiB};
@@ -155,7 +155,7 @@ pub struct Outcome {
     pub passes: usize,
 }
 
-fn fleet(hosts: usize) -> Fleet {
+fn fleet(hosts: usize) -> Result<Fleet, FleetError> {
     let hosts = (0..hosts)
         .map(|h| HostState {
             id: format!("h{h:04}"),
@@ -166,12 +166,12 @@ fn fleet(hosts: usize) -> Fleet {
                 .collect(),
         })
         .collect();
-    Fleet::new(hosts, Workload::default()).unwrap_or_else(|e| panic!("fleet: {e}"))
+    Fleet::new(hosts, Workload::default())
 }
 
 /// Replays `jobs` under `variant`.
-pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Outcome {
-    let mut fleet = fleet(p.hosts);
+pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Result<Outcome, FleetError> {
+    let mut fleet = fleet(p.hosts)?;
     let policy = QueuePolicy {
         placement: Policy::Pack,
         discipline: variant.discipline,
@@ -248,7 +248,7 @@ pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Outcome {
             break;
         }
     }
-    outcome(
+    Ok(outcome(
         p,
         jobs,
         &started,
@@ -257,7 +257,7 @@ pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Outcome {
         horizon,
         last_t.max(horizon),
         passes,
-    )
+    ))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -317,12 +317,51 @@ fn outcome(
 }
 
 /// Every variant on one workload.
-pub fn compare(p: &Params, reserve_after_ms: i64) -> Vec<Outcome> {
+pub fn compare(p: &Params, reserve_after_ms: i64) -> Result<Vec<Outcome>, FleetError> {
     let jobs = workload(p);
     variants(reserve_after_ms)
         .iter()
         .map(|v| replay(p, &jobs, v))
         .collect()
+}
+
+/// Every variant on `seeds` workloads (seeds `p.seed..`): the mean of each
+/// figure; jobs that never started and passes are summed.
+pub fn compare_seeds(
+    p: &Params,
+    seeds: u64,
+    reserve_after_ms: i64,
+) -> Result<Vec<Outcome>, FleetError> {
+    let runs: Vec<Vec<Outcome>> = (0..seeds.max(1))
+        .map(|i| {
+            compare(
+                &Params {
+                    seed: p.seed + i,
+                    ..*p
+                },
+                reserve_after_ms,
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    let n = runs.len() as f64;
+    let variants = runs.first().map_or(0, Vec::len);
+    Ok((0..variants)
+        .map(|v| {
+            let mean = |f: fn(&Outcome) -> f64| runs.iter().map(|r| f(&r[v])).sum::<f64>() / n;
+            Outcome {
+                variant: runs[0][v].variant.clone(),
+                allocation_ratio: mean(|o| o.allocation_ratio),
+                wait_p50_h: mean(|o| o.wait_p50_h),
+                wait_p95_h: mean(|o| o.wait_p95_h),
+                small_wait_p95_h: mean(|o| o.small_wait_p95_h),
+                large_wait_p95_h: mean(|o| o.large_wait_p95_h),
+                max_wait_h: mean(|o| o.max_wait_h),
+                jain_fairness: mean(|o| o.jain_fairness),
+                never_started: runs.iter().map(|r| r[v].never_started).sum(),
+                passes: runs.iter().map(|r| r[v].passes).sum(),
+            }
+        })
+        .collect())
 }
 
 /// The outcomes as a Markdown table.

@@ -315,9 +315,12 @@ fn without_a_reservation_a_large_request_starves_and_with_one_it_starts() {
     assert!((20..=40).contains(&started), "started at {started}");
 }
 
+/// GPUs per host; held GPUs (host, count, until); asks (count, asked at,
+/// lease); how long before a reservation.
+type Scenario = (Vec<u32>, Vec<(usize, u32, i64)>, Vec<(u32, i64, i64)>, i64);
+
 /// A random fleet of whole GPUs, some held, and a random queue.
-fn scenario() -> impl Strategy<Value = (Vec<u32>, Vec<(usize, u32, i64)>, Vec<(u32, i64, i64)>, i64)>
-{
+fn scenario() -> impl Strategy<Value = Scenario> {
     (
         prop::collection::vec(1u32..=4, 1..=4),
         prop::collection::vec((0usize..4, 1u32..=2, 0i64..200), 0..8),

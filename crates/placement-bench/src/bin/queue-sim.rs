@@ -2,7 +2,7 @@
 //! planner under each queue discipline and prints one table (or JSON).
 
 use clap::Parser;
-use placement_bench::queue_sim::{compare, table, Params};
+use placement_bench::queue_sim::{compare_seeds, table, Params};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -26,9 +26,12 @@ struct Cli {
     /// Minutes before a waiting request gets a reservation.
     #[arg(long, default_value_t = 30)]
     reserve_after_minutes: i64,
-    /// Seed.
+    /// First seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Workloads (seeds S..S+N); figures are their means.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000))]
+    seeds: u64,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -47,7 +50,14 @@ fn main() -> std::process::ExitCode {
         tenants: cli.tenants,
         seed: cli.seed,
     };
-    let outcomes = compare(&params, cli.reserve_after_minutes.max(0) * 60_000);
+    let reserve_after_ms = cli.reserve_after_minutes.max(0) * 60_000;
+    let outcomes = match compare_seeds(&params, cli.seeds, reserve_after_ms) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("queue-sim: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     if cli.json {
         match serde_json::to_string(&outcomes) {
             Ok(s) => println!("{s}"),
