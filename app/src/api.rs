@@ -166,6 +166,9 @@ pub async fn request_slice(
     shape: String,
     lease_hours: u32,
     purpose: String,
+    /// Empty: the default class.
+    #[server(default)]
+    priority_class: String,
 ) -> Result<AllocationView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let actor = service.tenant_actor(viewer.require()?, &slug).await?;
@@ -180,6 +183,7 @@ pub async fn request_slice(
         shape,
         lease_hours,
         purpose,
+        priority_class: Some(priority_class),
     };
     Ok(service.request_allocation(&actor, &req).await?)
 }

@@ -45,10 +45,16 @@ describe('self-service slices', () => {
     assert.equal(await page.isDisabled('[data-test=submit-request]'), true);
     await page.fill('[data-test=lease-hours]', '4');
     await waitFor(async () => /costs 0\.142 GPU/.test(await page.textContent('[data-test=cost]')), { what: 'quota preview' });
+    // Vision may use every priority class in this pool, highest first; the default is preselected.
+    const classes = await page.locator('[data-test=priority-class] option').evaluateAll((os) => os.map((o) => o.value));
+    assert.deepEqual(classes, ['production-inference', 'interactive', 'standard', 'batch']);
+    assert.equal(await page.inputValue('[data-test=priority-class]'), 'standard');
+    await page.selectOption('[data-test=priority-class]', 'interactive');
     await screenshot(page, '21-request-form');
     await page.click('[data-test=submit-request]');
     await page.waitForURL(/\/t\/vision\/a\/\d+$/);
     first = page.url();
+    assert.equal((await page.textContent('[data-test=priority-class]')).trim(), 'interactive');
     // Live progress, without reloading: placed/provisioning → active.
     await waitForState(page, 'active');
     const device = (await page.textContent('[data-test=conn-device]')).trim();
@@ -178,6 +184,26 @@ describe('self-service slices', () => {
     assert.equal(placed.gpus[0].uuid, v.body.gpus[0].uuid);
     assert.equal((await stack.api(nlp, 'POST', `/allocations/${n.body.id}/release`)).status, 200);
     await waitFor(async () => (await state(nlp, n.body.id)) === 'released', { timeoutMs: 30_000, what: 'nlp slice released' });
+  });
+
+  it('a class open to the tenant is kept with the slice; another tenant is told which it may use', async () => {
+    const body = { pool: 'h100-mig', shape: { kind: 'mig', profile: '1g.10gb' }, lease_hours: 1, priority_class: 'production-inference' };
+    const nlp = stack.apiToken('nlp');
+    const held = (await stack.api(nlp, 'GET', '/allocations')).body.length;
+    const refused = await stack.api(nlp, 'POST', '/allocations', body);
+    assert.equal(refused.status, 400, JSON.stringify(refused.body));
+    assert.match(JSON.stringify(refused.body), /not open to your tenant in pool 'h100-mig'; choose one of: interactive, standard, batch/);
+    assert.equal((await stack.api(nlp, 'GET', '/allocations')).body.length, held, 'nothing stored');
+    const vision = stack.apiToken('vision');
+    const made = await stack.api(vision, 'POST', '/allocations', body);
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    assert.equal(made.body.priority_class, 'production-inference');
+    // Without a class: the default.
+    const plain = await stack.api(vision, 'POST', '/allocations', { ...body, priority_class: undefined });
+    assert.equal(plain.body.priority_class, 'standard');
+    for (const { id } of [made.body, plain.body]) {
+      assert.equal((await stack.api(vision, 'POST', `/allocations/${id}/release`)).status, 200);
+    }
   });
 });
 

@@ -69,6 +69,11 @@ pub async fn build_state(
         four_eyes: config.approvals.four_eyes,
         webhook_egress: config.webhooks.allowed_networks.clone(),
         api_tokens: config.api_tokens.policy(),
+        priority_classes: tessera_service::pools::priority_classes(
+            config.priority_classes.clone(),
+            &config.pools,
+            &config.directory,
+        )?,
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
     let service = Service::new(db, settings, clock);

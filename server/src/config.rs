@@ -54,6 +54,9 @@ pub struct Config {
     /// GPU pools (`[[pools]]`).
     #[serde(default)]
     pub pools: Vec<tessera_service::pools::PoolSpec>,
+    /// Priority classes requests may choose (`[[priority_classes]]`).
+    #[serde(default)]
+    pub priority_classes: Vec<tessera_core::schedule::PriorityClass>,
     /// Quota approvals.
     #[serde(default)]
     pub approvals: ApprovalsConfig,

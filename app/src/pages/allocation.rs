@@ -173,6 +173,7 @@ fn Allocation(
             <h2 class="section-title">"Details"</h2>
             <dl class="facts">
                 <dt>"Pool"</dt><dd class="mono">{a.pool.clone()}</dd>
+                <dt>"Priority"</dt><dd class="mono" data-test="priority-class">{a.priority_class.clone()}</dd>
                 <dt>"Host"</dt><dd>{a.host.clone().unwrap_or_else(|| "—".into())}</dd>
                 <dt>"GPU"</dt><dd>{if gpu_text.is_empty() { "—".to_owned() } else { gpu_text }}{a.mig_start.map(|s| format!(" · MIG slice {s}"))}</dd>
                 <dt>"Quota cost"</dt><dd>{format!("{} · {} · {} slice(s)", a.demand.compute, format::mem(a.demand.memory), a.demand.slices)}</dd>

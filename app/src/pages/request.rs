@@ -89,6 +89,8 @@ fn RequestForm(
     let (nvlink, set_nvlink) = signal(false);
     let (hours, set_hours) = signal(8u32);
     let (purpose, set_purpose) = signal(String::new());
+    // Empty: the pool's default class.
+    let (priority, set_priority) = signal(String::new());
 
     let chosen = move || pools.with(|ps| ps.iter().find(|p| p.offer.pool == pool.get()).cloned());
     let profiles = move || chosen().map(|p| mig_profiles(&p)).unwrap_or_default();
@@ -143,6 +145,7 @@ fn RequestForm(
             shape: s,
             lease_hours: hours.get(),
             purpose: purpose.get(),
+            priority_class: Some(priority.get()).filter(|c| !c.is_empty()),
         };
         Some((p, demand, slice))
     });
@@ -198,7 +201,7 @@ fn RequestForm(
                         view! {
                             <label class="card tile choice" class:selected=move || pool.get() == n2 data-test="pool-choice" data-pool=name.clone()>
                                 <input type="radio" name="pool_choice" value=name.clone() prop:checked=move || pool.get() == n3
-                                    on:change=move |_| { set_pool.set(n4.clone()); set_profile.set(String::new()); }/>
+                                    on:change=move |_| { set_pool.set(n4.clone()); set_profile.set(String::new()); set_priority.set(String::new()); }/>
                                 <span class="tile-title mono">{p.offer.pool.clone()}</span>
                                 <span class="muted small">{p.description.clone()}</span>
                                 <span class="small"><span class="badge">{mode_label(p.offer.policy.mode)}</span>" "<span class="badge subtle">{p.isolation.as_str()}</span></span>
@@ -257,13 +260,32 @@ fn RequestForm(
                 })}
             </section>
             <section class="card">
-                <h2 class="section-title">"3. Lease and purpose"</h2>
+                <h2 class="section-title">"3. Lease, priority and purpose"</h2>
                 <div class="form-row">
                     <label class="field">
                         <span>{move || format!("Lease (hours, at most {})", chosen().map_or(0, |p| p.offer.max_lease_hours))}</span>
                         <input type="number" name="lease_hours" min="1" data-test="lease-hours" prop:value=move || hours.get().to_string()
                             on:input=move |ev| set_hours.set(event_target_value(&ev).parse().unwrap_or(0))/>
                     </label>
+                    {move || chosen().map(|p| {
+                        let classes = p.priority_classes.clone();
+                        if classes.len() < 2 {
+                            view! { <input type="hidden" name="priority_class" value=""/> }.into_any()
+                        } else {
+                            view! {
+                                <label class="field">
+                                    <span>"Priority"</span>
+                                    <select name="priority_class" data-test="priority-class" on:change=move |ev| set_priority.set(event_target_value(&ev))>
+                                        {classes.into_iter().map(|c| {
+                                            let selected = if priority.get_untracked().is_empty() { c.default } else { priority.get_untracked() == c.name };
+                                            let text = if c.description.is_empty() { c.name.clone() } else { format!("{} — {}", c.name, c.description) };
+                                            view! { <option value=c.name.clone() selected=selected>{text}</option> }
+                                        }).collect_view()}
+                                    </select>
+                                </label>
+                            }.into_any()
+                        }
+                    })}
                     <label class="field grow">
                         <span>"Purpose"</span>
                         <input type="text" name="purpose" maxlength="500" placeholder="fine-tuning ViT-L on the new labels" data-test="purpose"

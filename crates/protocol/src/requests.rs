@@ -20,6 +20,10 @@ pub struct NewAllocation {
     /// What it is for (shown to admins; up to 500 characters).
     #[serde(default)]
     pub purpose: String,
+    /// Priority class (one the tenant may use in the pool; the request
+    /// form lists them). Omitted: the default class.
+    #[serde(default)]
+    pub priority_class: Option<String>,
 }
 
 /// Extending a lease (`POST /api/v1/allocations/{id}/extend`).

@@ -68,6 +68,8 @@ pub struct Settings {
     pub webhook_egress: notifications::EgressPolicy,
     /// How long tenant API tokens live.
     pub api_tokens: api_tokens::ApiTokenPolicy,
+    /// Priority classes requests may choose (checked; always has a default).
+    pub priority_classes: tessera_core::schedule::PriorityClasses,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.

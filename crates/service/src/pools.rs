@@ -68,6 +68,45 @@ impl PoolSpec {
     }
 }
 
+/// Checks `[[priority_classes]]`: the list itself, then that the tenants
+/// and pools each class names exist.
+pub fn priority_classes(
+    classes: Vec<tessera_core::schedule::PriorityClass>,
+    pools: &[PoolSpec],
+    directory: &crate::identity::Directory,
+) -> Result<tessera_core::schedule::PriorityClasses, ServiceError> {
+    for (i, c) in classes.iter().enumerate() {
+        if let Some(p) = c
+            .pools
+            .iter()
+            .find(|p| !pools.iter().any(|x| &x.name == *p))
+        {
+            return Err(ServiceError::invalid(
+                format!("priority_classes[{i}].pools"),
+                format!("there is no pool '{p}'"),
+            ));
+        }
+        if let Some(t) = c
+            .tenants
+            .iter()
+            .find(|t| !directory.tenants.iter().any(|x| &x.slug == *t))
+        {
+            return Err(ServiceError::invalid(
+                format!("priority_classes[{i}].tenants"),
+                format!("there is no tenant '{t}'"),
+            ));
+        }
+    }
+    tessera_core::schedule::PriorityClasses::new(classes).map_err(|e| match e {
+        tessera_core::schedule::PriorityClassError::Invalid {
+            index,
+            field,
+            reason,
+        } => ServiceError::invalid(format!("priority_classes[{index}].{field}"), reason),
+        other => ServiceError::invalid("priority_classes", other.to_string()),
+    })
+}
+
 /// Checks pools for mistakes a config author would make; names the field.
 pub fn validate_pools(pools: &[PoolSpec]) -> Result<(), ServiceError> {
     let mut names = std::collections::BTreeSet::new();

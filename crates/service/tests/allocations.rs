@@ -208,6 +208,7 @@ fn ask(pool: &str, shape: SliceShape, lease_hours: u32) -> NewAllocation {
         shape,
         lease_hours,
         purpose: "integration test".into(),
+        priority_class: None,
     }
 }
 
@@ -1517,6 +1518,142 @@ async fn first_lease_end(f: &Fixture, a: &TenantActor, id: i64) -> chrono::DateT
     let v = get(f, a, id).await;
     assert_eq!(v.state, AllocationPhase::Active, "{v:?}");
     v.lease_ends_at.unwrap()
+}
+
+#[tokio::test]
+async fn higher_priority_classes_start_first_and_each_tenant_uses_only_its_own() {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-b0")]).await;
+    let bob = actor(&f, "bob", &["vision"], "vision").await;
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    let small = |class: Option<&str>| NewAllocation {
+        priority_class: class.map(str::to_string),
+        ..ask("h100-mig", mig("1g.10gb"), 4)
+    };
+    // The form offers each tenant its own classes, highest first.
+    let offered = |o: tessera_protocol::views::RequestOptions| -> Vec<String> {
+        o.pools
+            .iter()
+            .find(|p| p.offer.pool == "h100-mig")
+            .unwrap()
+            .priority_classes
+            .iter()
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    assert_eq!(
+        offered(f.service.request_options(&bob).await.unwrap()),
+        ["urgent", "standard", "batch"]
+    );
+    assert_eq!(
+        offered(f.service.request_options(&nora).await.unwrap()),
+        ["standard", "batch"]
+    );
+    // Fill the GPU with seven 1g.10gb.
+    let mut fillers = Vec::new();
+    for _ in 0..7 {
+        let v = f
+            .service
+            .request_allocation(&bob, &small(None))
+            .await
+            .unwrap();
+        assert_eq!(
+            (v.state, v.priority_class.as_str()),
+            (AllocationPhase::Placed, "standard")
+        );
+        fillers.push(v);
+    }
+    agent.converge(&f).await;
+    // nora asks first at the default class, bob later at `urgent`, nora
+    // last at `batch`: the queue serves urgent, then standard, then batch.
+    let standard = f
+        .service
+        .request_allocation(&nora, &small(None))
+        .await
+        .unwrap();
+    f.clock.advance(Duration::seconds(1));
+    let urgent = f
+        .service
+        .request_allocation(&bob, &small(Some("urgent")))
+        .await
+        .unwrap();
+    f.clock.advance(Duration::seconds(1));
+    let batch = f
+        .service
+        .request_allocation(&nora, &small(Some("batch")))
+        .await
+        .unwrap();
+    assert_eq!(urgent.priority_class, "urgent");
+    for (v, position) in [(&urgent, 1), (&standard, 2), (&batch, 3)] {
+        assert_eq!(get_any(&f, v).await.queue_position, Some(position), "{v:?}");
+    }
+    // nlp may not use `urgent`; a class that does not exist is named too.
+    let before = rows(&f).await.len();
+    for (class, says) in [
+        (
+            "urgent",
+            "not open to your tenant in pool 'h100-mig'; choose one of: standard, batch",
+        ),
+        (
+            "asap",
+            "there is no priority class 'asap'; choose one of: standard, batch",
+        ),
+    ] {
+        match f
+            .service
+            .request_allocation(&nora, &small(Some(class)))
+            .await
+        {
+            Err(ServiceError::Invalid { field, message }) => {
+                assert_eq!(field, "priority_class");
+                assert!(message.contains(says), "{message}");
+            }
+            other => panic!("expected a 400, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        rows(&f).await.len(),
+        before,
+        "a refused request stored a row"
+    );
+
+    // One slice frees: the urgent request takes it although it came later.
+    f.service
+        .release_allocation(&bob, fillers[0].id)
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    assert_eq!(f.service.tick().await.unwrap().placed, 1);
+    assert_eq!(
+        get(&f, &bob, urgent.id).await.state,
+        AllocationPhase::Placed
+    );
+    assert_eq!(
+        get(&f, &nora, standard.id).await.state,
+        AllocationPhase::Queued
+    );
+    // The next goes to the standard one, and batch waits last.
+    f.service
+        .release_allocation(&bob, fillers[1].id)
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    assert_eq!(f.service.tick().await.unwrap().placed, 1);
+    assert_eq!(
+        get(&f, &nora, standard.id).await.state,
+        AllocationPhase::Placed
+    );
+    assert_eq!(
+        get(&f, &nora, batch.id).await.state,
+        AllocationPhase::Queued
+    );
+    check_invariants(&f).await;
+}
+
+/// An allocation as its own tenant's member sees it.
+async fn get_any(f: &Fixture, v: &AllocationView) -> AllocationView {
+    let who = actor(f, &format!("{}-reader", v.tenant), &[&v.tenant], &v.tenant).await;
+    get(f, &who, v.id).await
 }
 
 // ---------------------------------------------------------------- isolation

@@ -89,6 +89,7 @@ fn slice(profile: &str) -> NewAllocation {
         },
         lease_hours: 8,
         purpose: "training".into(),
+        priority_class: None,
     }
 }
 

@@ -11,11 +11,13 @@
 //! every waiting request an estimated start. Pure: no clock, no I/O.
 
 mod backfill;
+mod priority;
 mod queue;
 
 pub use backfill::{
     plan_queue, Discipline, Holding, QueuePlan, QueuePolicy, Reservation, Wait, Waiting, Waits,
 };
+pub use priority::{PriorityClass, PriorityClassError, PriorityClasses, MAX_PRIORITY, STANDARD};
 pub use queue::{queue_order, QueueEntry};
 
 #[cfg(test)]

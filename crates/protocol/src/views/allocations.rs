@@ -41,6 +41,9 @@ pub struct AllocationView {
     pub gpus: Vec<AllocatedGpu>,
     /// MIG start slice, for MIG slices.
     pub mig_start: Option<u8>,
+    /// Priority class it was requested with (the queue serves higher
+    /// classes first).
+    pub priority_class: String,
     /// Place in the pool's queue (1 = next), while queued.
     pub queue_position: Option<u32>,
     /// Why it waits, while queued, e.g. "no GPU in the pool has room for it
@@ -106,6 +109,21 @@ pub struct PoolChoice {
     pub usage: tessera_core::quota::Usage,
     /// Requests waiting in this pool.
     pub queued: u32,
+    /// Priority classes the tenant may use here, highest first.
+    pub priority_classes: Vec<PriorityChoice>,
+}
+
+/// A priority class offered on the request form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriorityChoice {
+    /// Name.
+    pub name: String,
+    /// Higher is served first.
+    pub value: i32,
+    /// What it is for.
+    pub description: String,
+    /// Requests that name no class get this one.
+    pub default: bool,
 }
 
 /// The request form's data.

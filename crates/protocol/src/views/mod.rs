@@ -10,7 +10,7 @@ mod audit;
 mod fleet;
 mod tenants;
 
-pub use allocations::{AllocatedGpu, AllocationView, PoolChoice, RequestOptions};
+pub use allocations::{AllocatedGpu, AllocationView, PoolChoice, PriorityChoice, RequestOptions};
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
 pub use audit::{AuditEventView, AuditPage};
 pub use fleet::{

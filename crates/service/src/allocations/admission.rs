@@ -171,6 +171,16 @@ impl Service {
         let request = offer
             .placement_request(&req.shape)
             .map_err(|e| ServiceError::invalid("shape", e.to_string()))?;
+        let class = self
+            .settings
+            .priority_classes
+            .choose(
+                &actor.tenant_slug,
+                &spec.name,
+                req.priority_class.as_deref(),
+            )
+            .map_err(|e| ServiceError::invalid("priority_class", e.to_string()))?
+            .clone();
         let now = self.now();
 
         let t_lock = std::time::Instant::now();
@@ -204,7 +214,8 @@ impl Service {
             demand_compute_milli: Set(i64::from(demand.compute.0)),
             demand_memory_mib: Set(i64::try_from(demand.memory.0).unwrap_or(i64::MAX)),
             demand_slices: Set(i32::try_from(demand.slices).unwrap_or(i32::MAX)),
-            priority: Set(0),
+            priority: Set(class.value),
+            priority_class: Set(class.name),
             purpose: Set(purpose),
             lease_hours: Set(i32::try_from(req.lease_hours).unwrap_or(i32::MAX)),
             requested_by_user_id: Set(actor.user_id),
@@ -260,6 +271,7 @@ impl Service {
             alloc: AllocationRef::of(&row),
             shape: req.shape.clone(),
             lease_hours: req.lease_hours,
+            priority_class: row.priority_class.clone(),
             state: row.lifecycle()?,
         });
         w.commit(self, &actor.audit()).await?;

@@ -13,7 +13,9 @@ use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, Rele
 use tessera_core::placement::Slice;
 use tessera_core::sharing::{MpsShare, SliceShape};
 use tessera_core::slice::{connection, ConnectionTarget};
-use tessera_protocol::views::{AllocationView, PoolChoice, QuotaView, RequestOptions};
+use tessera_protocol::views::{
+    AllocationView, PoolChoice, PriorityChoice, QuotaView, RequestOptions,
+};
 
 impl Service {
     /// The view of one row.
@@ -178,6 +180,7 @@ impl Service {
                 Slice::Mig(m) => Some(m.start),
                 _ => None,
             }),
+            priority_class: row.priority_class.clone(),
             queue_position,
             connection,
             created_at: row.created_at,
@@ -415,6 +418,18 @@ impl Service {
                 queued: queues
                     .get(&p.name)
                     .map_or(0, |q| u32::try_from(q.len()).unwrap_or(u32::MAX)),
+                priority_classes: self
+                    .settings
+                    .priority_classes
+                    .offered(&t.slug, &p.name)
+                    .into_iter()
+                    .map(|c| PriorityChoice {
+                        name: c.name.clone(),
+                        value: c.value,
+                        description: c.description.clone(),
+                        default: c.default,
+                    })
+                    .collect(),
             });
         }
         Ok(RequestOptions {

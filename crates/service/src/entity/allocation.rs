@@ -17,7 +17,10 @@ pub struct Model {
     pub demand_compute_milli: i64,
     pub demand_memory_mib: i64,
     pub demand_slices: i32,
+    /// Queue priority: the value of `priority_class` when requested.
     pub priority: i32,
+    /// The priority class requested with.
+    pub priority_class: String,
     pub purpose: String,
     pub lease_hours: i32,
     pub lease_ends_at: Option<DateTimeUtc>,

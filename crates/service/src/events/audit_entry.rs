@@ -70,6 +70,7 @@ impl DomainEvent {
                 alloc,
                 shape,
                 lease_hours,
+                priority_class,
                 state,
             } => allocation(
                 alloc,
@@ -79,6 +80,7 @@ impl DomainEvent {
                     "pool": alloc.pool,
                     "shape": shape,
                     "lease_hours": lease_hours,
+                    "priority_class": priority_class,
                     "state": state.phase(),
                     "host_id": alloc.host_id,
                 })),

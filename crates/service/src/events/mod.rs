@@ -120,6 +120,8 @@ pub enum DomainEvent {
         shape: SliceShape,
         /// Lease asked for.
         lease_hours: u32,
+        /// Priority class asked for (or the default).
+        priority_class: String,
         /// Where it is now (placed or queued).
         state: AllocationState,
     },

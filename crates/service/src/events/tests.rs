@@ -63,6 +63,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                 alloc: alloc(),
                 shape: SliceShape::TimeSlice {},
                 lease_hours: 8,
+                priority_class: "standard".into(),
                 state: AllocationState::Placed,
             },
             Some("allocation.create"),

@@ -163,11 +163,31 @@ pub async fn fixture() -> Fixture {
     fixture_with_pools(pools()).await
 }
 
+/// Test priority classes: `urgent` (100) for vision in the MIG pool,
+/// `batch` (-10) for everyone, and the built-in `standard` (0).
+pub fn priority_classes() -> Vec<tessera_core::schedule::PriorityClass> {
+    let class = |name: &str, value, tenants: &[&str], pools: &[&str]| {
+        tessera_core::schedule::PriorityClass {
+            name: name.into(),
+            value,
+            description: format!("{name} work"),
+            tenants: tenants.iter().map(|t| t.to_string()).collect(),
+            pools: pools.iter().map(|p| p.to_string()).collect(),
+            default: false,
+        }
+    };
+    vec![
+        class("urgent", 100, &["vision"], &["h100-mig"]),
+        class("batch", -10, &[], &[]),
+    ]
+}
+
 /// A fixture with other pools (e.g. another isolation class).
 pub async fn fixture_with_pools(pools: Vec<PoolSpec>) -> Fixture {
     let db = fresh_db().await;
     tessera_service::migrate(&db).await.expect("migrate");
     let clock = TestClock::new();
+    let pools_for_classes = pools.clone();
     let service = Service::new(
         db,
         Settings {
@@ -179,6 +199,12 @@ pub async fn fixture_with_pools(pools: Vec<PoolSpec>) -> Fixture {
             four_eyes: true,
             webhook_egress: Default::default(),
             api_tokens: Default::default(),
+            priority_classes: tessera_service::pools::priority_classes(
+                priority_classes(),
+                &pools_for_classes,
+                &directory(),
+            )
+            .expect("priority classes"),
         },
         clock.clone(),
     );
