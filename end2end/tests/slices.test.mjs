@@ -115,6 +115,23 @@ describe('self-service slices', () => {
     // When it should start: the first slice's lease end, from the same plan the timer follows.
     assert.match(status, /Expected to start in \d+ (min|h) \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)/);
     await screenshot(page, '25-allocation-queued');
+    // The queued page and the request form in the other three looks.
+    for (const [colorScheme, device, viewport] of [
+      ['dark', 'desktop', { width: 1280, height: 860 }],
+      ['light', 'mobile', { width: 390, height: 844 }],
+      ['dark', 'mobile', { width: 390, height: 844 }],
+    ]) {
+      const look = await newPage(stack, { colorScheme });
+      await look.page.setViewportSize(viewport);
+      await signIn(stack, look.page, 'bob', new URL(second).pathname);
+      await hydrated(look.page);
+      assert.match(await look.page.textContent('[data-test=status-line]'), /Expected to start/);
+      await screenshot(look.page, `25-allocation-queued-${device}-${colorScheme}`);
+      await look.page.goto(`${stack.appUrl}/t/vision/request`);
+      await hydrated(look.page);
+      await screenshot(look.page, `21-request-form-${device}-${colorScheme}`);
+      await look.context.close();
+    }
 
     // Release the first slice from its page.
     const other = await context.newPage();

@@ -1617,36 +1617,19 @@ async fn higher_priority_classes_start_first_and_each_tenant_uses_only_its_own()
         "a refused request stored a row"
     );
 
-    // One slice frees: the urgent request takes it although it came later.
-    f.service
-        .release_allocation(&bob, fillers[0].id)
-        .await
-        .unwrap();
-    agent.converge(&f).await;
-    assert_eq!(f.service.tick().await.unwrap().placed, 1);
-    assert_eq!(
-        get(&f, &bob, urgent.id).await.state,
-        AllocationPhase::Placed
-    );
-    assert_eq!(
-        get(&f, &nora, standard.id).await.state,
-        AllocationPhase::Queued
-    );
-    // The next goes to the standard one, and batch waits last.
-    f.service
-        .release_allocation(&bob, fillers[1].id)
-        .await
-        .unwrap();
-    agent.converge(&f).await;
-    assert_eq!(f.service.tick().await.unwrap().placed, 1);
-    assert_eq!(
-        get(&f, &nora, standard.id).await.state,
-        AllocationPhase::Placed
-    );
-    assert_eq!(
-        get(&f, &nora, batch.id).await.state,
-        AllocationPhase::Queued
-    );
+    // Each slice that frees goes to the highest class waiting: urgent
+    // (although it came later), then standard; batch waits last.
+    let order = [
+        (&fillers[0], (&bob, urgent.id), (&nora, standard.id)),
+        (&fillers[1], (&nora, standard.id), (&nora, batch.id)),
+    ];
+    for (freed, (winner, won), (loser, waits)) in order {
+        f.service.release_allocation(&bob, freed.id).await.unwrap();
+        agent.converge(&f).await;
+        assert_eq!(f.service.tick().await.unwrap().placed, 1);
+        assert_eq!(get(&f, winner, won).await.state, AllocationPhase::Placed);
+        assert_eq!(get(&f, loser, waits).await.state, AllocationPhase::Queued);
+    }
     check_invariants(&f).await;
 }
 

@@ -59,18 +59,28 @@ impl Service {
         }
     }
 
+    /// The tenant's allocations in a pool that are in one of `phases`.
+    pub(crate) async fn tenant_rows_in<C: ConnectionTrait>(
+        conn: &C,
+        tenant_id: i64,
+        pool: &str,
+        phases: &[AllocationPhase],
+    ) -> Result<Vec<allocation::Model>, ServiceError> {
+        Ok(allocation::Entity::find()
+            .filter(allocation::Column::TenantId.eq(tenant_id))
+            .filter(allocation::Column::Pool.eq(pool))
+            .filter(allocation::Column::State.is_in(phases.iter().copied()))
+            .all(conn)
+            .await?)
+    }
+
     /// What the tenant's open allocations hold against its quota in a pool.
     pub(crate) async fn usage_of<C: ConnectionTrait>(
         conn: &C,
         tenant_id: i64,
         pool: &str,
     ) -> Result<Usage, ServiceError> {
-        let rows = allocation::Entity::find()
-            .filter(allocation::Column::TenantId.eq(tenant_id))
-            .filter(allocation::Column::Pool.eq(pool))
-            .filter(allocation::Column::State.is_in(AllocationPhase::QUOTA))
-            .all(conn)
-            .await?;
+        let rows = Self::tenant_rows_in(conn, tenant_id, pool, &AllocationPhase::QUOTA).await?;
         let demands: Vec<_> = rows.iter().map(AllocationRow::demand).collect();
         Ok(Usage::from_demands(&demands))
     }

@@ -94,12 +94,7 @@ impl Service {
         tenant_id: i64,
         pool: &str,
     ) -> Result<u64, ServiceError> {
-        let rows = allocation::Entity::find()
-            .filter(allocation::Column::TenantId.eq(tenant_id))
-            .filter(allocation::Column::Pool.eq(pool))
-            .filter(allocation::Column::State.is_in(AllocationPhase::HOLDING))
-            .all(conn)
-            .await?;
+        let rows = Self::tenant_rows_in(conn, tenant_id, pool, &AllocationPhase::HOLDING).await?;
         Ok(rows.iter().map(|a| u64::from(a.demand().compute.0)).sum())
     }
 
