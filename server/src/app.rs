@@ -76,6 +76,7 @@ pub async fn build_state(
         )?,
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
+    tessera_service::pools::validate_pool_tenants(&settings.pools, &settings.directory)?;
     let service = Service::new(db, settings, clock);
     service.sync_tenants().await?;
     let oidc = Arc::new(oidc::Oidc::new(&config)?);

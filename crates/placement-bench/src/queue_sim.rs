@@ -12,7 +12,9 @@ use serde::Serialize;
 use tessera_core::placement::{
     Demand, Fleet, FleetError, GpuState, HostState, PlacementRequest, Policy, SplitMix64, Workload,
 };
-use tessera_core::schedule::{plan_queue, Discipline, Holding, QueueEntry, QueuePolicy, Waiting};
+use tessera_core::schedule::{
+    decayed_usage, plan_queue, Discipline, Holding, QueueEntry, QueuePolicy, UseSpan, Waiting,
+};
 use tessera_core::units::{CpuMilli, MemMiB};
 
 use crate::stats::percentile;
@@ -28,25 +30,37 @@ pub struct Variant {
     pub discipline: Discipline,
     /// When a waiting request gets a reservation (`None`: never).
     pub reserve_after_ms: Option<i64>,
+    /// Fair share's usage half-life (`None`: no fair share, age decides).
+    pub half_life_ms: Option<i64>,
 }
 
-/// FIFO, plain backfill, and EASY backfill reserving after `reserve_after_ms`.
-pub fn variants(reserve_after_ms: i64) -> [Variant; 3] {
+/// FIFO, plain backfill, EASY backfill reserving after `reserve_after_ms`,
+/// and that with fair share (equal weights, usage halving every 24 h).
+pub fn variants(reserve_after_ms: i64) -> [Variant; 4] {
     [
         Variant {
             name: "fifo",
             discipline: Discipline::Fifo,
             reserve_after_ms: None,
+            half_life_ms: None,
         },
         Variant {
             name: "backfill (no reservation)",
             discipline: Discipline::Backfill,
             reserve_after_ms: None,
+            half_life_ms: None,
         },
         Variant {
             name: "backfill + reservation",
             discipline: Discipline::Backfill,
             reserve_after_ms: Some(reserve_after_ms),
+            half_life_ms: None,
+        },
+        Variant {
+            name: "backfill + reservation + fair share",
+            discipline: Discipline::Backfill,
+            reserve_after_ms: Some(reserve_after_ms),
+            half_life_ms: Some(24 * HOUR_MS),
         },
     ]
 }
@@ -62,6 +76,9 @@ pub struct Params {
     pub load: f64,
     /// Tenants the jobs are spread over.
     pub tenants: i64,
+    /// Share of the jobs that come from tenant 0 (the rest spread evenly
+    /// over the others).
+    pub heavy_share: f64,
     /// Seed.
     pub seed: u64,
 }
@@ -117,9 +134,14 @@ pub fn workload(p: &Params) -> Vec<Job> {
                 .map_or(1, |(g, _)| *g);
             let runs_h = (-uniform(&mut rng).ln() * mean_runs_h).clamp(1.0 / 12.0, 24.0);
             let lease_h = (runs_h * (1.0 + 2.0 * uniform(&mut rng))).ceil();
+            let tenant = if p.tenants <= 1 || uniform(&mut rng) < p.heavy_share {
+                0
+            } else {
+                1 + rng.below((p.tenants - 1) as u64) as i64
+            };
             Job {
                 id: i as i64,
-                tenant: (rng.below(p.tenants.max(1) as u64)) as i64,
+                tenant,
                 gpus,
                 arrival: (at * HOUR_MS as f64) as i64,
                 runs: (runs_h * HOUR_MS as f64) as i64,
@@ -144,6 +166,10 @@ pub struct Outcome {
     pub small_wait_p95_h: f64,
     /// 95th percentile wait, hours, jobs of a whole host (8 GPUs).
     pub large_wait_p95_h: f64,
+    /// 95th percentile wait, hours, jobs of the tenant that submits most.
+    pub heavy_tenant_wait_p95_h: f64,
+    /// 95th percentile wait, hours, jobs of the other tenants.
+    pub light_tenants_wait_p95_h: f64,
     /// Longest wait, hours (jobs still waiting at the end count until then).
     pub max_wait_h: f64,
     /// Jain's fairness index over tenants' mean bounded slowdown
@@ -182,6 +208,7 @@ pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Result<Outcome, Fl
     let mut running: Vec<(Holding, i64)> = Vec::new();
     let mut queue: Vec<Waiting> = Vec::new();
     let mut started: Vec<Option<i64>> = vec![None; jobs.len()];
+    let mut spans: Vec<Vec<UseSpan>> = vec![Vec::new(); p.tenants.max(1) as usize];
     let mut next = 0usize;
     let mut busy_gpu_ms: i128 = 0;
     let mut used_gpus: i64 = 0;
@@ -217,14 +244,23 @@ pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Result<Outcome, Fl
                     id: j.id,
                     priority: 0,
                     tenant_id: j.tenant,
-                    tenant_used_milli: 0,
-                    tenant_quota_milli: 1,
+                    tenant_usage: 0,
+                    tenant_weight: 1,
                     requested_at: j.arrival,
                 },
                 request: PlacementRequest::new(Demand::Whole { count: j.gpus }),
                 hold_ms: j.lease,
             });
             next += 1;
+        }
+        if let Some(half_life) = variant.half_life_ms {
+            let usage: Vec<u64> = spans
+                .iter()
+                .map(|s| decayed_usage(s, now, half_life))
+                .collect();
+            for w in &mut queue {
+                w.entry.tenant_usage = usage[w.entry.tenant_id as usize];
+            }
         }
         let holdings: Vec<Holding> = running.iter().map(|(h, _)| h.clone()).collect();
         let plan = plan_queue(&mut fleet, &queue, &holdings, now, &policy);
@@ -233,6 +269,11 @@ pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Result<Outcome, Fl
             let job = &jobs[id as usize];
             started[id as usize] = Some(now);
             used_gpus += d.gpus.len() as i64;
+            spans[job.tenant as usize].push(UseSpan {
+                start: now,
+                end: Some(now + job.runs),
+                milli: 1000 * d.gpus.len() as u64,
+            });
             running.push((
                 Holding {
                     decision: d,
@@ -305,6 +346,8 @@ fn outcome(
         wait_p95_h: percentile(&all, 95.0),
         small_wait_p95_h: percentile(&sorted(&|j| j.gpus == 1), 95.0),
         large_wait_p95_h: percentile(&sorted(&|j| j.gpus == 8), 95.0),
+        heavy_tenant_wait_p95_h: percentile(&sorted(&|j| j.tenant == 0), 95.0),
+        light_tenants_wait_p95_h: percentile(&sorted(&|j| j.tenant != 0), 95.0),
         max_wait_h: all.last().copied().unwrap_or(0.0),
         jain_fairness: if sum_sq > 0.0 {
             sum * sum / (means.len() as f64 * sum_sq)
@@ -355,6 +398,8 @@ pub fn compare_seeds(
                 wait_p95_h: mean(|o| o.wait_p95_h),
                 small_wait_p95_h: mean(|o| o.small_wait_p95_h),
                 large_wait_p95_h: mean(|o| o.large_wait_p95_h),
+                heavy_tenant_wait_p95_h: mean(|o| o.heavy_tenant_wait_p95_h),
+                light_tenants_wait_p95_h: mean(|o| o.light_tenants_wait_p95_h),
                 max_wait_h: mean(|o| o.max_wait_h),
                 jain_fairness: mean(|o| o.jain_fairness),
                 never_started: runs.iter().map(|r| r[v].never_started).sum(),
@@ -367,17 +412,19 @@ pub fn compare_seeds(
 /// The outcomes as a Markdown table.
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| discipline | GPU allocation | wait p50 | wait p95 | 1-GPU wait p95 | 8-GPU wait p95 | longest wait | Jain (slowdown) | never started |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| discipline | GPU allocation | wait p50 | wait p95 | 1-GPU wait p95 | 8-GPU wait p95 | heavy tenant p95 | other tenants p95 | longest wait | Jain (slowdown) | never started |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for o in outcomes {
         out.push_str(&format!(
-            "| {} | {:.1} % | {:.2} h | {:.2} h | {:.2} h | {:.2} h | {:.1} h | {:.3} | {} |\n",
+            "| {} | {:.1} % | {:.2} h | {:.2} h | {:.2} h | {:.2} h | {:.2} h | {:.2} h | {:.1} h | {:.3} | {} |\n",
             o.variant,
             o.allocation_ratio * 100.0,
             o.wait_p50_h,
             o.wait_p95_h,
             o.small_wait_p95_h,
             o.large_wait_p95_h,
+            o.heavy_tenant_wait_p95_h,
+            o.light_tenants_wait_p95_h,
             o.max_wait_h,
             o.jain_fairness,
             o.never_started

@@ -11,6 +11,7 @@ fn busy() -> Params {
         jobs: 1_500,
         load: 1.0,
         tenants: 4,
+        heavy_share: 0.5,
         seed: 7,
     }
 }
@@ -18,9 +19,9 @@ fn busy() -> Params {
 #[test]
 fn backfill_beats_fifo_on_a_busy_pool() {
     let out = compare_seeds(&busy(), 2, 30 * 60_000).unwrap();
-    let (fifo, plain, easy) = (&out[0], &out[1], &out[2]);
+    let (fifo, plain, easy, fair) = (&out[0], &out[1], &out[2], &out[3]);
     assert_eq!(fifo.variant, "fifo");
-    for o in [plain, easy] {
+    for o in [plain, easy, fair] {
         assert!(
             o.allocation_ratio > fifo.allocation_ratio + 0.02,
             "{o:?} vs {fifo:?}"
@@ -28,6 +29,13 @@ fn backfill_beats_fifo_on_a_busy_pool() {
         assert!(o.wait_p95_h < fifo.wait_p95_h, "{o:?} vs {fifo:?}");
         assert!(o.small_wait_p95_h < fifo.small_wait_p95_h);
     }
+    // Fair share serves the tenants that submit less first: they wait less
+    // than without it, the tenant that submits half the work more.
+    assert!(
+        fair.light_tenants_wait_p95_h < easy.light_tenants_wait_p95_h,
+        "{fair:?} vs {easy:?}"
+    );
+    assert!(fair.heavy_tenant_wait_p95_h > easy.heavy_tenant_wait_p95_h);
     for o in &out {
         assert_eq!(o.never_started, 0, "{o:?}");
         assert!(

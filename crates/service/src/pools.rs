@@ -43,6 +43,14 @@ pub struct PoolSpec {
     /// fit) cannot starve it. 0 reserves at once.
     #[serde(default = "default_reserve_after_minutes")]
     pub reserve_after_minutes: u32,
+    /// Fair-share weights by tenant slug (tenants not listed get 1). Empty:
+    /// each tenant's weight is its compute quota in the pool.
+    #[serde(default)]
+    pub fair_share_weights: std::collections::BTreeMap<String, u32>,
+    /// Half-life of past use in fair share, in hours (0: only what a tenant
+    /// holds right now counts).
+    #[serde(default = "default_usage_half_life_hours")]
+    pub usage_half_life_hours: u32,
 }
 
 fn one() -> u32 {
@@ -55,6 +63,10 @@ fn default_max_lease_hours() -> u32 {
 
 fn default_reserve_after_minutes() -> u32 {
     30
+}
+
+fn default_usage_half_life_hours() -> u32 {
+    24
 }
 
 impl PoolSpec {
@@ -105,6 +117,37 @@ pub fn priority_classes(
         } => ServiceError::invalid(format!("priority_classes[{index}].{field}"), reason),
         other => ServiceError::invalid("priority_classes", other.to_string()),
     })
+}
+
+/// Checks what pools say about tenants: fair-share weights name tenants
+/// that exist, and the usage half-life stays within a year.
+pub fn validate_pool_tenants(
+    pools: &[PoolSpec],
+    directory: &crate::identity::Directory,
+) -> Result<(), ServiceError> {
+    for (i, p) in pools.iter().enumerate() {
+        if let Some(t) = p
+            .fair_share_weights
+            .keys()
+            .find(|t| !directory.tenants.iter().any(|x| &x.slug == *t))
+        {
+            return Err(ServiceError::invalid(
+                format!("pools[{i}].fair_share_weights"),
+                format!("there is no tenant '{t}'"),
+            ));
+        }
+        let max_hours = tessera_core::schedule::MAX_HALF_LIFE_MS / 3_600_000;
+        if i64::from(p.usage_half_life_hours) > max_hours {
+            return Err(ServiceError::invalid(
+                format!("pools[{i}].usage_half_life_hours"),
+                format!(
+                    "{} is more than a year ({max_hours} hours)",
+                    p.usage_half_life_hours
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks pools for mistakes a config author would make; names the field.
@@ -190,6 +233,8 @@ mod tests {
             max_lease_hours: 72,
             queue: Default::default(),
             reserve_after_minutes: 30,
+            fair_share_weights: Default::default(),
+            usage_half_life_hours: 24,
         }
     }
 

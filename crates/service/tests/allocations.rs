@@ -1633,6 +1633,71 @@ async fn higher_priority_classes_start_first_and_each_tenant_uses_only_its_own()
     check_invariants(&f).await;
 }
 
+#[tokio::test]
+async fn fair_share_puts_the_tenant_that_used_the_pool_least_lately_first() {
+    // With a 24 h half-life, vision's three busy hours count against it;
+    // with none, only what each holds now for its quota does (vision three
+    // 1g slices of its 2 GPUs, nlp three of its 1), and vision goes first.
+    for (half_life, first) in [(24, "nlp"), (0, "vision")] {
+        let mut pools = common::pools();
+        pools[0].usage_half_life_hours = half_life;
+        let f = fixture_with_pools(pools).await;
+        let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-fa")]).await;
+        let bob = actor(&f, "bob", &["vision"], "vision").await;
+        let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+        let small = || ask("h100-mig", mig("1g.10gb"), 4);
+        let take = |who: &TenantActor, n: usize| {
+            let (f, who) = (&f, who.clone());
+            async move {
+                let mut out = Vec::new();
+                for _ in 0..n {
+                    out.push(f.service.request_allocation(&who, &small()).await.unwrap());
+                }
+                out
+            }
+        };
+        // Vision has the GPU to itself for three hours.
+        let busy = take(&bob, 6).await;
+        agent.converge(&f).await;
+        f.clock.advance(Duration::hours(3));
+        for v in &busy {
+            f.service.release_allocation(&bob, v.id).await.unwrap();
+        }
+        agent.converge(&f).await;
+        // Now nlp holds three slices and vision four: the GPU is full.
+        take(&nora, 3).await;
+        let vision_held = take(&bob, 4).await;
+        agent.converge(&f).await;
+        // Vision queues first, nlp a second later.
+        let v = f.service.request_allocation(&bob, &small()).await.unwrap();
+        f.clock.advance(Duration::seconds(1));
+        let n = f.service.request_allocation(&nora, &small()).await.unwrap();
+        assert_eq!(
+            (v.state, n.state),
+            (AllocationPhase::Queued, AllocationPhase::Queued)
+        );
+        let (winner, loser) = if first == "nlp" { (&n, &v) } else { (&v, &n) };
+        assert_eq!(
+            get_any(&f, winner).await.queue_position,
+            Some(1),
+            "half-life {half_life}"
+        );
+        // One of vision's slices frees: the first in line gets it.
+        f.service
+            .release_allocation(&bob, vision_held[0].id)
+            .await
+            .unwrap();
+        agent.converge(&f).await;
+        assert_eq!(f.service.tick().await.unwrap().placed, 1);
+        assert_eq!(
+            get_any(&f, winner).await.state,
+            AllocationPhase::Placed,
+            "half-life {half_life}"
+        );
+        assert_eq!(get_any(&f, loser).await.state, AllocationPhase::Queued);
+    }
+}
+
 /// An allocation as its own tenant's member sees it.
 async fn get_any(f: &Fixture, v: &AllocationView) -> AllocationView {
     let who = actor(f, &format!("{}-reader", v.tenant), &[&v.tenant], &v.tenant).await;

@@ -1,7 +1,9 @@
 //! Scheduling policy: in which order waiting requests are served, which of
 //! them start now, and when the others can expect to.
 //!
-//! [`queue_order`] ranks a pool's queue (priority, fair share, age).
+//! [`queue_order`] ranks a pool's queue: priority (from the request's
+//! [`PriorityClass`]), then weighted fair share ([`decayed_usage`] over the
+//! tenant's weight), then age.
 //! [`plan_queue`] walks it once: whatever fits starts now, so a request that
 //! cannot fit does not hold up smaller ones behind it (backfill); the first
 //! request that has waited longer than the pool allows gets a reservation on
@@ -11,12 +13,14 @@
 //! every waiting request an estimated start. Pure: no clock, no I/O.
 
 mod backfill;
+mod fair_share;
 mod priority;
 mod queue;
 
 pub use backfill::{
     plan_queue, Discipline, Holding, QueuePlan, QueuePolicy, Reservation, Wait, Waiting, Waits,
 };
+pub use fair_share::{decayed_usage, UseSpan, MAX_HALF_LIFE_MS};
 pub use priority::{PriorityClass, PriorityClassError, PriorityClasses, MAX_PRIORITY, STANDARD};
 pub use queue::{queue_order, QueueEntry};
 

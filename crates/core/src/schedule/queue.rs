@@ -1,6 +1,7 @@
 //! The order in which queued requests are placed: priority first, then fair
-//! share across tenants (the tenant using the smallest share of its quota in
-//! the pool goes first), then age.
+//! share across tenants (the tenant whose recent use is smallest for its
+//! weight in the pool goes first; see [`decayed_usage`](super::decayed_usage)),
+//! then age.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,27 +14,28 @@ pub struct QueueEntry {
     pub priority: i32,
     /// Tenant.
     pub tenant_id: i64,
-    /// GPU compute the tenant holds in the pool now, in thousandths.
-    pub tenant_used_milli: u64,
-    /// The tenant's compute quota in the pool, in thousandths.
-    pub tenant_quota_milli: u64,
+    /// The tenant's recent use of the pool (any unit, the same for every
+    /// entry of the queue: [`decayed_usage`](super::decayed_usage)).
+    pub tenant_usage: u64,
+    /// The tenant's fair-share weight in the pool (relative to the other
+    /// tenants'; 0 counts as no share at all).
+    pub tenant_weight: u64,
     /// When it was requested (any monotonic number: seconds, ids).
     pub requested_at: i64,
 }
 
 impl QueueEntry {
-    /// Used share of quota as a fraction `used / quota`, compared exactly by
-    /// cross-multiplication; a tenant without quota counts as fully used.
+    /// Use for weight, `usage / weight`, compared exactly by
+    /// cross-multiplication; a tenant without weight goes after every
+    /// tenant with one, whatever the use.
     fn share_cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let a = (
-            u128::from(self.tenant_used_milli),
-            u128::from(self.tenant_quota_milli.max(1)),
-        );
-        let b = (
-            u128::from(other.tenant_used_milli),
-            u128::from(other.tenant_quota_milli.max(1)),
-        );
-        (a.0 * b.1).cmp(&(b.0 * a.1))
+        match (self.tenant_weight, other.tenant_weight) {
+            (0, 0) => self.tenant_usage.cmp(&other.tenant_usage),
+            (0, _) => std::cmp::Ordering::Greater,
+            (_, 0) => std::cmp::Ordering::Less,
+            (wa, wb) => (u128::from(self.tenant_usage) * u128::from(wb))
+                .cmp(&(u128::from(other.tenant_usage) * u128::from(wa))),
+        }
     }
 }
 
@@ -55,15 +57,27 @@ pub fn queue_order(entries: &mut [QueueEntry]) {
 mod tests {
     use super::*;
 
-    fn e(id: i64, priority: i32, tenant: i64, used: u64, quota: u64, at: i64) -> QueueEntry {
+    fn e(id: i64, priority: i32, tenant: i64, used: u64, weight: u64, at: i64) -> QueueEntry {
         QueueEntry {
             id,
             priority,
             tenant_id: tenant,
-            tenant_used_milli: used,
-            tenant_quota_milli: quota,
+            tenant_usage: used,
+            tenant_weight: weight,
             requested_at: at,
         }
+    }
+
+    #[test]
+    fn a_tenant_without_weight_goes_last() {
+        let mut q = vec![
+            e(1, 0, 1, 0, 0, 1),
+            e(2, 0, 2, 9000, 1, 2),
+            e(3, 0, 3, 5, 0, 0),
+        ];
+        queue_order(&mut q);
+        let ids: Vec<i64> = q.iter().map(|e| e.id).collect();
+        assert_eq!(ids, vec![2, 1, 3]);
     }
 
     #[test]

@@ -43,8 +43,8 @@ fn waiting(id: i64, count: u32, requested_at: i64, hold_ms: i64) -> Waiting {
             id,
             priority: 0,
             tenant_id: 1,
-            tenant_used_milli: 0,
-            tenant_quota_milli: 1000,
+            tenant_usage: 0,
+            tenant_weight: 1000,
             requested_at,
         },
         request: whole(count),
@@ -439,5 +439,76 @@ proptest! {
             let fits = later.place(&queue[r.id as usize].request, Policy::Pack);
             prop_assert!(fits.is_ok());
         }
+    }
+}
+
+/// Three tenants, always with work waiting (each keeps 20 one-GPU jobs of
+/// 1 h queued) on 12 GPUs, usage decaying over `half_life_ms`. Returns each
+/// tenant's share of the GPU-time over `hours`.
+fn backlogged_shares(weights: [u64; 3], half_life_ms: i64, hours: i64) -> [f64; 3] {
+    const HOUR: i64 = 3_600_000;
+    let mut f = fleet(&[("a", 4), ("b", 4), ("c", 4)]);
+    let mut running: Vec<Holding> = Vec::new();
+    let mut spans: [Vec<super::UseSpan>; 3] = Default::default();
+    let mut queue: Vec<(Waiting, usize)> = Vec::new();
+    let mut next_id = 0;
+    let mut gpu_ms = [0i64; 3];
+    // Every 15 minutes: jobs end, queues are topped up, the queue is planned.
+    for step in 0..(hours * 4) {
+        let now = step * HOUR / 4;
+        running.retain(|h| {
+            if h.until <= now {
+                f.release(&h.decision).unwrap();
+                false
+            } else {
+                true
+            }
+        });
+        for t in 0..3 {
+            while queue.iter().filter(|(_, owner)| *owner == t).count() < 20 {
+                queue.push((waiting(next_id, 1, now, HOUR), t));
+                next_id += 1;
+            }
+        }
+        let entries: Vec<Waiting> = queue
+            .iter()
+            .map(|(w, t)| {
+                let mut w = w.clone();
+                w.entry.tenant_id = *t as i64;
+                w.entry.tenant_usage = super::decayed_usage(&spans[*t], now, half_life_ms);
+                w.entry.tenant_weight = weights[*t];
+                w
+            })
+            .collect();
+        let plan = plan_queue(&mut f, &entries, &running, now, &policy(NEVER, false));
+        for (id, d) in plan.placed {
+            let at = queue.iter().position(|(w, _)| w.entry.id == id).unwrap();
+            let (_, t) = queue.remove(at);
+            spans[t].push(super::UseSpan {
+                start: now,
+                end: Some(now + HOUR),
+                milli: 1000,
+            });
+            gpu_ms[t] += HOUR;
+            running.push(Holding {
+                decision: d,
+                until: now + HOUR,
+            });
+        }
+    }
+    let total = gpu_ms.iter().sum::<i64>() as f64;
+    gpu_ms.map(|g| g as f64 / total)
+}
+
+#[test]
+fn with_everyone_waiting_gpu_time_converges_to_the_weights() {
+    // (Without fair share the shares come out a third each.)
+    let shares = backlogged_shares([2, 1, 1], 6 * 3_600_000, 96);
+    for (share, want) in shares.iter().zip([0.5, 0.25, 0.25]) {
+        assert!((share - want).abs() < 0.03, "{shares:?}");
+    }
+    let equal = backlogged_shares([1, 1, 1], 6 * 3_600_000, 96);
+    for share in equal {
+        assert!((share - 1.0 / 3.0).abs() < 0.03, "{equal:?}");
     }
 }

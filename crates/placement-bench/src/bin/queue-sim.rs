@@ -23,6 +23,9 @@ struct Cli {
     /// Tenants.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(i64).range(1..=1_000))]
     tenants: i64,
+    /// Share of the jobs submitted by tenant 0 (the others share the rest).
+    #[arg(long, default_value_t = 0.5)]
+    heavy_share: f64,
     /// Minutes before a waiting request gets a reservation.
     #[arg(long, default_value_t = 30)]
     reserve_after_minutes: i64,
@@ -43,11 +46,16 @@ fn main() -> std::process::ExitCode {
         eprintln!("queue-sim: --load must be a positive number");
         return std::process::ExitCode::from(2);
     }
+    if !(0.0..=1.0).contains(&cli.heavy_share) {
+        eprintln!("queue-sim: --heavy-share must be between 0 and 1");
+        return std::process::ExitCode::from(2);
+    }
     let params = Params {
         hosts: cli.hosts as usize,
         jobs: cli.jobs as usize,
         load: cli.load,
         tenants: cli.tenants,
+        heavy_share: cli.heavy_share,
         seed: cli.seed,
     };
     let reserve_after_ms = cli.reserve_after_minutes.max(0) * 60_000;

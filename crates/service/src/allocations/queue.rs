@@ -5,17 +5,19 @@
 
 use super::snapshot::{PoolSnapshot, View};
 use super::stored::{set_state, AllocationRow};
-use crate::entity::allocation;
+use crate::entity::{allocation, tenant};
 use crate::pools::PoolSpec;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, Set,
+};
 use serde_json::json;
 use std::collections::BTreeMap;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationPhase};
 use tessera_core::placement::{Decision, Policy};
 use tessera_core::schedule::{
-    plan_queue, queue_order, QueueEntry, QueuePlan, QueuePolicy, Waiting,
+    decayed_usage, plan_queue, queue_order, QueueEntry, QueuePlan, QueuePolicy, UseSpan, Waiting,
 };
 
 /// A pool planned: the fleet (with the plan's placements applied) and the plan.
@@ -34,7 +36,7 @@ fn queue_policy(spec: &PoolSpec, estimate: bool) -> QueuePolicy {
     }
 }
 
-/// Fair-share inputs per (tenant, pool): compute held and quota, in thousandths.
+/// Fair-share inputs per (tenant, pool): recent use and weight.
 type Shares = BTreeMap<(i64, String), (u64, u64)>;
 
 impl Service {
@@ -46,25 +48,77 @@ impl Service {
         shares: &mut Shares,
     ) -> Result<QueueEntry, ServiceError> {
         let key = (row.tenant_id, row.pool.clone());
-        let (used, quota) = match shares.get(&key) {
+        let (usage, weight) = match shares.get(&key) {
             Some(s) => *s,
             None => {
-                let used = Self::usage_of_active(conn, row.tenant_id, &row.pool).await?;
-                let quota = Self::quota_of(conn, row.tenant_id, &row.pool, self.now())
-                    .await?
-                    .map_or(0, |q| u64::from(q.compute.0));
-                shares.insert(key, (used, quota));
-                (used, quota)
+                let s = self.fair_share_of(conn, row.tenant_id, &row.pool).await?;
+                shares.insert(key, s);
+                s
             }
         };
         Ok(QueueEntry {
             id: row.id,
             priority: row.priority,
             tenant_id: row.tenant_id,
-            tenant_used_milli: used,
-            tenant_quota_milli: quota,
+            tenant_usage: usage,
+            tenant_weight: weight,
             requested_at: row.created_at.timestamp_millis(),
         })
+    }
+
+    /// A tenant's recent use of a pool (decayed over the pool's
+    /// `usage_half_life_hours`) and its fair-share weight there: the pool's
+    /// `fair_share_weights`, else its compute quota.
+    async fn fair_share_of<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        tenant_id: i64,
+        pool: &str,
+    ) -> Result<(u64, u64), ServiceError> {
+        let now = self.now();
+        let spec = self.pool_spec("pool", pool).ok();
+        let half_life = spec.map_or(0, |s| i64::from(s.usage_half_life_hours) * 3_600_000);
+        // Use older than ten half-lives weighs under 0.1 %.
+        let since = now - chrono::Duration::milliseconds(half_life.saturating_mul(10));
+        let rows = allocation::Entity::find()
+            .filter(allocation::Column::TenantId.eq(tenant_id))
+            .filter(allocation::Column::Pool.eq(pool))
+            .filter(
+                Condition::any()
+                    .add(allocation::Column::State.is_in(AllocationPhase::CAPACITY))
+                    .add(allocation::Column::EndedAt.gte(since)),
+            )
+            .all(conn)
+            .await?;
+        let spans: Vec<UseSpan> = rows
+            .iter()
+            .filter_map(|a| {
+                let start = a.active_at.or(a.placed_at)?;
+                Some(UseSpan {
+                    start: start.timestamp_millis(),
+                    end: a.ended_at.map(|t| t.timestamp_millis()),
+                    milli: u64::try_from(a.demand_compute_milli).unwrap_or(0),
+                })
+            })
+            .collect();
+        let usage = decayed_usage(&spans, now.timestamp_millis(), half_life);
+        let weights = spec
+            .map(|s| &s.fair_share_weights)
+            .filter(|w| !w.is_empty());
+        let weight = match weights {
+            Some(w) => {
+                let slug = tenant::Entity::find_by_id(tenant_id)
+                    .one(conn)
+                    .await?
+                    .map(|t| t.slug)
+                    .unwrap_or_default();
+                u64::from(w.get(&slug).copied().unwrap_or(1))
+            }
+            None => Self::quota_of(conn, tenant_id, pool, now)
+                .await?
+                .map_or(0, |q| u64::from(q.compute.0)),
+        };
+        Ok((usage, weight))
     }
 
     /// The queue of each pool in placement order.
@@ -86,16 +140,6 @@ impl Service {
             queue_order(q);
         }
         Ok(by_pool)
-    }
-
-    /// GPU compute a tenant holds in a pool (placed or beyond, not queued).
-    async fn usage_of_active<C: ConnectionTrait>(
-        conn: &C,
-        tenant_id: i64,
-        pool: &str,
-    ) -> Result<u64, ServiceError> {
-        let rows = Self::tenant_rows_in(conn, tenant_id, pool, &AllocationPhase::HOLDING).await?;
-        Ok(rows.iter().map(|a| u64::from(a.demand().compute.0)).sum())
     }
 
     /// Plans one pass over the queue of `spec`'s pool, with `extra` (a

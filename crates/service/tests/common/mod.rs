@@ -95,6 +95,8 @@ pub fn pools() -> Vec<PoolSpec> {
         max_lease_hours: 72,
         queue: Default::default(),
         reserve_after_minutes: 30,
+        fair_share_weights: Default::default(),
+        usage_half_life_hours: 24,
     };
     use tessera_core::sharing::SharingMode;
     let mut l4 = pool("l4-shared", SharingMode::TimeSlicing, "L4");
