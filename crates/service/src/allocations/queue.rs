@@ -36,20 +36,30 @@ fn queue_policy(spec: &PoolSpec, estimate: bool) -> QueuePolicy {
     }
 }
 
+/// Whether `rows` belong to more than one tenant.
+fn several_tenants<'a>(mut rows: impl Iterator<Item = &'a allocation::Model>) -> bool {
+    let first = rows.next().map(|r| r.tenant_id);
+    rows.any(|r| Some(r.tenant_id) != first)
+}
+
 /// Fair-share inputs per (tenant, pool): recent use and weight.
 type Shares = BTreeMap<(i64, String), (u64, u64)>;
 
 impl Service {
-    /// The queue entry of `row`, reading the tenant's share once per pool.
+    /// The queue entry of `row`, reading the tenant's share once per pool;
+    /// only when `rank` (the queue holds several tenants: otherwise fair
+    /// share orders nothing, and reading days of use would only cost time).
     async fn queue_entry<C: ConnectionTrait>(
         &self,
         conn: &C,
         row: &allocation::Model,
         shares: &mut Shares,
+        rank: bool,
     ) -> Result<QueueEntry, ServiceError> {
         let key = (row.tenant_id, row.pool.clone());
         let (usage, weight) = match shares.get(&key) {
             Some(s) => *s,
+            None if !rank => (0, 1),
             None => {
                 let s = self.fair_share_of(conn, row.tenant_id, &row.pool).await?;
                 shares.insert(key, s);
@@ -130,11 +140,18 @@ impl Service {
             .filter(allocation::Column::State.eq(AllocationPhase::Queued))
             .all(conn)
             .await?;
+        let mut rows: BTreeMap<&str, Vec<&allocation::Model>> = BTreeMap::new();
+        for a in &queued {
+            rows.entry(a.pool.as_str()).or_default().push(a);
+        }
         let mut by_pool: BTreeMap<String, Vec<QueueEntry>> = BTreeMap::new();
         let mut shares = Shares::new();
-        for a in &queued {
-            let entry = self.queue_entry(conn, a, &mut shares).await?;
-            by_pool.entry(a.pool.clone()).or_default().push(entry);
+        for (pool, rows) in rows {
+            let rank = several_tenants(rows.iter().copied());
+            for a in rows {
+                let entry = self.queue_entry(conn, a, &mut shares, rank).await?;
+                by_pool.entry(pool.to_owned()).or_default().push(entry);
+            }
         }
         for q in by_pool.values_mut() {
             queue_order(q);
@@ -164,6 +181,7 @@ impl Service {
             .all(conn)
             .await?;
         let mut shares = Shares::new();
+        let rank = several_tenants(queued.iter().chain(extra));
         let mut queue = Vec::with_capacity(queued.len() + 1);
         for row in queued.iter().chain(extra) {
             // A shape the pool no longer offers cannot be placed; it stays
@@ -172,7 +190,7 @@ impl Service {
                 continue;
             };
             queue.push(Waiting {
-                entry: self.queue_entry(conn, row, &mut shares).await?,
+                entry: self.queue_entry(conn, row, &mut shares, rank).await?,
                 request,
                 hold_ms: i64::from(row.lease_hours.max(1)) * 3_600_000,
             });
