@@ -121,7 +121,7 @@ impl Service {
                     .one(conn)
                     .await?
                     .map(|t| t.slug)
-                    .unwrap_or_default();
+                    .ok_or_else(|| ServiceError::not_found(format!("tenant {tenant_id}")))?;
                 u64::from(w.get(&slug).copied().unwrap_or(1))
             }
             None => Self::quota_of(conn, tenant_id, pool, now)
