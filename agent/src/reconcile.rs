@@ -87,6 +87,7 @@ mod tests {
             memory_gib: 128,
             driver_version: "test".into(),
             faults,
+            health_file: None,
             gpus: vec![SimGpus {
                 model: "H100-80GB".into(),
                 count: 2,

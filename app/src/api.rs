@@ -116,6 +116,35 @@ pub async fn get_fleet() -> Result<FleetView, AppError> {
     Ok(service.fleet_view(&admin).await?)
 }
 
+/// Cordons, drains, puts into maintenance, resumes or decommissions a host
+/// (`target` = `host`) or one of its GPUs (`target` = its index).
+#[server(prefix = "/api/ui", endpoint = "operate_fleet")]
+pub async fn operate_fleet(
+    host_id: i64,
+    target: String,
+    action: String,
+    #[server(default)] deadline_minutes: Option<u32>,
+    reason: String,
+) -> Result<(), AppError> {
+    use tessera_core::availability::OpsAction;
+    use tessera_service::ServiceError;
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    let action = OpsAction::from_form(&action, deadline_minutes)
+        .map_err(|m| ServiceError::invalid("action", m))?;
+    let req = tessera_protocol::views::OpsRequest { action, reason };
+    match target.as_str() {
+        "host" => service.operate_host(&admin, host_id, &req).await?,
+        index => {
+            let index: u32 = index.parse().map_err(|_| {
+                ServiceError::invalid("target", "choose the host or one of its GPUs")
+            })?;
+            service.operate_gpu(&admin, host_id, index, &req).await?
+        }
+    };
+    Ok(())
+}
+
 /// Join tokens (platform admins).
 #[server(prefix = "/api/ui", endpoint = "list_join_tokens")]
 pub async fn list_join_tokens() -> Result<Vec<JoinTokenView>, AppError> {
@@ -202,6 +231,14 @@ pub async fn release_slice(slug: String, id: i64) -> Result<AllocationView, AppE
     let (service, viewer) = ssr::ctx().await?;
     let actor = service.tenant_actor(viewer.require()?, &slug).await?;
     Ok(service.release_allocation(&actor, id).await?)
+}
+
+/// Asks again for a slice that lost its GPU or host, or has ended.
+#[server(prefix = "/api/ui", endpoint = "requeue_slice")]
+pub async fn requeue_slice(slug: String, id: i64) -> Result<AllocationView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    Ok(service.requeue_allocation(&actor, id).await?)
 }
 
 /// Extends an active lease by `hours`.

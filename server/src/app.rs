@@ -3,7 +3,7 @@
 use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::bundle;
 use crate::config::Config;
-use crate::routes::{agent, allocations, audit, health, metrics, openapi, quotas};
+use crate::routes::{agent, allocations, audit, fleet, health, metrics, openapi, quotas};
 use crate::security::{self, csrf, headers, limits};
 use crate::state::{stopped, AppState};
 use axum::http::StatusCode;
@@ -63,6 +63,7 @@ pub async fn build_state(
     let settings = Settings {
         directory: config.directory.clone(),
         host_offline_after: chrono::Duration::seconds(config.agents.offline_after_seconds),
+        host_lost_after: chrono::Duration::seconds(config.agents.lost_after_seconds),
         report_interval: chrono::Duration::seconds(config.agents.report_interval_seconds),
         pools: config.pools.clone(),
         provision_timeout: chrono::Duration::seconds(config.agents.provision_timeout_seconds),
@@ -231,6 +232,10 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         .routes(routes!(allocations::get_allocation))
         .routes(routes!(allocations::release_allocation))
         .routes(routes!(allocations::extend_allocation))
+        .routes(routes!(allocations::requeue_allocation))
+        .routes(routes!(fleet::get_fleet))
+        .routes(routes!(fleet::operate_host))
+        .routes(routes!(fleet::operate_gpu))
         .routes(routes!(quotas::get_tenant_quotas))
         .routes(routes!(quotas::create_quota_request))
         .routes(routes!(quotas::get_quota_request))
@@ -270,6 +275,8 @@ pub async fn run_scheduler(
                 expired = r.expired,
                 timed_out = r.timed_out,
                 placed = r.placed,
+                drained = r.drained,
+                lost = r.lost,
                 "allocation timer"
             ),
             Ok(_) => {}

@@ -273,6 +273,9 @@ pub struct AgentsConfig {
     pub offline_after_seconds: i64,
     /// How often agents are asked to report.
     pub report_interval_seconds: i64,
+    /// A host silent for longer than this has lost its slices: they are
+    /// marked (placed ones go back to the queue) and their owners told.
+    pub lost_after_seconds: i64,
     /// A slice the host has not made active this long after placement fails
     /// (and its quota returns).
     pub provision_timeout_seconds: i64,
@@ -285,6 +288,7 @@ impl Default for AgentsConfig {
         Self {
             offline_after_seconds: 30,
             report_interval_seconds: 5,
+            lost_after_seconds: 300,
             provision_timeout_seconds: 300,
             scheduler_interval_ms: 1000,
         }
@@ -405,12 +409,19 @@ impl Config {
             self.agents.offline_after_seconds,
             self.agents.report_interval_seconds,
             self.agents.provision_timeout_seconds,
+            self.agents.lost_after_seconds,
         ];
         if agent_intervals
             .iter()
             .any(|s| !(1..=MAX_AGENT_INTERVAL_SECONDS).contains(s))
         {
             return bad("agents", "intervals must be between 1 second and 30 days");
+        }
+        if self.agents.lost_after_seconds < self.agents.offline_after_seconds {
+            return bad(
+                "agents.lost_after_seconds",
+                "must be at least agents.offline_after_seconds: a host is offline before its slices count as lost",
+            );
         }
         if let Err(e) = self.api_tokens.policy().validate() {
             if let tessera_service::ServiceError::Invalid { field, message } = e {

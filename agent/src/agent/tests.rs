@@ -19,6 +19,7 @@ fn sim(hostname: &str, faults: Vec<Fault>) -> SimBackend {
         memory_gib: 128,
         driver_version: "test".into(),
         faults,
+        health_file: None,
         gpus: vec![SimGpus {
             model: "H100-80GB".into(),
             count: 2,

@@ -14,6 +14,26 @@
 //!
 //! Models come from `tessera_core::catalogue`; an unknown model is a generic GPU
 //! with `memory_gib` of memory.
+//!
+//! Hardware faults are injected at run time through `health_file` (a path,
+//! relative to the host file), read at every report; a missing file means a
+//! healthy host:
+//!
+//! ```toml
+//! [[gpu]]
+//! index = 3
+//! lost = true                      # fallen off the bus: every call fails
+//! xids = [{ xid = 79, count = 1 }]
+//! ecc_uncorrected = 2
+//! retired_pages_pending = true
+//! remapped_rows_pending = true
+//! remap_failure = false
+//! throttle = ["hw_thermal_slowdown"]
+//! ```
+//!
+//! A lost GPU fails the way the hardware does: it is still listed (with the
+//! facts read before it was lost), but reading or changing its state fails
+//! with `NVML_ERROR_GPU_IS_LOST`.
 
 use super::{op_name, BackendError, GpuBackend, Inventory};
 use serde::Deserialize;
@@ -26,6 +46,7 @@ use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{
     plan, ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, Op, SimGpu,
 };
+use tessera_core::health::HealthSignals;
 use tessera_protocol::agent::{GpuReport, MigDevice};
 
 /// One simulated host file.
@@ -46,7 +67,30 @@ pub struct SimHost {
     /// Driver misbehaviour to simulate, for testing failure paths.
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// A file of GPU hardware faults, read at every report (see the module
+    /// documentation); relative to the host file.
+    #[serde(default)]
+    pub health_file: Option<std::path::PathBuf>,
 }
+
+/// The `health_file`: what is wrong with which GPU.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthFile {
+    #[serde(default)]
+    gpu: Vec<GpuFault>,
+}
+
+/// One GPU's hardware faults.
+#[derive(Debug, Clone, Deserialize)]
+struct GpuFault {
+    index: u32,
+    #[serde(flatten)]
+    signals: HealthSignals,
+}
+
+/// The error NVML gives for every call on a GPU that fell off the bus.
+const GPU_IS_LOST: &str = "GPU is lost (NVML_ERROR_GPU_IS_LOST)";
 
 /// A simulated driver fault: an operation that fails or hangs.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -136,6 +180,8 @@ pub struct SimBackend {
     host: SimHost,
     gpus: Vec<GpuReport>,
     driver: Mutex<Driver>,
+    /// Where `health_file` is, resolved.
+    health_path: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug)]
@@ -159,7 +205,12 @@ impl SimBackend {
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
         let host: SimHost = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
-        Self::new(host).map_err(err)
+        let mut sim = Self::new(host).map_err(err)?;
+        sim.health_path = sim.host.health_file.as_ref().map(|f| {
+            path.parent()
+                .map_or_else(|| f.clone(), |dir| dir.join(f))
+        });
+        Ok(sim)
     }
 
     /// Builds the simulated GPUs, rejecting what no real host could have.
@@ -210,7 +261,7 @@ impl SimBackend {
                     mig_capable: model.mig.is_some(),
                     mig_enabled: group.mig_enabled,
                     nvlink_peers: peers,
-                    health: "healthy".to_owned(),
+                    health: HealthSignals::default(),
                     sharing: None,
                     mig_devices: Vec::new(),
                 });
@@ -259,7 +310,42 @@ impl SimBackend {
             host,
             gpus,
             driver: Mutex::new(driver),
+            health_path: None,
         })
+    }
+
+    /// The injected hardware faults by GPU index (none when there is no
+    /// file; a file that does not parse is reported, not guessed at).
+    fn faults_now(&self) -> Result<BTreeMap<u32, HealthSignals>, BackendError> {
+        let Some(path) = &self.health_path else {
+            return Ok(BTreeMap::new());
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+            Err(e) => {
+                return Err(BackendError::SimConfig {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })
+            }
+        };
+        let file: HealthFile = toml::from_str(&text).map_err(|e| BackendError::SimConfig {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(file.gpu.into_iter().map(|g| (g.index, g.signals)).collect())
+    }
+
+    /// Fails like NVML when GPU `index` has fallen off the bus.
+    fn check_not_lost(&self, index: u32, call: &'static str) -> Result<(), BackendError> {
+        if self.faults_now()?.get(&index).is_some_and(|s| s.lost) {
+            return Err(BackendError::Nvml {
+                call,
+                detail: GPU_IS_LOST.to_owned(),
+            });
+        }
+        Ok(())
     }
 
     fn driver(&self) -> MutexGuard<'_, Driver> {
@@ -387,17 +473,29 @@ impl GpuBackend for SimBackend {
     }
 
     fn inventory(&self) -> Result<Inventory, BackendError> {
+        let faults = self.faults_now()?;
         let driver = self.driver();
         let gpus = self
             .gpus
             .iter()
             .zip(&driver.gpus)
             .enumerate()
-            .map(|(i, (g, sim))| GpuReport {
-                mig_enabled: sim.observed().mig_enabled,
-                sharing: Some(sim.observed().clone()),
-                mig_devices: driver.mig_devices(i),
-                ..g.clone()
+            .map(|(i, (g, sim))| {
+                let health = faults.get(&g.index).cloned().unwrap_or_default();
+                if health.lost {
+                    // Only what was read before the GPU was lost.
+                    return GpuReport {
+                        health,
+                        ..g.clone()
+                    };
+                }
+                GpuReport {
+                    mig_enabled: sim.observed().mig_enabled,
+                    sharing: Some(sim.observed().clone()),
+                    mig_devices: driver.mig_devices(i),
+                    health,
+                    ..g.clone()
+                }
             })
             .collect();
         Ok(Inventory {
@@ -409,6 +507,7 @@ impl GpuBackend for SimBackend {
     }
 
     fn observe(&self, index: u32) -> Result<GpuObserved, BackendError> {
+        self.check_not_lost(index, "nvmlDeviceGetHandleByIndex")?;
         let driver = self.driver();
         let gpu = driver
             .gpus
@@ -419,6 +518,7 @@ impl GpuBackend for SimBackend {
 
     fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError> {
         let name = op_name(op);
+        self.check_not_lost(index, "nvmlDeviceGetHandleByIndex")?;
         let fault = self.driver().fire(index, name);
         match fault {
             Some(Fault {
@@ -468,6 +568,7 @@ mod tests {
             memory_gib: 256,
             driver_version: default_driver(),
             faults: vec![],
+            health_file: None,
             gpus: vec![SimGpus {
                 model: model.into(),
                 count,
@@ -672,5 +773,51 @@ mod tests {
         assert!(SimBackend::new(host("Mystery-GPU", 1, false, vec![]))
             .unwrap_err()
             .contains("memory_gib"));
+    }
+
+    #[test]
+    fn injected_hardware_faults_are_reported_and_a_lost_gpu_fails_every_call() {
+        let dir = std::env::temp_dir().join(format!("tessera-sim-health-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let host_file = dir.join("h.toml");
+        std::fs::write(
+            &host_file,
+            "hostname = \"h1\"\ncpu_cores = 8\nmemory_gib = 64\nhealth_file = \"faults.toml\"\n\
+             [[gpus]]\nmodel = \"H100-80GB\"\ncount = 2\nmig_enabled = true\n",
+        )
+        .unwrap();
+        let sim = SimBackend::from_file(&host_file).unwrap();
+        // No file yet: healthy.
+        let inv = sim.inventory().unwrap();
+        assert!(inv.gpus.iter().all(|g| g.health == HealthSignals::default()));
+        std::fs::write(
+            dir.join("faults.toml"),
+            "[[gpu]]\nindex = 0\necc_uncorrected = 2\nthrottle = [\"hw_thermal_slowdown\"]\n\
+             [[gpu]]\nindex = 1\nlost = true\nxids = [{ xid = 79, count = 1 }]\n",
+        )
+        .unwrap();
+        let inv = sim.inventory().unwrap();
+        assert_eq!(inv.gpus[0].health.ecc_uncorrected, 2);
+        assert_eq!(
+            inv.gpus[0].health.throttle,
+            vec![tessera_core::health::ThrottleReason::HwThermalSlowdown]
+        );
+        assert!(inv.gpus[0].sharing.is_some());
+        assert!(inv.gpus[1].health.lost);
+        assert_eq!(inv.gpus[1].sharing, None, "a lost GPU's state cannot be read");
+        assert_eq!(inv.gpus[1].uuid, sim_uuid("h1", 1), "still listed, as NVML does");
+        let err = sim.observe(1).unwrap_err().to_string();
+        assert!(err.contains("NVML_ERROR_GPU_IS_LOST"), "{err}");
+        let err = sim.apply(1, &Op::DisableMig).unwrap_err().to_string();
+        assert!(err.contains("NVML_ERROR_GPU_IS_LOST"), "{err}");
+        assert!(sim.observe(0).is_ok(), "the other GPU still answers");
+        // A file that does not parse is an error, not a healthy host.
+        std::fs::write(dir.join("faults.toml"), "[[gpu]]\nindex = \"x\"\n").unwrap();
+        assert!(sim.inventory().is_err());
+        // Repaired: the file is gone.
+        std::fs::remove_file(dir.join("faults.toml")).unwrap();
+        assert!(!sim.inventory().unwrap().gpus[1].health.lost);
+        assert!(sim.observe(1).is_ok());
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

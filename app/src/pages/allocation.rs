@@ -1,13 +1,14 @@
-//! One allocation: live progress, connection details, release and extend.
+//! One allocation: live progress, connection details, release and extend;
+//! when its GPU or host is lost or drained, why, and a way to ask again.
 
-use crate::api::{get_allocation, ExtendSlice, ReleaseSlice};
+use crate::api::{get_allocation, ExtendSlice, ReleaseSlice, RequeueSlice};
 use crate::components::allocation_state::{Progress, StateBadge};
 use crate::components::copy::CopyButton;
 use crate::components::error_panel::ErrorPanel;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_navigate, use_params_map};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::views::AllocationView;
 
@@ -30,6 +31,14 @@ pub fn AllocationPage() -> impl IntoView {
     let (settled, set_settled) = signal(false);
     let release = ServerAction::<ReleaseSlice>::new();
     let extend = ServerAction::<ExtendSlice>::new();
+    let requeue = ServerAction::<RequeueSlice>::new();
+    // Asked again: go to the new request.
+    let navigate = use_navigate();
+    Effect::new(move |_| {
+        if let Some(Ok(v)) = requeue.value().get() {
+            navigate(&format!("/t/{}/a/{}", v.tenant, v.id), Default::default());
+        }
+    });
     let alloc = Resource::new(
         move || {
             (
@@ -60,7 +69,7 @@ pub fn AllocationPage() -> impl IntoView {
                 match alloc.await {
                     Ok(a) => {
                         set_settled.set(a.is_terminal());
-                        view! { <Allocation a release extend/> }.into_any()
+                        view! { <Allocation a release extend requeue/> }.into_any()
                     }
                     Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
                 }
@@ -74,6 +83,7 @@ fn Allocation(
     a: AllocationView,
     release: ServerAction<ReleaseSlice>,
     extend: ServerAction<ExtendSlice>,
+    requeue: ServerAction<RequeueSlice>,
 ) -> impl IntoView {
     use AllocationPhase as P;
     let now = a.as_of;
@@ -136,6 +146,30 @@ fn Allocation(
             </div>
             <p class="muted" data-test="status-line">{status_line}</p>
         </section>
+        {a.capacity_lost.clone().map(|lost| {
+            let slug = slug.clone();
+            view! {
+                <section class="callout warn" data-test="capacity-lost" role="alert">
+                    <p><strong>"This slice lost its GPU "</strong>{format!("({}): ", format::ago(lost.at, now))}{lost.reason.clone()}"."</p>
+                    <p>"It no longer counts against your quota. Request it again to run elsewhere; this one is released in the same step."</p>
+                    <ActionForm action=requeue attr:data-test="requeue-form">
+                        <input type="hidden" name="slug" value=slug/>
+                        <input type="hidden" name="id" value=id/>
+                        <button class="button" type="submit" data-test="requeue">"Request again elsewhere"</button>
+                    </ActionForm>
+                </section>
+            }
+        })}
+        {a.drain.clone().map(|d| view! {
+            <section class="callout warn" data-test="drain-notice" role="alert">
+                <p>
+                    <strong>{format!("Host {} is being drained: ", d.host)}</strong>
+                    {format!("this slice ends {} ({}). ", format::until(d.deadline, now), format::when(d.deadline))}
+                    {format!("Reason: {}.", d.reason)}
+                </p>
+                <p>"Save your work; you can request the slice again and it is placed on another GPU."</p>
+            </section>
+        })}
         <section class="card">
             <Progress state=a.state/>
             {a.reason.clone().map(|r| view! { <p class="callout danger" data-test="reason">{r}</p> })}
@@ -212,6 +246,16 @@ fn Allocation(
                 </section>
             }
         })}
+        {matches!(a.state, P::Failed | P::Expired | P::Released).then(|| view! {
+            <section class="card actions-card">
+                <ActionForm action=requeue attr:data-test="requeue-form">
+                    <input type="hidden" name="slug" value=slug.clone()/>
+                    <input type="hidden" name="id" value=id/>
+                    <button class="button" type="submit" data-test="requeue">"Request again"</button>
+                </ActionForm>
+            </section>
+        })}
+        {move || requeue.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
         {move || extend.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
         {move || release.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
     }

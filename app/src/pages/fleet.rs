@@ -1,11 +1,15 @@
-//! The fleet: hosts with status and last-seen, GPUs with model, memory and MIG mode.
+//! The fleet: hosts with status and last-seen, GPUs with model, memory, MIG
+//! mode and health, and what platform admins decided about each (cordon,
+//! drain, maintenance), with the form to decide it.
 
-use crate::api::get_fleet;
+use crate::api::{get_fleet, OperateFleet};
 use crate::components::error_panel::ErrorPanel;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use tessera_protocol::views::{FleetView, HostStatus, HostView};
+use tessera_core::availability::{OpsMode, MAX_DRAIN_MINUTES, MAX_REASON_CHARS};
+use tessera_core::health::HealthVerdict;
+use tessera_protocol::views::{FleetView, HostStatus, HostView, OpsView};
 
 /// How often an open fleet page refreshes itself.
 const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
@@ -15,11 +19,27 @@ const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
 #[component]
 pub fn FleetPage() -> impl IntoView {
     let (tick, set_tick) = signal(0u64);
-    let fleet = Resource::new(move || tick.get(), |_| get_fleet());
+    let operate = ServerAction::<OperateFleet>::new();
+    let fleet = Resource::new(
+        move || (tick.get(), operate.version().get()),
+        |_| get_fleet(),
+    );
     // Effects run only in the browser: no timers during server rendering.
+    // An open "Operate" panel holds the refresh, so what is typed stays.
     Effect::new(move |_| {
-        if let Ok(handle) = set_interval_with_handle(move || set_tick.update(|t| *t += 1), REFRESH)
-        {
+        if let Ok(handle) = set_interval_with_handle(
+            move || {
+                let editing = document()
+                    .query_selector("details.ops-panel[open]")
+                    .ok()
+                    .flatten()
+                    .is_some();
+                if !editing {
+                    set_tick.update(|t| *t += 1);
+                }
+            },
+            REFRESH,
+        ) {
             on_cleanup(move || handle.clear());
         }
     });
@@ -28,7 +48,7 @@ pub fn FleetPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match fleet.await {
-                    Ok(f) => view! { <Fleet f/> }.into_any(),
+                    Ok(f) => view! { <Fleet f operate/> }.into_any(),
                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                 }
             })}
@@ -37,7 +57,7 @@ pub fn FleetPage() -> impl IntoView {
 }
 
 #[component]
-fn Fleet(f: FleetView) -> impl IntoView {
+fn Fleet(f: FleetView, operate: ServerAction<OperateFleet>) -> impl IntoView {
     let hosts = f.hosts.len();
     let online = f
         .hosts
@@ -82,6 +102,7 @@ fn Fleet(f: FleetView) -> impl IntoView {
                                 <span class="badge">{p.isolation.as_str()}</span>
                             </span>
                             <span class="small" data-test="pool-gpus">{format!("{} of {} GPUs online", p.gpus_online, p.gpus)}</span>
+                            <span class="small muted" data-test="pool-schedulable">{format!("{} take new slices", p.gpus_schedulable)}</span>
                         </div>
                     }).collect_view()}
                 </div>
@@ -94,12 +115,58 @@ fn Fleet(f: FleetView) -> impl IntoView {
                 <p><a class="button" href="/admin/join-tokens">"Create a join token"</a></p>
             </div>
         })}
-        {f.hosts.into_iter().map(|h| view! { <Host h now/> }).collect_view()}
+        {move || operate.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="ops-error" role="alert">{e.message}</p> })}
+        {f.hosts.into_iter().map(|h| view! { <Host h now operate/> }).collect_view()}
+    }
+}
+
+/// What an admin decided, for people: "cordoned by Ada 5 min ago: rack work".
+fn ops_text(ops: &OpsView, live: u32, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    let who = ops
+        .by
+        .as_ref()
+        .map(|b| format!(" by {b}"))
+        .unwrap_or_default();
+    let when = ops
+        .at
+        .map(|t| format!(" {}", format::ago(t, now)))
+        .unwrap_or_default();
+    let why = ops
+        .reason
+        .as_ref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    let what = match ops.mode {
+        OpsMode::Available => return None,
+        OpsMode::Draining if live == 0 => "drained (empty)".to_owned(),
+        OpsMode::Draining => format!(
+            "draining, {live} slice{} end{} {}",
+            if live == 1 { "" } else { "s" },
+            if live == 1 { "s" } else { "" },
+            ops.drain_deadline
+                .map(|d| format::until(d, now))
+                .unwrap_or_default()
+        ),
+        m => m.as_str().to_owned(),
+    };
+    Some(format!("{what}{who}{when}{why}"))
+}
+
+/// The badge class of an admin decision.
+fn ops_badge(mode: OpsMode) -> &'static str {
+    match mode {
+        OpsMode::Available => "badge",
+        OpsMode::Cordoned | OpsMode::Draining => "badge warn",
+        OpsMode::Maintenance => "badge danger",
     }
 }
 
 #[component]
-fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
+fn Host(
+    h: HostView,
+    now: chrono::DateTime<chrono::Utc>,
+    operate: ServerAction<OperateFleet>,
+) -> impl IntoView {
     let status = h.status.as_str();
     let seen = h
         .last_seen_at
@@ -116,6 +183,7 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
     .flatten()
     .collect::<Vec<_>>()
     .join(" · ");
+    let gpu_choices: Vec<i32> = h.gpus.iter().map(|g| g.index).collect();
     view! {
         <section class="card host" data-test="host" data-hostname=h.hostname.clone()>
             <div class="host-head">
@@ -125,11 +193,15 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
                 </div>
                 <div class="host-status">
                     <span class=format!("status status-{status}") data-test="host-status">{status}</span>
+                    {(h.ops.mode != OpsMode::Available).then(|| view! {
+                        <span class=ops_badge(h.ops.mode) data-test="host-ops">{h.ops.mode.as_str()}</span>
+                    })}
                     <span class="muted small" data-test="host-last-seen">{format!("last seen {seen}")}</span>
                 </div>
             </div>
+            {ops_text(&h.ops, h.live_slices, now).map(|t| view! { <p class="callout warn small" data-test="host-ops-text">{t}</p> })}
             <table class="gpus" data-test="gpus">
-                <thead><tr><th>"#"</th><th>"Model"</th><th>"Memory"</th><th>"Pool"</th><th>"MIG"</th><th>"Health"</th><th>"UUID"</th></tr></thead>
+                <thead><tr><th>"#"</th><th>"Model"</th><th>"Memory"</th><th>"Pool"</th><th>"MIG"</th><th>"Health"</th><th>"State"</th><th>"UUID"</th></tr></thead>
                 <tbody>
                     {h.gpus.into_iter().map(|g| {
                         let mig = match (g.mig_capable, g.mig_enabled) {
@@ -163,13 +235,60 @@ fn Host(h: HostView, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
                                     }).collect_view()}
                                     {holders.into_iter().map(|h| view! { <span class="chip busy" data-test="gpu-holder">{h}</span> }).collect_view()}
                                 </td>
-                                <td>{g.health}</td>
+                                <td data-test="gpu-health">
+                                    <span class=match g.health.verdict {
+                                        HealthVerdict::Healthy => "badge ok",
+                                        HealthVerdict::Degraded => "badge warn",
+                                        HealthVerdict::Unhealthy => "badge danger",
+                                    } data-test="gpu-health-verdict">{g.health.verdict.as_str()}</span>
+                                    {(!g.health.findings.is_empty()).then(|| view! {
+                                        <ul class="findings small" data-test="gpu-health-findings">
+                                            {g.health.findings.iter().map(|f| view! { <li>{f.message.clone()}</li> }).collect_view()}
+                                        </ul>
+                                    })}
+                                </td>
+                                <td data-test="gpu-ops">
+                                    <span class=ops_badge(g.ops.mode)>{g.ops.mode.as_str()}</span>
+                                    {ops_text(&g.ops, g.live_slices, now).map(|t| view! { <span class="muted small block">{t}</span> })}
+                                </td>
                                 <td class="mono muted small uuid" title=g.uuid.clone()>{g.uuid.clone()}</td>
                             </tr>
                         }
                     }).collect_view()}
                 </tbody>
             </table>
+            <details class="ops-panel" data-test="ops-panel">
+                <summary>"Operate…"</summary>
+                <ActionForm action=operate attr:class="ops-form" attr:data-test="ops-form">
+                    <input type="hidden" name="host_id" value=h.id/>
+                    <label class="field">
+                        <span>"On"</span>
+                        <select name="target" data-test="ops-target">
+                            <option value="host">"the whole host"</option>
+                            {gpu_choices.into_iter().map(|i| view! { <option value=i.to_string()>{format!("GPU {i}")}</option> }).collect_view()}
+                        </select>
+                    </label>
+                    <label class="field">
+                        <span>"Action"</span>
+                        <select name="action" data-test="ops-action">
+                            <option value="cordon">"Cordon: no new slices"</option>
+                            <option value="drain">"Drain: end its slices at a deadline"</option>
+                            <option value="maintenance">"Maintenance (must be empty)"</option>
+                            <option value="resume">"Resume: back in service"</option>
+                            <option value="decommission">"Decommission host (must be empty)"</option>
+                        </select>
+                    </label>
+                    <label class="field">
+                        <span>"Drain deadline (minutes)"</span>
+                        <input type="number" name="deadline_minutes" min="0" max=MAX_DRAIN_MINUTES value="60" data-test="ops-deadline"/>
+                    </label>
+                    <label class="field wide">
+                        <span>"Reason (owners and the audit log see it)"</span>
+                        <input type="text" name="reason" required maxlength=MAX_REASON_CHARS placeholder="e.g. rack 4 power work" data-test="ops-reason"/>
+                    </label>
+                    <button class="button" type="submit" data-test="ops-submit">"Apply"</button>
+                </ActionForm>
+            </details>
         </section>
     }
 }

@@ -87,6 +87,7 @@ fn topic(kind: NotificationKind) -> &'static str {
         NotificationTopic::Quota | NotificationTopic::QuotaRequest => "Quota",
         NotificationTopic::Allocation => "Slice",
         NotificationTopic::Webhook => "Webhook",
+        NotificationTopic::Fleet => "Fleet",
     }
 }
 

@@ -27,6 +27,10 @@ stable_names! {
         AllocationExtend = "allocation.extend",
         /// A slice was released by its owner or an admin.
         AllocationRelease = "allocation.release",
+        /// A slice's GPU or host was lost (a placed one went back to the queue).
+        AllocationCapacityLost = "allocation.capacity_lost",
+        /// A slice's lost GPU or host came back.
+        AllocationCapacityRestored = "allocation.capacity_restored",
         /// A tenant's quota was set.
         QuotaSet = "quota.set",
         /// A temporary quota grant began.
@@ -57,6 +61,26 @@ stable_names! {
         HostReenroll = "host.reenroll",
         /// A host reported for the first time.
         HostFirstReport = "host.first_report",
+        /// A host was cordoned.
+        HostCordon = "host.cordon",
+        /// A host's drain began (or got a new deadline).
+        HostDrain = "host.drain",
+        /// A host went into maintenance.
+        HostMaintenance = "host.maintenance",
+        /// A host was brought back into service.
+        HostResume = "host.resume",
+        /// A host was decommissioned.
+        HostDecommission = "host.decommission",
+        /// A GPU was cordoned.
+        GpuCordon = "gpu.cordon",
+        /// A GPU's drain began (or got a new deadline).
+        GpuDrain = "gpu.drain",
+        /// A GPU went into maintenance.
+        GpuMaintenance = "gpu.maintenance",
+        /// A GPU was brought back into service.
+        GpuResume = "gpu.resume",
+        /// A GPU's health verdict changed.
+        GpuHealth = "gpu.health",
         /// A tenant was created.
         TenantCreate = "tenant.create",
         /// A tenant was changed.
@@ -91,6 +115,8 @@ stable_names! {
         JoinToken = "join_token",
         /// A host.
         Host = "host",
+        /// A GPU (`<host id>/<index>`).
+        Gpu = "gpu",
         /// A tenant.
         Tenant = "tenant",
         /// A person.
@@ -120,6 +146,8 @@ mod tests {
                 "allocation.expire",
                 "allocation.extend",
                 "allocation.release",
+                "allocation.capacity_lost",
+                "allocation.capacity_restored",
                 "quota.set",
                 "quota.grant",
                 "quota.grant_end",
@@ -135,6 +163,16 @@ mod tests {
                 "host.enroll",
                 "host.reenroll",
                 "host.first_report",
+                "host.cordon",
+                "host.drain",
+                "host.maintenance",
+                "host.resume",
+                "host.decommission",
+                "gpu.cordon",
+                "gpu.drain",
+                "gpu.maintenance",
+                "gpu.resume",
+                "gpu.health",
                 "tenant.create",
                 "tenant.update",
                 "user.login",
@@ -155,6 +193,7 @@ mod tests {
                 "api_token",
                 "join_token",
                 "host",
+                "gpu",
                 "tenant",
                 "user",
                 "webhook",
@@ -172,6 +211,6 @@ mod tests {
             assert_eq!(AuditTarget::parse(t.as_str()), Some(*t));
         }
         assert_eq!(AuditAction::parse("allocation"), None);
-        assert_eq!(AuditTarget::parse("gpu"), None);
+        assert_eq!(AuditTarget::parse("printer"), None);
     }
 }

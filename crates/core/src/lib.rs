@@ -2,7 +2,9 @@
 //! browser validates with the same rules as the server.
 
 pub mod audit;
+pub mod availability;
 pub mod catalogue;
+pub mod health;
 pub mod lifecycle;
 pub mod mig;
 mod names;

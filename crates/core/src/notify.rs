@@ -35,6 +35,12 @@ stable_names! {
         AllocationExpired = "allocation.expired",
         /// A lease ends within [`LEASE_ENDING_SOON_MINUTES`].
         AllocationLeaseEnding = "allocation.lease_ending",
+        /// The host or GPU under a slice is being drained: it ends at the deadline.
+        AllocationDraining = "allocation.draining",
+        /// A slice's GPU turned unhealthy or went missing, or its host went offline.
+        AllocationCapacityLost = "allocation.capacity_lost",
+        /// A slice's lost GPU or host came back.
+        AllocationCapacityRestored = "allocation.capacity_restored",
         /// A tenant's quota changed (set, or a temporary grant).
         QuotaChanged = "quota.changed",
         /// A quota request was filed (proposed or sent to the platform admins).
@@ -49,6 +55,8 @@ stable_names! {
         QuotaRequestWithdrawn = "quota_request.withdrawn",
         /// A tenant admin's test of the webhook.
         WebhookTest = "webhook.test",
+        /// A GPU's health verdict changed (platform admins).
+        GpuHealthChanged = "gpu.health_changed",
     }
 }
 
@@ -63,6 +71,8 @@ pub enum NotificationTopic {
     QuotaRequest,
     /// The webhook.
     Webhook,
+    /// Hosts and GPUs.
+    Fleet,
 }
 
 impl NotificationKind {
@@ -73,7 +83,10 @@ impl NotificationKind {
             | Self::AllocationFailed
             | Self::AllocationPlaced
             | Self::AllocationExpired
-            | Self::AllocationLeaseEnding => NotificationTopic::Allocation,
+            | Self::AllocationLeaseEnding
+            | Self::AllocationDraining
+            | Self::AllocationCapacityLost
+            | Self::AllocationCapacityRestored => NotificationTopic::Allocation,
             Self::QuotaChanged => NotificationTopic::Quota,
             Self::QuotaRequestCreated
             | Self::QuotaRequestSubmitted
@@ -81,6 +94,7 @@ impl NotificationKind {
             | Self::QuotaRequestRejected
             | Self::QuotaRequestWithdrawn => NotificationTopic::QuotaRequest,
             Self::WebhookTest => NotificationTopic::Webhook,
+            Self::GpuHealthChanged => NotificationTopic::Fleet,
         }
     }
 }
@@ -111,6 +125,9 @@ mod tests {
                 "allocation.placed",
                 "allocation.expired",
                 "allocation.lease_ending",
+                "allocation.draining",
+                "allocation.capacity_lost",
+                "allocation.capacity_restored",
                 "quota.changed",
                 "quota_request.created",
                 "quota_request.submitted",
@@ -118,6 +135,7 @@ mod tests {
                 "quota_request.rejected",
                 "quota_request.withdrawn",
                 "webhook.test",
+                "gpu.health_changed",
             ]
         );
         for &k in NotificationKind::ALL {

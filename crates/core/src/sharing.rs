@@ -23,6 +23,7 @@ pub const ENV_MPS_PINNED_DEVICE_MEM_LIMIT: &str = "CUDA_MPS_PINNED_DEVICE_MEM_LI
 
 /// How a pool shares its GPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum SharingMode {
     /// Whole GPUs, one tenant each.
@@ -60,6 +61,7 @@ impl fmt::Display for SharingMode {
 
 /// Who a pool is for: shown to tenants choosing a pool.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum IsolationClass {
     /// Serving and other work that must not be disturbed.

@@ -119,9 +119,10 @@ pub struct GpuReport {
     /// Indices of GPUs on the same host reachable over NVLink.
     #[serde(default)]
     pub nvlink_peers: Vec<u32>,
-    /// `healthy`, or a short description of what is wrong.
-    #[serde(default = "healthy")]
-    pub health: String,
+    /// What the driver says about the GPU's health (the server judges it
+    /// with `tessera_core::health::assess`).
+    #[serde(default)]
+    pub health: tessera_core::health::HealthSignals,
     /// Sharing state as the driver has it (MIG instances, MPS, replicas), when
     /// the backend can read it.
     #[serde(default)]
@@ -129,10 +130,6 @@ pub struct GpuReport {
     /// MIG devices that exist now, with their UUIDs.
     #[serde(default)]
     pub mig_devices: Vec<MigDevice>,
-}
-
-fn healthy() -> String {
-    "healthy".to_owned()
 }
 
 /// The server's answer to a report.

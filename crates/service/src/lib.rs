@@ -55,6 +55,8 @@ pub struct Settings {
     pub directory: Directory,
     /// A host that has not reported for this long is offline.
     pub host_offline_after: Duration,
+    /// A host that has not reported for this long has lost its slices.
+    pub host_lost_after: Duration,
     /// How often agents should report.
     pub report_interval: Duration,
     /// GPU pools.

@@ -139,14 +139,14 @@ impl Write {
         }
         txn.commit().await?;
         drop(turn);
-        let mut grows_quota = false;
+        let mut retries_queue = false;
         for after in events.iter().map(DomainEvent::after_commit) {
             if let Some(host) = after.wakes_host {
                 service.desired_changed(Some(host));
             }
-            grows_quota |= after.grows_quota;
+            retries_queue |= after.retries_queue;
         }
-        Ok(grows_quota)
+        Ok(retries_queue)
     }
 }
 

@@ -36,7 +36,7 @@ fn h100(index: u32, uuid: &str) -> GpuReport {
         mig_capable: true,
         mig_enabled: true,
         nvlink_peers: vec![],
-        health: "healthy".into(),
+        health: Default::default(),
         sharing: Some(GpuObserved {
             mig_enabled: true,
             ..GpuObserved::default()
@@ -54,7 +54,7 @@ fn l4(index: u32, uuid: &str) -> GpuReport {
         mig_capable: false,
         mig_enabled: false,
         nvlink_peers: vec![],
-        health: "healthy".into(),
+        health: Default::default(),
         sharing: Some(GpuObserved::default()),
         mig_devices: vec![],
     }

@@ -45,7 +45,7 @@ async fn h100_host(f: &Fixture, n: u32) {
             mig_capable: true,
             mig_enabled: true,
             nvlink_peers: vec![],
-            health: "healthy".into(),
+            health: Default::default(),
             sharing: Some(GpuObserved {
                 mig_enabled: true,
                 ..GpuObserved::default()

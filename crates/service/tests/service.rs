@@ -28,7 +28,7 @@ fn report(hostname: &str, gpus: usize, uuid_prefix: &str) -> HostReport {
                 mig_capable: true,
                 mig_enabled: i % 2 == 0,
                 nvlink_peers: vec![],
-                health: "healthy".into(),
+                health: Default::default(),
                 sharing: None,
                 mig_devices: vec![],
             })

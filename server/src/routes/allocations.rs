@@ -109,3 +109,23 @@ pub async fn extend_allocation(
     let view = state.service.extend_allocation(&actor, id, body.hours);
     Ok(Json(view.await?))
 }
+
+/// Ask again for a slice that lost its GPU or host (the old one is released
+/// in the same step) or that has ended: same pool, shape, lease, purpose
+/// and priority class, admitted like a new request.
+#[utoipa::path(
+    post, path = "/allocations/{id}/requeue", tag = "allocations",
+    params(("id" = i64, Path, description = "Allocation id")),
+    responses((status = 201, description = "The new allocation (placed or queued)", body = AllocationView),
+              BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn requeue_allocation(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+) -> Result<(StatusCode, Json<AllocationView>), ApiError> {
+    let actor = caller.for_allocation(&state, id).await?;
+    let view = state.service.requeue_allocation(&actor, id).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod allocations;
 pub mod audit;
 pub mod extract;
+pub mod fleet;
 pub mod health;
 pub mod metrics;
 pub mod openapi;

@@ -22,7 +22,8 @@ use utoipa::{Modify, OpenApi};
     components(schemas(ApiErrorBody)),
     modifiers(&SecuritySchemes),
     tags(
-        (name = "allocations", description = "GPU slices: request, list, extend, release"),
+        (name = "allocations", description = "GPU slices: request, list, extend, release, request again"),
+        (name = "fleet", description = "Hosts and GPUs: health, cordon, drain, maintenance, decommission (platform admins)"),
         (name = "quotas", description = "Quotas, quota requests and approvals"),
         (name = "notifications", description = "In-app notifications"),
         (name = "webhooks", description = "A tenant's outgoing webhook"),

@@ -10,6 +10,7 @@
 //!
 //! Calls block; the agent runs them off the async runtime.
 
+pub mod health;
 pub mod mig;
 pub mod mps;
 pub mod profiles;
@@ -46,6 +47,10 @@ pub struct NvmlOptions {
 pub struct NvmlBackend {
     nvml: Nvml,
     sharing: Sharing,
+    xids: std::sync::Arc<health::XidLog>,
+    /// Each GPU as last read, reported again (marked lost) when the GPU
+    /// falls off the bus and can no longer be read.
+    last_read: std::sync::Mutex<std::collections::BTreeMap<u32, GpuReport>>,
 }
 
 /// Why NVML could not start, in words an operator can act on.
@@ -72,6 +77,8 @@ impl NvmlBackend {
         let nvml = Nvml::init().map_err(unavailable)?;
         Ok(Self {
             nvml,
+            xids: health::XidLog::start(),
+            last_read: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             sharing: Sharing::new(
                 Box::new(SystemRunner::default()),
                 PathBuf::from(MPS_PIPE_ROOT),
@@ -280,10 +287,29 @@ impl GpuBackend for NvmlBackend {
         let count = call("nvmlDeviceGetCount", self.nvml.device_count())?;
         let mut gpus = Vec::new();
         for index in 0..count {
-            let dev = call(
-                "nvmlDeviceGetHandleByIndex",
-                self.nvml.device_by_index(index),
-            )?;
+            let dev = match self.nvml.device_by_index(index) {
+                Ok(d) => d,
+                Err(NvmlError::GpuLost) => {
+                    // Fallen off the bus: report it as it was, lost.
+                    let last = self
+                        .last_read
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .get(&index)
+                        .cloned();
+                    match last {
+                        Some(mut g) => {
+                            g.health.lost = true;
+                            g.sharing = None;
+                            g.mig_devices = Vec::new();
+                            gpus.push(g);
+                            continue;
+                        }
+                        None => return Err(call_err("nvmlDeviceGetHandleByIndex", NvmlError::GpuLost)),
+                    }
+                }
+                Err(e) => return Err(call_err("nvmlDeviceGetHandleByIndex", e)),
+            };
             let memory = call("nvmlDeviceGetMemoryInfo", dev.memory_info())?;
             // Not all GPUs support MIG; NotSupported means "not MIG-capable".
             let (mig_capable, mig_enabled) = match dev.mig_mode() {
@@ -324,18 +350,27 @@ impl GpuBackend for NvmlBackend {
                     (None, Vec::new())
                 }
             };
-            gpus.push(GpuReport {
+            let uuid = call("nvmlDeviceGetUUID", dev.uuid())?;
+            let remapped = NvmlGpu::new(self.nvml.device_by_index(index).map_err(|e| call_err("nvmlDeviceGetHandleByIndex", e))?)
+                .remapped_rows()
+                .unwrap_or(None);
+            let report = GpuReport {
                 index,
-                uuid: call("nvmlDeviceGetUUID", dev.uuid())?,
+                health: health::signals(&dev, self.xids.of(&uuid), remapped),
+                uuid,
                 name: call("nvmlDeviceGetName", dev.name())?,
                 memory_mib: memory.total / (1024 * 1024),
                 mig_capable,
                 mig_enabled,
                 nvlink_peers,
-                health: "healthy".to_owned(),
                 sharing,
                 mig_devices,
-            });
+            };
+            self.last_read
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(index, report.clone());
+            gpus.push(report);
         }
         Ok(Inventory {
             cpu_milli: host_facts::cpu_milli(),

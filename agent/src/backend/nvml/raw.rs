@@ -59,6 +59,34 @@ impl<'nvml> NvmlGpu<'nvml> {
         unsafe { self.device.handle() }
     }
 
+    /// `nvmlDeviceGetRemappedRows`: (rows waiting to be remapped, a
+    /// remapping failed), or `None` where the GPU has no row remapping
+    /// (before Ampere).
+    pub fn remapped_rows(&self) -> Result<Option<(bool, bool)>, BackendError> {
+        const CALL: &str = "nvmlDeviceGetRemappedRows";
+        let sym =
+            nvml_sym(self.lib().nvmlDeviceGetRemappedRows.as_ref()).map_err(nvml_err(CALL))?;
+        // SAFETY: NVML writes one unsigned int through each pointer, all
+        // valid for the duration of the call; the device handle is valid.
+        let result = unsafe {
+            let (mut corr, mut unc, mut pending, mut failed): (c_uint, c_uint, c_uint, c_uint) =
+                (0, 0, 0, 0);
+            nvml_try(sym(
+                self.handle(),
+                &mut corr,
+                &mut unc,
+                &mut pending,
+                &mut failed,
+            ))
+            .map(|()| (pending != 0, failed != 0))
+        };
+        match result {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if absent(&e) => Ok(None),
+            Err(e) => Err(nvml_err(CALL)(e)),
+        }
+    }
+
     fn gi_profile_info(
         &self,
         constant: u32,

@@ -58,6 +58,14 @@ pub struct AllocationView {
     /// let it start (e.g. its hosts are offline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_start: Option<DateTime<Utc>>,
+    /// Set when its GPU turned unhealthy or went missing, or its host stayed
+    /// offline past the grace period: what was lost, and since when. It can
+    /// be requested again elsewhere in one step (`POST .../requeue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_lost: Option<CapacityLost>,
+    /// Set while its host or GPU is being drained: when the slice will end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainNotice>,
     /// How to use it, once active.
     pub connection: Option<tessera_core::slice::Connection>,
     /// Timestamps.
@@ -78,6 +86,28 @@ impl AllocationView {
         use tessera_core::lifecycle::AllocationPhase as P;
         matches!(self.state, P::Released | P::Failed | P::Expired)
     }
+}
+
+/// What a slice lost, and since when.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapacityLost {
+    /// When it was noticed.
+    pub at: DateTime<Utc>,
+    /// What happened, e.g. "GPU 3 on gpu-01 is unhealthy: XID 79 ...".
+    pub reason: String,
+}
+
+/// The drain a slice is caught in.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainNotice {
+    /// The host being drained.
+    pub host: String,
+    /// When the slice ends.
+    pub deadline: DateTime<Utc>,
+    /// The admin's reason.
+    pub reason: String,
 }
 
 /// A GPU an allocation uses.

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Liveness of a host, derived from when it last reported.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HostStatus {
@@ -24,6 +25,7 @@ impl HostStatus {
 }
 
 /// The fleet page.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetView {
     /// Pools with their GPU counts.
@@ -35,6 +37,7 @@ pub struct FleetView {
 }
 
 /// A GPU pool as the fleet page shows it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolView {
     /// Name.
@@ -49,9 +52,54 @@ pub struct PoolView {
     pub gpus: u32,
     /// Of those, on hosts that are online.
     pub gpus_online: u32,
+    /// Of those, healthy enough and not cordoned, drained or in maintenance:
+    /// what new slices can be placed on.
+    pub gpus_schedulable: u32,
+}
+
+/// A platform admin's decision about a host or GPU, and who made it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OpsView {
+    /// Available, cordoned, draining or in maintenance.
+    pub mode: tessera_core::availability::OpsMode,
+    /// Why.
+    pub reason: Option<String>,
+    /// Who.
+    pub by: Option<String>,
+    /// When.
+    pub at: Option<DateTime<Utc>>,
+    /// While draining: when the slices still there end.
+    pub drain_deadline: Option<DateTime<Utc>>,
+}
+
+impl OpsView {
+    /// Available, with no history.
+    pub fn available() -> Self {
+        Self {
+            mode: tessera_core::availability::OpsMode::Available,
+            reason: None,
+            by: None,
+            at: None,
+            drain_deadline: None,
+        }
+    }
+}
+
+/// What a platform admin asks for: the action and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OpsRequest {
+    /// What to do.
+    #[serde(flatten)]
+    pub action: tessera_core::availability::OpsAction,
+    /// Why (1-500 characters; shown to the owners of slices there and in
+    /// the audit log).
+    pub reason: String,
 }
 
 /// One host and its GPUs.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostView {
     /// Host id.
@@ -72,11 +120,16 @@ pub struct HostView {
     pub backend: Option<String>,
     /// Driver version.
     pub driver_version: Option<String>,
+    /// Cordoned, draining, in maintenance, or available.
+    pub ops: OpsView,
+    /// Slices holding capacity on it now.
+    pub live_slices: u32,
     /// GPUs, by index.
     pub gpus: Vec<GpuView>,
 }
 
 /// One GPU.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuView {
     /// NVML index.
@@ -91,8 +144,12 @@ pub struct GpuView {
     pub mig_capable: bool,
     /// MIG mode on.
     pub mig_enabled: bool,
-    /// Health text.
-    pub health: String,
+    /// The health verdict and its reasons.
+    pub health: tessera_core::health::GpuHealth,
+    /// A platform admin's decision about this GPU alone (the host's applies too).
+    pub ops: OpsView,
+    /// Slices holding capacity on it now.
+    pub live_slices: u32,
     /// MIG instances the agent last saw (empty when none or unknown).
     pub mig_instances: Vec<MigInstanceView>,
     /// The pool the GPU belongs to, if any.
@@ -102,6 +159,7 @@ pub struct GpuView {
 }
 
 /// One MIG GPU instance on a GPU.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MigInstanceView {
     /// Profile, e.g. `3g.40gb`.

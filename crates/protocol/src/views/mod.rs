@@ -10,12 +10,15 @@ mod audit;
 mod fleet;
 mod tenants;
 
-pub use allocations::{AllocatedGpu, AllocationView, PoolChoice, PriorityChoice, RequestOptions};
+pub use allocations::{
+    AllocatedGpu, AllocationView, CapacityLost, DrainNotice, PoolChoice, PriorityChoice,
+    RequestOptions,
+};
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
 pub use audit::{AuditEventView, AuditPage};
 pub use fleet::{
     CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenStatus, JoinTokenView,
-    MigInstanceView, PoolView,
+    MigInstanceView, OpsRequest, OpsView, PoolView,
 };
 pub use tenants::{MemberView, MembershipView, QuotaView, TenantRole, TenantView, ViewerView};
 

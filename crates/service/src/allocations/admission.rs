@@ -3,11 +3,12 @@
 
 use super::access::TenantActor;
 use super::snapshot::View;
-use super::stored::{set_state, state_json, AllocationRow};
+use super::stored::{set_state, state_json, update_if_state, AllocationRow};
 use crate::entity::{allocation, host};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::pools::PoolSpec;
 use crate::{Service, ServiceError};
+use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde_json::json;
@@ -74,14 +75,21 @@ impl Service {
             .await?)
     }
 
-    /// What the tenant's open allocations hold against its quota in a pool.
+    /// What the tenant's open allocations hold against its quota in a pool
+    /// (those that lost their capacity do not count).
     pub(crate) async fn usage_of<C: ConnectionTrait>(
         conn: &C,
         tenant_id: i64,
         pool: &str,
     ) -> Result<Usage, ServiceError> {
         let rows = Self::tenant_rows_in(conn, tenant_id, pool, &AllocationPhase::QUOTA).await?;
-        let demands: Vec<_> = rows.iter().map(AllocationRow::demand).collect();
+        // A slice that lost its GPU or host no longer counts: its owner may
+        // ask for it again at once (see `capacity`).
+        let demands: Vec<_> = rows
+            .iter()
+            .filter(|a| a.capacity_lost_at.is_none())
+            .map(AllocationRow::demand)
+            .collect();
         Ok(Usage::from_demands(&demands))
     }
 
@@ -151,6 +159,36 @@ impl Service {
         actor: &TenantActor,
         req: &NewAllocation,
     ) -> Result<AllocationView, ServiceError> {
+        self.admit(actor, req, None).await
+    }
+
+    /// Asks again for the slice of allocation `id`, with the same pool,
+    /// shape, lease, purpose and priority class: after its GPU or host was
+    /// lost (the old one is released in the same step), or after it ended
+    /// (e.g. by a drain). The new request is admitted like any other.
+    pub async fn requeue_allocation(
+        &self,
+        actor: &TenantActor,
+        id: i64,
+    ) -> Result<AllocationView, ServiceError> {
+        let old = self.own_row(actor, id).await?;
+        let req = NewAllocation {
+            tenant: None,
+            pool: old.pool.clone(),
+            shape: old.slice_shape()?,
+            lease_hours: u32::try_from(old.lease_hours).unwrap_or(1),
+            purpose: old.purpose.clone(),
+            priority_class: Some(old.priority_class.clone()),
+        };
+        self.admit(actor, &req, Some(id)).await
+    }
+
+    async fn admit(
+        &self,
+        actor: &TenantActor,
+        req: &NewAllocation,
+        requeue_of: Option<i64>,
+    ) -> Result<AllocationView, ServiceError> {
         if !actor.can_request {
             return Err(ServiceError::Forbidden(
                 "only members of this tenant can request slices for it".to_owned(),
@@ -200,6 +238,10 @@ impl Service {
             wait_ms = t_lock.elapsed().as_secs_f64() * 1e3,
             "admission turn"
         );
+        let replaced = match requeue_of {
+            Some(id) => Self::take_over(txn, actor, id, now).await?,
+            None => None,
+        };
         let quota = Self::quota_of(txn, actor.tenant_id, &spec.name, now)
             .await?
             .ok_or_else(|| {
@@ -277,14 +319,69 @@ impl Service {
                 a.update(txn).await?
             }
         };
+        if let Some(event) = replaced {
+            w.emit(event);
+        }
         w.emit(DomainEvent::AllocationRequested {
             alloc: AllocationRef::of(&row),
             shape: req.shape.clone(),
             lease_hours: req.lease_hours,
             priority_class: row.priority_class.clone(),
             state: row.lifecycle()?,
+            requeue_of,
         });
         w.commit(self, &actor.audit()).await?;
         self.allocation_view_of(row, &actor.tenant_slug).await
+    }
+
+    /// Checks that allocation `id` may be asked for again, and releases it
+    /// when it still holds its lost capacity (in the caller's transaction).
+    /// Returns the release's event.
+    async fn take_over<C: ConnectionTrait>(
+        txn: &C,
+        actor: &TenantActor,
+        id: i64,
+        now: DateTime<Utc>,
+    ) -> Result<Option<DomainEvent>, ServiceError> {
+        let old = allocation::Entity::find_by_id(id)
+            .filter(allocation::Column::TenantId.eq(actor.tenant_id))
+            .one(txn)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
+        let state = old.lifecycle()?;
+        if state.is_terminal() {
+            return Ok(None);
+        }
+        let lost = old.capacity_lost_at.is_some()
+            && matches!(
+                old.state,
+                AllocationPhase::Provisioning | AllocationPhase::Active
+            );
+        if !lost {
+            return Err(ServiceError::Conflict(format!(
+                "allocation {id} is {} and has not lost its GPU; only a slice that lost its capacity or has ended can be requested again",
+                old.state
+            )));
+        }
+        let before = old.state;
+        let next = transition(&state, &AllocationEvent::Release)
+            .map_err(|e| ServiceError::Conflict(e.to_string()))?;
+        let host_id = old.host_id;
+        let alloc = AllocationRef::of(&old);
+        let mut a: allocation::ActiveModel = old.into();
+        set_state(&mut a, &next, now);
+        if let Some(h) = host_id {
+            a.generation = Set(Some(Self::bump_generation(txn, h).await?));
+        }
+        if !update_if_state(txn, id, before, a).await? {
+            return Err(ServiceError::Conflict(format!(
+                "allocation {id} is changing right now; try again"
+            )));
+        }
+        Ok(Some(DomainEvent::AllocationReleased {
+            alloc,
+            before,
+            after: next.phase(),
+        }))
     }
 }

@@ -13,6 +13,7 @@
 
 mod access;
 mod admission;
+mod capacity;
 mod desired;
 mod progress;
 mod queue;
@@ -23,4 +24,6 @@ mod view;
 
 pub use access::TenantActor;
 pub use scheduler::TickReport;
+pub(crate) use capacity::{drain_of, gpu_loss, live_on_host};
 pub(crate) use snapshot::{observed_of, occupancy};
+pub(crate) use stored::AllocationRow;

@@ -1,4 +1,5 @@
-//! The server's timer: ends expired leases, fails provisioning that never
+//! The server's timer: ends expired leases and drains past their deadline,
+//! marks the slices of hosts silent too long, fails provisioning that never
 //! finished, and places queued requests as capacity frees.
 
 use super::stored::{set_state, update_if_state, AllocationRow};
@@ -26,19 +27,29 @@ pub struct TickReport {
     pub placed: u32,
     /// "Lease ending soon" notices sent.
     pub warned: u32,
+    /// Slices ended by a drain's deadline.
+    pub drained: u32,
+    /// Slices whose host stayed silent past the grace period.
+    pub lost: u32,
 }
 
 impl Service {
     /// One pass of the timer.
     pub async fn tick(&self) -> Result<TickReport, ServiceError> {
         let now = self.now();
+        let expired = self.end_leases(now).await?;
+        let drained = self.end_drains(now).await?;
+        let lost = self.mark_lost_hosts(now).await?;
+        let timed_out = self.fail_stuck(now).await?;
         let report = TickReport {
-            expired: self.end_leases(now).await?,
-            timed_out: self.fail_stuck(now).await?,
+            expired,
+            timed_out,
             placed: self.place_queued(now).await?,
             warned: self.warn_leases(now).await?,
+            drained,
+            lost,
         };
-        if report.expired + report.timed_out + report.placed > 0 {
+        if report.expired + report.timed_out + report.placed + report.drained > 0 {
             self.desired_changed(None);
         }
         Ok(report)

@@ -214,7 +214,7 @@ impl Service {
             for g in gpus.iter().filter(|g| g.host_id == h.id) {
                 if pool_of(&self.settings.pools, &g.model).map(|p| p.name.as_str())
                     != Some(pool.name.as_str())
-                    || g.health != "healthy"
+                    || (view == View::Live && !crate::fleet::takes_placements(h, g))
                 {
                     continue;
                 }

@@ -25,7 +25,9 @@ impl Service {
         tenant_slug: &str,
     ) -> Result<AllocationView, ServiceError> {
         if row.state != AllocationPhase::Queued {
-            return self.view_with(row, tenant_slug, &Default::default());
+            let mut view = self.view_with(row.clone(), tenant_slug, &Default::default())?;
+            view.drain = self.drain_notice(&row).await?;
+            return Ok(view);
         }
         let positions = self.queues(&self.db).await?;
         let mut view = self.view_with(row.clone(), tenant_slug, &positions)?;
@@ -33,6 +35,31 @@ impl Service {
         view.waiting_for = Some(why);
         view.estimated_start = start;
         Ok(view)
+    }
+
+    /// The drain a live slice is caught in, if any.
+    async fn drain_notice(
+        &self,
+        row: &allocation::Model,
+    ) -> Result<Option<tessera_protocol::views::DrainNotice>, ServiceError> {
+        let (Some(host_id), true) = (row.host_id, AllocationPhase::CAPACITY.contains(&row.state)) else {
+            return Ok(None);
+        };
+        let Some(h) = crate::entity::host::Entity::find_by_id(host_id)
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let uuids: Vec<String> = row
+            .stored_placement()?
+            .map(|p| p.gpus.into_iter().map(|g| g.uuid).collect())
+            .unwrap_or_default();
+        let gpus = gpu::Entity::find()
+            .filter(gpu::Column::Uuid.is_in(uuids))
+            .all(&self.db)
+            .await?;
+        Ok(super::drain_of(&h, &gpus.iter().collect::<Vec<_>>()))
     }
 
     /// Why a queued allocation waits, and when it is expected to start,
@@ -182,6 +209,13 @@ impl Service {
             }),
             priority_class: row.priority_class.clone(),
             queue_position,
+            capacity_lost: row
+                .capacity_lost_at
+                .map(|at| tessera_protocol::views::CapacityLost {
+                    at,
+                    reason: row.capacity_lost_reason.clone().unwrap_or_default(),
+                }),
+            drain: None,
             connection,
             created_at: row.created_at,
             placed_at: row.placed_at,
@@ -211,7 +245,7 @@ impl Service {
             .collect()
     }
 
-    async fn own_row(
+    pub(super) async fn own_row(
         &self,
         actor: &TenantActor,
         id: i64,

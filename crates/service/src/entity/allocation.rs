@@ -37,6 +37,11 @@ pub struct Model {
     pub requested_by_user_id: Option<i64>,
     /// When the "lease ending soon" notice went out.
     pub lease_warned_at: Option<DateTimeUtc>,
+    /// When its GPU turned unhealthy, went missing, or its host went
+    /// offline for too long (cleared when it comes back).
+    pub capacity_lost_at: Option<DateTimeUtc>,
+    /// What was lost, for the owner.
+    pub capacity_lost_reason: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -19,6 +19,16 @@ pub struct Model {
     pub last_seen_at: Option<DateTimeUtc>,
     pub desired_generation: i64,
     pub applied_generation: Option<i64>,
+    /// A platform admin's decision: does it take new slices?
+    pub ops_mode: tessera_core::availability::OpsMode,
+    /// Why (shown on the fleet page and to the owners of slices there).
+    pub ops_reason: Option<String>,
+    /// Who decided.
+    pub ops_by: Option<String>,
+    /// When.
+    pub ops_at: Option<DateTimeUtc>,
+    /// While draining: when the slices still there end.
+    pub drain_deadline: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -72,6 +72,7 @@ impl DomainEvent {
                 lease_hours,
                 priority_class,
                 state,
+                requeue_of,
             } => allocation(
                 alloc,
                 AuditAction::AllocationCreate,
@@ -83,8 +84,88 @@ impl DomainEvent {
                     "priority_class": priority_class,
                     "state": state.phase(),
                     "host_id": alloc.host_id,
+                    "requeue_of": requeue_of,
                 })),
             ),
+            Self::AllocationCapacityLost {
+                alloc,
+                before,
+                state,
+                reason,
+            } => allocation(
+                alloc,
+                AuditAction::AllocationCapacityLost,
+                Some(json!({"state": before})),
+                Some(json!({"state": state.phase(), "capacity_lost": reason})),
+            ),
+            Self::AllocationCapacityRestored { alloc, lost } => allocation(
+                alloc,
+                AuditAction::AllocationCapacityRestored,
+                Some(json!({"capacity_lost": lost})),
+                Some(json!({"capacity_lost": null})),
+            ),
+            Self::AllocationDraining { .. } => return None,
+            Self::FleetOperated {
+                host_id,
+                hostname,
+                gpu,
+                action,
+                before,
+                after,
+                reason,
+                drain_deadline,
+            } => {
+                use tessera_core::availability::OpsAction as A;
+                let on_gpu = gpu.is_some();
+                let action = match (action, on_gpu) {
+                    (A::Cordon, false) => AuditAction::HostCordon,
+                    (A::Drain { .. }, false) => AuditAction::HostDrain,
+                    (A::Maintenance, false) => AuditAction::HostMaintenance,
+                    (A::Resume, false) => AuditAction::HostResume,
+                    (A::Decommission, _) => AuditAction::HostDecommission,
+                    (A::Cordon, true) => AuditAction::GpuCordon,
+                    (A::Drain { .. }, true) => AuditAction::GpuDrain,
+                    (A::Maintenance, true) => AuditAction::GpuMaintenance,
+                    (A::Resume, true) => AuditAction::GpuResume,
+                };
+                AuditEntry {
+                    action,
+                    tenant_id: None,
+                    target_type: if on_gpu {
+                        AuditTarget::Gpu
+                    } else {
+                        AuditTarget::Host
+                    },
+                    target_id: match gpu {
+                        Some((index, _)) => format!("{host_id}/{index}"),
+                        None => host_id.to_string(),
+                    },
+                    before: Some(json!({"mode": before, "hostname": hostname})),
+                    after: after.map(|mode| {
+                        json!({
+                            "mode": mode,
+                            "reason": reason,
+                            "drain_deadline": drain_deadline,
+                            "gpu_uuid": gpu.as_ref().map(|(_, uuid)| uuid),
+                        })
+                    }),
+                }
+            }
+            Self::GpuHealthChanged {
+                host_id,
+                hostname,
+                index,
+                uuid,
+                before,
+                after,
+            } => AuditEntry {
+                action: AuditAction::GpuHealth,
+                tenant_id: None,
+                target_type: AuditTarget::Gpu,
+                target_id: format!("{host_id}/{index}"),
+                before: Some(json!({"health": before, "hostname": hostname, "uuid": uuid})),
+                after: Some(json!({"health": after.verdict, "findings": after.findings})),
+            },
             Self::AllocationPlaced { alloc } => allocation(
                 alloc,
                 AuditAction::AllocationPlace,

@@ -17,6 +17,8 @@ pub(crate) use notice::{Link, NoticeDraft, Recipients};
 use crate::entity::{allocation, quota_request, tenant};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
+use tessera_core::availability::{OpsAction, OpsMode};
+use tessera_core::health::{GpuHealth, HealthVerdict};
 use tessera_core::lifecycle::{AllocationPhase, AllocationState, QuotaRequestState};
 use tessera_core::quota::Quota;
 use tessera_core::sharing::SliceShape;
@@ -124,6 +126,9 @@ pub enum DomainEvent {
         priority_class: String,
         /// Where it is now (placed or queued).
         state: AllocationState,
+        /// The slice it asks for again (after its GPU or host was lost, or
+        /// it was drained).
+        requeue_of: Option<i64>,
     },
     /// A queued slice was placed.
     AllocationPlaced {
@@ -394,6 +399,73 @@ pub enum DomainEvent {
         /// The agent's GPU backend.
         backend: String,
     },
+    /// A platform admin cordoned, drained, put into maintenance, resumed
+    /// or decommissioned a host or one of its GPUs.
+    FleetOperated {
+        /// The host.
+        host_id: i64,
+        /// Its name.
+        hostname: String,
+        /// The GPU (index, UUID) when the action was on one GPU.
+        gpu: Option<(u32, String)>,
+        /// What was done.
+        action: OpsAction,
+        /// The mode before.
+        before: OpsMode,
+        /// The mode after (`None`: the host was removed).
+        after: Option<OpsMode>,
+        /// Why.
+        reason: String,
+        /// When a drain ends the slices still there.
+        drain_deadline: Option<DateTime<Utc>>,
+    },
+    /// The host or GPU under a slice is being drained: the slice ends at
+    /// the deadline.
+    AllocationDraining {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// Its host.
+        hostname: String,
+        /// When it ends.
+        deadline: DateTime<Utc>,
+        /// The admin's reason.
+        reason: String,
+    },
+    /// A slice's GPU turned unhealthy or went missing, or its host stayed
+    /// offline: a placed one went back to the queue, a running one is
+    /// marked (and no longer counts against the quota).
+    AllocationCapacityLost {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The state it was in.
+        before: AllocationPhase,
+        /// The state it is in now.
+        state: AllocationState,
+        /// What was lost.
+        reason: String,
+    },
+    /// A slice's lost GPU or host came back.
+    AllocationCapacityRestored {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// What had been lost.
+        lost: String,
+    },
+    /// A GPU's health verdict changed.
+    GpuHealthChanged {
+        /// Its host.
+        host_id: i64,
+        /// The host's name.
+        hostname: String,
+        /// Index on the host.
+        index: u32,
+        /// UUID.
+        uuid: String,
+        /// The verdict before.
+        before: HealthVerdict,
+        /// The verdict now, with its reasons.
+        after: GpuHealth,
+    },
     /// A tenant from the configuration was created.
     TenantCreated {
         /// The tenant.
@@ -456,7 +528,7 @@ pub struct AfterCommit {
     pub wakes_host: Option<i64>,
     /// The quota in force grew: requests waiting in the queues are tried
     /// again at once, not at the next tick.
-    pub grows_quota: bool,
+    pub retries_queue: bool,
 }
 
 impl DomainEvent {
@@ -464,11 +536,11 @@ impl DomainEvent {
     pub fn after_commit(&self) -> AfterCommit {
         let wakes = |alloc: &AllocationRef| AfterCommit {
             wakes_host: alloc.host_id,
-            grows_quota: false,
+            retries_queue: false,
         };
         let grows = AfterCommit {
             wakes_host: None,
-            grows_quota: true,
+            retries_queue: true,
         };
         match self {
             Self::AllocationRequested { alloc, .. }
@@ -480,9 +552,24 @@ impl DomainEvent {
             // start-up has nothing waiting for it yet.
             Self::QuotaSet { by, .. } => AfterCommit {
                 wakes_host: None,
-                grows_quota: by.is_some(),
+                retries_queue: by.is_some(),
             },
             Self::QuotaGranted { .. } | Self::QuotaRequestApproved { .. } => grows,
+            // A placed slice went back to the queue (its host's desired
+            // state loses it), or a running one stopped counting against
+            // the quota: either way the queue may move.
+            Self::AllocationCapacityLost { alloc, state, .. } => AfterCommit {
+                wakes_host: (*state == AllocationState::Queued)
+                    .then_some(alloc.host_id)
+                    .flatten(),
+                retries_queue: true,
+            },
+            // Capacity came back into service.
+            Self::FleetOperated {
+                after: Some(OpsMode::Available),
+                ..
+            } => grows,
+            Self::GpuHealthChanged { after, .. } if after.verdict.takes_placements() => grows,
             Self::AllocationProvisioning { .. }
             | Self::AllocationActivated { .. }
             | Self::AllocationTeardownFailed { .. }
@@ -501,6 +588,10 @@ impl DomainEvent {
             | Self::JoinTokenRevoked { .. }
             | Self::HostEnrolled { .. }
             | Self::HostFirstReport { .. }
+            | Self::FleetOperated { .. }
+            | Self::AllocationDraining { .. }
+            | Self::AllocationCapacityRestored { .. }
+            | Self::GpuHealthChanged { .. }
             | Self::TenantCreated { .. }
             | Self::TenantUpdated { .. }
             | Self::UserLoggedIn { .. }

@@ -145,6 +145,67 @@ impl DomainEvent {
                     alloc.shape_label, alloc.pool
                 ),
             ),
+            Self::AllocationDraining {
+                alloc,
+                hostname,
+                deadline,
+                reason,
+            } => about_allocation(
+                alloc,
+                K::AllocationDraining,
+                format!(
+                    "Slice #{} ends at {} UTC: {hostname} is being drained",
+                    alloc.id,
+                    deadline.format("%Y-%m-%d %H:%M")
+                ),
+                format!(
+                    "{} in pool {}: {reason}. Save your work; request it again to run elsewhere.",
+                    alloc.shape_label, alloc.pool
+                ),
+            ),
+            Self::AllocationCapacityLost {
+                alloc,
+                state,
+                reason,
+                ..
+            } => about_allocation(
+                alloc,
+                K::AllocationCapacityLost,
+                if *state == tessera_core::lifecycle::AllocationState::Queued {
+                    format!("Slice #{} went back to the queue", alloc.id)
+                } else {
+                    format!("Slice #{} lost its GPU", alloc.id)
+                },
+                if *state == tessera_core::lifecycle::AllocationState::Queued {
+                    format!("{reason}. It is placed again as soon as there is room.")
+                } else {
+                    format!(
+                        "{reason}. It no longer counts against your quota: request it again elsewhere in one step on its page."
+                    )
+                },
+            ),
+            Self::AllocationCapacityRestored { alloc, lost } => about_allocation(
+                alloc,
+                K::AllocationCapacityRestored,
+                format!("Slice #{} is back", alloc.id),
+                format!("What it had lost is back: {lost}."),
+            ),
+            Self::GpuHealthChanged {
+                hostname,
+                index,
+                uuid,
+                after,
+                ..
+            } => NoticeDraft {
+                kind: K::GpuHealthChanged,
+                tenant_id: None,
+                to: Recipients::PlatformAdminsAnd(Vec::new()),
+                spare_actor: false,
+                title: format!("GPU {index} on {hostname} is {}", after.verdict),
+                body: after.summary(),
+                link: Link::Path("/fleet".to_owned()),
+                data: json!({"gpu": uuid, "health": after.verdict}),
+            },
             Self::WaitingSliceRefused {
                 request_id,
                 tenant,
@@ -310,6 +371,7 @@ impl DomainEvent {
             | Self::JoinTokenCreated { .. }
             | Self::JoinTokenRevoked { .. }
             | Self::HostEnrolled { .. }
+            | Self::FleetOperated { .. }
             | Self::HostFirstReport { .. }
             | Self::TenantCreated { .. }
             | Self::TenantUpdated { .. }

@@ -65,6 +65,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                 lease_hours: 8,
                 priority_class: "standard".into(),
                 state: AllocationState::Placed,
+                requeue_of: None,
             },
             Some("allocation.create"),
             None,
@@ -372,6 +373,65 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             Some("webhook.test"),
             Some(K::WebhookTest),
         ),
+        (
+            DomainEvent::FleetOperated {
+                host_id: 3,
+                hostname: "gpu-01".into(),
+                gpu: None,
+                action: OpsAction::Drain {
+                    deadline_minutes: 30,
+                },
+                before: OpsMode::Available,
+                after: Some(OpsMode::Draining),
+                reason: "rack work".into(),
+                drain_deadline: Some(at),
+            },
+            Some("host.drain"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationDraining {
+                alloc: alloc(),
+                hostname: "gpu-01".into(),
+                deadline: at,
+                reason: "rack work".into(),
+            },
+            None,
+            Some(K::AllocationDraining),
+        ),
+        (
+            DomainEvent::AllocationCapacityLost {
+                alloc: alloc(),
+                before: AllocationPhase::Active,
+                state: AllocationState::Active,
+                reason: "GPU 0 on gpu-01 is unhealthy".into(),
+            },
+            Some("allocation.capacity_lost"),
+            Some(K::AllocationCapacityLost),
+        ),
+        (
+            DomainEvent::AllocationCapacityRestored {
+                alloc: alloc(),
+                lost: "host gpu-01 has not reported".into(),
+            },
+            Some("allocation.capacity_restored"),
+            Some(K::AllocationCapacityRestored),
+        ),
+        (
+            DomainEvent::GpuHealthChanged {
+                host_id: 3,
+                hostname: "gpu-01".into(),
+                index: 0,
+                uuid: "GPU-1".into(),
+                before: HealthVerdict::Healthy,
+                after: tessera_core::health::assess(&tessera_core::health::HealthSignals {
+                    ecc_uncorrected: 1,
+                    ..Default::default()
+                }),
+            },
+            Some("gpu.health"),
+            Some(K::GpuHealthChanged),
+        ),
     ]
 }
 
@@ -411,6 +471,11 @@ fn index(e: &DomainEvent) -> usize {
         DomainEvent::WebhookSet { .. } => 30,
         DomainEvent::WebhookDeleted { .. } => 31,
         DomainEvent::WebhookTested { .. } => 32,
+        DomainEvent::FleetOperated { .. } => 33,
+        DomainEvent::AllocationDraining { .. } => 34,
+        DomainEvent::AllocationCapacityLost { .. } => 35,
+        DomainEvent::AllocationCapacityRestored { .. } => 36,
+        DomainEvent::GpuHealthChanged { .. } => 37,
     }
 }
 
@@ -419,7 +484,7 @@ fn every_event_kind_has_its_pinned_names() {
     let samples = samples();
     let mut seen: Vec<usize> = samples.iter().map(|(e, _, _)| index(e)).collect();
     seen.sort_unstable();
-    assert_eq!(seen, (0..=32).collect::<Vec<_>>(), "one sample per variant");
+    assert_eq!(seen, (0..=37).collect::<Vec<_>>(), "one sample per variant");
     for (event, action, kind) in &samples {
         assert_eq!(
             event.action().map(AuditAction::as_str),
@@ -441,7 +506,7 @@ fn a_seeded_quota_tells_nobody_and_does_not_retry_the_queue() {
     };
     assert_eq!(seeded.action(), Some(AuditAction::QuotaSet));
     assert!(seeded.notice().is_none());
-    assert!(!seeded.after_commit().grows_quota);
+    assert!(!seeded.after_commit().retries_queue);
 }
 
 #[test]
@@ -470,8 +535,36 @@ fn placing_and_ending_wake_the_host_and_quota_growth_retries_the_queue() {
     assert_eq!(wakes, [0, 1, 4, 7, 8]);
     let grows: Vec<usize> = samples
         .iter()
-        .filter(|(e, _, _)| e.after_commit().grows_quota)
+        .filter(|(e, _, _)| e.after_commit().retries_queue)
         .map(|(e, _, _)| index(e))
         .collect();
-    assert_eq!(grows, [12, 13, 18]);
+    assert_eq!(grows, [12, 13, 18, 35]);
+    // A placed slice that lost its GPU goes back to the queue: its host's
+    // desired state loses it, and the queue is tried again.
+    let requeued = DomainEvent::AllocationCapacityLost {
+        alloc: alloc(),
+        before: AllocationPhase::Placed,
+        state: AllocationState::Queued,
+        reason: "GPU 0 is unhealthy".into(),
+    };
+    assert_eq!(
+        requeued.after_commit(),
+        AfterCommit {
+            wakes_host: Some(5),
+            retries_queue: true
+        }
+    );
+    // Resuming a host, or a GPU turning healthy, frees capacity.
+    let resumed = DomainEvent::FleetOperated {
+        host_id: 5,
+        hostname: "gpu-01".into(),
+        gpu: Some((0, "GPU-1".into())),
+        action: OpsAction::Resume,
+        before: OpsMode::Maintenance,
+        after: Some(OpsMode::Available),
+        reason: "fixed".into(),
+        drain_deadline: None,
+    };
+    assert!(resumed.after_commit().retries_queue);
+    assert_eq!(resumed.action(), Some(AuditAction::GpuResume));
 }

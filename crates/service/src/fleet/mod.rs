@@ -1,9 +1,11 @@
-//! Hosts and GPUs: join tokens, enrolment, reports, the fleet view and the
-//! fleet's counts for metrics, one module each.
+//! Hosts and GPUs: join tokens, enrolment, reports, admins' decisions
+//! (cordon, drain, maintenance), the fleet view and the fleet's counts for
+//! metrics, one module each.
 
 mod enrol;
 mod join_tokens;
 mod metrics;
+mod ops;
 mod report;
 mod view;
 
@@ -11,3 +13,4 @@ pub use enrol::{validate_hostname, AuthenticatedHost};
 pub use join_tokens::{NewJoinToken, MAX_JOIN_TOKEN_TTL};
 pub use metrics::FleetCounts;
 pub use report::validate_report;
+pub(crate) use ops::{gpu_ops, host_ops, takes_placements};

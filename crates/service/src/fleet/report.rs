@@ -3,12 +3,15 @@
 
 use super::{validate_hostname, AuthenticatedHost};
 use crate::audit::Actor;
+use crate::allocations::{gpu_loss, live_on_host, AllocationRow};
+use crate::entity::gpu::HealthFindings;
 use crate::entity::{gpu, host};
 use crate::events::DomainEvent;
 use crate::{Service, ServiceError};
 use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
+use tessera_core::health::{assess, HealthVerdict};
 use tessera_protocol::agent::{GpuReport, HostReport, ReportAck};
 
 /// Checks a report for internal consistency; names the first offending field.
@@ -107,10 +110,19 @@ fn validate_gpu(i: usize, g: &GpuReport, indices: &BTreeSet<u32>) -> Result<(), 
             ));
         }
     }
-    if g.health.len() > 200 {
+    if g.health.xids.len() > tessera_core::health::MAX_XIDS {
         return Err(ServiceError::invalid(
-            field("health"),
-            "must be at most 200 characters",
+            field("health.xids"),
+            format!(
+                "at most {} distinct XIDs (the most recent)",
+                tessera_core::health::MAX_XIDS
+            ),
+        ));
+    }
+    if g.health.throttle.len() > tessera_core::health::ThrottleReason::ALL.len() {
+        return Err(ServiceError::invalid(
+            field("health.throttle"),
+            "lists a reason twice",
         ));
     }
     for peer in &g.nvlink_peers {
@@ -199,6 +211,22 @@ impl Service {
                 .iter()
                 .find(|e| e.index == r.index)
                 .map(|e| e.message.clone());
+            let health = assess(&r.health);
+            let findings = (!health.findings.is_empty())
+                .then(|| HealthFindings(health.findings.clone()));
+            let before = existing
+                .get(&r.uuid)
+                .map_or(HealthVerdict::Healthy, |g| g.health);
+            if before != health.verdict {
+                w.emit(DomainEvent::GpuHealthChanged {
+                    host_id: who.id,
+                    hostname: who.hostname.clone(),
+                    index: r.index,
+                    uuid: r.uuid.clone(),
+                    before,
+                    after: health.clone(),
+                });
+            }
             let idx = i32::try_from(r.index)
                 .map_err(|_| ServiceError::invalid("gpus.index", "is out of range"))?;
             let memory = i64::try_from(r.memory_mib).unwrap_or(i64::MAX);
@@ -211,7 +239,8 @@ impl Service {
                         && g.mig_capable == r.mig_capable
                         && g.mig_enabled == r.mig_enabled
                         && g.nvlink_peers == peers
-                        && g.health == r.health
+                        && g.health == health.verdict
+                        && g.health_findings == findings
                         && g.sharing == sharing
                         && g.mig_devices == mig_devices
                         && g.apply_error == apply_error;
@@ -224,7 +253,8 @@ impl Service {
                         a.mig_capable = Set(r.mig_capable);
                         a.mig_enabled = Set(r.mig_enabled);
                         a.nvlink_peers = Set(peers);
-                        a.health = Set(r.health.clone());
+                        a.health = Set(health.verdict);
+                        a.health_findings = Set(findings);
                         a.sharing = Set(sharing);
                         a.mig_devices = Set(mig_devices);
                         a.apply_error = Set(apply_error);
@@ -249,7 +279,8 @@ impl Service {
                         mig_capable: Set(r.mig_capable),
                         mig_enabled: Set(r.mig_enabled),
                         nvlink_peers: Set(peers),
-                        health: Set(r.health.clone()),
+                        health: Set(health.verdict),
+                        health_findings: Set(findings),
                         sharing: Set(sharing),
                         mig_devices: Set(mig_devices),
                         apply_error: Set(apply_error),
@@ -261,7 +292,25 @@ impl Service {
                 }
             }
         }
-        let desired_changed = self.apply_agent_report(&mut w, who, report, now).await?;
+        let mut desired_changed = self.apply_agent_report(&mut w, who, report, now).await?;
+        // Slices on GPUs that turned unhealthy or went missing lose their
+        // capacity; those whose GPU (or whole host) came back get it back.
+        let gpus: BTreeMap<String, gpu::Model> = gpu::Entity::find()
+            .filter(gpu::Column::HostId.eq(who.id))
+            .all(w.db())
+            .await?
+            .into_iter()
+            .map(|g| (g.uuid.clone(), g))
+            .collect();
+        let mut rows = Vec::new();
+        for a in live_on_host(w.db(), who.id).await? {
+            let loss = match a.stored_placement()? {
+                Some(p) => gpu_loss(&p, &gpus),
+                None => None,
+            };
+            rows.push((a, loss));
+        }
+        desired_changed |= self.settle_capacity(&mut w, rows, now).await?;
         if first_report {
             w.emit(DomainEvent::HostFirstReport {
                 host_id: who.id,

@@ -5,7 +5,8 @@ use crate::allocations::observed_of;
 use crate::entity::{gpu, host};
 use crate::{pools, PlatformAdmin, Service, ServiceError};
 use sea_orm::{EntityTrait, QueryOrder};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use tessera_core::health::GpuHealth;
 use tessera_protocol::views::{
     FleetView, GpuView, HostStatus, HostView, MigInstanceView, PoolView,
 };
@@ -59,7 +60,8 @@ impl Service {
             .map(|t| (t.id, t.slug))
             .collect();
         let mut holders: BTreeMap<String, Holders> = BTreeMap::new();
-        for (uuid, list) in crate::allocations::occupancy(&self.db, None, None).await? {
+        let occupancy = crate::allocations::occupancy(&self.db, None, None).await?;
+        for (uuid, list) in &occupancy {
             for (a, p) in list {
                 let start = match &p.slice {
                     tessera_core::placement::Slice::Mig(m) => Some(m.start),
@@ -73,6 +75,28 @@ impl Service {
             }
         }
         let no_holders = Holders::new();
+        // Live slices per host and per GPU UUID.
+        let mut live_by_host: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+        let mut live_by_gpu: BTreeMap<String, u32> = BTreeMap::new();
+        for (uuid, list) in &occupancy {
+            for (a, _) in list {
+                if let Some(h) = a.host_id {
+                    live_by_host.entry(h).or_default().insert(a.id);
+                }
+            }
+            live_by_gpu.insert(uuid.clone(), u32::try_from(list.len()).unwrap_or(u32::MAX));
+        }
+        let schedulable: BTreeSet<String> = gpus
+            .iter()
+            .filter(|g| {
+                hosts.iter().any(|h| {
+                    h.id == g.host_id
+                        && h.last_seen_at.is_some_and(|seen| now - seen <= offline_after)
+                        && super::takes_placements(h, g)
+                })
+            })
+            .map(|g| g.uuid.clone())
+            .collect();
         let hosts = hosts
             .into_iter()
             .map(|h| {
@@ -87,7 +111,16 @@ impl Service {
                             memory_mib: g.memory_mib,
                             mig_capable: g.mig_capable,
                             mig_enabled: g.mig_enabled,
-                            health: g.health.clone(),
+                            health: GpuHealth {
+                                verdict: g.health,
+                                findings: g
+                                    .health_findings
+                                    .clone()
+                                    .map(|f| f.0)
+                                    .unwrap_or_default(),
+                            },
+                            ops: super::gpu_ops(g),
+                            live_slices: live_by_gpu.get(&g.uuid).copied().unwrap_or(0),
                             mig_instances: mig_instances(
                                 observed_of(g)?,
                                 holders.get(&g.uuid).unwrap_or(&no_holders),
@@ -106,6 +139,10 @@ impl Service {
                     .collect::<Result<Vec<_>, ServiceError>>()?;
                 Ok(HostView {
                     id: h.id,
+                    ops: super::host_ops(&h),
+                    live_slices: live_by_host
+                        .get(&h.id)
+                        .map_or(0, |s| u32::try_from(s.len()).unwrap_or(u32::MAX)),
                     status: match h.last_seen_at {
                         Some(seen) if now - seen <= offline_after => HostStatus::Online,
                         _ => HostStatus::Offline,
@@ -136,6 +173,9 @@ impl Service {
                 let online = members()
                     .filter(|(h, g)| mine(g) && h.status == HostStatus::Online)
                     .count();
+                let takes = members()
+                    .filter(|(_, g)| mine(g) && schedulable.contains(&g.uuid))
+                    .count();
                 PoolView {
                     name: p.name.clone(),
                     description: p.description.clone(),
@@ -143,6 +183,7 @@ impl Service {
                     isolation: p.isolation,
                     gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
                     gpus_online: u32::try_from(online).unwrap_or(u32::MAX),
+                    gpus_schedulable: u32::try_from(takes).unwrap_or(u32::MAX),
                 }
             })
             .collect();

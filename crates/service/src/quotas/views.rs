@@ -107,17 +107,28 @@ impl Service {
         })
     }
 
-    /// A pool's healthy GPUs on online hosts, what live slices hold of
+    /// A pool's GPUs that take placements (online, not unhealthy, not
+    /// cordoned, drained or in maintenance), what live slices hold of
     /// them, and how much quota all tenants have there.
     async fn pool_capacity(&self, pool: &str) -> Result<PoolCapacityView, ServiceError> {
         let online = self.online_host_ids().await?;
+        let hosts: std::collections::BTreeMap<i64, crate::entity::host::Model> =
+            crate::entity::host::Entity::find()
+                .filter(crate::entity::host::Column::Id.is_in(online.clone()))
+                .all(&self.db)
+                .await?
+                .into_iter()
+                .map(|h| (h.id, h))
+                .collect();
         let gpus: Vec<gpu::Model> = gpu::Entity::find()
             .filter(gpu::Column::HostId.is_in(online))
             .all(&self.db)
             .await?
             .into_iter()
             .filter(|g| {
-                g.health == "healthy"
+                hosts
+                    .get(&g.host_id)
+                    .is_some_and(|h| crate::fleet::takes_placements(h, g))
                     && crate::pools::pool_of(&self.settings.pools, &g.model)
                         .is_some_and(|p| p.name == pool)
             })

@@ -195,6 +195,7 @@ pub async fn fixture_with_pools(pools: Vec<PoolSpec>) -> Fixture {
         Settings {
             directory: directory(),
             host_offline_after: Duration::seconds(30),
+            host_lost_after: Duration::seconds(120),
             report_interval: Duration::seconds(5),
             pools,
             provision_timeout: Duration::seconds(300),

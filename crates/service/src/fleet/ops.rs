@@ -1,0 +1,220 @@
+//! Platform admins' decisions about hosts and GPUs: cordon, drain,
+//! maintenance, resume, decommission (the rules are
+//! [`tessera_core::availability::apply`]).
+
+use crate::allocations::{live_on_host, AllocationRow};
+use crate::audit::Actor;
+use crate::entity::{gpu, host};
+use crate::events::{AllocationRef, DomainEvent};
+use crate::{PlatformAdmin, Service, ServiceError};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use tessera_core::availability::{apply, OpsAction, OpsError, OpsMode, OpsOutcome, OpsTarget};
+use tessera_core::lifecycle::AllocationPhase;
+use tessera_protocol::views::{OpsRequest, OpsView};
+
+/// Whether new slices may be placed on GPU `g` of host `h` (online-ness is
+/// the caller's): not unhealthy, and neither it nor its host cordoned,
+/// draining or in maintenance.
+pub(crate) fn takes_placements(h: &host::Model, g: &gpu::Model) -> bool {
+    g.health.takes_placements() && OpsMode::effective(h.ops_mode, g.ops_mode).takes_placements()
+}
+
+/// The admin decision stored on a host row.
+pub(crate) fn host_ops(h: &host::Model) -> OpsView {
+    OpsView {
+        mode: h.ops_mode,
+        reason: h.ops_reason.clone(),
+        by: h.ops_by.clone(),
+        at: h.ops_at,
+        drain_deadline: h.drain_deadline,
+    }
+}
+
+/// The admin decision stored on a GPU row.
+pub(crate) fn gpu_ops(g: &gpu::Model) -> OpsView {
+    OpsView {
+        mode: g.ops_mode,
+        reason: g.ops_reason.clone(),
+        by: g.ops_by.clone(),
+        at: g.ops_at,
+        drain_deadline: g.drain_deadline,
+    }
+}
+
+fn refused(what: &str, e: OpsError) -> ServiceError {
+    match e {
+        OpsError::Reason => ServiceError::invalid("reason", e.to_string()),
+        OpsError::DeadlineTooFar => ServiceError::invalid("deadline_minutes", e.to_string()),
+        OpsError::GpuDecommission => ServiceError::invalid("action", e.to_string()),
+        _ => ServiceError::Conflict(format!("{what}: {e}")),
+    }
+}
+
+impl Service {
+    /// Cordons, drains, puts into maintenance, resumes or decommissions a
+    /// host. Returns its decision after the change (`None`: decommissioned).
+    pub async fn operate_host(
+        &self,
+        admin: &PlatformAdmin<'_>,
+        host_id: i64,
+        req: &OpsRequest,
+    ) -> Result<Option<OpsView>, ServiceError> {
+        self.operate(admin, host_id, None, req).await
+    }
+
+    /// The same for one GPU of a host (by its index there).
+    pub async fn operate_gpu(
+        &self,
+        admin: &PlatformAdmin<'_>,
+        host_id: i64,
+        index: u32,
+        req: &OpsRequest,
+    ) -> Result<Option<OpsView>, ServiceError> {
+        self.operate(admin, host_id, Some(index), req).await
+    }
+
+    async fn operate(
+        &self,
+        admin: &PlatformAdmin<'_>,
+        host_id: i64,
+        index: Option<u32>,
+        req: &OpsRequest,
+    ) -> Result<Option<OpsView>, ServiceError> {
+        let now = self.now();
+        let mut w = self.begin_write().await?;
+        let h = host::Entity::find_by_id(host_id)
+            .one(w.db())
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("host {host_id}")))?;
+        let g = match index {
+            Some(i) => Some(
+                gpu::Entity::find()
+                    .filter(gpu::Column::HostId.eq(host_id))
+                    .filter(gpu::Column::Idx.eq(i32::try_from(i).unwrap_or(i32::MAX)))
+                    .one(w.db())
+                    .await?
+                    .ok_or_else(|| {
+                        ServiceError::not_found(format!("GPU {i} on host {}", h.hostname))
+                    })?,
+            ),
+            None => None,
+        };
+        let mut live = Vec::new();
+        for a in live_on_host(w.db(), host_id).await? {
+            let on_target = match &g {
+                None => true,
+                Some(g) => a
+                    .stored_placement()?
+                    .is_some_and(|p| p.gpus.iter().any(|x| x.uuid == g.uuid)),
+            };
+            if on_target {
+                live.push(a);
+            }
+        }
+        let (target, current, what) = match &g {
+            Some(g) => (
+                OpsTarget::Gpu,
+                g.ops_mode,
+                format!("GPU {} on {}", g.idx, h.hostname),
+            ),
+            None => (OpsTarget::Host, h.ops_mode, format!("host {}", h.hostname)),
+        };
+        let outcome = apply(target, current, req.action, live.len(), &req.reason)
+            .map_err(|e| refused(&what, e))?;
+        let reason = req.reason.trim().to_owned();
+        let by = admin.principal().name().to_owned();
+        let gpu_ref = g
+            .as_ref()
+            .map(|g| (u32::try_from(g.idx).unwrap_or(0), g.uuid.clone()));
+        let hostname = h.hostname.clone();
+        let after = match outcome {
+            OpsOutcome::Removed => {
+                // Gone for good: its GPUs go with it (cascade), finished
+                // slices keep their history without the host.
+                host::Entity::delete_by_id(host_id).exec(w.db()).await?;
+                w.emit(DomainEvent::FleetOperated {
+                    host_id,
+                    hostname,
+                    gpu: None,
+                    action: req.action,
+                    before: current,
+                    after: None,
+                    reason,
+                    drain_deadline: None,
+                });
+                w.commit(self, &Actor::User(admin.principal())).await?;
+                return Ok(None);
+            }
+            OpsOutcome::Mode(m) => m,
+        };
+        let deadline = match req.action {
+            OpsAction::Drain { deadline_minutes } => {
+                Some(now + chrono::Duration::minutes(i64::from(deadline_minutes)))
+            }
+            _ => None,
+        };
+        let view = OpsView {
+            mode: after,
+            reason: Some(reason.clone()),
+            by: Some(by.clone()),
+            at: Some(now),
+            drain_deadline: deadline,
+        };
+        match g {
+            Some(g) => {
+                let mut a: gpu::ActiveModel = g.into();
+                a.ops_mode = Set(after);
+                a.ops_reason = Set(view.reason.clone());
+                a.ops_by = Set(view.by.clone());
+                a.ops_at = Set(view.at);
+                a.drain_deadline = Set(deadline);
+                a.update(w.db()).await?;
+            }
+            None => {
+                let mut a: host::ActiveModel = h.into();
+                a.ops_mode = Set(after);
+                a.ops_reason = Set(view.reason.clone());
+                a.ops_by = Set(view.by.clone());
+                a.ops_at = Set(view.at);
+                a.drain_deadline = Set(deadline);
+                a.update(w.db()).await?;
+            }
+        }
+        w.emit(DomainEvent::FleetOperated {
+            host_id,
+            hostname: hostname.clone(),
+            gpu: gpu_ref,
+            action: req.action,
+            before: current,
+            after: Some(after),
+            reason: reason.clone(),
+            drain_deadline: deadline,
+        });
+        let mut desired_changed = false;
+        if let Some(deadline) = deadline {
+            for a in live {
+                match a.state {
+                    // Nothing on the GPU yet: placed elsewhere at once.
+                    AllocationPhase::Placed => {
+                        let why = format!("{what} is being drained: {reason}");
+                        desired_changed |= self.lose_capacity(&mut w, a, why, now).await?;
+                    }
+                    AllocationPhase::Provisioning | AllocationPhase::Active => {
+                        w.emit(DomainEvent::AllocationDraining {
+                            alloc: AllocationRef::of(&a),
+                            hostname: hostname.clone(),
+                            deadline,
+                            reason: reason.clone(),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        w.commit(self, &Actor::User(admin.principal())).await?;
+        if desired_changed {
+            self.desired_changed(Some(host_id));
+        }
+        Ok(Some(view))
+    }
+}

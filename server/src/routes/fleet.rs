@@ -1,0 +1,71 @@
+//! `/api/v1/fleet` and `/api/v1/hosts/...`: the fleet and platform admins'
+//! decisions about hosts and GPUs (cordon, drain, maintenance, resume,
+//! decommission). Platform admins only, signed in (the session cookie).
+
+use super::extract::JsonBody;
+use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
+use crate::auth::extract::Person;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::Json;
+use tessera_protocol::views::{FleetView, OpsRequest, OpsView};
+
+/// Hosts with their status, admins' decisions and GPUs (health, MIG
+/// instances, who holds what), and the pools.
+#[utoipa::path(
+    get, path = "/fleet", tag = "fleet",
+    responses((status = 200, description = "The fleet", body = FleetView),
+              Unauthorized, Forbidden),
+    security(("session" = [])),
+)]
+pub async fn get_fleet(
+    State(state): State<AppState>,
+    Person(p): Person,
+) -> Result<Json<FleetView>, ApiError> {
+    let admin = p.require_platform_admin()?;
+    Ok(Json(state.service.fleet_view(&admin).await?))
+}
+
+/// Cordon, drain (with a deadline), put into maintenance, resume or
+/// decommission a host. Draining re-queues its placed slices at once and
+/// tells the owners of running ones when they end; maintenance and
+/// decommissioning need it empty. Answers the host's new state (`null`
+/// once decommissioned).
+#[utoipa::path(
+    post, path = "/hosts/{id}/operations", tag = "fleet",
+    params(("id" = i64, Path, description = "Host id")),
+    request_body = OpsRequest,
+    responses((status = 200, description = "The host's new state", body = Option<OpsView>),
+              BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
+    security(("session" = [])),
+)]
+pub async fn operate_host(
+    State(state): State<AppState>,
+    Person(p): Person,
+    Path(id): Path<i64>,
+    JsonBody(req): JsonBody<OpsRequest>,
+) -> Result<Json<Option<OpsView>>, ApiError> {
+    let admin = p.require_platform_admin()?;
+    Ok(Json(state.service.operate_host(&admin, id, &req).await?))
+}
+
+/// The same for one GPU of a host (decommissioning is for hosts only).
+#[utoipa::path(
+    post, path = "/hosts/{id}/gpus/{index}/operations", tag = "fleet",
+    params(("id" = i64, Path, description = "Host id"),
+           ("index" = u32, Path, description = "GPU index on the host")),
+    request_body = OpsRequest,
+    responses((status = 200, description = "The GPU's new state", body = Option<OpsView>),
+              BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
+    security(("session" = [])),
+)]
+pub async fn operate_gpu(
+    State(state): State<AppState>,
+    Person(p): Person,
+    Path((id, index)): Path<(i64, u32)>,
+    JsonBody(req): JsonBody<OpsRequest>,
+) -> Result<Json<Option<OpsView>>, ApiError> {
+    let admin = p.require_platform_admin()?;
+    Ok(Json(state.service.operate_gpu(&admin, id, index, &req).await?))
+}
