@@ -3,6 +3,8 @@
 //! principals.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod agent;
+
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use sea_orm::{ConnectionTrait, Database};
 use std::sync::{Arc, Mutex};
@@ -186,6 +188,17 @@ pub fn priority_classes() -> Vec<tessera_core::schedule::PriorityClass> {
 
 /// A fixture with other pools (e.g. another isolation class).
 pub async fn fixture_with_pools(pools: Vec<PoolSpec>) -> Fixture {
+    // Most tests let hours pass with agents that stay silent: their slices
+    // are only marked lost where a test asks for it ([`fixture_with_grace`]).
+    fixture_with(pools, Duration::days(1000)).await
+}
+
+/// A fixture whose hosts lose their slices after `lost_after` of silence.
+pub async fn fixture_with_grace(lost_after: Duration) -> Fixture {
+    fixture_with(pools(), lost_after).await
+}
+
+async fn fixture_with(pools: Vec<PoolSpec>, lost_after: Duration) -> Fixture {
     let db = fresh_db().await;
     tessera_service::migrate(&db).await.expect("migrate");
     let clock = TestClock::new();
@@ -195,7 +208,7 @@ pub async fn fixture_with_pools(pools: Vec<PoolSpec>) -> Fixture {
         Settings {
             directory: directory(),
             host_offline_after: Duration::seconds(30),
-            host_lost_after: Duration::seconds(120),
+            host_lost_after: lost_after,
             report_interval: Duration::seconds(5),
             pools,
             provision_timeout: Duration::seconds(300),

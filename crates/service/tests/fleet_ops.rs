@@ -1,0 +1,335 @@
+//! Fleet operations against a real database (SQLite, or PostgreSQL when
+//! `TESSERA_TEST_POSTGRES_URL` is set): cordon, drain, maintenance and
+//! decommissioning; GPU health from the agents' reports; slices that lose
+//! their GPU or host, and asking for them again.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use chrono::Duration;
+use common::agent::*;
+use common::{fixture, fixture_with_grace, Fixture};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use tessera_core::availability::{OpsAction, OpsMode};
+use tessera_core::health::{HealthSignals, HealthVerdict, XidEvent};
+use tessera_core::lifecycle::AllocationPhase;
+use tessera_core::notify::NotificationKind;
+use tessera_protocol::views::{AllocationView, OpsRequest, OpsView};
+use tessera_service::entity::notification;
+use tessera_service::ServiceError;
+
+fn req(action: OpsAction, reason: &str) -> OpsRequest {
+    OpsRequest {
+        action,
+        reason: reason.into(),
+    }
+}
+
+async fn operate(
+    f: &Fixture,
+    host_id: i64,
+    gpu: Option<u32>,
+    r: OpsRequest,
+) -> Result<Option<OpsView>, ServiceError> {
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    match gpu {
+        None => f.service.operate_host(&proof, host_id, &r).await,
+        Some(i) => f.service.operate_gpu(&proof, host_id, i, &r).await,
+    }
+}
+
+async fn slice(f: &Fixture, who: &tessera_service::allocations::TenantActor) -> AllocationView {
+    f.service
+        .request_allocation(who, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap()
+}
+
+async fn notices(f: &Fixture, kind: NotificationKind) -> Vec<notification::Model> {
+    notification::Entity::find()
+        .filter(notification::Column::Kind.eq(kind))
+        .all(f.service.db())
+        .await
+        .unwrap()
+}
+
+async fn fleet(f: &Fixture) -> tessera_protocol::views::FleetView {
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    f.service.fleet_view(&proof).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_cordoned_host_takes_no_new_slices_until_it_is_resumed() {
+    let f = fixture().await;
+    let a1 = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let a2 = Agent::enrol(&f, "gpu-2", vec![h100(0, "GPU-b1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+
+    let v = operate(&f, a1.host.id, None, req(OpsAction::Cordon, "new firmware"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(v.mode, OpsMode::Cordoned);
+    assert_eq!(v.by.as_deref(), Some("User root"));
+    let first = slice(&f, &alice).await;
+    assert_eq!(first.host.as_deref(), Some("gpu-2"), "not on the cordoned host");
+    // A single GPU can be cordoned too: now nothing takes new slices.
+    operate(&f, a2.host.id, Some(0), req(OpsAction::Cordon, "fan noise"))
+        .await
+        .unwrap();
+    let waiting = slice(&f, &alice).await;
+    assert_eq!(waiting.state, AllocationPhase::Queued);
+    let view = fleet(&f).await;
+    let pool = view.pools.iter().find(|p| p.name == "h100-mig").unwrap();
+    assert_eq!((pool.gpus_online, pool.gpus_schedulable), (2, 0));
+    let h1 = view.hosts.iter().find(|h| h.hostname == "gpu-1").unwrap();
+    assert_eq!(h1.ops.mode, OpsMode::Cordoned);
+    assert_eq!(h1.ops.reason.as_deref(), Some("new firmware"));
+    let h2 = view.hosts.iter().find(|h| h.hostname == "gpu-2").unwrap();
+    assert_eq!(h2.gpus[0].ops.mode, OpsMode::Cordoned);
+    assert_eq!((h2.live_slices, h2.gpus[0].live_slices), (1, 1));
+
+    // Back in service: the queue moves onto it.
+    operate(&f, a1.host.id, None, req(OpsAction::Resume, "firmware done"))
+        .await
+        .unwrap();
+    f.service.tick().await.unwrap();
+    let placed = get(&f, &alice, waiting.id).await;
+    assert_eq!(placed.state, AllocationPhase::Placed);
+    assert_eq!(placed.host.as_deref(), Some("gpu-1"));
+    let actions = f.audit_actions().await;
+    for a in ["host.cordon", "gpu.cordon", "host.resume"] {
+        assert_eq!(count(&actions, a), 1, "{a} in {actions:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_drain_requeues_placed_slices_warns_owners_and_ends_the_rest_at_its_deadline() {
+    let f = fixture().await;
+    let mut a1 = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let a2 = Agent::enrol(&f, "gpu-2", vec![h100(0, "GPU-b1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    // One active and one placed slice on gpu-1 (pack keeps them together).
+    let running = slice(&f, &alice).await;
+    let host1 = running.host.clone().unwrap();
+    let agent = if host1 == "gpu-1" { &mut a1 } else { panic!("placed on {host1}") };
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, running.id).await.state, AllocationPhase::Active);
+    let placed = slice(&f, &alice).await;
+    assert_eq!(placed.host.as_deref(), Some("gpu-1"));
+
+    let drain = req(
+        OpsAction::Drain {
+            deadline_minutes: 30,
+        },
+        "rack 4 power work",
+    );
+    let v = operate(&f, a1.host.id, None, drain).await.unwrap().unwrap();
+    assert_eq!(v.mode, OpsMode::Draining);
+    let deadline = v.drain_deadline.unwrap();
+    // The placed one had nothing on the GPU: it went back to the queue and
+    // is placed on the other host.
+    f.service.tick().await.unwrap();
+    let moved = get(&f, &alice, placed.id).await;
+    assert_eq!(moved.state, AllocationPhase::Placed);
+    assert_eq!(moved.host.as_deref(), Some("gpu-2"));
+    // The running one is told when it ends.
+    let view = get(&f, &alice, running.id).await;
+    let notice = view.drain.clone().expect("drain notice on the slice");
+    assert_eq!((notice.host.as_str(), notice.deadline), ("gpu-1", deadline));
+    assert_eq!(notice.reason, "rack 4 power work");
+    let told = notices(&f, NotificationKind::AllocationDraining).await;
+    assert_eq!(told.len(), 1);
+    assert!(told[0].title.contains("gpu-1 is being drained"), "{}", told[0].title);
+    // Maintenance needs it empty; decommissioning too.
+    let err = operate(&f, a1.host.id, None, req(OpsAction::Maintenance, "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 409);
+    assert!(err.to_string().contains("1 slice still runs there"), "{err}");
+
+    // At the deadline the slice ends, with the reason.
+    f.clock.advance(Duration::minutes(31));
+    a2.send(&f, a2.base.clone(), None, vec![]).await;
+    let tick = f.service.tick().await.unwrap();
+    assert_eq!(tick.drained, 1);
+    a1.converge(&f).await;
+    let ended = get(&f, &alice, running.id).await;
+    assert_eq!(ended.state, AllocationPhase::Failed);
+    assert!(
+        ended.reason.as_deref().unwrap_or_default().contains("drain of host gpu-1"),
+        "{ended:?}"
+    );
+    let h1 = fleet(&f).await.hosts.into_iter().find(|h| h.hostname == "gpu-1").unwrap();
+    assert_eq!(h1.live_slices, 0, "drained");
+    operate(&f, a1.host.id, None, req(OpsAction::Maintenance, "swap PSU"))
+        .await
+        .unwrap();
+    // Decommissioned: gone from the fleet, its credential stops working.
+    let gone = operate(&f, a1.host.id, None, req(OpsAction::Decommission, "end of life"))
+        .await
+        .unwrap();
+    assert_eq!(gone, None);
+    assert!(fleet(&f).await.hosts.iter().all(|h| h.hostname != "gpu-1"));
+    let err = f
+        .service
+        .record_report(&a1.host, &report("gpu-1", a1.base.clone(), None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::InvalidCredential), "{err:?}");
+    // The ended slice keeps its history.
+    assert_eq!(get(&f, &alice, running.id).await.state, AllocationPhase::Failed);
+    let actions = f.audit_actions().await;
+    for a in [
+        "host.drain",
+        "allocation.capacity_lost",
+        "host.maintenance",
+        "host.decommission",
+    ] {
+        assert_eq!(count(&actions, a), 1, "{a} in {actions:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_unhealthy_gpu_loses_its_slices_and_they_can_be_asked_for_again() {
+    let f = fixture().await;
+    let mut a1 = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let _a2 = Agent::enrol(&f, "gpu-2", vec![h100(0, "GPU-b1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let vision = alice.tenant_id();
+    let first = slice(&f, &alice).await;
+    assert_eq!(first.host.as_deref(), Some("gpu-1"));
+    let d = a1.converge(&f).await;
+    assert_eq!(get(&f, &alice, first.id).await.state, AllocationPhase::Active);
+    assert_eq!(usage(&f, vision, "h100-mig").await.2, 1);
+
+    // The driver reports an uncorrectable ECC error on the GPU.
+    let mut sick = a1.applied(&d);
+    sick[0].health = HealthSignals {
+        ecc_uncorrected: 1,
+        ..HealthSignals::default()
+    };
+    a1.send(&f, sick.clone(), Some(d.generation), vec![]).await;
+    let lost = get(&f, &alice, first.id).await;
+    assert_eq!(lost.state, AllocationPhase::Active, "the work may still run");
+    let mark = lost.capacity_lost.clone().expect("marked");
+    assert!(mark.reason.contains("GPU 0 on gpu-1 is unhealthy"), "{mark:?}");
+    assert!(mark.reason.contains("uncorrectable ECC"), "{mark:?}");
+    assert_eq!(usage(&f, vision, "h100-mig").await.2, 0, "no longer counted");
+    let gpu = &fleet(&f).await.hosts[0].gpus[0];
+    assert_eq!(gpu.health.verdict, HealthVerdict::Unhealthy);
+    assert_eq!(notices(&f, NotificationKind::AllocationCapacityLost).await.len(), 1);
+    assert_eq!(notices(&f, NotificationKind::GpuHealthChanged).await.len(), 1, "the admin");
+    // Nothing new is placed on it.
+    let other = slice(&f, &alice).await;
+    assert_eq!(other.host.as_deref(), Some("gpu-2"));
+
+    // A reset: healthy again, the mark goes.
+    a1.send(&f, a1.applied(&d), Some(d.generation), vec![]).await;
+    assert_eq!(get(&f, &alice, first.id).await.capacity_lost, None);
+    assert_eq!(notices(&f, NotificationKind::AllocationCapacityRestored).await.len(), 1);
+    // A slice that did not lose its GPU cannot be asked for again.
+    let err = f
+        .service
+        .requeue_allocation(&alice, first.id)
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 409, "{err}");
+
+    // Falls off the bus this time (XID 79): ask for it again elsewhere.
+    sick[0].health = HealthSignals {
+        lost: true,
+        xids: vec![XidEvent { xid: 79, count: 1 }],
+        ..HealthSignals::default()
+    };
+    a1.send(&f, sick, Some(d.generation), vec![]).await;
+    assert!(get(&f, &alice, first.id).await.capacity_lost.is_some());
+    let again = f.service.requeue_allocation(&alice, first.id).await.unwrap();
+    assert_ne!(again.id, first.id);
+    assert_eq!(again.shape_label, "MIG 1g.10gb");
+    assert_eq!(again.host.as_deref(), Some("gpu-2"));
+    let old = get(&f, &alice, first.id).await;
+    assert_eq!(old.state, AllocationPhase::Releasing, "released in the same step");
+    let actions = f.audit_actions().await;
+    assert_eq!(count(&actions, "gpu.health"), 3, "{actions:?}");
+    assert_eq!(count(&actions, "allocation.capacity_lost"), 2);
+    assert_eq!(count(&actions, "allocation.capacity_restored"), 1);
+    // An ended slice can be asked for again too.
+    let ended = f.service.release_allocation(&alice, other.id).await.unwrap();
+    assert_eq!(ended.state, AllocationPhase::Released);
+    let third = f.service.requeue_allocation(&alice, other.id).await.unwrap();
+    assert_eq!(third.pool, "h100-mig");
+}
+
+#[tokio::test]
+async fn a_host_silent_past_the_grace_period_loses_its_slices_until_it_reports() {
+    let f = fixture_with_grace(Duration::seconds(120)).await;
+    let mut a1 = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let running = slice(&f, &alice).await;
+    let d = a1.converge(&f).await;
+    let placed = slice(&f, &alice).await;
+    assert_eq!(placed.state, AllocationPhase::Placed);
+    // Offline (30 s) is not lost yet (120 s here).
+    f.clock.advance(Duration::seconds(60));
+    assert_eq!(f.service.tick().await.unwrap().lost, 0);
+    f.clock.advance(Duration::seconds(61));
+    let tick = f.service.tick().await.unwrap();
+    assert_eq!(tick.lost, 2);
+    let lost = get(&f, &alice, running.id).await;
+    assert!(
+        lost.capacity_lost.as_ref().unwrap().reason.contains("host gpu-1 has not reported since"),
+        "{lost:?}"
+    );
+    assert_eq!(get(&f, &alice, placed.id).await.state, AllocationPhase::Queued);
+    // Marked once, not at every tick.
+    assert_eq!(f.service.tick().await.unwrap().lost, 0);
+    // The host comes back: its slice has its capacity again.
+    a1.send(&f, a1.applied(&d), Some(d.generation), vec![]).await;
+    assert_eq!(get(&f, &alice, running.id).await.capacity_lost, None);
+    f.service.tick().await.unwrap();
+    assert_eq!(get(&f, &alice, placed.id).await.state, AllocationPhase::Placed);
+}
+
+#[tokio::test]
+async fn bad_operations_say_what_to_fix_and_change_nothing() {
+    let f = fixture().await;
+    let a1 = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let fleet_actions = |actions: Vec<String>| {
+        actions
+            .into_iter()
+            .filter(|a| a.starts_with("host.") || a.starts_with("gpu."))
+            .count()
+    };
+    let before = fleet_actions(f.audit_actions().await);
+    let cases = [
+        (a1.host.id, None, req(OpsAction::Cordon, "  "), 400, "reason"),
+        (
+            a1.host.id,
+            None,
+            req(
+                OpsAction::Drain {
+                    deadline_minutes: 100_000,
+                },
+                "x",
+            ),
+            400,
+            "deadline_minutes",
+        ),
+        (a1.host.id, Some(0), req(OpsAction::Decommission, "x"), 400, "cannot be decommissioned"),
+        (a1.host.id, None, req(OpsAction::Decommission, "x"), 409, "cordon or drain"),
+        (a1.host.id, None, req(OpsAction::Resume, "x"), 409, "already available"),
+        (a1.host.id, Some(7), req(OpsAction::Cordon, "x"), 404, "GPU 7"),
+        (9_999, None, req(OpsAction::Cordon, "x"), 404, "host 9999"),
+    ];
+    for (host, gpu, r, status, says) in cases {
+        let err = operate(&f, host, gpu, r.clone()).await.unwrap_err();
+        assert_eq!(err.status(), status, "{r:?}: {err}");
+        assert!(err.to_string().contains(says), "{r:?}: {err}");
+    }
+    assert_eq!(fleet_actions(f.audit_actions().await), before, "nothing recorded");
+    let h = &fleet(&f).await.hosts[0];
+    assert_eq!(h.ops.mode, OpsMode::Available);
+}
