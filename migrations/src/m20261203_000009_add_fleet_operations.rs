@@ -104,7 +104,10 @@ impl MigrationTrait for Migration {
         add(
             manager,
             Gpus::Table,
-            ColumnDef::new(Gpus::HealthFindings).json().null().to_owned(),
+            ColumnDef::new(Gpus::HealthFindings)
+                .json()
+                .null()
+                .to_owned(),
         )
         .await?;
         manager
@@ -112,9 +115,11 @@ impl MigrationTrait for Migration {
                 Query::update()
                     .table(Gpus::Table)
                     .value(Gpus::Health, "unhealthy")
-                    .and_where(
-                        Expr::col(Gpus::Health).is_not_in(["healthy", "degraded", "unhealthy"]),
-                    )
+                    .and_where(Expr::col(Gpus::Health).is_not_in([
+                        "healthy",
+                        "degraded",
+                        "unhealthy",
+                    ]))
                     .to_owned(),
             )
             .await?;

@@ -264,6 +264,17 @@ impl App {
     }
 }
 
+/// Who calls `path` in the fleet steps: the member asks for a slice again,
+/// the admin runs the fleet.
+fn admin_or_member(admin: &str, member: &str, path: &str) -> String {
+    if path.contains("/requeue") {
+        member
+    } else {
+        admin
+    }
+    .to_owned()
+}
+
 fn report(hostname: &str) -> Value {
     json!({
         "hostname": hostname, "agent_version": "0.1.0", "cpu_milli": 8000, "memory_mib": 65536,
@@ -795,6 +806,10 @@ async fn openapi_document_describes_the_routes() {
         "/allocations/{id}",
         "/allocations/{id}/release",
         "/allocations/{id}/extend",
+        "/allocations/{id}/requeue",
+        "/fleet",
+        "/hosts/{id}/operations",
+        "/hosts/{id}/gpus/{index}/operations",
         "/quota-requests",
         "/quota-requests/{id}/decide",
         "/approvals",
@@ -1043,6 +1058,95 @@ async fn every_mutating_endpoint_leaves_exactly_one_audit_event() {
             ids.insert(key, id.to_string());
         }
     }
+    // The fleet: a platform admin's decisions about the host and its GPU,
+    // one event each; asking again for the released slice is one request.
+    let (status, fleet) = app.send("GET", "/api/v1/fleet", &admin, None).await;
+    assert_eq!(status, StatusCode::OK, "{fleet}");
+    let host = fleet["hosts"][0]["id"].as_i64().unwrap();
+    for (action, path, body) in [
+        (
+            "host.drain",
+            format!("/api/v1/hosts/{host}/operations"),
+            r#"{"action":"drain","deadline_minutes":30,"reason":"rack work"}"#,
+        ),
+        (
+            "gpu.cordon",
+            format!("/api/v1/hosts/{host}/gpus/0/operations"),
+            r#"{"action":"cordon","reason":"fan"}"#,
+        ),
+        (
+            "host.resume",
+            format!("/api/v1/hosts/{host}/operations"),
+            r#"{"action":"resume","reason":"done"}"#,
+        ),
+        (
+            "allocation.create",
+            format!("/api/v1/allocations/{}/requeue", ids["alloc"]),
+            "{}",
+        ),
+    ] {
+        let before = app.audit_count().await;
+        let (status, json) = app
+            .send(
+                "POST",
+                &path,
+                &admin_or_member(&admin, &member, &path),
+                Some(body),
+            )
+            .await;
+        assert!(
+            status.is_success(),
+            "{action}: POST {path} -> {status} {json}"
+        );
+        assert_eq!(app.audit_count().await, before + 1, "{action}");
+        assert_eq!(app.last_action().await, action, "POST {path}");
+    }
+    // A refused operation records nothing; a tenant token may not operate.
+    let before = app.audit_count().await;
+    let (status, json) = app
+        .send(
+            "POST",
+            &format!("/api/v1/hosts/{host}/operations"),
+            &admin,
+            Some(r#"{"action":"resume","reason":"again"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{json}");
+    assert!(
+        json["message"]
+            .as_str()
+            .unwrap()
+            .contains("already available"),
+        "{json}"
+    );
+    let (status, json) = app
+        .post_json(
+            &format!("/api/v1/hosts/{host}/operations"),
+            Some(&token),
+            r#"{"action":"cordon","reason":"x"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{json}");
+    let (status, json) = app
+        .send(
+            "POST",
+            &format!("/api/v1/hosts/{host}/operations"),
+            &member,
+            Some(r#"{"action":"cordon","reason":"x"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{json}");
+    let (status, json) = app
+        .send(
+            "POST",
+            &format!("/api/v1/hosts/{host}/operations"),
+            &admin,
+            Some(r#"{"action":"reboot","reason":"x"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert_eq!(app.audit_count().await, before);
+
     // Ending the grant, then a refused call and reading notifications: one
     // event, then none (reading is the reader's own view, not shared state).
     let before = app.audit_count().await;

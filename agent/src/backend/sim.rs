@@ -42,11 +42,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use tessera_core::catalogue;
+use tessera_core::health::HealthSignals;
 use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{
     plan, ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, Op, SimGpu,
 };
-use tessera_core::health::HealthSignals;
 use tessera_protocol::agent::{GpuReport, MigDevice};
 
 /// One simulated host file.
@@ -206,10 +206,11 @@ impl SimBackend {
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
         let host: SimHost = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
         let mut sim = Self::new(host).map_err(err)?;
-        sim.health_path = sim.host.health_file.as_ref().map(|f| {
-            path.parent()
-                .map_or_else(|| f.clone(), |dir| dir.join(f))
-        });
+        sim.health_path = sim
+            .host
+            .health_file
+            .as_ref()
+            .map(|f| path.parent().map_or_else(|| f.clone(), |dir| dir.join(f)));
         Ok(sim)
     }
 
@@ -789,7 +790,10 @@ mod tests {
         let sim = SimBackend::from_file(&host_file).unwrap();
         // No file yet: healthy.
         let inv = sim.inventory().unwrap();
-        assert!(inv.gpus.iter().all(|g| g.health == HealthSignals::default()));
+        assert!(inv
+            .gpus
+            .iter()
+            .all(|g| g.health == HealthSignals::default()));
         std::fs::write(
             dir.join("faults.toml"),
             "[[gpu]]\nindex = 0\necc_uncorrected = 2\nthrottle = [\"hw_thermal_slowdown\"]\n\
@@ -804,8 +808,15 @@ mod tests {
         );
         assert!(inv.gpus[0].sharing.is_some());
         assert!(inv.gpus[1].health.lost);
-        assert_eq!(inv.gpus[1].sharing, None, "a lost GPU's state cannot be read");
-        assert_eq!(inv.gpus[1].uuid, sim_uuid("h1", 1), "still listed, as NVML does");
+        assert_eq!(
+            inv.gpus[1].sharing, None,
+            "a lost GPU's state cannot be read"
+        );
+        assert_eq!(
+            inv.gpus[1].uuid,
+            sim_uuid("h1", 1),
+            "still listed, as NVML does"
+        );
         let err = sim.observe(1).unwrap_err().to_string();
         assert!(err.contains("NVML_ERROR_GPU_IS_LOST"), "{err}");
         let err = sim.apply(1, &Op::DisableMig).unwrap_err().to_string();

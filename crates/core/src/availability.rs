@@ -150,13 +150,17 @@ pub enum OpsError {
     #[error("it is in maintenance, so nothing runs there to drain; resume it first")]
     NothingToDrain,
     /// Only hosts are decommissioned.
-    #[error("a single GPU cannot be decommissioned: put it in maintenance, or decommission its host")]
+    #[error(
+        "a single GPU cannot be decommissioned: put it in maintenance, or decommission its host"
+    )]
     GpuDecommission,
     /// The deadline is too far out.
     #[error("deadline_minutes must be at most {MAX_DRAIN_MINUTES} (a week)")]
     DeadlineTooFar,
     /// The reason is missing or too long.
-    #[error("reason must be 1-{MAX_REASON_CHARS} characters: say why, for the owners and the audit log")]
+    #[error(
+        "reason must be 1-{MAX_REASON_CHARS} characters: say why, for the owners and the audit log"
+    )]
     Reason,
 }
 
@@ -232,12 +236,21 @@ mod tests {
 
     #[test]
     fn the_usual_path_cordon_drain_maintenance_resume() {
-        assert_eq!(host(M::Available, A::Cordon, 3), Ok(OpsOutcome::Mode(M::Cordoned)));
+        assert_eq!(
+            host(M::Available, A::Cordon, 3),
+            Ok(OpsOutcome::Mode(M::Cordoned))
+        );
         let drain = A::Drain {
             deadline_minutes: 30,
         };
-        assert_eq!(host(M::Cordoned, drain, 3), Ok(OpsOutcome::Mode(M::Draining)));
-        assert_eq!(host(M::Draining, drain, 3), Ok(OpsOutcome::Mode(M::Draining)));
+        assert_eq!(
+            host(M::Cordoned, drain, 3),
+            Ok(OpsOutcome::Mode(M::Draining))
+        );
+        assert_eq!(
+            host(M::Draining, drain, 3),
+            Ok(OpsOutcome::Mode(M::Draining))
+        );
         assert_eq!(
             host(M::Draining, A::Maintenance, 3),
             Err(OpsError::NotEmpty { count: 3 })
@@ -246,15 +259,30 @@ mod tests {
             host(M::Draining, A::Maintenance, 0),
             Ok(OpsOutcome::Mode(M::Maintenance))
         );
-        assert_eq!(host(M::Maintenance, A::Resume, 0), Ok(OpsOutcome::Mode(M::Available)));
+        assert_eq!(
+            host(M::Maintenance, A::Resume, 0),
+            Ok(OpsOutcome::Mode(M::Available))
+        );
     }
 
     #[test]
     fn refusals_say_what_to_do() {
-        assert_eq!(host(M::Cordoned, A::Cordon, 0), Err(OpsError::Already(M::Cordoned)));
-        assert_eq!(host(M::Available, A::Resume, 0), Err(OpsError::Already(M::Available)));
         assert_eq!(
-            host(M::Maintenance, A::Drain { deadline_minutes: 5 }, 0),
+            host(M::Cordoned, A::Cordon, 0),
+            Err(OpsError::Already(M::Cordoned))
+        );
+        assert_eq!(
+            host(M::Available, A::Resume, 0),
+            Err(OpsError::Already(M::Available))
+        );
+        assert_eq!(
+            host(
+                M::Maintenance,
+                A::Drain {
+                    deadline_minutes: 5
+                },
+                0
+            ),
             Err(OpsError::NothingToDrain)
         );
         assert_eq!(
@@ -288,7 +316,10 @@ mod tests {
 
     #[test]
     fn decommission_needs_an_empty_host_taken_out_of_service() {
-        assert_eq!(host(M::Available, A::Decommission, 0), Err(OpsError::StillAvailable));
+        assert_eq!(
+            host(M::Available, A::Decommission, 0),
+            Err(OpsError::StillAvailable)
+        );
         assert_eq!(
             host(M::Draining, A::Decommission, 1),
             Err(OpsError::NotEmpty { count: 1 })
@@ -306,7 +337,12 @@ mod tests {
     fn actions_read_from_the_api_shape() {
         let a: OpsAction =
             serde_json::from_str(r#"{"action":"drain","deadline_minutes":45}"#).unwrap();
-        assert_eq!(a, A::Drain { deadline_minutes: 45 });
+        assert_eq!(
+            a,
+            A::Drain {
+                deadline_minutes: 45
+            }
+        );
         assert_eq!(a.name(), "drain");
         assert!(serde_json::from_str::<OpsAction>(r#"{"action":"reboot"}"#).is_err());
         assert_eq!(OpsAction::from_form("drain", Some(45)), Ok(a));

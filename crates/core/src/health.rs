@@ -220,7 +220,10 @@ pub fn assess(s: &HealthSignals) -> GpuHealth {
         };
         findings.push(finding(
             Unhealthy,
-            format!("XID {} {meaning}{times}: check the GPU, then reset it", x.xid),
+            format!(
+                "XID {} {meaning}{times}: check the GPU, then reset it",
+                x.xid
+            ),
         ));
     }
     if s.ecc_uncorrected > 0 {
@@ -255,7 +258,10 @@ pub fn assess(s: &HealthSignals) -> GpuHealth {
     throttle.sort();
     throttle.dedup();
     for t in throttle {
-        findings.push(finding(Degraded, format!("clocks throttled: {}", t.describe())));
+        findings.push(finding(
+            Degraded,
+            format!("clocks throttled: {}", t.describe()),
+        ));
     }
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     GpuHealth {
@@ -301,7 +307,9 @@ mod tests {
         let h = assess(&s);
         assert_eq!(h.verdict, HealthVerdict::Unhealthy);
         assert_eq!(h.findings.len(), 1);
-        assert!(h.findings[0].message.contains("XID 48 double-bit ECC error (3 times)"));
+        assert!(h.findings[0]
+            .message
+            .contains("XID 48 double-bit ECC error (3 times)"));
         // An XID nobody documented is still a driver error.
         let unknown = assess(&HealthSignals {
             xids: vec![xid(9999)],
@@ -365,6 +373,10 @@ mod tests {
         assert!(!h.verdict.takes_placements());
         assert_eq!(h.findings.len(), 2);
         assert!(h.findings[0].message.contains("fallen off the bus"));
-        assert_eq!(h.findings[1].severity, HealthVerdict::Degraded, "worst first");
+        assert_eq!(
+            h.findings[1].severity,
+            HealthVerdict::Degraded,
+            "worst first"
+        );
     }
 }

@@ -74,7 +74,11 @@ async fn a_cordoned_host_takes_no_new_slices_until_it_is_resumed() {
     assert_eq!(v.mode, OpsMode::Cordoned);
     assert_eq!(v.by.as_deref(), Some("User root"));
     let first = slice(&f, &alice).await;
-    assert_eq!(first.host.as_deref(), Some("gpu-2"), "not on the cordoned host");
+    assert_eq!(
+        first.host.as_deref(),
+        Some("gpu-2"),
+        "not on the cordoned host"
+    );
     // A single GPU can be cordoned too: now nothing takes new slices.
     operate(&f, a2.host.id, Some(0), req(OpsAction::Cordon, "fan noise"))
         .await
@@ -92,9 +96,14 @@ async fn a_cordoned_host_takes_no_new_slices_until_it_is_resumed() {
     assert_eq!((h2.live_slices, h2.gpus[0].live_slices), (1, 1));
 
     // Back in service: the queue moves onto it.
-    operate(&f, a1.host.id, None, req(OpsAction::Resume, "firmware done"))
-        .await
-        .unwrap();
+    operate(
+        &f,
+        a1.host.id,
+        None,
+        req(OpsAction::Resume, "firmware done"),
+    )
+    .await
+    .unwrap();
     f.service.tick().await.unwrap();
     let placed = get(&f, &alice, waiting.id).await;
     assert_eq!(placed.state, AllocationPhase::Placed);
@@ -114,9 +123,16 @@ async fn a_drain_requeues_placed_slices_warns_owners_and_ends_the_rest_at_its_de
     // One active and one placed slice on gpu-1 (pack keeps them together).
     let running = slice(&f, &alice).await;
     let host1 = running.host.clone().unwrap();
-    let agent = if host1 == "gpu-1" { &mut a1 } else { panic!("placed on {host1}") };
+    let agent = if host1 == "gpu-1" {
+        &mut a1
+    } else {
+        panic!("placed on {host1}")
+    };
     agent.converge(&f).await;
-    assert_eq!(get(&f, &alice, running.id).await.state, AllocationPhase::Active);
+    assert_eq!(
+        get(&f, &alice, running.id).await.state,
+        AllocationPhase::Active
+    );
     let placed = slice(&f, &alice).await;
     assert_eq!(placed.host.as_deref(), Some("gpu-1"));
 
@@ -142,13 +158,20 @@ async fn a_drain_requeues_placed_slices_warns_owners_and_ends_the_rest_at_its_de
     assert_eq!(notice.reason, "rack 4 power work");
     let told = notices(&f, NotificationKind::AllocationDraining).await;
     assert_eq!(told.len(), 1);
-    assert!(told[0].title.contains("gpu-1 is being drained"), "{}", told[0].title);
+    assert!(
+        told[0].title.contains("gpu-1 is being drained"),
+        "{}",
+        told[0].title
+    );
     // Maintenance needs it empty; decommissioning too.
     let err = operate(&f, a1.host.id, None, req(OpsAction::Maintenance, "x"))
         .await
         .unwrap_err();
     assert_eq!(err.status(), 409);
-    assert!(err.to_string().contains("1 slice still runs there"), "{err}");
+    assert!(
+        err.to_string().contains("1 slice still runs there"),
+        "{err}"
+    );
 
     // At the deadline the slice ends, with the reason.
     f.clock.advance(Duration::minutes(31));
@@ -159,18 +182,37 @@ async fn a_drain_requeues_placed_slices_warns_owners_and_ends_the_rest_at_its_de
     let ended = get(&f, &alice, running.id).await;
     assert_eq!(ended.state, AllocationPhase::Failed);
     assert!(
-        ended.reason.as_deref().unwrap_or_default().contains("drain of host gpu-1"),
+        ended
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("drain of host gpu-1"),
         "{ended:?}"
     );
-    let h1 = fleet(&f).await.hosts.into_iter().find(|h| h.hostname == "gpu-1").unwrap();
+    let h1 = fleet(&f)
+        .await
+        .hosts
+        .into_iter()
+        .find(|h| h.hostname == "gpu-1")
+        .unwrap();
     assert_eq!(h1.live_slices, 0, "drained");
-    operate(&f, a1.host.id, None, req(OpsAction::Maintenance, "swap PSU"))
-        .await
-        .unwrap();
+    operate(
+        &f,
+        a1.host.id,
+        None,
+        req(OpsAction::Maintenance, "swap PSU"),
+    )
+    .await
+    .unwrap();
     // Decommissioned: gone from the fleet, its credential stops working.
-    let gone = operate(&f, a1.host.id, None, req(OpsAction::Decommission, "end of life"))
-        .await
-        .unwrap();
+    let gone = operate(
+        &f,
+        a1.host.id,
+        None,
+        req(OpsAction::Decommission, "end of life"),
+    )
+    .await
+    .unwrap();
     assert_eq!(gone, None);
     assert!(fleet(&f).await.hosts.iter().all(|h| h.hostname != "gpu-1"));
     let err = f
@@ -180,7 +222,10 @@ async fn a_drain_requeues_placed_slices_warns_owners_and_ends_the_rest_at_its_de
         .unwrap_err();
     assert!(matches!(err, ServiceError::InvalidCredential), "{err:?}");
     // The ended slice keeps its history.
-    assert_eq!(get(&f, &alice, running.id).await.state, AllocationPhase::Failed);
+    assert_eq!(
+        get(&f, &alice, running.id).await.state,
+        AllocationPhase::Failed
+    );
     let actions = f.audit_actions().await;
     for a in [
         "host.drain",
@@ -202,7 +247,10 @@ async fn an_unhealthy_gpu_loses_its_slices_and_they_can_be_asked_for_again() {
     let first = slice(&f, &alice).await;
     assert_eq!(first.host.as_deref(), Some("gpu-1"));
     let d = a1.converge(&f).await;
-    assert_eq!(get(&f, &alice, first.id).await.state, AllocationPhase::Active);
+    assert_eq!(
+        get(&f, &alice, first.id).await.state,
+        AllocationPhase::Active
+    );
     assert_eq!(usage(&f, vision, "h100-mig").await.2, 1);
 
     // The driver reports an uncorrectable ECC error on the GPU.
@@ -213,23 +261,49 @@ async fn an_unhealthy_gpu_loses_its_slices_and_they_can_be_asked_for_again() {
     };
     a1.send(&f, sick.clone(), Some(d.generation), vec![]).await;
     let lost = get(&f, &alice, first.id).await;
-    assert_eq!(lost.state, AllocationPhase::Active, "the work may still run");
+    assert_eq!(
+        lost.state,
+        AllocationPhase::Active,
+        "the work may still run"
+    );
     let mark = lost.capacity_lost.clone().expect("marked");
-    assert!(mark.reason.contains("GPU 0 on gpu-1 is unhealthy"), "{mark:?}");
+    assert!(
+        mark.reason.contains("GPU 0 on gpu-1 is unhealthy"),
+        "{mark:?}"
+    );
     assert!(mark.reason.contains("uncorrectable ECC"), "{mark:?}");
-    assert_eq!(usage(&f, vision, "h100-mig").await.2, 0, "no longer counted");
+    assert_eq!(
+        usage(&f, vision, "h100-mig").await.2,
+        0,
+        "no longer counted"
+    );
     let gpu = &fleet(&f).await.hosts[0].gpus[0];
     assert_eq!(gpu.health.verdict, HealthVerdict::Unhealthy);
-    assert_eq!(notices(&f, NotificationKind::AllocationCapacityLost).await.len(), 1);
-    assert_eq!(notices(&f, NotificationKind::GpuHealthChanged).await.len(), 1, "the admin");
+    assert_eq!(
+        notices(&f, NotificationKind::AllocationCapacityLost)
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(
+        notices(&f, NotificationKind::GpuHealthChanged).await.len(),
+        1,
+        "the admin"
+    );
     // Nothing new is placed on it.
     let other = slice(&f, &alice).await;
     assert_eq!(other.host.as_deref(), Some("gpu-2"));
 
     // A reset: healthy again, the mark goes.
-    a1.send(&f, a1.applied(&d), Some(d.generation), vec![]).await;
+    a1.send(&f, a1.applied(&d), Some(d.generation), vec![])
+        .await;
     assert_eq!(get(&f, &alice, first.id).await.capacity_lost, None);
-    assert_eq!(notices(&f, NotificationKind::AllocationCapacityRestored).await.len(), 1);
+    assert_eq!(
+        notices(&f, NotificationKind::AllocationCapacityRestored)
+            .await
+            .len(),
+        1
+    );
     // A slice that did not lose its GPU cannot be asked for again.
     let err = f
         .service
@@ -246,20 +320,36 @@ async fn an_unhealthy_gpu_loses_its_slices_and_they_can_be_asked_for_again() {
     };
     a1.send(&f, sick, Some(d.generation), vec![]).await;
     assert!(get(&f, &alice, first.id).await.capacity_lost.is_some());
-    let again = f.service.requeue_allocation(&alice, first.id).await.unwrap();
+    let again = f
+        .service
+        .requeue_allocation(&alice, first.id)
+        .await
+        .unwrap();
     assert_ne!(again.id, first.id);
     assert_eq!(again.shape_label, "MIG 1g.10gb");
     assert_eq!(again.host.as_deref(), Some("gpu-2"));
     let old = get(&f, &alice, first.id).await;
-    assert_eq!(old.state, AllocationPhase::Releasing, "released in the same step");
+    assert_eq!(
+        old.state,
+        AllocationPhase::Releasing,
+        "released in the same step"
+    );
     let actions = f.audit_actions().await;
     assert_eq!(count(&actions, "gpu.health"), 3, "{actions:?}");
     assert_eq!(count(&actions, "allocation.capacity_lost"), 2);
     assert_eq!(count(&actions, "allocation.capacity_restored"), 1);
     // An ended slice can be asked for again too.
-    let ended = f.service.release_allocation(&alice, other.id).await.unwrap();
+    let ended = f
+        .service
+        .release_allocation(&alice, other.id)
+        .await
+        .unwrap();
     assert_eq!(ended.state, AllocationPhase::Released);
-    let third = f.service.requeue_allocation(&alice, other.id).await.unwrap();
+    let third = f
+        .service
+        .requeue_allocation(&alice, other.id)
+        .await
+        .unwrap();
     assert_eq!(third.pool, "h100-mig");
 }
 
@@ -280,17 +370,28 @@ async fn a_host_silent_past_the_grace_period_loses_its_slices_until_it_reports()
     assert_eq!(tick.lost, 2);
     let lost = get(&f, &alice, running.id).await;
     assert!(
-        lost.capacity_lost.as_ref().unwrap().reason.contains("host gpu-1 has not reported since"),
+        lost.capacity_lost
+            .as_ref()
+            .unwrap()
+            .reason
+            .contains("host gpu-1 has not reported since"),
         "{lost:?}"
     );
-    assert_eq!(get(&f, &alice, placed.id).await.state, AllocationPhase::Queued);
+    assert_eq!(
+        get(&f, &alice, placed.id).await.state,
+        AllocationPhase::Queued
+    );
     // Marked once, not at every tick.
     assert_eq!(f.service.tick().await.unwrap().lost, 0);
     // The host comes back: its slice has its capacity again.
-    a1.send(&f, a1.applied(&d), Some(d.generation), vec![]).await;
+    a1.send(&f, a1.applied(&d), Some(d.generation), vec![])
+        .await;
     assert_eq!(get(&f, &alice, running.id).await.capacity_lost, None);
     f.service.tick().await.unwrap();
-    assert_eq!(get(&f, &alice, placed.id).await.state, AllocationPhase::Placed);
+    assert_eq!(
+        get(&f, &alice, placed.id).await.state,
+        AllocationPhase::Placed
+    );
 }
 
 #[tokio::test]
@@ -305,7 +406,13 @@ async fn bad_operations_say_what_to_fix_and_change_nothing() {
     };
     let before = fleet_actions(f.audit_actions().await);
     let cases = [
-        (a1.host.id, None, req(OpsAction::Cordon, "  "), 400, "reason"),
+        (
+            a1.host.id,
+            None,
+            req(OpsAction::Cordon, "  "),
+            400,
+            "reason",
+        ),
         (
             a1.host.id,
             None,
@@ -318,10 +425,34 @@ async fn bad_operations_say_what_to_fix_and_change_nothing() {
             400,
             "deadline_minutes",
         ),
-        (a1.host.id, Some(0), req(OpsAction::Decommission, "x"), 400, "cannot be decommissioned"),
-        (a1.host.id, None, req(OpsAction::Decommission, "x"), 409, "cordon or drain"),
-        (a1.host.id, None, req(OpsAction::Resume, "x"), 409, "already available"),
-        (a1.host.id, Some(7), req(OpsAction::Cordon, "x"), 404, "GPU 7"),
+        (
+            a1.host.id,
+            Some(0),
+            req(OpsAction::Decommission, "x"),
+            400,
+            "cannot be decommissioned",
+        ),
+        (
+            a1.host.id,
+            None,
+            req(OpsAction::Decommission, "x"),
+            409,
+            "cordon or drain",
+        ),
+        (
+            a1.host.id,
+            None,
+            req(OpsAction::Resume, "x"),
+            409,
+            "already available",
+        ),
+        (
+            a1.host.id,
+            Some(7),
+            req(OpsAction::Cordon, "x"),
+            404,
+            "GPU 7",
+        ),
         (9_999, None, req(OpsAction::Cordon, "x"), 404, "host 9999"),
     ];
     for (host, gpu, r, status, says) in cases {
@@ -329,7 +460,11 @@ async fn bad_operations_say_what_to_fix_and_change_nothing() {
         assert_eq!(err.status(), status, "{r:?}: {err}");
         assert!(err.to_string().contains(says), "{r:?}: {err}");
     }
-    assert_eq!(fleet_actions(f.audit_actions().await), before, "nothing recorded");
+    assert_eq!(
+        fleet_actions(f.audit_actions().await),
+        before,
+        "nothing recorded"
+    );
     let h = &fleet(&f).await.hosts[0];
     assert_eq!(h.ops.mode, OpsMode::Available);
 }

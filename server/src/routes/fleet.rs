@@ -67,5 +67,7 @@ pub async fn operate_gpu(
     JsonBody(req): JsonBody<OpsRequest>,
 ) -> Result<Json<Option<OpsView>>, ApiError> {
     let admin = p.require_platform_admin()?;
-    Ok(Json(state.service.operate_gpu(&admin, id, index, &req).await?))
+    Ok(Json(
+        state.service.operate_gpu(&admin, id, index, &req).await?,
+    ))
 }

@@ -182,7 +182,10 @@ mod tests {
         log.record("GPU-b", 79);
         assert_eq!(
             log.of("GPU-a"),
-            vec![XidEvent { xid: 48, count: 2 }, XidEvent { xid: 13, count: 1 }]
+            vec![
+                XidEvent { xid: 48, count: 2 },
+                XidEvent { xid: 13, count: 1 }
+            ]
         );
         assert_eq!(log.of("GPU-c"), Vec::new());
         for x in 0..40 {

@@ -305,7 +305,9 @@ impl GpuBackend for NvmlBackend {
                             gpus.push(g);
                             continue;
                         }
-                        None => return Err(call_err("nvmlDeviceGetHandleByIndex", NvmlError::GpuLost)),
+                        None => {
+                            return Err(call_err("nvmlDeviceGetHandleByIndex", NvmlError::GpuLost))
+                        }
                     }
                 }
                 Err(e) => return Err(call_err("nvmlDeviceGetHandleByIndex", e)),
@@ -351,9 +353,13 @@ impl GpuBackend for NvmlBackend {
                 }
             };
             let uuid = call("nvmlDeviceGetUUID", dev.uuid())?;
-            let remapped = NvmlGpu::new(self.nvml.device_by_index(index).map_err(|e| call_err("nvmlDeviceGetHandleByIndex", e))?)
-                .remapped_rows()
-                .unwrap_or(None);
+            let remapped = NvmlGpu::new(
+                self.nvml
+                    .device_by_index(index)
+                    .map_err(|e| call_err("nvmlDeviceGetHandleByIndex", e))?,
+            )
+            .remapped_rows()
+            .unwrap_or(None);
             let report = GpuReport {
                 index,
                 health: health::signals(&dev, self.xids.of(&uuid), remapped),

@@ -23,7 +23,7 @@ mod stored;
 mod view;
 
 pub use access::TenantActor;
-pub use scheduler::TickReport;
 pub(crate) use capacity::{drain_of, gpu_loss, live_on_host};
+pub use scheduler::TickReport;
 pub(crate) use snapshot::{observed_of, occupancy};
 pub(crate) use stored::AllocationRow;

@@ -42,7 +42,8 @@ impl Service {
         &self,
         row: &allocation::Model,
     ) -> Result<Option<tessera_protocol::views::DrainNotice>, ServiceError> {
-        let (Some(host_id), true) = (row.host_id, AllocationPhase::CAPACITY.contains(&row.state)) else {
+        let (Some(host_id), true) = (row.host_id, AllocationPhase::CAPACITY.contains(&row.state))
+        else {
             return Ok(None);
         };
         let Some(h) = crate::entity::host::Entity::find_by_id(host_id)

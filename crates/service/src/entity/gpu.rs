@@ -37,7 +37,9 @@ pub struct Model {
 }
 
 /// The reasons behind a GPU's health verdict, as stored.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, sea_orm::FromJsonQueryResult)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, sea_orm::FromJsonQueryResult,
+)]
 pub struct HealthFindings(pub Vec<tessera_core::health::HealthFinding>);
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

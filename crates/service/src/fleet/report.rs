@@ -2,8 +2,8 @@
 //! are stored and its allocations advanced, in one write.
 
 use super::{validate_hostname, AuthenticatedHost};
-use crate::audit::Actor;
 use crate::allocations::{gpu_loss, live_on_host, AllocationRow};
+use crate::audit::Actor;
 use crate::entity::gpu::HealthFindings;
 use crate::entity::{gpu, host};
 use crate::events::DomainEvent;
@@ -212,8 +212,8 @@ impl Service {
                 .find(|e| e.index == r.index)
                 .map(|e| e.message.clone());
             let health = assess(&r.health);
-            let findings = (!health.findings.is_empty())
-                .then(|| HealthFindings(health.findings.clone()));
+            let findings =
+                (!health.findings.is_empty()).then(|| HealthFindings(health.findings.clone()));
             let before = existing
                 .get(&r.uuid)
                 .map_or(HealthVerdict::Healthy, |g| g.health);

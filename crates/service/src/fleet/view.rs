@@ -91,7 +91,8 @@ impl Service {
             .filter(|g| {
                 hosts.iter().any(|h| {
                     h.id == g.host_id
-                        && h.last_seen_at.is_some_and(|seen| now - seen <= offline_after)
+                        && h.last_seen_at
+                            .is_some_and(|seen| now - seen <= offline_after)
                         && super::takes_placements(h, g)
                 })
             })

@@ -278,4 +278,3 @@ pub fn env_of(v: &AllocationView, key: &str) -> Option<String> {
 pub fn count(actions: &[String], action: &str) -> usize {
     actions.iter().filter(|a| *a == action).count()
 }
-
