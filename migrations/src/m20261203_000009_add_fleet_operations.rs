@@ -30,7 +30,7 @@ enum Allocations {
 }
 
 #[derive(DeriveIden)]
-enum Ops {
+enum OperationColumns {
     OpsMode,
     OpsReason,
     OpsBy,
@@ -40,18 +40,18 @@ enum Ops {
 
 fn ops_columns() -> Vec<ColumnDef> {
     vec![
-        ColumnDef::new(Ops::OpsMode)
+        ColumnDef::new(OperationColumns::OpsMode)
             .string()
             .not_null()
             .default("available")
             .to_owned(),
-        ColumnDef::new(Ops::OpsReason).string().null().to_owned(),
-        ColumnDef::new(Ops::OpsBy).string().null().to_owned(),
-        ColumnDef::new(Ops::OpsAt)
+        ColumnDef::new(OperationColumns::OpsReason).string().null().to_owned(),
+        ColumnDef::new(OperationColumns::OpsBy).string().null().to_owned(),
+        ColumnDef::new(OperationColumns::OpsAt)
             .timestamp_with_time_zone()
             .null()
             .to_owned(),
-        ColumnDef::new(Ops::DrainDeadline)
+        ColumnDef::new(OperationColumns::DrainDeadline)
             .timestamp_with_time_zone()
             .null()
             .to_owned(),
@@ -149,11 +149,11 @@ impl MigrationTrait for Migration {
         drop(manager, Gpus::Table, Gpus::HealthFindings).await?;
         for table in [Gpus::Table.into_iden(), Hosts::Table.into_iden()] {
             for col in [
-                Ops::DrainDeadline,
-                Ops::OpsAt,
-                Ops::OpsBy,
-                Ops::OpsReason,
-                Ops::OpsMode,
+                OperationColumns::DrainDeadline,
+                OperationColumns::OpsAt,
+                OperationColumns::OpsBy,
+                OperationColumns::OpsReason,
+                OperationColumns::OpsMode,
             ] {
                 drop(manager, table.clone(), col).await?;
             }

@@ -49,6 +49,8 @@ fn allocation_view_states_are_the_phase_names() {
         mig_start: None,
         priority_class: "standard".into(),
         queue_position: None,
+        capacity_lost: None,
+        drain: None,
         connection: None,
         created_at: at(),
         placed_at: None,
@@ -165,12 +167,13 @@ fn fleet_views_keep_their_strings() {
         isolation: IsolationClass::Development,
         gpus: 2,
         gpus_online: 1,
+        gpus_schedulable: 1,
     };
     assert_eq!(
         serde_json::to_string(&pool).unwrap(),
         concat!(
             r#"{"name":"ts","description":"notebooks","sharing":"time-slicing","#,
-            r#""isolation":"development","gpus":2,"gpus_online":1}"#
+            r#""isolation":"development","gpus":2,"gpus_online":1,"gpus_schedulable":1}"#
         )
     );
     let token = JoinTokenView {
