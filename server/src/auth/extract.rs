@@ -46,7 +46,7 @@ impl FromRequestParts<AppState> for Person {
     async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
         if parts.headers.contains_key(AUTHORIZATION) {
             return Err(ServiceError::Forbidden(
-                "API tokens act for slices only; quotas, approvals and notifications need a signed-in person".to_owned(),
+                "API tokens act for slices only; quotas, approvals, notifications and the fleet need a signed-in person".to_owned(),
             )
             .into());
         }
