@@ -7,14 +7,13 @@
 mod common;
 
 use chrono::Duration;
+use common::agent::h100;
 use common::{fixture, Fixture};
 use tessera_core::lifecycle::{AllocationPhase, QuotaRequestState};
 use tessera_core::notify::NotificationKind;
-use tessera_core::plan::GpuObserved;
 use tessera_core::quota::{shortfall, Demand, QuotaAmount};
 use tessera_core::sharing::SliceShape;
 use tessera_core::units::{ComputeMilli, MemMiB};
-use tessera_protocol::agent::{GpuReport, HostReport};
 use tessera_protocol::quotas::{
     NewQuotaGrant, NewQuotaRequest, QuotaDecision, SetQuota, WebhookDeliveryStatus,
 };
@@ -35,41 +34,8 @@ async fn admin2(f: &Fixture) -> Principal {
 
 /// A host with `n` H100s in MIG mode.
 async fn h100_host(f: &Fixture, n: u32) {
-    let host = f.enrolled_host("gpu-1").await;
-    let gpus = (0..n)
-        .map(|i| GpuReport {
-            index: i,
-            uuid: format!("GPU-a{i}"),
-            name: "H100-80GB".into(),
-            memory_mib: 81_559,
-            mig_capable: true,
-            mig_enabled: true,
-            nvlink_peers: vec![],
-            health: Default::default(),
-            sharing: Some(GpuObserved {
-                mig_enabled: true,
-                ..GpuObserved::default()
-            }),
-            mig_devices: vec![],
-        })
-        .collect();
-    f.service
-        .record_report(
-            &host,
-            &HostReport {
-                hostname: "gpu-1".into(),
-                agent_version: "0.1.0".into(),
-                cpu_milli: 64_000,
-                memory_mib: 512 * 1024,
-                backend: "simulated".into(),
-                driver_version: Some("550".into()),
-                gpus,
-                applied_generation: None,
-                errors: vec![],
-            },
-        )
-        .await
-        .unwrap();
+    let gpus = (0..n).map(|i| h100(i, &format!("GPU-a{i}"))).collect();
+    common::agent::Agent::enrol(f, "gpu-1", gpus).await;
 }
 
 fn amount(gpus: f64, memory_gib: f64, max_slices: u32) -> QuotaAmount {
