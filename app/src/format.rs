@@ -25,6 +25,11 @@ pub fn until(then: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// Thousandths of a GPU as GPUs with two decimals ("3.25").
+pub fn gpu_milli(m: u64) -> String {
+    format!("{}.{:02}", m / 1000, (m % 1000) / 10)
+}
+
 /// MiB as GiB with one decimal ("80.0 GiB"), or MiB below 1 GiB.
 pub fn mib(m: i64) -> String {
     if m >= 1024 {

@@ -74,6 +74,12 @@ describe('fleet operations', () => {
     assert.match(findings, /2 uncorrectable ECC errors since the last reset/);
     assert.match(findings, /thermal slowdown/);
     assert.match(await admin.page.textContent('[data-test=pool][data-pool=h100-mig] [data-test=pool-schedulable]'), /^1 take new slices/);
+    // The MIG map draws the tenant's instance to scale and says what still fits.
+    const cells = sickHost.locator('[data-test=mig-map-instance]');
+    assert.equal(await cells.count(), 1);
+    assert.match(await cells.first().textContent(), /1g\.10gb.*vision/);
+    assert.equal(await sickHost.locator('[data-test=mig-map-free]').count(), 7);
+    assert.match(await sickHost.locator('[data-test=mig-map-fits]').textContent(), /Could start: 1g\.10gb at (\d, ){5}\d\b.*No room for 7g\.80gb/);
 
     // The owner's slice page says it lost its GPU; one click asks again.
     const { context, page } = await newPage(stack);

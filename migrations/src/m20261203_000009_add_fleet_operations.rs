@@ -45,8 +45,14 @@ fn ops_columns() -> Vec<ColumnDef> {
             .not_null()
             .default("available")
             .to_owned(),
-        ColumnDef::new(OperationColumns::OpsReason).string().null().to_owned(),
-        ColumnDef::new(OperationColumns::OpsBy).string().null().to_owned(),
+        ColumnDef::new(OperationColumns::OpsReason)
+            .string()
+            .null()
+            .to_owned(),
+        ColumnDef::new(OperationColumns::OpsBy)
+            .string()
+            .null()
+            .to_owned(),
         ColumnDef::new(OperationColumns::OpsAt)
             .timestamp_with_time_zone()
             .null()

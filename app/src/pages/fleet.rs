@@ -103,6 +103,14 @@ fn Fleet(f: FleetView, operate: ServerAction<OperateFleet>) -> impl IntoView {
                             </span>
                             <span class="small" data-test="pool-gpus">{format!("{} of {} GPUs online", p.gpus_online, p.gpus)}</span>
                             <span class="small muted" data-test="pool-schedulable">{format!("{} take new slices", p.gpus_schedulable)}</span>
+                            <span class="small muted" data-test="pool-fragmentation">{format!(
+                                "{} GPU free, {} of it fragmented for the current mix",
+                                format::gpu_milli(p.free_gpu_milli),
+                                format::gpu_milli(p.fragmented_gpu_milli)
+                            )}</span>
+                            {(!p.unplaceable.is_empty()).then(|| view! {
+                                <span class="small" data-test="pool-unplaceable">{format!("Fits nowhere now: {}", p.unplaceable.join(", "))}</span>
+                            })}
                         </div>
                     }).collect_view()}
                 </div>
@@ -210,6 +218,7 @@ fn Host(
                             _ => ("badge subtle", "n/a"),
                         };
                         let instances = g.mig_instances.clone();
+                        let map = g.mig_map.clone().map(|m| (m, g.mig_instances.clone(), g.index));
                         let holders = g.holders.clone();
                         view! {
                             <tr data-test="gpu">
@@ -253,6 +262,9 @@ fn Host(
                                 </td>
                                 <td class="mono muted small uuid" title=g.uuid.clone()>{g.uuid.clone()}</td>
                             </tr>
+                            {map.map(|(m, held, index)| view! {
+                                <tr class="mig-map-row"><td colspan="8"><MigMapView map=m held index/></td></tr>
+                            })}
                         }
                     }).collect_view()}
                 </tbody>
@@ -290,5 +302,69 @@ fn Host(
                 </ActionForm>
             </details>
         </section>
+    }
+}
+
+/// One MIG GPU's memory slices to scale: instances (profile and tenant),
+/// free slices, and where each profile could still start.
+#[component]
+fn MigMapView(
+    map: tessera_core::mig::MigMap,
+    held: Vec<tessera_protocol::views::MigInstanceView>,
+    index: i32,
+) -> impl IntoView {
+    let tenant_at = |start: u8| {
+        held.iter()
+            .find(|i| i.start == start)
+            .and_then(|i| i.tenant.clone())
+    };
+    let fits: Vec<String> = map
+        .can_start
+        .iter()
+        .filter(|p| !p.starts.is_empty())
+        .map(|p| {
+            let at: Vec<String> = p.starts.iter().map(u8::to_string).collect();
+            format!("{} at {}", p.profile, at.join(", "))
+        })
+        .collect();
+    let no_room: Vec<String> = map
+        .can_start
+        .iter()
+        .filter(|p| p.starts.is_empty())
+        .map(|p| p.profile.clone())
+        .collect();
+    view! {
+        <div class="mig-map" style=format!("--slices: {}", map.memory_slices) data-test="mig-map"
+            role="img" aria-label=format!("GPU {index}: {} of {} memory slices free", map.free.len(), map.memory_slices)>
+            {map.instances.iter().map(|i| {
+                let tenant = tenant_at(i.start);
+                let class = if tenant.is_some() { "mig-cell held" } else { "mig-cell unmanaged" };
+                let title = format!(
+                    "{} at slice {}{}",
+                    i.profile,
+                    i.start,
+                    tenant.as_ref().map_or_else(|| ", made outside Tessera".to_owned(), |t| format!(", {t}"))
+                );
+                let who = tenant.unwrap_or_else(|| "unmanaged".into());
+                view! {
+                    <div class=class
+                        style=format!("grid-column: {} / span {}", i.start + 1, i.size)
+                        title=title
+                        data-test="mig-map-instance">
+                        <span class="mono">{i.profile.clone()}</span>
+                        <span class="small">{who}</span>
+                    </div>
+                }
+            }).collect_view()}
+            {map.free.iter().map(|s| view! {
+                <div class="mig-cell free" style=format!("grid-column: {} / span 1", s + 1) data-test="mig-map-free">
+                    <span class="small">{format!("{s}")}</span>
+                </div>
+            }).collect_view()}
+        </div>
+        <p class="small muted mig-fits" data-test="mig-map-fits">
+            {if fits.is_empty() { "Full: no profile fits.".to_owned() } else { format!("Could start: {}.", fits.join(" · ")) }}
+            {(!no_room.is_empty() && !fits.is_empty()).then(|| format!(" No room for {}.", no_room.join(", ")))}
+        </p>
     }
 }

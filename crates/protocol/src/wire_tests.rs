@@ -168,12 +168,16 @@ fn fleet_views_keep_their_strings() {
         gpus: 2,
         gpus_online: 1,
         gpus_schedulable: 1,
+        free_gpu_milli: 1000,
+        fragmented_gpu_milli: 0,
+        unplaceable: Vec::new(),
     };
     assert_eq!(
         serde_json::to_string(&pool).unwrap(),
         concat!(
             r#"{"name":"ts","description":"notebooks","sharing":"time-slicing","#,
-            r#""isolation":"development","gpus":2,"gpus_online":1,"gpus_schedulable":1}"#
+            r#""isolation":"development","gpus":2,"gpus_online":1,"gpus_schedulable":1,"#,
+            r#""free_gpu_milli":1000,"fragmented_gpu_milli":0,"unplaceable":[]}"#
         )
     );
     let token = JoinTokenView {

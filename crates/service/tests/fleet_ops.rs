@@ -63,7 +63,7 @@ async fn fleet(f: &Fixture) -> tessera_protocol::views::FleetView {
 #[tokio::test]
 async fn a_cordoned_host_takes_no_new_slices_until_it_is_resumed() {
     let f = fixture().await;
-    let a1 = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let mut a1 = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
     let a2 = Agent::enrol(&f, "gpu-2", vec![h100(0, "GPU-b1")]).await;
     let alice = actor(&f, "alice", &["vision"], "vision").await;
 
@@ -94,6 +94,12 @@ async fn a_cordoned_host_takes_no_new_slices_until_it_is_resumed() {
     let h2 = view.hosts.iter().find(|h| h.hostname == "gpu-2").unwrap();
     assert_eq!(h2.gpus[0].ops.mode, OpsMode::Cordoned);
     assert_eq!((h2.live_slices, h2.gpus[0].live_slices), (1, 1));
+    // Nothing fits anywhere while everything is cordoned.
+    assert!(
+        pool.unplaceable.contains(&"MIG 1g.10gb".to_owned()),
+        "{pool:?}"
+    );
+    assert_eq!(pool.free_gpu_milli, 0);
 
     // Back in service: the queue moves onto it.
     operate(
@@ -108,6 +114,39 @@ async fn a_cordoned_host_takes_no_new_slices_until_it_is_resumed() {
     let placed = get(&f, &alice, waiting.id).await;
     assert_eq!(placed.state, AllocationPhase::Placed);
     assert_eq!(placed.host.as_deref(), Some("gpu-1"));
+    // The MIG map of gpu-1 once its agent made the instance: to scale, with
+    // where each profile could still start; the pool's unplaceable shapes.
+    a1.converge(&f).await;
+    let view = fleet(&f).await;
+    let g1 = &view
+        .hosts
+        .iter()
+        .find(|h| h.hostname == "gpu-1")
+        .unwrap()
+        .gpus[0];
+    let map = g1.mig_map.clone().expect("a MIG GPU has a map");
+    assert_eq!(map.memory_slices, 8);
+    assert_eq!(map.instances.len(), 1);
+    assert_eq!(map.free.len(), 7);
+    let seven = map
+        .can_start
+        .iter()
+        .find(|p| p.profile == "7g.80gb")
+        .unwrap();
+    assert!(seven.starts.is_empty(), "a 7g.80gb no longer fits on it");
+    let pool = view.pools.iter().find(|p| p.name == "h100-mig").unwrap();
+    assert!(
+        pool.unplaceable.contains(&"MIG 7g.80gb".to_owned()),
+        "{pool:?}"
+    );
+    assert!(
+        !pool.unplaceable.contains(&"MIG 1g.10gb".to_owned()),
+        "{pool:?}"
+    );
+    assert!(
+        pool.free_gpu_milli > 0 && pool.free_gpu_milli < 1000,
+        "{pool:?}"
+    );
     let actions = f.audit_actions().await;
     for a in ["host.cordon", "gpu.cordon", "host.resume"] {
         assert_eq!(count(&actions, a), 1, "{a} in {actions:?}");

@@ -9,10 +9,12 @@
 
 mod enumerate;
 mod layout;
+mod map;
 
 pub use enumerate::{maximal_layouts, maximal_layouts_with, profile_multisets, ProfileMultiset};
 pub use layout::{free_starts, smallest_covering_profile, validate, LayoutError, MigPlacement};
 pub(crate) use layout::{profile_of, spec_of};
+pub use map::{mig_map, MapInstance, MigMap, ProfileStarts};
 
 #[cfg(test)]
 mod tests;

@@ -142,6 +142,54 @@ impl PoolOffer {
         Ok(worst)
     }
 
+    /// The shapes worth checking against the live pool ("what cannot be
+    /// placed anywhere right now"): every MIG profile the pool allows on its
+    /// models (no `+me` variants), one time-sliced replica, an MPS quarter of
+    /// the smallest model, or 1, 2, 4 and 8 whole GPUs, as the mode offers;
+    /// only shapes the pool accepts.
+    pub fn probe_shapes(&self) -> Vec<SliceShape> {
+        use crate::sharing::SharingMode;
+        let models: Vec<GpuModel> = self
+            .models
+            .iter()
+            .map(|m| catalogue::lookup(m, 0))
+            .collect();
+        let mut shapes = Vec::new();
+        match self.policy.mode {
+            SharingMode::Mig => {
+                for spec in models.iter().filter_map(|m| m.mig) {
+                    for p in spec.profiles.iter().filter(|p| !p.media_extensions) {
+                        let shape = SliceShape::Mig {
+                            profile: p.name.to_owned(),
+                        };
+                        if !shapes.contains(&shape) {
+                            shapes.push(shape);
+                        }
+                    }
+                }
+            }
+            SharingMode::TimeSlicing => shapes.push(SliceShape::TimeSlice {}),
+            SharingMode::Mps => {
+                if let Some(smallest) = models.iter().map(|m| m.memory_mib).min() {
+                    shapes.push(SliceShape::Mps {
+                        compute_percent: 25,
+                        memory_mib: MemMiB(smallest / 4),
+                    });
+                }
+            }
+            SharingMode::Exclusive => {
+                for count in [1, 2, 4, 8] {
+                    shapes.push(SliceShape::Whole {
+                        count,
+                        nvlink_local: false,
+                    });
+                }
+            }
+        }
+        shapes.retain(|s| self.placement_request(s).is_ok());
+        shapes
+    }
+
     /// The placer's view of the request (the pool and the models that can serve it).
     pub fn placement_request(
         &self,

@@ -238,3 +238,31 @@ fn offered_mig_profiles_are_the_union_the_policy_allows() {
         .mig_profiles()
         .is_empty());
 }
+
+#[test]
+fn probe_shapes_are_what_each_mode_offers_and_the_pool_accepts() {
+    let mut mig = offer(SharingMode::Mig, &["H100-80GB"]);
+    let labels: Vec<String> = mig.probe_shapes().iter().map(label).collect();
+    assert!(labels.contains(&"MIG 1g.10gb".to_owned()), "{labels:?}");
+    assert!(labels.contains(&"MIG 7g.80gb".to_owned()), "{labels:?}");
+    assert!(labels.iter().all(|l| !l.contains("+me")), "{labels:?}");
+    mig.policy.allowed_mig_profiles = vec!["1g.10gb".into(), "3g.40gb".into()];
+    assert_eq!(mig.probe_shapes().len(), 2, "only what the pool allows");
+    let whole = offer(SharingMode::Exclusive, &["A100-SXM4-40GB"]);
+    assert_eq!(whole.probe_shapes().len(), 4);
+    assert_eq!(
+        offer(SharingMode::TimeSlicing, &["L4"]).probe_shapes(),
+        vec![SliceShape::TimeSlice {}]
+    );
+    let mps = offer(SharingMode::Mps, &["L4"]).probe_shapes();
+    assert!(
+        matches!(
+            mps.as_slice(),
+            [SliceShape::Mps {
+                compute_percent: 25,
+                ..
+            }]
+        ),
+        "{mps:?}"
+    );
+}

@@ -55,6 +55,17 @@ pub struct PoolView {
     /// Of those, healthy enough and not cordoned, drained or in maintenance:
     /// what new slices can be placed on.
     pub gpus_schedulable: u32,
+    /// Free capacity on those GPUs, in thousandths of a GPU.
+    #[serde(default)]
+    pub free_gpu_milli: u64,
+    /// Of the free capacity, what the pool's current mix of requests could
+    /// not use (the fragmentation measure placement minimises), in
+    /// thousandths of a GPU.
+    #[serde(default)]
+    pub fragmented_gpu_milli: u64,
+    /// Shapes the pool offers that fit nowhere right now (e.g. `MIG 7g.80gb`).
+    #[serde(default)]
+    pub unplaceable: Vec<String>,
 }
 
 /// A platform admin's decision about a host or GPU, and who made it.
@@ -152,6 +163,10 @@ pub struct GpuView {
     pub live_slices: u32,
     /// MIG instances the agent last saw (empty when none or unknown).
     pub mig_instances: Vec<MigInstanceView>,
+    /// The memory slices drawn to scale, with where each profile could still
+    /// start (MIG mode only).
+    #[serde(default)]
+    pub mig_map: Option<tessera_core::mig::MigMap>,
     /// The pool the GPU belongs to, if any.
     pub pool: Option<String>,
     /// Who holds slices on it that are not MIG instances (`vision: 1 whole GPU`).

@@ -2,11 +2,14 @@
 //! each MIG instance or shared GPU.
 
 use crate::allocations::observed_of;
+use crate::allocations::View;
 use crate::entity::{gpu, host};
 use crate::{pools, PlatformAdmin, Service, ServiceError};
 use sea_orm::{EntityTrait, QueryOrder};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::health::GpuHealth;
+use tessera_core::placement::{FragmentationReport, Policy};
+use tessera_core::slice::label;
 use tessera_protocol::views::{
     FleetView, GpuView, HostStatus, HostView, MigInstanceView, PoolView,
 };
@@ -122,6 +125,17 @@ impl Service {
                             },
                             ops: super::gpu_ops(g),
                             live_slices: live_by_gpu.get(&g.uuid).copied().unwrap_or(0),
+                            mig_map: observed_of(g)?.filter(|o| o.mig_enabled).and_then(|o| {
+                                let layout: Vec<_> =
+                                    o.instances.iter().map(|i| i.placement.clone()).collect();
+                                tessera_core::mig::mig_map(
+                                    &tessera_core::catalogue::lookup(
+                                        &g.model,
+                                        u64::try_from(g.memory_mib).unwrap_or(0),
+                                    ),
+                                    &layout,
+                                )
+                            }),
                             mig_instances: mig_instances(
                                 observed_of(g)?,
                                 holders.get(&g.uuid).unwrap_or(&no_holders),
@@ -159,11 +173,16 @@ impl Service {
                 })
             })
             .collect::<Result<Vec<HostView>, ServiceError>>()?;
+        let mut shape_of_pools = Vec::new();
+        for p in &self.settings.pools {
+            shape_of_pools.push(self.pool_shape(p, now).await?);
+        }
         let pools = self
             .settings
             .pools
             .iter()
-            .map(|p| {
+            .zip(shape_of_pools)
+            .map(|(p, (frag, unplaceable))| {
                 let members = || {
                     hosts
                         .iter()
@@ -185,6 +204,9 @@ impl Service {
                     gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
                     gpus_online: u32::try_from(online).unwrap_or(u32::MAX),
                     gpus_schedulable: u32::try_from(takes).unwrap_or(u32::MAX),
+                    free_gpu_milli: frag.free_gpu_milli,
+                    fragmented_gpu_milli: frag.fragmented_gpu_milli.round().max(0.0) as u64,
+                    unplaceable,
                 }
             })
             .collect();
@@ -193,5 +215,32 @@ impl Service {
             hosts,
             as_of: now,
         })
+    }
+}
+
+impl Service {
+    /// A pool's free capacity and fragmentation against its current mix of
+    /// requests, and the shapes it offers that fit nowhere right now.
+    async fn pool_shape(
+        &self,
+        spec: &crate::pools::PoolSpec,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(FragmentationReport, Vec<String>), ServiceError> {
+        let workload = self.pool_workload(&self.db, spec).await?;
+        let snapshot = self
+            .pool_snapshot(&self.db, spec, now, View::Live, &workload)
+            .await?;
+        let offer = Self::pool_offer(spec);
+        let unplaceable = offer
+            .probe_shapes()
+            .iter()
+            .filter(|shape| {
+                offer
+                    .placement_request(shape)
+                    .is_ok_and(|r| snapshot.fleet.place(&r, Policy::Pack).is_err())
+            })
+            .map(label)
+            .collect();
+        Ok((snapshot.fleet.fragmentation(), unplaceable))
     }
 }
