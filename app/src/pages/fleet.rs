@@ -108,7 +108,7 @@ fn Fleet(f: FleetView, operate: ServerAction<OperateFleet>) -> impl IntoView {
                                 format::gpu_milli(p.free_gpu_milli),
                                 format::gpu_milli(p.fragmented_gpu_milli)
                             )}</span>
-                            {(!p.unplaceable.is_empty()).then(|| view! {
+                            {(p.gpus > 0 && !p.unplaceable.is_empty()).then(|| view! {
                                 <span class="small" data-test="pool-unplaceable">{format!("Fits nowhere now: {}", p.unplaceable.join(", "))}</span>
                             })}
                         </div>
@@ -192,6 +192,8 @@ fn Host(
     .collect::<Vec<_>>()
     .join(" · ");
     let gpu_choices: Vec<i32> = h.gpus.iter().map(|g| g.index).collect();
+    let online = h.status == HostStatus::Online;
+    let host_mode = h.ops.mode;
     view! {
         <section class="card host" data-test="host" data-hostname=h.hostname.clone()>
             <div class="host-head">
@@ -218,7 +220,10 @@ fn Host(
                             _ => ("badge subtle", "n/a"),
                         };
                         let instances = g.mig_instances.clone();
-                        let map = g.mig_map.clone().map(|m| (m, g.mig_instances.clone(), g.index));
+                        let takes = online
+                            && g.health.verdict.takes_placements()
+                            && OpsMode::effective(host_mode, g.ops.mode).takes_placements();
+                        let map = g.mig_map.clone().map(|m| (m, g.mig_instances.clone(), g.index, takes));
                         let holders = g.holders.clone();
                         view! {
                             <tr data-test="gpu">
@@ -262,8 +267,8 @@ fn Host(
                                 </td>
                                 <td class="mono muted small uuid" title=g.uuid.clone()>{g.uuid.clone()}</td>
                             </tr>
-                            {map.map(|(m, held, index)| view! {
-                                <tr class="mig-map-row"><td colspan="8"><MigMapView map=m held index/></td></tr>
+                            {map.map(|(m, held, index, takes)| view! {
+                                <tr class="mig-map-row"><td colspan="8"><MigMapView map=m held index takes/></td></tr>
                             })}
                         }
                     }).collect_view()}
@@ -312,6 +317,9 @@ fn MigMapView(
     map: tessera_core::mig::MigMap,
     held: Vec<tessera_protocol::views::MigInstanceView>,
     index: i32,
+    /// Whether the GPU takes new slices now (online, not unhealthy, not
+    /// cordoned, drained or in maintenance).
+    takes: bool,
 ) -> impl IntoView {
     let tenant_at = |start: u8| {
         held.iter()
@@ -363,8 +371,14 @@ fn MigMapView(
             }).collect_view()}
         </div>
         <p class="small muted mig-fits" data-test="mig-map-fits">
-            {if fits.is_empty() { "Full: no profile fits.".to_owned() } else { format!("Could start: {}.", fits.join(" · ")) }}
-            {(!no_room.is_empty() && !fits.is_empty()).then(|| format!(" No room for {}.", no_room.join(", ")))}
+            {if !takes {
+                "Takes no new slices now (offline, unhealthy, cordoned, draining or in maintenance).".to_owned()
+            } else if fits.is_empty() {
+                "Full: no profile fits.".to_owned()
+            } else {
+                format!("Could start: {}.", fits.join(" · "))
+            }}
+            {(takes && !no_room.is_empty() && !fits.is_empty()).then(|| format!(" No room for {}.", no_room.join(", ")))}
         </p>
     }
 }
