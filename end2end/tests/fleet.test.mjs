@@ -79,7 +79,10 @@ describe('fleet operations', () => {
     assert.equal(await cells.count(), 1);
     assert.match(await cells.first().textContent(), /1g\.10gb.*vision/);
     assert.equal(await sickHost.locator('[data-test=mig-map-free]').count(), 7);
-    assert.match(await sickHost.locator('[data-test=mig-map-fits]').textContent(), /Could start: 1g\.10gb at (\d, ){5}\d\b.*No room for .*7g\.80gb/);
+    // An unhealthy GPU takes nothing new, whatever room it has.
+    assert.match(await sickHost.locator('[data-test=mig-map-fits]').textContent(), /^Takes no new slices now/);
+    const healthyMap = admin.page.locator(`[data-test=host][data-hostname=${healthy}] [data-test=mig-map-fits]`);
+    assert.match(await healthyMap.textContent(), /Could start: 1g\.10gb at 0, 1, 2, 3, 4, 5, 6 .*7g\.80gb at 0\./);
 
     // The owner's slice page says it lost its GPU; one click asks again.
     const { context, page } = await newPage(stack);
