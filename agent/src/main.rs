@@ -77,6 +77,10 @@ struct Cli {
     /// cannot set time-slicing.
     #[arg(long, env = "TESSERA_DEVICE_PLUGIN_CONFIG", value_name = "PATH")]
     device_plugin_config: Option<PathBuf>,
+    /// Seconds a released slice's processes get between SIGTERM and SIGKILL
+    /// (NVML backend).
+    #[arg(long = "stop-grace-seconds", default_value_t = 30, global = true)]
+    stop_grace_seconds: u64,
     /// Report under this host name instead of the machine's (NVML backend).
     #[arg(long)]
     hostname: Option<String>,
@@ -207,6 +211,7 @@ fn backends(cli: &Cli) -> Result<Vec<Arc<dyn GpuBackend>>, backend::BackendError
     match cli.backend {
         Backend::Nvml => Ok(vec![Arc::new(NvmlBackend::init(NvmlOptions {
             device_plugin_config: cli.device_plugin_config.clone(),
+            stop_grace: std::time::Duration::from_secs(cli.stop_grace_seconds),
         })?)]),
         Backend::Sim => {
             let paths = sim_host_paths(cli)?;

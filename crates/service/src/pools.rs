@@ -51,6 +51,24 @@ pub struct PoolSpec {
     /// holds right now counts).
     #[serde(default = "default_usage_half_life_hours")]
     pub usage_half_life_hours: u32,
+    /// What the host agent does with processes still running in a slice
+    /// that is released, expires or is drained: `stop` them (SIGTERM, a
+    /// grace period, SIGKILL; the default) or `refuse` and leave the
+    /// teardown to an admin (the slice stays `releasing`, with the reason).
+    #[serde(default)]
+    pub on_release: ReleasePolicy,
+}
+
+/// What happens to the processes of a released slice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleasePolicy {
+    /// The agent stops them, then tears the slice down.
+    #[default]
+    Stop,
+    /// The agent refuses to tear down a slice in use; an admin stops the
+    /// processes and the next pass continues.
+    Refuse,
 }
 
 fn one() -> u32 {
@@ -235,6 +253,7 @@ mod tests {
             reserve_after_minutes: 30,
             fair_share_weights: Default::default(),
             usage_half_life_hours: 24,
+            on_release: Default::default(),
         }
     }
 

@@ -8,7 +8,7 @@ mod common;
 
 use chrono::Duration;
 use common::agent::*;
-use common::{fixture, fixture_with_grace, Fixture};
+use common::{fixture, fixture_with_grace, fixture_with_pools, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tessera_core::availability::{OpsAction, OpsMode};
 use tessera_core::health::{HealthSignals, HealthVerdict, XidEvent};
@@ -16,6 +16,7 @@ use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::notify::NotificationKind;
 use tessera_protocol::views::{AllocationView, OpsRequest, OpsView};
 use tessera_service::entity::notification;
+use tessera_service::pools::ReleasePolicy;
 use tessera_service::ServiceError;
 
 fn req(action: OpsAction, reason: &str) -> OpsRequest {
@@ -506,4 +507,30 @@ async fn bad_operations_say_what_to_fix_and_change_nothing() {
     );
     let h = &fleet(&f).await.hosts[0];
     assert_eq!(h.ops.mode, OpsMode::Available);
+}
+
+#[tokio::test]
+async fn a_released_slices_processes_are_stopped_unless_the_pool_refuses() {
+    for policy in [ReleasePolicy::Stop, ReleasePolicy::Refuse] {
+        let mut pools = common::pools();
+        for p in &mut pools {
+            p.on_release = policy;
+        }
+        let f = fixture_with_pools(pools).await;
+        let mut a1 = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+        let alice = actor(&f, "alice", &["vision"], "vision").await;
+        let v = slice(&f, &alice).await;
+        a1.converge(&f).await;
+        let start = get(&f, &alice, v.id).await.mig_start.unwrap();
+        f.service.release_allocation(&alice, v.id).await.unwrap();
+        let d = a1.fetch(&f).await;
+        let released = &entry(&d, "GPU-a1").desired.released;
+        match policy {
+            // The agent may stop what runs in the released instance.
+            ReleasePolicy::Stop => assert_eq!(released.instances, vec![start], "{d:?}"),
+            // Nothing may be interrupted: the agent refuses while it is in use.
+            ReleasePolicy::Refuse => assert!(released.instances.is_empty(), "{d:?}"),
+        }
+        assert!(!released.whole_gpu);
+    }
 }

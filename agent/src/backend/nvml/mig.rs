@@ -95,6 +95,9 @@ pub trait MigDriver {
     fn busy(&self) -> Result<Busy, BackendError>;
     /// The MIG devices (empty with MIG off).
     fn mig_devices(&self) -> Result<Vec<MigDeviceInfo>, BackendError>;
+    /// The IDs of the processes running in GPU instance `gi_id`, or
+    /// anywhere on the GPU (`None`; the agent's own MPS server excepted).
+    fn processes(&self, gi_id: Option<u32>) -> Result<Vec<u32>, BackendError>;
 }
 
 /// MIG state of one GPU as Tessera sees it.

@@ -15,6 +15,7 @@ pub mod mig;
 pub mod mps;
 pub mod profiles;
 mod raw;
+pub mod stop;
 pub mod time_slicing;
 
 #[cfg(test)]
@@ -41,6 +42,8 @@ pub struct NvmlOptions {
     /// are written (`--device-plugin-config`); without it, time-slicing
     /// cannot be set.
     pub device_plugin_config: Option<PathBuf>,
+    /// Time a released slice's processes get between SIGTERM and SIGKILL.
+    pub stop_grace: std::time::Duration,
 }
 
 /// GPUs as NVML reports them.
@@ -84,6 +87,7 @@ impl NvmlBackend {
                 PathBuf::from(MPS_PIPE_ROOT),
                 PathBuf::from(MPS_LOG_ROOT),
                 options.device_plugin_config,
+                stop::ProcessStopper::new(Box::new(SystemRunner::default()), options.stop_grace),
             ),
         })
     }
@@ -140,6 +144,7 @@ pub struct GpuFacts {
 pub struct Sharing {
     mps: MpsControl,
     time_slicing: Option<TimeSlicingFile>,
+    stopper: stop::ProcessStopper,
 }
 
 impl Sharing {
@@ -150,10 +155,12 @@ impl Sharing {
         mps_pipe_root: PathBuf,
         mps_log_root: PathBuf,
         device_plugin_config: Option<PathBuf>,
+        stopper: stop::ProcessStopper,
     ) -> Self {
         Self {
             mps: MpsControl::new(runner, mps_pipe_root, mps_log_root),
             time_slicing: device_plugin_config.map(TimeSlicingFile::new),
+            stopper,
         }
     }
 
@@ -192,16 +199,38 @@ impl Sharing {
         let refused =
             |op: &'static str, detail: String| BackendError::Refused { index, op, detail };
         match op {
-            Op::StopProcesses { gi_start } => Err(refused(
-                "stop_processes",
-                format!(
-                    "Tessera does not stop tenant processes yet; an administrator must stop the                      processes of the released allocation ({}) — see `nvidia-smi` on the host —                      and the next pass continues",
-                    match gi_start {
-                        Some(start) => format!("in the GPU instance at memory slice {start}"),
-                        None => "on the whole GPU".to_owned(),
+            Op::StopProcesses { gi_start } => {
+                // The planner asks only for what the server released.
+                let gi_id = match gi_start {
+                    Some(start) => {
+                        let found = d
+                            .gpu_instances()?
+                            .into_iter()
+                            .find(|g| g.start == u32::from(*start));
+                        match found {
+                            Some(g) => Some(g.id),
+                            // Already gone: nothing runs in it.
+                            None => return Ok(()),
+                        }
                     }
-                ),
-            )),
+                    None => None,
+                };
+                let pids = d.processes(gi_id)?;
+                let report = self.stopper.stop(&pids).map_err(|e| {
+                    refused(
+                        "stop_processes",
+                        format!("could not stop processes {pids:?}: {e}"),
+                    )
+                })?;
+                tracing::info!(
+                    gpu = index,
+                    ?gi_start,
+                    terminated = report.terminated,
+                    killed = report.killed,
+                    "stopped the processes of a released slice"
+                );
+                Ok(())
+            }
             Op::SetMps { settings } => {
                 if settings.is_some() && d.mig_enabled()? {
                     return Err(refused(

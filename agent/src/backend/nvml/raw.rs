@@ -443,6 +443,41 @@ impl MigDriver for NvmlGpu<'_> {
         Ok(busy)
     }
 
+    fn processes(&self, gi_id: Option<u32>) -> Result<Vec<u32>, BackendError> {
+        let mut pids = std::collections::BTreeSet::new();
+        let mig_on = self.mig_enabled()?;
+        if gi_id.is_none() {
+            let listed = self
+                .device
+                .running_compute_processes()
+                .into_iter()
+                .chain(self.device.mps_running_compute_processes())
+                .flatten();
+            pids.extend(listed.map(|p| p.pid).filter(|pid| !is_mps_server(*pid)));
+        }
+        if mig_on {
+            let max = self
+                .device
+                .mig_device_count()
+                .map_err(nvml_err("nvmlDeviceGetMaxMigDeviceCount"))?;
+            for i in 0..max {
+                let mig = match self.device.mig_device_by_index(i) {
+                    Ok(d) => d,
+                    Err(e) if absent(&e) => continue,
+                    Err(e) => return Err(nvml_err("nvmlDeviceGetMigDeviceHandleByIndex")(e)),
+                };
+                if gi_id.is_some_and(|gi| self.mig_gi_id(&mig).ok() != Some(gi)) {
+                    continue;
+                }
+                let running = mig
+                    .running_compute_processes()
+                    .map_err(nvml_err("nvmlDeviceGetComputeRunningProcesses"))?;
+                pids.extend(running.into_iter().map(|p| p.pid));
+            }
+        }
+        Ok(pids.into_iter().collect())
+    }
+
     fn mig_devices(&self) -> Result<Vec<MigDeviceInfo>, BackendError> {
         const CALL: &str = "nvmlDeviceGetMaxMigDeviceCount";
         if !self.mig_enabled()? {

@@ -33,6 +33,8 @@ struct FakeState {
     gis: Vec<(GiInfo, Vec<CiInfo>)>,
     next_id: u32,
     busy: Busy,
+    /// Processes by GPU instance ID (`None`: outside any instance).
+    pids: Vec<(Option<u32>, u32)>,
     calls: Vec<String>,
 }
 
@@ -166,6 +168,15 @@ impl MigDriver for FakeMig {
         Ok(self.0.lock().unwrap().busy.clone())
     }
 
+    fn processes(&self, gi_id: Option<u32>) -> Result<Vec<u32>, BackendError> {
+        let s = self.0.lock().unwrap();
+        Ok(s.pids
+            .iter()
+            .filter(|(gi, _)| gi_id.is_none() || *gi == gi_id)
+            .map(|(_, pid)| *pid)
+            .collect())
+    }
+
     fn mig_devices(&self) -> Result<Vec<MigDeviceInfo>, BackendError> {
         let s = self.0.lock().unwrap();
         Ok(s.gis
@@ -223,6 +234,10 @@ fn host(name: &str, device_plugin_config: bool) -> (FakeHost, Recorder, PathBuf)
             root.join("run"),
             root.join("log"),
             config,
+            super::stop::ProcessStopper::new(
+                Box::new(super::mps::SystemRunner::default()),
+                std::time::Duration::from_millis(300),
+            ),
         ),
         mig: FakeMig::default(),
         facts: GpuFacts {
@@ -453,20 +468,71 @@ fn a_pending_mig_mode_change_is_explained() {
 }
 
 #[test]
-fn stop_processes_is_refused_with_what_to_do() {
+fn stop_processes_ends_the_real_processes_of_the_released_instance_only() {
     let (h, _, root) = host("nvml-stop", false);
-    for gi_start in [None, Some(4)] {
-        let err = h.apply(0, &Op::StopProcesses { gi_start }).unwrap_err();
-        let BackendError::Refused { op, detail, .. } = &err else {
-            panic!("{err}");
-        };
-        assert_eq!(*op, "stop_processes");
-        assert!(
-            detail.contains("does not stop tenant processes") && detail.contains("administrator"),
-            "{detail}"
-        );
-    }
-    assert!(h.mig.calls().is_empty());
+    h.apply(0, &Op::EnableMig).unwrap();
+    h.apply(
+        0,
+        &Op::CreateGpuInstance {
+            profile: "1g.10gb".into(),
+            start: 0,
+        },
+    )
+    .unwrap();
+    h.apply(
+        0,
+        &Op::CreateGpuInstance {
+            profile: "1g.10gb".into(),
+            start: 1,
+        },
+    )
+    .unwrap();
+    let gis: Vec<(u32, u32)> = h
+        .mig
+        .gpu_instances()
+        .unwrap()
+        .iter()
+        .map(|g| (g.start, g.id))
+        .collect();
+    let gi_at = |start: u32| gis.iter().find(|(s, _)| *s == start).unwrap().1;
+    let spawn = |script: &str| {
+        let c = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        c
+    };
+    // Real processes stand for the tenants' work: a polite one and one that
+    // ignores SIGTERM in the released instance, a neighbour in the other.
+    let mut polite = spawn("exec sleep 30");
+    let mut stubborn = spawn("trap '' TERM; while true; do sleep 0.05; done");
+    let mut neighbour = spawn("exec sleep 30");
+    h.mig.0.lock().unwrap().pids = vec![
+        (Some(gi_at(0)), polite.id()),
+        (Some(gi_at(0)), stubborn.id()),
+        (Some(gi_at(1)), neighbour.id()),
+    ];
+    h.apply(0, &Op::StopProcesses { gi_start: Some(0) })
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(polite.wait().unwrap().signal(), Some(15), "SIGTERM first");
+    assert_eq!(
+        stubborn.wait().unwrap().signal(),
+        Some(9),
+        "SIGKILL after the grace period"
+    );
+    assert!(
+        super::stop::alive(neighbour.id()),
+        "the other instance is untouched"
+    );
+    // The whole GPU: every process goes.
+    h.apply(0, &Op::StopProcesses { gi_start: None }).unwrap();
+    assert_eq!(neighbour.wait().unwrap().signal(), Some(15));
+    // An instance that is already gone has nothing to stop.
+    h.apply(0, &Op::StopProcesses { gi_start: Some(5) })
+        .unwrap();
     let _ = std::fs::remove_dir_all(root);
 }
 

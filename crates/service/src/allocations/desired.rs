@@ -138,6 +138,11 @@ impl Service {
                     });
                 }
             }
+            if pool.on_release == crate::pools::ReleasePolicy::Refuse {
+                // Nothing may be interrupted: the agent refuses to tear down
+                // a slice still in use, and says so.
+                desired.released = Released::default();
+            }
             entries.push(GpuDesiredEntry {
                 index,
                 uuid: g.uuid.clone(),

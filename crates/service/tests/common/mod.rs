@@ -99,6 +99,7 @@ pub fn pools() -> Vec<PoolSpec> {
         reserve_after_minutes: 30,
         fair_share_weights: Default::default(),
         usage_half_life_hours: 24,
+        on_release: Default::default(),
     };
     use tessera_core::sharing::SharingMode;
     let mut l4 = pool("l4-shared", SharingMode::TimeSlicing, "L4");
