@@ -545,6 +545,103 @@ const TIME_SLICE: &str =
     r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":2,"purpose":"ci"}"#;
 
 #[tokio::test]
+async fn kubernetes_configs_describe_the_host_and_the_tenants_slices() {
+    let app = app().await;
+    l4_host(&app).await;
+    let token = app.api_token("vision").await;
+    let admin = app.sign_in("root", &["admins"]).await;
+    let member = app.sign_in("mia", &["vision"]).await;
+    let (status, created) = app
+        .post_json("/api/v1/allocations", Some(&token), TIME_SLICE)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let get = |path: String, cookie: Option<String>, bearer: Option<String>| {
+        let app = &app;
+        async move {
+            let mut req = Request::builder().method("GET").uri(path);
+            if let Some(c) = cookie {
+                req = req.header(header::COOKIE, c);
+            }
+            if let Some(b) = bearer {
+                req = req.header(header::AUTHORIZATION, format!("Bearer {b}"));
+            }
+            let (status, headers, body) = app.call(req.body(Body::empty()).unwrap()).await;
+            (status, headers, body)
+        }
+    };
+    let (_, fleet) = app.send("GET", "/api/v1/fleet", &admin, None).await;
+    let host = fleet["hosts"][0]["id"].as_i64().unwrap();
+    // The device plugin config advertises the L4's two time-sliced replicas.
+    let (status, headers, body) = get(
+        format!("/api/v1/hosts/{host}/device-plugin.yaml"),
+        Some(admin.clone()),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(headers[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("application/yaml"));
+    assert!(headers[header::CONTENT_DISPOSITION]
+        .to_str()
+        .unwrap()
+        .contains("node-l4-device-plugin.yaml"));
+    let plugin: tessera_core::k8s::DevicePluginConfig = serde_yaml_ng::from_str(&body).unwrap();
+    let ts = plugin.sharing.unwrap().time_slicing.unwrap();
+    assert!(ts.rename_by_default, "replicas are nvidia.com/gpu.shared");
+    assert_eq!(ts.resources[0].replicas, 2);
+    assert_eq!(ts.resources[0].devices.len(), 1);
+    // mig-parted: the L4 has no MIG.
+    let (status, _, body) = get(
+        format!("/api/v1/hosts/{host}/mig-parted.yaml"),
+        Some(admin.clone()),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let parted: tessera_core::k8s::MigPartedConfig = serde_yaml_ng::from_str(&body).unwrap();
+    let entries = &parted.mig_configs["tessera-node-l4"];
+    assert_eq!(
+        (entries[0].devices.clone(), entries[0].mig_enabled),
+        (vec![0], false)
+    );
+    // Only platform admins read host configs.
+    let (status, _, _) = get(
+        format!("/api/v1/hosts/{host}/mig-parted.yaml"),
+        Some(member.clone()),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // The tenant's ResourceQuota, for a member and for its token.
+    for (cookie, bearer) in [(Some(member.clone()), None), (None, Some(token.clone()))] {
+        let (status, _, body) = get(
+            "/api/v1/tenants/vision/resource-quota.yaml".into(),
+            cookie,
+            bearer,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let quota: tessera_core::k8s::ResourceQuota = serde_yaml_ng::from_str(&body).unwrap();
+        assert_eq!(quota.kind, "ResourceQuota");
+        assert_eq!(quota.metadata.namespace, "vision");
+        assert_eq!(quota.spec.hard["requests.nvidia.com/gpu.shared"], "1");
+    }
+    // Another tenant's is not found for this token.
+    let (status, _, _) = get(
+        "/api/v1/tenants/nlp/resource-quota.yaml".into(),
+        None,
+        Some(token),
+    )
+    .await;
+    assert!(
+        status == StatusCode::NOT_FOUND || status == StatusCode::FORBIDDEN,
+        "{status}"
+    );
+}
+
+#[tokio::test]
 async fn rest_api_allocation_lifecycle_with_a_tenant_token() {
     let app = app().await;
     let host = l4_host(&app).await;
@@ -810,6 +907,9 @@ async fn openapi_document_describes_the_routes() {
         "/fleet",
         "/hosts/{id}/operations",
         "/hosts/{id}/gpus/{index}/operations",
+        "/hosts/{id}/mig-parted.yaml",
+        "/hosts/{id}/device-plugin.yaml",
+        "/tenants/{slug}/resource-quota.yaml",
         "/quota-requests",
         "/quota-requests/{id}/decide",
         "/approvals",

@@ -274,6 +274,12 @@ fn Host(
                     }).collect_view()}
                 </tbody>
             </table>
+            <p class="small muted k8s-links">
+                "Kubernetes: "
+                <a href=format!("/api/v1/hosts/{}/mig-parted.yaml", h.id) download data-test="mig-parted-link">"mig-parted config"</a>
+                " · "
+                <a href=format!("/api/v1/hosts/{}/device-plugin.yaml", h.id) download data-test="device-plugin-link">"device plugin config"</a>
+            </p>
             <details class="ops-panel" data-test="ops-panel">
                 <summary>"Operate…"</summary>
                 <ActionForm action=operate attr:class="ops-form" attr:data-test="ops-form">

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod availability;
 pub mod catalogue;
 pub mod health;
+pub mod k8s;
 pub mod lifecycle;
 pub mod mig;
 mod names;

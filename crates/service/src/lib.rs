@@ -16,6 +16,7 @@ mod error;
 pub mod events;
 pub mod fleet;
 pub mod identity;
+pub mod k8s;
 pub mod notifications;
 pub mod pools;
 pub mod quotas;

@@ -129,3 +129,22 @@ pub async fn requeue_allocation(
     let view = state.service.requeue_allocation(&actor, id).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
+
+/// A `ResourceQuota` for the tenant's Kubernetes namespace (named like the
+/// tenant) with the extended resources its live slices hold.
+#[utoipa::path(
+    get, path = "/tenants/{slug}/resource-quota.yaml", tag = "allocations",
+    params(("slug" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "ResourceQuota", content_type = "application/yaml", body = String),
+              Unauthorized, Forbidden, NotFound),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn tenant_resource_quota(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    Path(slug): Path<String>,
+) -> Result<axum::response::Response, ApiError> {
+    let actor = caller.in_tenant(&state, Some(&slug)).await?;
+    let quota = state.service.tenant_resource_quota(&actor).await?;
+    super::fleet::yaml(&quota, &format!("{slug}-resource-quota.yaml"))
+}

@@ -8,8 +8,32 @@ use crate::auth::extract::Person;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tessera_protocol::views::{FleetView, OpsRequest, OpsView};
+use tessera_service::ServiceError;
+
+/// A YAML document as a download named `filename`.
+pub fn yaml<T: serde::Serialize>(doc: &T, filename: &str) -> Result<Response, ApiError> {
+    let text = serde_yaml_ng::to_string(doc).map_err(|e| {
+        ServiceError::Database(sea_orm::DbErr::Custom(format!("YAML of {filename}: {e}")))
+    })?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                "application/yaml; charset=utf-8".to_owned(),
+            ),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{filename}\""),
+            ),
+        ],
+        text,
+    )
+        .into_response())
+}
 
 /// Hosts with their status, admins' decisions and GPUs (health, MIG
 /// instances, who holds what), and the pools.
@@ -70,4 +94,48 @@ pub async fn operate_gpu(
     Ok(Json(
         state.service.operate_gpu(&admin, id, index, &req).await?,
     ))
+}
+
+/// The host's MIG layout as NVIDIA mig-parted's `v1` config
+/// (`nvidia-mig-parted apply -f FILE -c tessera-<host>`).
+#[utoipa::path(
+    get, path = "/hosts/{id}/mig-parted.yaml", tag = "fleet",
+    params(("id" = i64, Path, description = "Host id")),
+    responses((status = 200, description = "mig-parted config", content_type = "application/yaml", body = String),
+              Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
+pub async fn host_mig_parted(
+    State(state): State<AppState>,
+    Person(p): Person,
+    Path(id): Path<i64>,
+) -> Result<Response, ApiError> {
+    let admin = p.require_platform_admin()?;
+    let k8s = state.service.host_k8s(&admin, id).await?;
+    yaml(
+        &k8s.mig_parted,
+        &format!("{}-mig-parted.yaml", k8s.hostname),
+    )
+}
+
+/// The NVIDIA device plugin's sharing config (time-slicing and MPS
+/// replicas) for the host's shared GPUs (its `--config-file`).
+#[utoipa::path(
+    get, path = "/hosts/{id}/device-plugin.yaml", tag = "fleet",
+    params(("id" = i64, Path, description = "Host id")),
+    responses((status = 200, description = "device plugin config", content_type = "application/yaml", body = String),
+              Unauthorized, Forbidden, NotFound),
+    security(("session" = [])),
+)]
+pub async fn host_device_plugin(
+    State(state): State<AppState>,
+    Person(p): Person,
+    Path(id): Path<i64>,
+) -> Result<Response, ApiError> {
+    let admin = p.require_platform_admin()?;
+    let k8s = state.service.host_k8s(&admin, id).await?;
+    yaml(
+        &k8s.device_plugin,
+        &format!("{}-device-plugin.yaml", k8s.hostname),
+    )
 }

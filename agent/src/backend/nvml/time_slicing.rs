@@ -21,50 +21,16 @@
 //! misread would be rewritten without the entries it missed).
 
 use crate::backend::BackendError;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use tessera_core::k8s::DevicePluginConfig;
 
 /// The resource every entry advertises.
-pub const RESOURCE_NAME: &str = "nvidia.com/gpu";
+pub const RESOURCE_NAME: &str = tessera_core::k8s::RESOURCE_GPU;
+
 /// The config format version the plugin reads.
-const VERSION: &str = "v1";
-
-/// The plugin's config file (the parts Tessera uses).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PluginConfig {
-    version: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    sharing: Option<Sharing>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Sharing {
-    #[serde(rename = "timeSlicing")]
-    time_slicing: TimeSlicing,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TimeSlicing {
-    #[serde(default)]
-    rename_by_default: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    fail_requests_greater_than_one: bool,
-    #[serde(default)]
-    resources: Vec<Resource>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Resource {
-    name: String,
-    replicas: u32,
-    devices: Vec<String>,
-}
+const VERSION: &str = tessera_core::k8s::CONFIG_VERSION;
 
 /// Why a device plugin config could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -80,30 +46,7 @@ pub enum ConfigError {
 /// The config for `replicas` per GPU UUID (GPUs with fewer than 2 replicas
 /// are left out).
 pub fn render_time_slicing(replicas: &BTreeMap<String, u32>) -> Result<String, ConfigError> {
-    let mut by_count: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-    for (uuid, n) in replicas {
-        if *n > 1 {
-            by_count.entry(*n).or_default().push(uuid.clone());
-        }
-    }
-    let sharing = (!by_count.is_empty()).then(|| Sharing {
-        time_slicing: TimeSlicing {
-            rename_by_default: true,
-            fail_requests_greater_than_one: false,
-            resources: by_count
-                .into_iter()
-                .map(|(replicas, devices)| Resource {
-                    name: RESOURCE_NAME.to_owned(),
-                    replicas,
-                    devices,
-                })
-                .collect(),
-        },
-    });
-    let config = PluginConfig {
-        version: VERSION.to_owned(),
-        sharing,
-    };
+    let config = tessera_core::k8s::device_plugin_config(replicas, &BTreeMap::new());
     Ok(serde_yaml_ng::to_string(&config)?)
 }
 
@@ -114,7 +57,7 @@ pub fn parse_time_slicing(text: &str) -> Result<BTreeMap<String, u32>, ConfigErr
     if text.trim().is_empty() {
         return Ok(BTreeMap::new());
     }
-    let config: PluginConfig = serde_yaml_ng::from_str(text)?;
+    let config: DevicePluginConfig = serde_yaml_ng::from_str(text)?;
     if config.version != VERSION {
         return content(format!(
             "version {:?}; this agent writes {VERSION:?}",
@@ -122,9 +65,15 @@ pub fn parse_time_slicing(text: &str) -> Result<BTreeMap<String, u32>, ConfigErr
         ));
     }
     let mut out = BTreeMap::new();
-    let resources = config
-        .sharing
-        .map(|s| s.time_slicing.resources)
+    let sharing = config.sharing.unwrap_or_default();
+    if sharing.mps.is_some() {
+        return content(
+            "an mps section; this agent owns the file for time-slicing only".to_owned(),
+        );
+    }
+    let resources = sharing
+        .time_slicing
+        .map(|t| t.resources)
         .unwrap_or_default();
     for r in resources {
         if r.name != RESOURCE_NAME {

@@ -65,7 +65,7 @@ pub fn connection(host: &str, target: &ConnectionTarget) -> Connection {
             device_uuid,
         } => {
             env.push(("CUDA_VISIBLE_DEVICES".to_string(), device_uuid.clone()));
-            (format!("nvidia.com/mig-{profile}"), 1)
+            (crate::k8s::mig_resource(profile), 1)
         }
         ConnectionTarget::Mps { gpu_uuid, share } => {
             env.push(("CUDA_VISIBLE_DEVICES".to_string(), gpu_uuid.clone()));
@@ -83,16 +83,16 @@ pub fn connection(host: &str, target: &ConnectionTarget) -> Connection {
             debug_assert!(env
                 .iter()
                 .any(|(k, _)| k == ENV_MPS_PINNED_DEVICE_MEM_LIMIT));
-            ("nvidia.com/gpu.shared".to_string(), 1)
+            (crate::k8s::RESOURCE_SHARED.to_string(), 1)
         }
         ConnectionTarget::TimeSlice { gpu_uuid } => {
             env.push(("CUDA_VISIBLE_DEVICES".to_string(), gpu_uuid.clone()));
-            ("nvidia.com/gpu.shared".to_string(), 1)
+            (crate::k8s::RESOURCE_SHARED.to_string(), 1)
         }
         ConnectionTarget::Whole { gpu_uuids } => {
             env.push(("CUDA_VISIBLE_DEVICES".to_string(), gpu_uuids.join(",")));
             (
-                "nvidia.com/gpu".to_string(),
+                crate::k8s::RESOURCE_GPU.to_string(),
                 u32::try_from(gpu_uuids.len()).unwrap_or(u32::MAX),
             )
         }
