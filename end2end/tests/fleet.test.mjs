@@ -79,6 +79,10 @@ describe('fleet operations', () => {
     assert.equal(await cells.count(), 1);
     assert.match(await cells.first().textContent(), /1g\.10gb.*vision/);
     assert.equal(await sickHost.locator('[data-test=mig-map-free]').count(), 7);
+    // The host's mig-parted config, downloaded from its card, has the instance.
+    const parted = await admin.page.request.get(`${stack.appUrl}${await sickHost.locator('[data-test=mig-parted-link]').getAttribute('href')}`);
+    assert.equal(parted.status(), 200);
+    assert.match(await parted.text(), new RegExp(`version: v1\\nmig-configs:\\n  tessera-${sick}:\\n  - devices:\\n    - 0\\n    mig-enabled: true\\n    mig-devices:\\n      1g\\.10gb: 1\\n`));
     // An unhealthy GPU takes nothing new, whatever room it has.
     assert.match(await sickHost.locator('[data-test=mig-map-fits]').textContent(), /^Takes no new slices now/);
     const healthyMap = admin.page.locator(`[data-test=host][data-hostname=${healthy}] [data-test=mig-map-fits]`);
