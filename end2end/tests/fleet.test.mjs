@@ -19,6 +19,11 @@ const hostFile = (name) => {
   return file;
 };
 const faults = (name) => path.join(dir, `${name}-faults.toml`);
+const mpsHost = () => {
+  const file = path.join(dir, 'gpu-ops-mps.toml');
+  writeFileSync(file, 'hostname = "gpu-ops-mps"\ncpu_cores = 16\nmemory_gib = 128\n\n[[gpus]]\nmodel = "A30-24GB"\ncount = 1\n');
+  return file;
+};
 
 /** Screenshots of a page in light and dark, desktop and mobile. */
 async function looks(stack, url, name, ready) {
@@ -38,7 +43,7 @@ describe('fleet operations', () => {
   let stack;
   let token;
   before(async () => {
-    stack = await startStack({ hosts: [hostFile('gpu-ops-a'), hostFile('gpu-ops-b')] });
+    stack = await startStack({ hosts: [hostFile('gpu-ops-a'), hostFile('gpu-ops-b'), mpsHost()] });
     token = stack.apiToken('vision');
   });
   after(async () => {
@@ -168,6 +173,35 @@ describe('fleet operations', () => {
     await hydrated(page);
     await operate('resume', 'PSU replaced');
     await waitFor(async () => (await host.locator('[data-test=host-ops]').count()) === 0, { what: 'back in service' });
+    await context.close();
+  });
+
+  it('an MPS slice sets its GPU daemon\'s limits, and the device plugin config advertises what its pod asks for', async () => {
+    const made = await stack.api(token, 'POST', '/allocations', { pool: 'a30-mps', shape: { kind: 'mps', compute_percent: 25, memory_mib: 6144 }, lease_hours: 2 });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    let view;
+    await waitFor(async () => {
+      view = (await stack.api(token, 'GET', `/allocations/${made.body.id}`)).body;
+      return view.state === 'active';
+    }, { what: 'the MPS slice active' });
+    const env = Object.fromEntries(view.connection.env);
+    assert.equal(env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, '25');
+    assert.equal(env.CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, '0=6144M');
+    assert.equal(view.connection.k8s_resource, 'nvidia.com/gpu.shared');
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/fleet');
+    await hydrated(page);
+    const host = page.locator('[data-test=host][data-hostname=gpu-ops-mps]');
+    // The agent applied the daemon defaults the server derived from the grant.
+    await waitFor(async () => /MPS ≤25 % · 6\.0 GiB/.test((await host.locator('[data-test=gpu-mps]').textContent()) ?? ''),
+      { what: 'MPS daemon defaults on the fleet page' });
+    const plugin = await page.request.get(`${stack.appUrl}${await host.locator('[data-test=device-plugin-link]').getAttribute('href')}`);
+    const text = await plugin.text();
+    // renameByDefault: replicas are advertised as nvidia.com/gpu.shared, which the pod snippet requests.
+    for (const part of ['mps:', 'renameByDefault: true', 'name: nvidia.com/gpu', `- ${view.gpus[0].uuid}`]) {
+      assert.ok(text.includes(part), `${part} in ${text}`);
+    }
+    assert.match(view.connection.pod_snippet, /nvidia\.com\/gpu\.shared: 1/);
     await context.close();
   });
 

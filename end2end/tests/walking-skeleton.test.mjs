@@ -62,7 +62,7 @@ describe('walking skeleton', () => {
     assert.equal(await page.textContent('[data-test=stat-gpus]'), '12');
     // Pools from the configuration, with the GPUs that joined them by model.
     assert.deepEqual(await page.locator('[data-test=pool]').evaluateAll((els) => els.map((e) => e.dataset.pool)),
-      ['h100-mig', 'a100-training', 'l4-notebooks']);
+      ['h100-mig', 'a100-training', 'a30-mps', 'l4-notebooks']);
     assert.equal(await page.textContent('[data-pool=h100-mig] [data-test=pool-gpus]'), '8 of 8 GPUs online');
     assert.equal(await page.textContent('[data-pool=a100-training] [data-test=pool-gpus]'), '0 of 0 GPUs online');
     assert.equal(await page.textContent('[data-pool=l4-notebooks] [data-test=pool-sharing]'), 'time-slicing');

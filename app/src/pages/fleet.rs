@@ -248,6 +248,15 @@ fn Host(
                                         </span>
                                     }).collect_view()}
                                     {holders.into_iter().map(|h| view! { <span class="chip busy" data-test="gpu-holder">{h}</span> }).collect_view()}
+                                    {g.mps.map(|m| view! {
+                                        <span class="chip" data-test="gpu-mps" title="MPS control daemon defaults: the largest share granted to a client of this GPU">
+                                            {format!(
+                                                "MPS ≤{} % · {}",
+                                                m.default_active_thread_percentage,
+                                                m.default_pinned_mem_limit.map_or_else(|| "no memory limit".to_owned(), |l| format::mem(l))
+                                            )}
+                                        </span>
+                                    })}
                                 </td>
                                 <td data-test="gpu-health">
                                     <span class=match g.health.verdict {

@@ -534,3 +534,62 @@ async fn a_released_slices_processes_are_stopped_unless_the_pool_refuses() {
         assert!(!released.whole_gpu);
     }
 }
+
+#[tokio::test]
+async fn an_mps_gpus_daemon_defaults_follow_the_largest_grant_of_its_clients() {
+    let mut pools = common::pools();
+    for p in &mut pools {
+        if p.name == "l4-shared" {
+            p.sharing = tessera_core::sharing::SharingMode::Mps;
+        }
+    }
+    let f = fixture_with_pools(pools).await;
+    let mut agent = Agent::enrol(&f, "gpu-l4", vec![l4(0, "GPU-14")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let mps = |pct: u8, mib: u64| {
+        ask(
+            "l4-shared",
+            tessera_core::sharing::SliceShape::Mps {
+                compute_percent: pct,
+                memory_mib: tessera_core::units::MemMiB(mib),
+            },
+            2,
+        )
+    };
+    let daemon =
+        |d: &tessera_protocol::agent::DesiredState| entry(d, "GPU-14").desired.mps.unwrap();
+    let small = f
+        .service
+        .request_allocation(&alice, &mps(25, 6144))
+        .await
+        .unwrap();
+    let large = f
+        .service
+        .request_allocation(&alice, &mps(40, 4096))
+        .await
+        .unwrap();
+    let d = agent.converge(&f).await;
+    assert_eq!(daemon(&d).default_active_thread_percentage, 40);
+    assert_eq!(
+        daemon(&d).default_pinned_mem_limit,
+        Some(tessera_core::units::MemMiB(6144))
+    );
+    f.service
+        .release_allocation(&alice, large.id)
+        .await
+        .unwrap();
+    let d = agent.converge(&f).await;
+    assert_eq!(daemon(&d).default_active_thread_percentage, 25);
+    f.service
+        .release_allocation(&alice, small.id)
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    let d = agent.converge(&f).await;
+    assert_eq!(
+        daemon(&d).default_active_thread_percentage,
+        100,
+        "no clients: open"
+    );
+    assert_eq!(daemon(&d).default_pinned_mem_limit, None);
+}

@@ -50,11 +50,37 @@ pub struct DesiredInstance {
 /// `set_default_device_pinned_mem_limit`); per-client limits travel in the
 /// client's environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MpsSettings {
     /// Default share of the SMs for clients, 1..=100.
     pub default_active_thread_percentage: u8,
     /// Default pinned-memory limit per client; `None` leaves it unlimited.
     pub default_pinned_mem_limit: Option<MemMiB>,
+}
+
+impl MpsSettings {
+    /// The daemon's defaults for a GPU whose clients were granted `shares`
+    /// (share of the SMs in percent, pinned memory): the largest share and
+    /// the largest memory any of them was granted. A client's own
+    /// environment sets its lower limit; the defaults make sure no client
+    /// that leaves it out runs above the largest grant. 100 % and unlimited
+    /// while there are no clients.
+    pub fn for_clients(shares: &[(u8, MemMiB)]) -> Self {
+        if shares.is_empty() {
+            return Self {
+                default_active_thread_percentage: 100,
+                default_pinned_mem_limit: None,
+            };
+        }
+        Self {
+            default_active_thread_percentage: shares
+                .iter()
+                .map(|(pct, _)| (*pct).clamp(1, 100))
+                .max()
+                .unwrap_or(100),
+            default_pinned_mem_limit: shares.iter().map(|(_, mem)| *mem).max(),
+        }
+    }
 }
 
 /// What the agent observes on one GPU.

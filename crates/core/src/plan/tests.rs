@@ -464,3 +464,18 @@ fn a_desired_gpu_instance_needs_a_compute_instance() {
         "{err}"
     );
 }
+
+#[test]
+fn mps_defaults_are_the_largest_grant_and_open_without_clients() {
+    let none = MpsSettings::for_clients(&[]);
+    assert_eq!(none.default_active_thread_percentage, 100);
+    assert_eq!(none.default_pinned_mem_limit, None);
+    let two = MpsSettings::for_clients(&[(25, MemMiB(6144)), (40, MemMiB(4096))]);
+    assert_eq!(two.default_active_thread_percentage, 40);
+    assert_eq!(two.default_pinned_mem_limit, Some(MemMiB(6144)));
+    assert_eq!(
+        MpsSettings::for_clients(&[(0, MemMiB(1))]).default_active_thread_percentage,
+        1,
+        "never 0"
+    );
+}

@@ -167,6 +167,10 @@ pub struct GpuView {
     /// start (MIG mode only).
     #[serde(default)]
     pub mig_map: Option<tessera_core::mig::MigMap>,
+    /// The MPS control daemon's defaults as the agent last saw them (MPS
+    /// pools: the largest share its clients were granted).
+    #[serde(default)]
+    pub mps: Option<tessera_core::plan::MpsSettings>,
     /// The pool the GPU belongs to, if any.
     pub pool: Option<String>,
     /// Who holds slices on it that are not MIG instances (`vision: 1 whole GPU`).

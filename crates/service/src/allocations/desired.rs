@@ -19,6 +19,7 @@ use tessera_core::lifecycle::{transition, AllocationEvent};
 use tessera_core::placement::Slice;
 use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuDesired, MpsSettings, Released};
 use tessera_core::sharing::SharingMode;
+use tessera_core::units::MemMiB;
 use tessera_protocol::agent::{DesiredState, GpuDesiredEntry, DESIRED_MAX_WAIT_S};
 
 /// How often a waiting long poll re-reads the generation, so a change made
@@ -132,10 +133,19 @@ impl Service {
                     desired.time_slice_replicas = policy.time_slice_replicas;
                 }
                 SharingMode::Mps => {
-                    desired.mps = Some(MpsSettings {
-                        default_active_thread_percentage: 100,
-                        default_pinned_mem_limit: None,
-                    });
+                    // The daemon's defaults follow what the GPU's clients
+                    // were granted (each client's environment has its own).
+                    let shares: Vec<(u8, MemMiB)> = live
+                        .iter()
+                        .filter_map(|p| match &p.slice {
+                            Slice::Shared { compute, memory } => Some((
+                                u8::try_from(compute.0.div_ceil(10).min(100)).unwrap_or(100),
+                                *memory,
+                            )),
+                            _ => None,
+                        })
+                        .collect();
+                    desired.mps = Some(MpsSettings::for_clients(&shares));
                 }
             }
             if pool.on_release == crate::pools::ReleasePolicy::Refuse {

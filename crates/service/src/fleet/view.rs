@@ -136,6 +136,7 @@ impl Service {
                                     &layout,
                                 )
                             }),
+                            mps: observed_of(g)?.and_then(|o| o.mps),
                             mig_instances: mig_instances(
                                 observed_of(g)?,
                                 holders.get(&g.uuid).unwrap_or(&no_holders),
