@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs the whole system locally: the IdP with demo users, the server
-# on a SQLite file, and three simulated GPU hosts as real agent processes.
+# on a SQLite file, and four simulated GPU hosts as real agent processes.
 # Ctrl-C stops everything.
 source "$(dirname "$0")/lib.sh"
 
@@ -67,7 +67,7 @@ cat <<MSG
     dave    member of Language Models
     erin    tenant admin of Language Models
 
-  Simulated hosts: gpu-h100-01 (8× H100 MIG), gpu-a100-01 (8× A100-40GB), gpu-l4-01 (4× L4)
+  Simulated hosts: gpu-h100-01 (8× H100 MIG), gpu-a100-01 (8× A100-40GB; GPU 7 runs hot), gpu-a30-01 (2× A30, MPS), gpu-l4-01 (4× L4)
   Logs: $STATE/*.log        Stop: Ctrl-C
 
 MSG
