@@ -253,7 +253,7 @@ fn Host(
                                             {format!(
                                                 "MPS ≤{} % · {}",
                                                 m.default_active_thread_percentage,
-                                                m.default_pinned_mem_limit.map_or_else(|| "no memory limit".to_owned(), |l| format::mem(l))
+                                                m.default_pinned_mem_limit.map_or_else(|| "no memory limit".to_owned(), format::mem)
                                             )}
                                         </span>
                                     })}
