@@ -105,7 +105,11 @@ describe('fleet operations', () => {
     await screenshot(page, '40-allocation-capacity-lost');
     await page.click('[data-test=requeue]');
     await page.waitForURL((u) => u.pathname.startsWith('/t/vision/a/') && !u.pathname.endsWith(`/${first.id}`));
-    await waitFor(async () => (await page.textContent('.page-head [data-test=state]'))?.trim() === 'active', { what: 'the new slice active' });
+    // The page shows the new slice (not the old one while the new loads), active.
+    const newId = page.url().split('/').pop();
+    await waitFor(async () => (await page.textContent('[data-test=allocation-title]'))?.includes(`#${newId}`)
+      && (await page.textContent('.page-head [data-test=state]'))?.trim() === 'active'
+      && (await page.locator('[data-test=conn-host]').count()) === 1, { what: 'the new slice active' });
     assert.equal((await page.textContent('[data-test=conn-host]')).trim(), healthy);
     // The old one is released in the same step.
     await waitFor(async () => (await stack.api(token, 'GET', `/allocations/${first.id}`)).body.state === 'released',
