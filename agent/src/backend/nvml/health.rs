@@ -19,6 +19,7 @@ use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::enums::event::XidError;
+use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -83,7 +84,7 @@ impl XidLog {
     }
 }
 
-fn watch(log: &XidLog) -> Result<(), nvml_wrapper::error::NvmlError> {
+fn watch(log: &XidLog) -> Result<(), NvmlError> {
     let nvml = Nvml::init()?;
     let mut set = nvml.create_event_set()?;
     for i in 0..nvml.device_count()? {
@@ -103,7 +104,7 @@ fn watch(log: &XidLog) -> Result<(), nvml_wrapper::error::NvmlError> {
                     log.record(&uuid, xid);
                 }
             }
-            Err(nvml_wrapper::error::NvmlError::Timeout) => {}
+            Err(NvmlError::Timeout) => {}
             Err(e) => return Err(e),
         }
     }
@@ -132,6 +133,20 @@ pub fn throttle_of(reasons: ThrottleReasons) -> Vec<ThrottleReason> {
     .collect()
 }
 
+/// A figure, or "nothing wrong" where the GPU does not have it; any other
+/// failure is logged (and also counts as nothing wrong: a health figure
+/// that cannot be read must not take a working GPU out of service).
+fn figure<T: Default>(call: &'static str, r: Result<T, NvmlError>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(NvmlError::NotSupported | NvmlError::NoPermission) => T::default(),
+        Err(e) => {
+            tracing::warn!(call, "cannot read a GPU health figure: {e}");
+            T::default()
+        }
+    }
+}
+
 /// What NVML says about one GPU's health; `remapped` is (pending, failed)
 /// from `nvmlDeviceGetRemappedRows` when the GPU has it.
 pub fn signals(
@@ -143,19 +158,24 @@ pub fn signals(
     HealthSignals {
         lost: false,
         xids,
-        ecc_uncorrected: dev
-            .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
-            .unwrap_or(0),
-        ecc_corrected: dev
-            .total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
-            .unwrap_or(0),
-        retired_pages_pending: dev.are_pages_pending_retired().unwrap_or(false),
+        ecc_uncorrected: figure(
+            "nvmlDeviceGetTotalEccErrors",
+            dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
+        ),
+        ecc_corrected: figure(
+            "nvmlDeviceGetTotalEccErrors",
+            dev.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
+        ),
+        retired_pages_pending: figure(
+            "nvmlDeviceGetRetiredPagesPendingStatus",
+            dev.are_pages_pending_retired(),
+        ),
         remapped_rows_pending,
         remap_failure,
-        throttle: dev
-            .current_throttle_reasons()
-            .map(throttle_of)
-            .unwrap_or_default(),
+        throttle: figure(
+            "nvmlDeviceGetCurrentClocksThrottleReasons",
+            dev.current_throttle_reasons().map(throttle_of),
+        ),
     }
 }
 

@@ -388,7 +388,10 @@ impl GpuBackend for NvmlBackend {
                     .map_err(|e| call_err("nvmlDeviceGetHandleByIndex", e))?,
             )
             .remapped_rows()
-            .unwrap_or(None);
+            .unwrap_or_else(|e| {
+                tracing::warn!(gpu = index, "cannot read remapped rows: {e}");
+                None
+            });
             let report = GpuReport {
                 index,
                 health: health::signals(&dev, self.xids.of(&uuid), remapped),

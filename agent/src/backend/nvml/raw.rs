@@ -466,8 +466,10 @@ impl MigDriver for NvmlGpu<'_> {
                     Err(e) if absent(&e) => continue,
                     Err(e) => return Err(nvml_err("nvmlDeviceGetMigDeviceHandleByIndex")(e)),
                 };
-                if gi_id.is_some_and(|gi| self.mig_gi_id(&mig).ok() != Some(gi)) {
-                    continue;
+                if let Some(gi) = gi_id {
+                    if self.mig_gi_id(&mig)? != gi {
+                        continue;
+                    }
                 }
                 let running = mig
                     .running_compute_processes()
