@@ -110,12 +110,7 @@ pub async fn host_mig_parted(
     Person(p): Person,
     Path(id): Path<i64>,
 ) -> Result<Response, ApiError> {
-    let admin = p.require_platform_admin()?;
-    let k8s = state.service.host_k8s(&admin, id).await?;
-    yaml(
-        &k8s.mig_parted,
-        &format!("{}-mig-parted.yaml", k8s.hostname),
-    )
+    host_yaml(&state, &p, id, "mig-parted", |k| &k.mig_parted).await
 }
 
 /// The NVIDIA device plugin's sharing config (time-slicing and MPS
@@ -132,10 +127,18 @@ pub async fn host_device_plugin(
     Person(p): Person,
     Path(id): Path<i64>,
 ) -> Result<Response, ApiError> {
+    host_yaml(&state, &p, id, "device-plugin", |k| &k.device_plugin).await
+}
+
+/// One of a host's Kubernetes documents, as `<host>-<name>.yaml` (platform admins).
+async fn host_yaml<T: serde::Serialize>(
+    state: &AppState,
+    p: &tessera_service::Principal,
+    id: i64,
+    name: &str,
+    doc: impl Fn(&tessera_service::k8s::HostK8s) -> &T,
+) -> Result<Response, ApiError> {
     let admin = p.require_platform_admin()?;
     let k8s = state.service.host_k8s(&admin, id).await?;
-    yaml(
-        &k8s.device_plugin,
-        &format!("{}-device-plugin.yaml", k8s.hostname),
-    )
+    yaml(doc(&k8s), &format!("{}-{name}.yaml", k8s.hostname))
 }

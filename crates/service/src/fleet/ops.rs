@@ -41,6 +41,18 @@ pub(crate) fn gpu_ops(g: &gpu::Model) -> OpsView {
     }
 }
 
+/// Writes an admin decision into a host's or a GPU's active model (the two
+/// tables have the same `ops_*` columns).
+macro_rules! set_ops {
+    ($a:ident, $view:ident) => {
+        $a.ops_mode = Set($view.mode);
+        $a.ops_reason = Set($view.reason.clone());
+        $a.ops_by = Set($view.by.clone());
+        $a.ops_at = Set($view.at);
+        $a.drain_deadline = Set($view.drain_deadline);
+    };
+}
+
 fn refused(what: &str, e: OpsError) -> ServiceError {
     match e {
         OpsError::Reason => ServiceError::invalid("reason", e.to_string()),
@@ -163,20 +175,12 @@ impl Service {
         match g {
             Some(g) => {
                 let mut a: gpu::ActiveModel = g.into();
-                a.ops_mode = Set(after);
-                a.ops_reason = Set(view.reason.clone());
-                a.ops_by = Set(view.by.clone());
-                a.ops_at = Set(view.at);
-                a.drain_deadline = Set(deadline);
+                set_ops!(a, view);
                 a.update(w.db()).await?;
             }
             None => {
                 let mut a: host::ActiveModel = h.into();
-                a.ops_mode = Set(after);
-                a.ops_reason = Set(view.reason.clone());
-                a.ops_by = Set(view.by.clone());
-                a.ops_at = Set(view.at);
-                a.drain_deadline = Set(deadline);
+                set_ops!(a, view);
                 a.update(w.db()).await?;
             }
         }
