@@ -16,9 +16,10 @@ use leptos_router::{path, SsrMode};
 use pages::{
     allocation::AllocationPage, api_tokens::ApiTokensPage, approvals::ApprovalsPage,
     audit::AuditLogPage, fleet::FleetPage, home::HomePage, join_tokens::JoinTokensPage,
-    not_found::NotFound, notifications::NotificationsPage, quotas_admin::QuotasAdminPage,
-    request::RequestPage, signed_out::SignedOutPage, tenant::TenantPage,
-    tenant_quota::TenantQuotaPage, webhook::WebhookPage,
+    not_found::NotFound, notifications::NotificationsPage, pools_admin::PoolsAdminPage,
+    quotas_admin::QuotasAdminPage, request::RequestPage, signed_out::SignedOutPage,
+    tenant::TenantPage, tenant_quota::TenantQuotaPage, tenants_admin::TenantsAdminPage,
+    webhook::WebhookPage,
 };
 
 /// The HTML document around the app.
@@ -70,6 +71,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin/join-tokens") view=JoinTokensPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/approvals") view=ApprovalsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/quotas") view=QuotasAdminPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/pools") view=PoolsAdminPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/tenants") view=TenantsAdminPage ssr=SsrMode::Async/>
                     <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async/>
                     <Route path=path!("/signed-out") view=SignedOutPage ssr=SsrMode::Async/>
                 </Routes>

@@ -12,6 +12,7 @@ mod m20261201_000006_add_join_token_for_host;
 mod m20261201_000007_add_api_token_expiry;
 mod m20261202_000008_add_allocation_priority_class;
 mod m20261203_000009_add_fleet_operations;
+mod m20261204_000010_pools_and_tenants_in_database;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000007_add_api_token_expiry::Migration),
             Box::new(m20261202_000008_add_allocation_priority_class::Migration),
             Box::new(m20261203_000009_add_fleet_operations::Migration),
+            Box::new(m20261204_000010_pools_and_tenants_in_database::Migration),
         ]
     }
 }

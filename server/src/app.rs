@@ -3,7 +3,9 @@
 use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::bundle;
 use crate::config::Config;
-use crate::routes::{agent, allocations, audit, fleet, health, metrics, openapi, quotas};
+use crate::routes::{
+    agent, allocations, audit, fleet, health, metrics, openapi, policy, quotas,
+};
 use crate::security::{self, csrf, headers, limits};
 use crate::state::{stopped, AppState};
 use axum::http::StatusCode;
@@ -52,7 +54,7 @@ pub enum StartError {
     Oidc(#[from] oidc::AuthError),
 }
 
-/// Connects, migrates, syncs tenants and builds the shared state.
+/// Connects, migrates, seeds pools and tenants, and builds the shared state.
 pub async fn build_state(
     config: Config,
     clock: Arc<dyn Clock>,
@@ -79,7 +81,7 @@ pub async fn build_state(
     tessera_service::pools::validate_pools(&settings.pools)?;
     tessera_service::pools::validate_pool_tenants(&settings.pools, &settings.directory)?;
     let service = Service::new(db, settings, clock);
-    service.sync_tenants().await?;
+    service.seed_policy().await?;
     let oidc = Arc::new(oidc::Oidc::new(&config)?);
     let hash_file = bundle::find_hash_file(Path::new(&config.server.site_root));
     match &hash_file {
@@ -239,6 +241,12 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         .routes(routes!(fleet::host_mig_parted))
         .routes(routes!(fleet::host_device_plugin))
         .routes(routes!(allocations::tenant_resource_quota))
+        .routes(routes!(policy::list_pools, policy::create_pool))
+        .routes(routes!(policy::update_pool))
+        .routes(routes!(policy::preview_pool))
+        .routes(routes!(policy::cancel_pool_change))
+        .routes(routes!(policy::list_tenants, policy::create_tenant))
+        .routes(routes!(policy::update_tenant))
         .routes(routes!(quotas::get_tenant_quotas))
         .routes(routes!(quotas::create_quota_request))
         .routes(routes!(quotas::get_quota_request))

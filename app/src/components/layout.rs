@@ -129,6 +129,8 @@ fn Nav(viewer: ViewerView, unread: u64, refresh: RwSignal<u64>) -> impl IntoView
                 <a class=move || current("/fleet") href="/fleet" data-test="nav-fleet">"Fleet"</a>
                 <a class=move || current("/admin/approvals") href="/admin/approvals" data-test="nav-approvals">"Approvals"</a>
                 <a class=move || current("/admin/quotas") href="/admin/quotas" data-test="nav-quotas">"Quotas"</a>
+                <a class=move || current("/admin/pools") href="/admin/pools" data-test="nav-pools">"Pools"</a>
+                <a class=move || current("/admin/tenants") href="/admin/tenants" data-test="nav-tenants">"Tenants"</a>
                 <a class=move || current("/admin/join-tokens") href="/admin/join-tokens" data-test="nav-admin">"Join tokens"</a>
             })}
             {(admin || tenant_admin).then(|| view! {

@@ -85,6 +85,14 @@ stable_names! {
         TenantCreate = "tenant.create",
         /// A tenant was changed.
         TenantUpdate = "tenant.update",
+        /// A pool was created.
+        PoolCreate = "pool.create",
+        /// A change to a pool took effect.
+        PoolUpdate = "pool.update",
+        /// A change to a pool waits for GPUs to be drained.
+        PoolPlanChange = "pool.plan_change",
+        /// A planned change to a pool was called off.
+        PoolCancelChange = "pool.cancel_change",
         /// A person signed in.
         UserLogin = "user.login",
         /// A person's roles changed.
@@ -119,6 +127,8 @@ stable_names! {
         Gpu = "gpu",
         /// A tenant.
         Tenant = "tenant",
+        /// A GPU pool.
+        Pool = "pool",
         /// A person.
         User = "user",
         /// A tenant's webhook.
@@ -175,6 +185,10 @@ mod tests {
                 "gpu.health",
                 "tenant.create",
                 "tenant.update",
+                "pool.create",
+                "pool.update",
+                "pool.plan_change",
+                "pool.cancel_change",
                 "user.login",
                 "user.roles_change",
                 "webhook.set",
@@ -195,6 +209,7 @@ mod tests {
                 "host",
                 "gpu",
                 "tenant",
+                "pool",
                 "user",
                 "webhook",
             ]

@@ -12,6 +12,7 @@ mod names;
 pub mod notify;
 pub mod placement;
 pub mod plan;
+pub mod pool;
 pub mod quota;
 pub mod schedule;
 pub mod sharing;

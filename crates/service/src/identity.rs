@@ -158,59 +158,14 @@ pub struct LoginClaims {
 }
 
 impl Service {
-    /// Creates or updates the configured tenants (at start-up).
-    pub async fn sync_tenants(&self) -> Result<(), ServiceError> {
-        validate_directory(&self.settings.directory)?;
-        let now = self.now();
-        let mut w = self.begin_write().await?;
-        for spec in &self.settings.directory.tenants {
-            let existing = tenant::Entity::find()
-                .filter(tenant::Column::Slug.eq(&spec.slug))
-                .one(w.db())
-                .await?;
-            match existing {
-                Some(t) if t.name == spec.name && t.cost_centre == spec.cost_centre => {}
-                Some(t) => {
-                    let before = (t.name.clone(), t.cost_centre.clone());
-                    let mut active: tenant::ActiveModel = t.into();
-                    active.name = Set(spec.name.clone());
-                    active.cost_centre = Set(spec.cost_centre.clone());
-                    let t = active.update(w.db()).await?;
-                    w.emit(DomainEvent::TenantUpdated {
-                        tenant: TenantRef::of(&t),
-                        before,
-                        cost_centre: t.cost_centre.clone(),
-                    });
-                }
-                None => {
-                    let t = tenant::ActiveModel {
-                        slug: Set(spec.slug.clone()),
-                        name: Set(spec.name.clone()),
-                        cost_centre: Set(spec.cost_centre.clone()),
-                        created_at: Set(now),
-                        ..Default::default()
-                    }
-                    .insert(w.db())
-                    .await?;
-                    w.emit(DomainEvent::TenantCreated {
-                        tenant: TenantRef::of(&t),
-                        cost_centre: t.cost_centre.clone(),
-                    });
-                }
-            }
-        }
-        self.sync_quotas(&mut w, now).await?;
-        w.commit(self, &Actor::System).await?;
-        Ok(())
-    }
-
     /// Creates the configured starting quotas that do not exist yet (audited).
-    async fn sync_quotas(
+    pub(crate) async fn sync_quotas(
         &self,
         w: &mut Write,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<(), ServiceError> {
         use crate::entity::quota;
+        let pools = self.pools(w.db()).await?;
         for (i, spec) in self.settings.directory.tenants.iter().enumerate() {
             let Some(t) = tenant::Entity::find()
                 .filter(tenant::Column::Slug.eq(&spec.slug))
@@ -220,7 +175,7 @@ impl Service {
                 continue;
             };
             for (q, qs) in spec.quotas.iter().enumerate() {
-                if !self.settings.pools.iter().any(|p| p.name == qs.pool) {
+                if !pools.iter().any(|p| p.name == qs.pool) {
                     return Err(ServiceError::invalid(
                         format!("tenants[{i}].quotas[{q}].pool"),
                         format!("there is no pool '{}'", qs.pool),
@@ -256,8 +211,8 @@ impl Service {
     /// the ones their groups grant now. Returns the user id.
     pub async fn login(&self, claims: &LoginClaims) -> Result<i64, ServiceError> {
         let now = self.now();
-        let (platform_admin, roles) = map_groups(&self.settings.directory, &claims.groups);
         let mut w = self.begin_write().await?;
+        let (platform_admin, roles) = map_groups(&self.directory(w.db()).await?, &claims.groups);
         let existing = user::Entity::find()
             .filter(user::Column::Issuer.eq(&claims.issuer))
             .filter(user::Column::Subject.eq(&claims.subject))

@@ -42,6 +42,7 @@ impl Service {
             .order_by_asc(gpu::Column::Idx)
             .all(&self.db)
             .await?;
+        let pools = self.pools(&self.db).await?;
         let (mut mig, mut time_sliced, mut mps) = (Vec::new(), BTreeMap::new(), BTreeMap::new());
         for g in &gpus {
             let Ok(index) = u32::try_from(g.idx) else {
@@ -60,7 +61,7 @@ impl Service {
                     })
                     .unwrap_or_default(),
             });
-            let Some(pool) = pool_of(&self.settings.pools, &g.model) else {
+            let Some(pool) = pool_of(&pools, &h.hostname, &g.model) else {
                 continue;
             };
             let model =

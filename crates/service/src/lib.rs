@@ -18,6 +18,7 @@ pub mod fleet;
 pub mod identity;
 pub mod k8s;
 pub mod notifications;
+mod policy;
 pub mod pools;
 pub mod quotas;
 mod secret;
@@ -52,7 +53,8 @@ impl Clock for SystemClock {
 /// Settings the use-cases need.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Tenants and how IdP groups map to roles.
+    /// The platform-admin groups, and the tenants the configuration seeds
+    /// (with their groups while the database has none).
     pub directory: Directory,
     /// A host that has not reported for this long is offline.
     pub host_offline_after: Duration,
@@ -60,7 +62,8 @@ pub struct Settings {
     pub host_lost_after: Duration,
     /// How often agents should report.
     pub report_interval: Duration,
-    /// GPU pools.
+    /// GPU pools the configuration seeds (the database owns them once
+    /// seeded; see [`Service::seed_policy`]).
     pub pools: Vec<pools::PoolSpec>,
     /// A slice not active this long after placement fails.
     pub provision_timeout: Duration,

@@ -596,7 +596,7 @@ async fn temporary_quota_and_different_amounts() {
 
     // A restart does not undo what admins set: configuration only seeds.
     set(&f, "vision", amount(5.0, 400.0, 10)).await;
-    f.service.sync_tenants().await.unwrap();
+    f.service.seed_policy().await.unwrap();
     assert_eq!(quota(&f).await.base.compute, ComputeMilli(5000));
     let actions = f.audit_actions().await;
     assert_eq!(count(&actions, "quota.grant"), 1);

@@ -687,7 +687,7 @@ async fn every_mutation_leaves_exactly_one_audit_event() {
 async fn tenants_sync_from_config_idempotently() {
     let f = fixture().await;
     assert_eq!(f.count("tenants").await, 2);
-    f.service.sync_tenants().await.unwrap();
+    f.service.seed_policy().await.unwrap();
     assert_eq!(f.count("tenants").await, 2);
     let creates = f
         .audit_actions()

@@ -8,4 +8,5 @@ pub mod fleet;
 pub mod health;
 pub mod metrics;
 pub mod openapi;
+pub mod policy;
 pub mod quotas;

@@ -8,6 +8,7 @@ mod allocations;
 mod api_tokens;
 mod audit;
 mod fleet;
+mod policy;
 mod tenants;
 
 pub use allocations::{
@@ -19,6 +20,10 @@ pub use audit::{AuditEventView, AuditPage};
 pub use fleet::{
     CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenStatus, JoinTokenView,
     MigInstanceView, OpsRequest, OpsView, PoolView,
+};
+pub use policy::{
+    AffectedSlice, PlannedChangeView, PoolAdminView, PoolChangePreview, PoolEdit, PoolsAdminView,
+    TenantAdminView, TenantEdit,
 };
 pub use tenants::{MemberView, MembershipView, QuotaView, TenantRole, TenantView, ViewerView};
 

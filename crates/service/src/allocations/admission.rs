@@ -23,27 +23,15 @@ use tessera_protocol::views::{AllocationView, NewAllocation};
 pub const MAX_PURPOSE_CHARS: usize = 500;
 
 impl Service {
-    /// The pool called `name`, or a 400 that lists the pools.
-    pub(crate) fn pool_spec(&self, field: &str, name: &str) -> Result<&PoolSpec, ServiceError> {
-        self.settings
-            .pools
-            .iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = self
-                    .settings
-                    .pools
-                    .iter()
-                    .map(|p| p.name.as_str())
-                    .collect();
-                ServiceError::invalid(
-                    field,
-                    format!(
-                        "there is no pool '{name}'; choose one of: {}",
-                        names.join(", ")
-                    ),
-                )
-            })
+    /// The pool called `name` as `conn` sees it, or a 400 that lists the pools.
+    pub(crate) async fn pool_spec<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        field: &str,
+        name: &str,
+    ) -> Result<PoolSpec, ServiceError> {
+        let pools = self.pools(conn).await?;
+        Self::pool_named(&pools, field, name).cloned()
     }
 
     /// What a pool offers, in core's terms.
@@ -206,7 +194,7 @@ impl Service {
                 format!("must be at most {MAX_PURPOSE_CHARS} characters"),
             ));
         }
-        let spec = self.pool_spec("pool", &req.pool)?.clone();
+        let spec = self.pool_spec(&self.db, "pool", &req.pool).await?;
         let offer = Self::pool_offer(&spec);
         let demand = offer
             .admit(&req.shape, req.lease_hours)
@@ -238,6 +226,13 @@ impl Service {
             wait_ms = t_lock.elapsed().as_secs_f64() * 1e3,
             "admission turn"
         );
+        // A platform admin may have changed the pool since it was read.
+        if self.pool_spec(txn, "pool", &req.pool).await? != spec {
+            return Err(ServiceError::Conflict(format!(
+                "pool '{}' changed while your request was checked; send it again",
+                spec.name
+            )));
+        }
         let replaced = match requeue_of {
             Some(id) => Self::take_over(txn, actor, id, now).await?,
             None => None,

@@ -60,9 +60,15 @@ impl Service {
             .all(conn)
             .await?;
         let taken = occupancy(conn, None, Some(host_id)).await?;
+        let pools = self.pools(conn).await?;
+        let hostname = host::Entity::find_by_id(host_id)
+            .one(conn)
+            .await?
+            .map(|h| h.hostname)
+            .unwrap_or_default();
         let mut entries = Vec::new();
         for g in &gpus {
-            let Some(pool) = pool_of(&self.settings.pools, &g.model) else {
+            let Some(pool) = pool_of(&pools, &hostname, &g.model) else {
                 continue;
             };
             let Ok(index) = u32::try_from(g.idx) else {

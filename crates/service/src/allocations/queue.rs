@@ -86,8 +86,10 @@ impl Service {
         pool: &str,
     ) -> Result<(u64, u64), ServiceError> {
         let now = self.now();
-        let spec = self.pool_spec("pool", pool).ok();
-        let half_life = spec.map_or(0, |s| i64::from(s.usage_half_life_hours) * 3_600_000);
+        let spec = self.pool_spec(conn, "pool", pool).await.ok();
+        let half_life = spec
+            .as_ref()
+            .map_or(0, |s| i64::from(s.usage_half_life_hours) * 3_600_000);
         // Use older than ten half-lives weighs under 0.1 %.
         let since = now - chrono::Duration::milliseconds(half_life.saturating_mul(10));
         let rows = allocation::Entity::find()
@@ -113,6 +115,7 @@ impl Service {
             .collect();
         let usage = decayed_usage(&spans, now.timestamp_millis(), half_life);
         let weights = spec
+            .as_ref()
             .map(|s| &s.fair_share_weights)
             .filter(|w| !w.is_empty());
         let weight = match weights {

@@ -31,6 +31,8 @@ pub struct TickReport {
     pub drained: u32,
     /// Slices whose host stayed silent past the grace period.
     pub lost: u32,
+    /// Planned pool changes that took effect (their GPUs emptied).
+    pub pool_changes: u32,
 }
 
 impl Service {
@@ -41,6 +43,7 @@ impl Service {
         let drained = self.end_drains(now).await?;
         let lost = self.mark_lost_hosts(now).await?;
         let timed_out = self.fail_stuck(now).await?;
+        let pool_changes = self.complete_pool_changes(now).await?;
         let report = TickReport {
             expired,
             timed_out,
@@ -48,6 +51,7 @@ impl Service {
             warned: self.warn_leases(now).await?,
             drained,
             lost,
+            pool_changes,
         };
         if report.expired + report.timed_out + report.placed + report.drained > 0 {
             self.desired_changed(None);
@@ -211,7 +215,7 @@ impl Service {
         let mut w = self.begin_admission().await?;
         let mut placed = 0;
         for pool in queued_pools {
-            let Ok(spec) = self.pool_spec("pool", &pool).cloned() else {
+            let Ok(spec) = self.pool_spec(w.db(), "pool", &pool).await else {
                 continue;
             };
             let planned = self.plan_pool(w.db(), &spec, now, None, false).await?;

@@ -184,6 +184,7 @@ impl Service {
             })
             .collect();
         let host_ids: Vec<i64> = online.iter().map(|h| h.id).collect();
+        let pools = self.pools(conn).await?;
         // Only the pool's models (the first pool listing a model owns it; checked below).
         let models: Vec<String> = pool
             .models
@@ -212,7 +213,7 @@ impl Service {
             let mut host_gpus = Vec::new();
             let mut by_index = BTreeMap::new();
             for g in gpus.iter().filter(|g| g.host_id == h.id) {
-                if pool_of(&self.settings.pools, &g.model).map(|p| p.name.as_str())
+                if pool_of(&pools, &h.hostname, &g.model).map(|p| p.name.as_str())
                     != Some(pool.name.as_str())
                     || (view == View::Live && !crate::fleet::takes_placements(h, g))
                 {

@@ -24,13 +24,14 @@ impl Service {
         row: allocation::Model,
         tenant_slug: &str,
     ) -> Result<AllocationView, ServiceError> {
+        let pools = self.pools(&self.db).await?;
         if row.state != AllocationPhase::Queued {
-            let mut view = self.view_with(row.clone(), tenant_slug, &Default::default())?;
+            let mut view = self.view_with(row.clone(), tenant_slug, &Default::default(), &pools)?;
             view.drain = self.drain_notice(&row).await?;
             return Ok(view);
         }
         let positions = self.queues(&self.db).await?;
-        let mut view = self.view_with(row.clone(), tenant_slug, &positions)?;
+        let mut view = self.view_with(row.clone(), tenant_slug, &positions, &pools)?;
         let (why, start) = self.waiting_for(&row).await?;
         view.waiting_for = Some(why);
         view.estimated_start = start;
@@ -69,7 +70,7 @@ impl Service {
         &self,
         row: &allocation::Model,
     ) -> Result<(String, Option<DateTime<Utc>>), ServiceError> {
-        let Ok(spec) = self.pool_spec("pool", &row.pool).cloned() else {
+        let Ok(spec) = self.pool_spec(&self.db, "pool", &row.pool).await else {
             return Ok((
                 format!(
                     "pool '{}' is no longer offered; cancel the request",
@@ -110,6 +111,7 @@ impl Service {
         row: allocation::Model,
         tenant_slug: &str,
         queues: &std::collections::BTreeMap<String, Vec<tessera_core::schedule::QueueEntry>>,
+        pools: &[crate::pools::PoolSpec],
     ) -> Result<AllocationView, ServiceError> {
         // A row that does not read back is an error, not a guess.
         let state = Some(row.lifecycle()?);
@@ -176,9 +178,7 @@ impl Service {
             }
             _ => None,
         };
-        let max_lease_hours = self
-            .settings
-            .pools
+        let max_lease_hours = pools
             .iter()
             .find(|p| p.name == row.pool)
             .map_or(0, |p| p.max_lease_hours);
@@ -237,12 +237,13 @@ impl Service {
             .all(&self.db)
             .await?;
         let queues = self.queues(&self.db).await?;
+        let pools = self.pools(&self.db).await?;
         let (open, ended): (Vec<_>, Vec<_>) = rows
             .into_iter()
             .partition(|r| AllocationPhase::OPEN.contains(&r.state));
         open.into_iter()
             .chain(ended.into_iter().take(100))
-            .map(|r| self.view_with(r, &actor.tenant_slug, &queues))
+            .map(|r| self.view_with(r, &actor.tenant_slug, &queues, &pools))
             .collect()
     }
 
@@ -375,7 +376,7 @@ impl Service {
                 "allocation {id} is {state}; only an active lease can be extended"
             )));
         };
-        let max = self.pool_spec("pool", &row.pool)?.max_lease_hours;
+        let max = self.pool_spec(w.db(), "pool", &row.pool).await?.max_lease_hours;
         let later = |at: DateTime<Utc>, hours: u32| {
             Duration::try_hours(i64::from(hours)).and_then(|d| at.checked_add_signed(d))
         };
@@ -409,7 +410,7 @@ impl Service {
     pub async fn quota_views(&self, tenant_id: i64) -> Result<Vec<QuotaView>, ServiceError> {
         let now = self.now();
         let mut out = Vec::new();
-        for p in &self.settings.pools {
+        for p in &self.pools(&self.db).await? {
             let v = Self::quota_view(&self.db, tenant_id, &p.name, now).await?;
             if !v.quota.is_zero() || v.usage.slices > 0 {
                 out.push(v);
@@ -434,12 +435,20 @@ impl Service {
             .all(&self.db)
             .await?;
         let queues = self.queues(&self.db).await?;
+        let specs = self.pools(&self.db).await?;
+        let hostnames: std::collections::BTreeMap<i64, String> = crate::entity::host::Entity::find()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|h| (h.id, h.hostname))
+            .collect();
         let mut pools = Vec::new();
-        for p in &self.settings.pools {
+        for p in &specs {
             let gpus_online = gpus
                 .iter()
                 .filter(|g| {
-                    crate::pools::pool_of(&self.settings.pools, &g.model).map(|x| x.name.as_str())
+                    let host = hostnames.get(&g.host_id).map_or("", String::as_str);
+                    crate::pools::pool_of(&specs, host, &g.model).map(|x| x.name.as_str())
                         == Some(p.name.as_str())
                 })
                 .count();

@@ -8,6 +8,7 @@ pub mod host;
 pub mod join_token;
 pub mod membership;
 pub mod notification;
+pub mod pool;
 pub mod quota;
 pub mod quota_grant;
 pub mod quota_request;

@@ -11,7 +11,27 @@ pub struct Model {
     pub name: String,
     pub cost_centre: Option<String>,
     pub created_at: DateTimeUtc,
+    /// IdP groups whose members are tenant members (`None`: not yet set
+    /// in the database; the configuration's apply).
+    pub member_groups: Option<Groups>,
+    /// IdP groups whose members are tenant admins (`None` as above).
+    pub admin_groups: Option<Groups>,
+    /// Bumped by every change; an edit names the revision it started from.
+    pub revision: i64,
 }
+
+/// IdP group names, as stored.
+#[derive(
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    sea_orm::FromJsonQueryResult,
+)]
+pub struct Groups(pub Vec<String>);
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use tessera_core::availability::{OpsAction, OpsMode};
 use tessera_core::health::{GpuHealth, HealthVerdict};
 use tessera_core::lifecycle::{AllocationPhase, AllocationState, QuotaRequestState};
+use tessera_core::pool::{GpuMove, PoolSpec};
 use tessera_core::quota::Quota;
 use tessera_core::sharing::SliceShape;
 
@@ -42,6 +43,19 @@ impl TenantRef {
             name: t.name.clone(),
         }
     }
+}
+
+/// A tenant's editable fields, as the audit log records them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TenantFields {
+    /// Display name.
+    pub name: String,
+    /// Cost centre.
+    pub cost_centre: Option<String>,
+    /// IdP groups of members.
+    pub member_groups: Vec<String>,
+    /// IdP groups of tenant admins.
+    pub admin_groups: Vec<String>,
 }
 
 /// The allocation an event concerns, as it was when the event happened.
@@ -466,21 +480,59 @@ pub enum DomainEvent {
         /// The verdict now, with its reasons.
         after: GpuHealth,
     },
-    /// A tenant from the configuration was created.
+    /// A tenant was created (seeded from the configuration, or by a
+    /// platform admin).
     TenantCreated {
         /// The tenant.
         tenant: TenantRef,
-        /// Its cost centre.
-        cost_centre: Option<String>,
+        /// What it was created with.
+        fields: TenantFields,
     },
-    /// A tenant's name or cost centre changed in the configuration.
+    /// A platform admin changed a tenant.
     TenantUpdated {
         /// The tenant (new name).
         tenant: TenantRef,
-        /// Name and cost centre before.
-        before: (String, Option<String>),
-        /// Cost centre after.
-        cost_centre: Option<String>,
+        /// Before.
+        before: TenantFields,
+        /// After.
+        after: TenantFields,
+    },
+    /// A pool was created (seeded from the configuration, or by a
+    /// platform admin).
+    PoolCreated {
+        /// Its definition.
+        spec: PoolSpec,
+    },
+    /// A change to a pool took effect: at once, or once the GPUs it moves
+    /// were empty (`planned_by`: who planned it).
+    PoolChanged {
+        /// Before.
+        before: PoolSpec,
+        /// After.
+        after: PoolSpec,
+        /// Who planned a change that waited for GPUs to empty.
+        planned_by: Option<String>,
+    },
+    /// A change to a pool waits for GPUs with slices on them, which are
+    /// being drained.
+    PoolChangePlanned {
+        /// Before.
+        before: PoolSpec,
+        /// What it will be.
+        after: PoolSpec,
+        /// The GPUs being drained for it.
+        moves: Vec<GpuMove>,
+        /// Why.
+        reason: String,
+        /// When the slices still there end.
+        drain_deadline: DateTime<Utc>,
+    },
+    /// A planned change to a pool was called off (its GPUs resume).
+    PoolChangeCancelled {
+        /// The definition that stays.
+        spec: PoolSpec,
+        /// The one that was planned.
+        planned: PoolSpec,
     },
     /// A user signed in.
     UserLoggedIn {
@@ -570,6 +622,8 @@ impl DomainEvent {
                 ..
             } => grows,
             Self::GpuHealthChanged { after, .. } if after.verdict.takes_placements() => grows,
+            // What a pool offers or holds changed: the queue may move.
+            Self::PoolChanged { .. } | Self::PoolChangeCancelled { .. } => grows,
             Self::AllocationProvisioning { .. }
             | Self::AllocationActivated { .. }
             | Self::AllocationTeardownFailed { .. }
@@ -594,6 +648,8 @@ impl DomainEvent {
             | Self::GpuHealthChanged { .. }
             | Self::TenantCreated { .. }
             | Self::TenantUpdated { .. }
+            | Self::PoolCreated { .. }
+            | Self::PoolChangePlanned { .. }
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
             | Self::WebhookSet { .. }

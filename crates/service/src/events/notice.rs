@@ -375,6 +375,10 @@ impl DomainEvent {
             | Self::HostFirstReport { .. }
             | Self::TenantCreated { .. }
             | Self::TenantUpdated { .. }
+            | Self::PoolCreated { .. }
+            | Self::PoolChanged { .. }
+            | Self::PoolChangePlanned { .. }
+            | Self::PoolChangeCancelled { .. }
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
             | Self::WebhookSet { .. }

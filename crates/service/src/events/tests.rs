@@ -22,6 +22,23 @@ fn alloc() -> AllocationRef {
     }
 }
 
+fn fields() -> TenantFields {
+    TenantFields {
+        name: "Vision".into(),
+        cost_centre: Some("CC-1".into()),
+        member_groups: vec!["vision".into()],
+        admin_groups: vec!["vision-leads".into()],
+    }
+}
+
+fn pool() -> tessera_core::pool::PoolSpec {
+    tessera_core::pool::PoolSpec::new(
+        "a30",
+        tessera_core::sharing::SharingMode::Mig,
+        &["A30"],
+    )
+}
+
 fn tenant() -> TenantRef {
     TenantRef {
         id: 3,
@@ -317,7 +334,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::TenantCreated {
                 tenant: tenant(),
-                cost_centre: None,
+                fields: fields(),
             },
             Some("tenant.create"),
             None,
@@ -325,10 +342,46 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::TenantUpdated {
                 tenant: tenant(),
-                before: ("Old".into(), None),
-                cost_centre: None,
+                before: TenantFields {
+                    name: "Old".into(),
+                    ..fields()
+                },
+                after: fields(),
             },
             Some("tenant.update"),
+            None,
+        ),
+        (
+            DomainEvent::PoolCreated { spec: pool() },
+            Some("pool.create"),
+            None,
+        ),
+        (
+            DomainEvent::PoolChanged {
+                before: pool(),
+                after: pool(),
+                planned_by: None,
+            },
+            Some("pool.update"),
+            None,
+        ),
+        (
+            DomainEvent::PoolChangePlanned {
+                before: pool(),
+                after: pool(),
+                moves: vec![],
+                reason: "to MPS".into(),
+                drain_deadline: at,
+            },
+            Some("pool.plan_change"),
+            None,
+        ),
+        (
+            DomainEvent::PoolChangeCancelled {
+                spec: pool(),
+                planned: pool(),
+            },
+            Some("pool.cancel_change"),
             None,
         ),
         (
@@ -476,6 +529,10 @@ fn index(e: &DomainEvent) -> usize {
         DomainEvent::AllocationCapacityLost { .. } => 35,
         DomainEvent::AllocationCapacityRestored { .. } => 36,
         DomainEvent::GpuHealthChanged { .. } => 37,
+        DomainEvent::PoolCreated { .. } => 38,
+        DomainEvent::PoolChanged { .. } => 39,
+        DomainEvent::PoolChangePlanned { .. } => 40,
+        DomainEvent::PoolChangeCancelled { .. } => 41,
     }
 }
 
@@ -484,7 +541,7 @@ fn every_event_kind_has_its_pinned_names() {
     let samples = samples();
     let mut seen: Vec<usize> = samples.iter().map(|(e, _, _)| index(e)).collect();
     seen.sort_unstable();
-    assert_eq!(seen, (0..=37).collect::<Vec<_>>(), "one sample per variant");
+    assert_eq!(seen, (0..=41).collect::<Vec<_>>(), "one sample per variant");
     for (event, action, kind) in &samples {
         assert_eq!(
             event.action().map(AuditAction::as_str),
@@ -538,7 +595,7 @@ fn placing_and_ending_wake_the_host_and_quota_growth_retries_the_queue() {
         .filter(|(e, _, _)| e.after_commit().retries_queue)
         .map(|(e, _, _)| index(e))
         .collect();
-    assert_eq!(grows, [12, 13, 18, 35]);
+    assert_eq!(grows, [12, 13, 18, 35, 39, 41]);
     // A placed slice that lost its GPU goes back to the queue: its host's
     // desired state loses it, and the queue is tried again.
     let requeued = DomainEvent::AllocationCapacityLost {

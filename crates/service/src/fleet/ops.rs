@@ -6,6 +6,7 @@ use crate::allocations::{live_on_host, AllocationRow};
 use crate::audit::Actor;
 use crate::entity::{gpu, host};
 use crate::events::{AllocationRef, DomainEvent};
+use crate::write::Write;
 use crate::{PlatformAdmin, Service, ServiceError};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use tessera_core::availability::{apply, OpsAction, OpsError, OpsMode, OpsOutcome, OpsTarget};
@@ -92,8 +93,28 @@ impl Service {
         index: Option<u32>,
         req: &OpsRequest,
     ) -> Result<Option<OpsView>, ServiceError> {
-        let now = self.now();
         let mut w = self.begin_write().await?;
+        let by = admin.principal().name().to_owned();
+        let (view, desired_changed) = self.operate_in(&mut w, &by, host_id, index, req).await?;
+        w.commit(self, &Actor::User(admin.principal())).await?;
+        if desired_changed {
+            self.desired_changed(Some(host_id));
+        }
+        Ok(view)
+    }
+
+    /// The decision inside the caller's write, made by `by`. Returns the
+    /// decision after it (`None`: decommissioned) and whether the host's
+    /// desired state changed (a placed slice went elsewhere).
+    pub(crate) async fn operate_in(
+        &self,
+        w: &mut Write,
+        by: &str,
+        host_id: i64,
+        index: Option<u32>,
+        req: &OpsRequest,
+    ) -> Result<(Option<OpsView>, bool), ServiceError> {
+        let now = self.now();
         let h = host::Entity::find_by_id(host_id)
             .one(w.db())
             .await?
@@ -134,7 +155,7 @@ impl Service {
         let outcome = apply(target, current, req.action, live.len(), &req.reason)
             .map_err(|e| refused(&what, e))?;
         let reason = req.reason.trim().to_owned();
-        let by = admin.principal().name().to_owned();
+        let by = by.to_owned();
         let gpu_ref = g
             .as_ref()
             .map(|g| (u32::try_from(g.idx).unwrap_or(0), g.uuid.clone()));
@@ -154,8 +175,7 @@ impl Service {
                     reason,
                     drain_deadline: None,
                 });
-                w.commit(self, &Actor::User(admin.principal())).await?;
-                return Ok(None);
+                return Ok((None, false));
             }
             OpsOutcome::Mode(m) => m,
         };
@@ -201,7 +221,7 @@ impl Service {
                     // Nothing on the GPU yet: placed elsewhere at once.
                     AllocationPhase::Placed => {
                         let why = format!("{what} is being drained: {reason}");
-                        desired_changed |= self.lose_capacity(&mut w, a, why, now).await?;
+                        desired_changed |= self.lose_capacity(w, a, why, now).await?;
                     }
                     AllocationPhase::Provisioning | AllocationPhase::Active => {
                         w.emit(DomainEvent::AllocationDraining {
@@ -215,10 +235,6 @@ impl Service {
                 }
             }
         }
-        w.commit(self, &Actor::User(admin.principal())).await?;
-        if desired_changed {
-            self.desired_changed(Some(host_id));
-        }
-        Ok(Some(view))
+        Ok((Some(view), desired_changed))
     }
 }

@@ -56,6 +56,7 @@ impl Service {
             .all(&self.db)
             .await?;
         let offline_after = self.settings.host_offline_after;
+        let specs = self.pools(&self.db).await?;
         let slugs: BTreeMap<i64, String> = crate::entity::tenant::Entity::find()
             .all(&self.db)
             .await?
@@ -148,7 +149,7 @@ impl Service {
                                 .filter(|(start, _, _)| start.is_none())
                                 .map(|(_, t, label)| format!("{t}: {label}"))
                                 .collect(),
-                            pool: pools::pool_of(&self.settings.pools, &g.model)
+                            pool: pools::pool_of(&specs, &h.hostname, &g.model)
                                 .map(|p| p.name.clone()),
                         })
                     })
@@ -175,12 +176,10 @@ impl Service {
             })
             .collect::<Result<Vec<HostView>, ServiceError>>()?;
         let mut shape_of_pools = Vec::new();
-        for p in &self.settings.pools {
+        for p in &specs {
             shape_of_pools.push(self.pool_shape(p, now).await?);
         }
-        let pools = self
-            .settings
-            .pools
+        let pools = specs
             .iter()
             .zip(shape_of_pools)
             .map(|(p, (frag, unplaceable))| {

@@ -131,7 +131,7 @@ impl Service {
         admin: &PlatformAdmin<'_>,
         req: &SetQuota,
     ) -> Result<QuotaView, ServiceError> {
-        let spec = self.pool_spec("pool", &req.pool)?.clone();
+        let spec = self.pool_spec(&self.db, "pool", &req.pool).await?;
         let q = amount(&req.amount)?;
         let now = self.now();
         let mut w = self.begin_admission().await?;
@@ -156,7 +156,7 @@ impl Service {
         admin: &PlatformAdmin<'_>,
         req: &NewQuotaGrant,
     ) -> Result<QuotaView, ServiceError> {
-        let spec = self.pool_spec("pool", &req.pool)?.clone();
+        let spec = self.pool_spec(&self.db, "pool", &req.pool).await?;
         let extra = amount(&req.amount)?;
         if extra.is_zero() {
             return Err(ServiceError::invalid(
@@ -244,10 +244,11 @@ impl Service {
             .order_by_asc(tenant::Column::Name)
             .all(&self.db)
             .await?;
+        let pools = self.pools(&self.db).await?;
         let mut out = Vec::new();
         for t in tenants {
             let mut quotas = Vec::new();
-            for p in &self.settings.pools {
+            for p in &pools {
                 quotas.push(Self::quota_view(&self.db, t.id, &p.name, now).await?);
             }
             let pending = quota_request::Entity::find()
@@ -278,8 +279,9 @@ impl Service {
             return Err(ServiceError::not_found(format!("tenant '{slug}'")));
         }
         let now = self.now();
+        let pools = self.pools(&self.db).await?;
         let mut quotas = Vec::new();
-        for p in &self.settings.pools {
+        for p in &pools {
             let v = Self::quota_view(&self.db, t.id, &p.name, now).await?;
             if !v.quota.is_zero() || v.usage.slices > 0 {
                 quotas.push(v);
@@ -290,7 +292,7 @@ impl Service {
             slug: t.slug,
             name: t.name,
             quotas,
-            pools: self.settings.pools.iter().map(|p| p.name.clone()).collect(),
+            pools: pools.iter().map(|p| p.name.clone()).collect(),
             requests,
             can_submit: role == Some(TenantRole::TenantAdmin),
         })

@@ -34,7 +34,7 @@ impl Service {
             }
             None => return Err(ServiceError::not_found(format!("tenant '{}'", req.tenant))),
         };
-        let spec = self.pool_spec("pool", &req.pool)?.clone();
+        let spec = self.pool_spec(&self.db, "pool", &req.pool).await?;
         let q = amount(&req.amount)?;
         if q.is_zero() {
             return Err(ServiceError::invalid(

@@ -112,6 +112,7 @@ impl Service {
     /// them, and how much quota all tenants have there.
     async fn pool_capacity(&self, pool: &str) -> Result<PoolCapacityView, ServiceError> {
         let online = self.online_host_ids().await?;
+        let pools = self.pools(&self.db).await?;
         let hosts: std::collections::BTreeMap<i64, crate::entity::host::Model> =
             crate::entity::host::Entity::find()
                 .filter(crate::entity::host::Column::Id.is_in(online.clone()))
@@ -129,8 +130,10 @@ impl Service {
                 hosts
                     .get(&g.host_id)
                     .is_some_and(|h| crate::fleet::takes_placements(h, g))
-                    && crate::pools::pool_of(&self.settings.pools, &g.model)
-                        .is_some_and(|p| p.name == pool)
+                    && hosts.get(&g.host_id).is_some_and(|h| {
+                        crate::pools::pool_of(&pools, &h.hostname, &g.model)
+                            .is_some_and(|p| p.name == pool)
+                    })
             })
             .collect();
         let total = Quota {

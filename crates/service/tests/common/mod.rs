@@ -87,19 +87,9 @@ pub fn directory() -> Directory {
 /// [`production_pools`]).
 pub fn pools() -> Vec<PoolSpec> {
     let pool = |name: &str, sharing, model: &str| PoolSpec {
-        name: name.into(),
         description: format!("{name} pool"),
-        sharing,
         isolation: IsolationClass::Batch,
-        models: vec![model.into()],
-        time_slice_replicas: 1,
-        allowed_mig_profiles: vec![],
-        max_lease_hours: 72,
-        queue: Default::default(),
-        reserve_after_minutes: 30,
-        fair_share_weights: Default::default(),
-        usage_half_life_hours: 24,
-        on_release: Default::default(),
+        ..PoolSpec::new(name, sharing, &[model])
     };
     use tessera_core::sharing::SharingMode;
     let mut l4 = pool("l4-shared", SharingMode::TimeSlicing, "L4");
@@ -225,7 +215,7 @@ async fn fixture_with(pools: Vec<PoolSpec>, lost_after: Duration) -> Fixture {
         },
         clock.clone(),
     );
-    service.sync_tenants().await.expect("sync tenants");
+    service.seed_policy().await.expect("seed pools and tenants");
     Fixture { service, clock }
 }
 

@@ -1,0 +1,151 @@
+// Pools and tenants edited in the browser by a platform admin: a tenant
+// created from the form grants its group's members their role at their next
+// sign-in; a pool change that would move a GPU with a slice on it is
+// reviewed first (which slice must end), planned with a drain, and can be
+// called off; a new pool is created from the form.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { startStack, newPage, screenshot, signIn, hydrated, waitFor, ROOT } from './harness.mjs';
+
+/** Screenshots in light and dark, desktop and mobile, signed in as alice. */
+async function looks(stack, url, name, ready = async () => {}) {
+  for (const colorScheme of ['light', 'dark']) {
+    const { context, page } = await newPage(stack, { colorScheme });
+    await signIn(stack, page, 'alice', url);
+    await hydrated(page);
+    await ready(page);
+    await screenshot(page, `${name}-${colorScheme}-desktop`);
+    await page.setViewportSize({ width: 390, height: 844 });
+    await screenshot(page, `${name}-${colorScheme}-mobile`);
+    await context.close();
+  }
+}
+
+describe('pools and tenants in the browser', () => {
+  let stack;
+  let token;
+  before(async () => {
+    stack = await startStack({ hosts: [path.join(ROOT, 'end2end', 'hosts', 'gpu-h100-e2e.toml')] });
+    token = stack.apiToken('vision');
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('a tenant created in the browser gives its group members a role at their next sign-in', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/admin/tenants');
+    await hydrated(page);
+    await page.click('[data-test=new-tenant] summary');
+    const form = page.locator('[data-test=new-tenant] [data-test=tenant-form]');
+    await form.locator('[data-test=tenant-slug]').fill('robotics');
+    await form.locator('[data-test=tenant-name]').fill('Robotics');
+    await form.locator('[data-test=tenant-cost-centre]').fill('CC-77');
+    await form.locator('[data-test=tenant-member-groups]').fill('nlp-team');
+    await form.locator('[data-test=save-tenant]').click();
+    await page.waitForSelector('[data-test=tenant-saved]');
+    const row = page.locator('[data-test=tenant-row][data-tenant=robotics]');
+    await row.waitFor();
+    assert.equal((await row.locator('[data-test=member-groups]').textContent()).trim(), 'nlp-team');
+
+    // A mistake is refused with the field named, and nothing changes.
+    await page.click('[data-test=new-tenant] summary');
+    await form.locator('[data-test=tenant-slug]').fill('robotics');
+    await form.locator('[data-test=tenant-name]').fill('Again');
+    await form.locator('[data-test=save-tenant]').click();
+    const err = page.locator('[data-test=form-error]');
+    await err.waitFor();
+    assert.match(await err.textContent(), /already a tenant 'robotics'/);
+
+    // Dave (nlp-team) now sees the tenant after signing in.
+    const dave = await newPage(stack);
+    await signIn(stack, dave.page, 'dave', '/');
+    await hydrated(dave.page);
+    await dave.page.waitForSelector('[data-test=nav-tenant][href="/t/robotics"]');
+    await dave.context.close();
+
+    // Renaming it is audited.
+    await row.locator('[data-test=edit-tenant] summary').click();
+    await row.locator('[data-test=tenant-name]').fill('Robotics Lab');
+    await row.locator('[data-test=save-tenant]').click();
+    await waitFor(async () => (await row.textContent()).includes('Robotics Lab'), { what: 'renamed tenant' });
+    await page.goto(`${stack.appUrl}/audit?action=tenant.`);
+    await hydrated(page);
+    const audit = await page.locator('main').textContent();
+    assert.match(audit, /tenant\.update/);
+    assert.match(audit, /tenant\.create/);
+    await context.close();
+    await looks(stack, '/admin/tenants', 'admin-tenants');
+  });
+
+  it('a pool change that moves a busy GPU is reviewed, planned with a drain, and called off', async () => {
+    const made = await stack.api(token, 'POST', '/allocations', { pool: 'h100-mig', shape: { kind: 'mig', profile: '1g.10gb' }, lease_hours: 4 });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    await waitFor(async () => (await stack.api(token, 'GET', `/allocations/${made.body.id}`)).body.state === 'active',
+      { what: 'active slice' });
+
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/admin/pools');
+    await hydrated(page);
+    const card = page.locator('[data-test=pool][data-pool=h100-mig]');
+    await card.locator('[data-test=edit-pool] summary').click();
+    await card.locator('[data-test=pool-sharing-input]').selectOption('exclusive');
+    await card.locator('[data-test=pool-reason]').fill('whole GPUs for the training push');
+    await card.locator('[data-test=review-pool]').click();
+    const review = page.locator('[data-test=pool-review]');
+    await review.waitFor();
+    assert.match(await review.locator('[data-test=review-changes]').textContent(), /sharing\s*mig\s*exclusive/);
+    const drain = await review.locator('[data-test=review-drain]').textContent();
+    assert.match(drain, /1 slice must end first/);
+    assert.match(drain, new RegExp(`#${made.body.id} MIG 1g.10gb \\(vision\\)`));
+    await screenshot(page, 'admin-pool-review');
+    // Reviewing changed nothing.
+    assert.equal((await stack.api(token, 'GET', `/allocations/${made.body.id}`)).body.state, 'active');
+
+    await review.locator('[data-test=apply-pool]').click();
+    const planned = card.locator('[data-test=planned-change]');
+    await planned.waitFor();
+    assert.match(await planned.textContent(), /whole GPUs for the training push/);
+    assert.match(await planned.textContent(), /Waiting for 1 slice/);
+    // The owner is told the slice is being drained.
+    const slice = (await stack.api(token, 'GET', `/allocations/${made.body.id}`)).body;
+    assert.ok(slice.drain, JSON.stringify(slice));
+    await screenshot(page, 'admin-pool-planned');
+    await looks(stack, '/admin/pools', 'admin-pools-planned');
+
+    await planned.locator('[data-test=cancel-change]').click();
+    await waitFor(async () => (await card.locator('[data-test=planned-change]').count()) === 0, { what: 'change cancelled' });
+    await waitFor(async () => !(await stack.api(token, 'GET', `/allocations/${made.body.id}`)).body.drain,
+      { what: 'the drain is lifted' });
+    assert.equal((await card.locator('[data-test=pool-sharing]').textContent()).trim(), 'mig');
+    await stack.api(token, 'POST', `/allocations/${made.body.id}/release`);
+    await context.close();
+  });
+
+  it('a new pool is created from the form', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/admin/pools');
+    await hydrated(page);
+    await page.click('[data-test=new-pool] summary');
+    const form = page.locator('[data-test=new-pool] [data-test=pool-form]');
+    await form.locator('[data-test=pool-name]').fill('l40s-dev');
+    await form.locator('[data-test=pool-sharing-input]').selectOption('time-slicing');
+    await form.locator('[data-test=pool-models-input]').fill('L40S');
+    await form.locator('[data-test=review-pool]').click();
+    const review = page.locator('[data-test=pool-review]');
+    await review.locator('[data-test=review-immediate]').waitFor();
+    await review.locator('[data-test=apply-pool]').click();
+    await page.locator('[data-test=pool][data-pool=l40s-dev]').waitFor();
+    // An unknown model is refused, naming the field.
+    await page.click('[data-test=new-pool] summary');
+    await form.locator('[data-test=pool-name]').fill('odd');
+    await form.locator('[data-test=pool-models-input]').fill('Mystery9000');
+    await form.locator('[data-test=review-pool]').click();
+    const err = page.locator('[data-test=form-error]');
+    await err.waitFor();
+    assert.match(await err.textContent(), /models: 'Mystery9000' is not a known model/);
+    await context.close();
+    await looks(stack, '/admin/pools', 'admin-pools');
+  });
+});
