@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startStack, newPage, screenshot, signIn, hydrated, waitFor } from './harness.mjs';
+import { startStack, newPage, screenshot, signIn, hydrated, waitFor, looks } from './harness.mjs';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tessera-e2e-hosts-'));
 const hostFile = (name) => {
@@ -24,20 +24,6 @@ const mpsHost = () => {
   writeFileSync(file, 'hostname = "gpu-ops-mps"\ncpu_cores = 16\nmemory_gib = 128\n\n[[gpus]]\nmodel = "A30-24GB"\ncount = 1\n');
   return file;
 };
-
-/** Screenshots of a page in light and dark, desktop and mobile. */
-async function looks(stack, url, name, ready) {
-  for (const colorScheme of ['light', 'dark']) {
-    const { context, page } = await newPage(stack, { colorScheme });
-    await signIn(stack, page, 'alice', url);
-    await hydrated(page);
-    await ready(page);
-    await screenshot(page, `${name}-${colorScheme}-desktop`);
-    await page.setViewportSize({ width: 390, height: 844 });
-    await screenshot(page, `${name}-${colorScheme}-mobile`);
-    await context.close();
-  }
-}
 
 describe('fleet operations', () => {
   let stack;

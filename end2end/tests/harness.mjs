@@ -180,6 +180,21 @@ export async function screenshot(page, name) {
   await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
 }
 
+/** Screenshots of a page in light and dark, desktop and mobile, signed in
+ * as `user` (a platform admin by default), once `ready` says it is. */
+export async function looks(stack, url, name, ready = async () => {}, user = 'alice') {
+  for (const colorScheme of ['light', 'dark']) {
+    const { context, page } = await newPage(stack, { colorScheme });
+    await signIn(stack, page, user, url);
+    await hydrated(page);
+    await ready(page);
+    await screenshot(page, `${name}-${colorScheme}-desktop`);
+    await page.setViewportSize({ width: 390, height: 844 });
+    await screenshot(page, `${name}-${colorScheme}-mobile`);
+    await context.close();
+  }
+}
+
 /** Fills the IdP's login form (the page must be on it). */
 export async function signInAtIdp(page, username, password = PASSWORD) {
   await page.waitForSelector('#username');

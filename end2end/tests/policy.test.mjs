@@ -6,21 +6,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { startStack, newPage, screenshot, signIn, hydrated, waitFor, ROOT } from './harness.mjs';
-
-/** Screenshots in light and dark, desktop and mobile, signed in as alice. */
-async function looks(stack, url, name, ready = async () => {}) {
-  for (const colorScheme of ['light', 'dark']) {
-    const { context, page } = await newPage(stack, { colorScheme });
-    await signIn(stack, page, 'alice', url);
-    await hydrated(page);
-    await ready(page);
-    await screenshot(page, `${name}-${colorScheme}-desktop`);
-    await page.setViewportSize({ width: 390, height: 844 });
-    await screenshot(page, `${name}-${colorScheme}-mobile`);
-    await context.close();
-  }
-}
+import { startStack, newPage, screenshot, signIn, hydrated, waitFor, looks, ROOT } from './harness.mjs';
 
 describe('pools and tenants in the browser', () => {
   let stack;

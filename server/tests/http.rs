@@ -1105,6 +1105,38 @@ async fn every_mutating_endpoint_leaves_exactly_one_audit_event() {
             None,
         ),
         (
+            "pool.create",
+            "POST",
+            "/api/v1/pools".into(),
+            admin.clone(),
+            Some(r#"{"spec":{"name":"t4-new","sharing":"time-slicing","models":["T4"],"time_slice_replicas":4}}"#.into()),
+            None,
+        ),
+        (
+            "pool.update",
+            "PUT",
+            "/api/v1/pools/t4-new".into(),
+            admin.clone(),
+            Some(r#"{"spec":{"name":"t4-new","description":"edge","sharing":"time-slicing","models":["T4"],"time_slice_replicas":4},"revision":1}"#.into()),
+            None,
+        ),
+        (
+            "tenant.create",
+            "POST",
+            "/api/v1/tenants".into(),
+            admin.clone(),
+            Some(r#"{"slug":"robotics","name":"Robotics","member_groups":["robots"]}"#.into()),
+            None,
+        ),
+        (
+            "tenant.update",
+            "PUT",
+            "/api/v1/tenants/robotics".into(),
+            admin.clone(),
+            Some(r#"{"slug":"robotics","name":"Robotics Lab","member_groups":["robots"],"revision":1}"#.into()),
+            None,
+        ),
+        (
             "join_token.create",
             "POST",
             "/api/ui/create_join_token".into(),
@@ -1468,4 +1500,88 @@ async fn webhooks_are_signed_and_retried_until_delivered() {
         .await;
     assert_eq!(view["deliveries"][0]["status"], "delivered", "{view}");
     assert_eq!(view["deliveries"][0]["attempts"], 2);
+}
+
+#[tokio::test]
+async fn pools_and_tenants_are_for_platform_admins_and_bad_edits_change_nothing() {
+    let app = app().await;
+    let member = app.sign_in("mia", &["vision"]).await;
+    let admin = app.sign_in("root", &["admins"]).await;
+    let token = app.api_token("vision").await;
+    let (status, body) = app.send("GET", "/api/v1/pools", &member, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, body) = app.send("GET", "/api/v1/tenants", &member, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let new_pool = r#"{"spec":{"name":"t4","sharing":"exclusive","models":["T4"]}}"#;
+    let (status, body) = app
+        .post_json("/api/v1/pools", Some(&token), new_pool)
+        .await;
+    assert!(status.is_client_error(), "{status} {body}");
+    let before = app.audit_count().await;
+    // Mistakes are 400s that name the field; a stale revision is a 409.
+    for (method, path, body, status, says) in [
+        (
+            "POST",
+            "/api/v1/pools",
+            r#"{"spec":{"name":"x","sharing":"mig","models":["L4"]}}"#,
+            StatusCode::BAD_REQUEST,
+            "spec.sharing",
+        ),
+        (
+            "POST",
+            "/api/v1/pools",
+            r#"{"spec":{"name":"x","sharing":"exclusive","models":["T4"]},"colour":"red"}"#,
+            StatusCode::BAD_REQUEST,
+            "colour",
+        ),
+        (
+            "PUT",
+            "/api/v1/pools/l4",
+            r#"{"spec":{"name":"l4","sharing":"time-slicing","models":["L4"],"time_slice_replicas":3},"revision":7}"#,
+            StatusCode::CONFLICT,
+            "reload",
+        ),
+        (
+            "PUT",
+            "/api/v1/pools/l4",
+            r#"{"spec":{"name":"l4","sharing":"time-slicing","models":["L4"]}}"#,
+            StatusCode::BAD_REQUEST,
+            "revision",
+        ),
+        (
+            "POST",
+            "/api/v1/tenants",
+            r#"{"slug":"Big Team","name":"Big"}"#,
+            StatusCode::BAD_REQUEST,
+            "slug",
+        ),
+        (
+            "POST",
+            "/api/v1/tenants",
+            r#"{"slug":"vision","name":"Again"}"#,
+            StatusCode::CONFLICT,
+            "already",
+        ),
+    ] {
+        let (got, json) = app.send(method, path, &admin, Some(body)).await;
+        assert_eq!(got, status, "{method} {path}: {json}");
+        assert!(json["message"].as_str().unwrap_or_default().contains(says), "{json}");
+    }
+    assert_eq!(app.audit_count().await, before);
+    let (status, pools) = app.send("GET", "/api/v1/pools", &admin, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(pools["pools"][0]["spec"]["time_slice_replicas"], 2);
+    // What a change would do, without doing it.
+    let (status, preview) = app
+        .send(
+            "POST",
+            "/api/v1/pools/l4/preview",
+            &admin,
+            Some(r#"{"spec":{"name":"l4","sharing":"exclusive","models":["L4"]},"revision":1}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{preview}");
+    assert_eq!(preview["changes"][0]["field"], "sharing");
+    assert_eq!(preview["immediate"], true);
+    assert_eq!(app.audit_count().await, before);
 }
