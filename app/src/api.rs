@@ -577,9 +577,7 @@ pub async fn review_pool(
         usage_half_life_hours,
         on_release,
     };
-    let spec = form
-        .spec()
-        .map_err(tessera_service::ServiceError::from)?;
+    let spec = form.spec().map_err(tessera_service::ServiceError::from)?;
     let edit = tessera_protocol::views::PoolEdit {
         spec,
         revision,
@@ -624,8 +622,8 @@ pub async fn cancel_pool_change(name: String) -> Result<(), AppError> {
 
 /// Tenants with their IdP groups (platform admins).
 #[server(prefix = "/api/ui", endpoint = "list_tenants_admin")]
-pub async fn list_tenants_admin(
-) -> Result<Vec<tessera_protocol::views::TenantAdminView>, AppError> {
+pub async fn list_tenants_admin() -> Result<Vec<tessera_protocol::views::TenantAdminView>, AppError>
+{
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     Ok(service.tenants_admin(&admin).await?)
@@ -657,5 +655,90 @@ pub async fn save_tenant(
         Some(_) => service.update_tenant(&admin, &slug, &edit).await?,
         None => service.create_tenant(&admin, &edit).await?,
     };
+    Ok(())
+}
+
+/// The usage page: the report, the tenant it is for (`""`: all), and the
+/// tenants the viewer may choose.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsagePageData {
+    /// The report.
+    pub report: tessera_protocol::views::UsageReport,
+    /// The tenant shown (`""`: every tenant, for platform admins).
+    pub tenant: String,
+    /// (slug, name) the viewer may choose.
+    pub tenants: Vec<(String, String)>,
+    /// Whether the viewer is a platform admin.
+    pub admin: bool,
+}
+
+/// Usage and cost for a month (`""`: this one), a tenant (`""`: all for
+/// platform admins, else the viewer's first) and a grouping.
+#[server(prefix = "/api/ui", endpoint = "get_usage")]
+pub async fn get_usage(
+    #[server(default)] month: String,
+    #[server(default)] tenant: String,
+    #[server(default)] group_by: String,
+) -> Result<UsagePageData, AppError> {
+    use tessera_protocol::views::{UsageGrouping, UsageQuery};
+    let (service, viewer) = ssr::ctx().await?;
+    let who = viewer.require()?;
+    let admin = who.is_platform_admin();
+    let mut tenants: Vec<(String, String)> = who
+        .memberships()
+        .iter()
+        .map(|(_, m)| (m.slug.clone(), m.name.clone()))
+        .collect();
+    if admin {
+        tenants = service
+            .tenants_admin(&who.require_platform_admin()?)
+            .await?
+            .into_iter()
+            .map(|t| (t.slug, t.name))
+            .collect();
+    }
+    let tenant = match tenant {
+        t if t.is_empty() && !admin => tenants.first().map(|t| t.0.clone()).unwrap_or_default(),
+        t => t,
+    };
+    let query = UsageQuery {
+        month: (!month.is_empty()).then_some(month),
+        tenant: (!tenant.is_empty()).then(|| tenant.clone()),
+        group_by: UsageGrouping::parse(&group_by),
+        ..UsageQuery::default()
+    };
+    Ok(UsagePageData {
+        report: service.usage_report(who, &query).await?,
+        tenant,
+        tenants,
+        admin,
+    })
+}
+
+/// Every pool's prices.
+#[server(prefix = "/api/ui", endpoint = "list_prices")]
+pub async fn list_prices() -> Result<Vec<tessera_protocol::views::PriceView>, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    Ok(service.prices(viewer.require()?).await?)
+}
+
+/// Sets a pool's price from now (platform admins).
+#[server(prefix = "/api/ui", endpoint = "set_price")]
+pub async fn set_price(
+    pool: String,
+    currency: String,
+    gpu_hour: String,
+    #[server(default)] gib_hour: String,
+) -> Result<(), AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    let new = tessera_protocol::views::NewPrice {
+        pool,
+        currency,
+        gpu_hour,
+        gib_hour,
+        effective_from: None,
+    };
+    service.set_price(&admin, &new).await?;
     Ok(())
 }

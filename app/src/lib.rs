@@ -19,7 +19,7 @@ use pages::{
     not_found::NotFound, notifications::NotificationsPage, pools_admin::PoolsAdminPage,
     quotas_admin::QuotasAdminPage, request::RequestPage, signed_out::SignedOutPage,
     tenant::TenantPage, tenant_quota::TenantQuotaPage, tenants_admin::TenantsAdminPage,
-    webhook::WebhookPage,
+    usage::UsagePage, webhook::WebhookPage,
 };
 
 /// The HTML document around the app.
@@ -73,6 +73,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin/quotas") view=QuotasAdminPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/pools") view=PoolsAdminPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/tenants") view=TenantsAdminPage ssr=SsrMode::Async/>
+                    <Route path=path!("/usage") view=UsagePage ssr=SsrMode::Async/>
                     <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async/>
                     <Route path=path!("/signed-out") view=SignedOutPage ssr=SsrMode::Async/>
                 </Routes>

@@ -134,4 +134,50 @@ describe('pools and tenants in the browser', () => {
     await context.close();
     await looks(stack, '/admin/pools', 'admin-pools');
   });
+
+  it('a price set in the browser puts a cost on the usage page, with the FOCUS CSV', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/usage');
+    await hydrated(page);
+    const form = page.locator('[data-test=price-form]');
+    await form.locator('[data-test=price-pool]').fill('h100-mig');
+    await form.locator('[data-test=price-gpu-hour]').fill('2.10');
+    await form.locator('[data-test=price-save]').click();
+    await page.locator('[data-test=price-row][data-pool=h100-mig]').waitFor();
+    // A mistake says what to fix.
+    await form.locator('[data-test=price-pool]').fill('h100-mig');
+    await form.locator('[data-test=price-gpu-hour]').fill('two euros');
+    await form.locator('[data-test=price-save]').click();
+    assert.match(await page.locator('[data-test=form-error]').textContent(), /gpu_hour: 'two euros' is not an amount/);
+
+    const made = await stack.api(token, 'POST', '/allocations', { pool: 'h100-mig', shape: { kind: 'mig', profile: '1g.10gb' }, lease_hours: 1 });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    await waitFor(async () => (await stack.api(token, 'GET', `/allocations/${made.body.id}`)).body.state === 'active',
+      { what: 'active slice' });
+    await new Promise((r) => setTimeout(r, 2000));
+    await page.goto(`${stack.appUrl}/usage?group_by=allocation`);
+    await hydrated(page);
+    const row = page.locator(`[data-test=usage-row][data-tenant=vision][data-pool=h100-mig]`).last();
+    await row.waitFor();
+    assert.match(await row.locator('[data-test=usage-cost]').textContent(), /^0\.\d+ EUR$/);
+    assert.ok(Number((await row.locator('[data-test=usage-gpu-hours]').textContent()).trim()) >= 0);
+    const href = await page.locator('[data-test=usage-csv]').getAttribute('href');
+    const csv = await (await page.request.get(`${stack.appUrl}${href}`)).text();
+    assert.match(csv.split('\n')[0], /^BilledCost,EffectiveCost,ListCost,ListUnitPrice,BillingCurrency/);
+    assert.match(csv, new RegExp(`allocation/${made.body.id}`));
+    await screenshot(page, 'usage-admin');
+    await context.close();
+
+    // A member sees their own tenant's usage only.
+    const bob = await newPage(stack);
+    await signIn(stack, bob.page, 'bob', '/usage');
+    await hydrated(bob.page);
+    await bob.page.locator('[data-test=usage-row]').first().waitFor();
+    const tenants = await bob.page.locator('[data-test=usage-row]').evaluateAll((rows) => rows.map((r) => r.dataset.tenant));
+    assert.ok(tenants.every((t) => t === 'vision'), tenants.join(','));
+    assert.equal(await bob.page.locator('[data-test=price-form]').count(), 0);
+    await bob.context.close();
+    await looks(stack, '/usage', 'usage');
+    await stack.api(token, 'POST', `/allocations/${made.body.id}/release`);
+  });
 });

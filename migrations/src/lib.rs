@@ -13,6 +13,7 @@ mod m20261201_000007_add_api_token_expiry;
 mod m20261202_000008_add_allocation_priority_class;
 mod m20261203_000009_add_fleet_operations;
 mod m20261204_000010_pools_and_tenants_in_database;
+mod m20261205_000011_create_prices;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000008_add_allocation_priority_class::Migration),
             Box::new(m20261203_000009_add_fleet_operations::Migration),
             Box::new(m20261204_000010_pools_and_tenants_in_database::Migration),
+            Box::new(m20261205_000011_create_prices::Migration),
         ]
     }
 }

@@ -4,7 +4,7 @@ use crate::auth::{oidc, session::DbSessionStore, viewer};
 use crate::bundle;
 use crate::config::Config;
 use crate::routes::{
-    agent, allocations, audit, fleet, health, metrics, openapi, policy, quotas,
+    agent, allocations, audit, fleet, health, metrics, openapi, policy, quotas, usage,
 };
 use crate::security::{self, csrf, headers, limits};
 use crate::state::{stopped, AppState};
@@ -247,6 +247,9 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         .routes(routes!(policy::cancel_pool_change))
         .routes(routes!(policy::list_tenants, policy::create_tenant))
         .routes(routes!(policy::update_tenant))
+        .routes(routes!(usage::get_usage))
+        .routes(routes!(usage::get_usage_csv))
+        .routes(routes!(usage::list_prices, usage::set_price))
         .routes(routes!(quotas::get_tenant_quotas))
         .routes(routes!(quotas::create_quota_request))
         .routes(routes!(quotas::get_quota_request))

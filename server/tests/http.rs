@@ -1513,9 +1513,7 @@ async fn pools_and_tenants_are_for_platform_admins_and_bad_edits_change_nothing(
     let (status, body) = app.send("GET", "/api/v1/tenants", &member, None).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     let new_pool = r#"{"spec":{"name":"t4","sharing":"exclusive","models":["T4"]}}"#;
-    let (status, body) = app
-        .post_json("/api/v1/pools", Some(&token), new_pool)
-        .await;
+    let (status, body) = app.post_json("/api/v1/pools", Some(&token), new_pool).await;
     assert!(status.is_client_error(), "{status} {body}");
     let before = app.audit_count().await;
     // Mistakes are 400s that name the field; a stale revision is a 409.
@@ -1565,7 +1563,10 @@ async fn pools_and_tenants_are_for_platform_admins_and_bad_edits_change_nothing(
     ] {
         let (got, json) = app.send(method, path, &admin, Some(body)).await;
         assert_eq!(got, status, "{method} {path}: {json}");
-        assert!(json["message"].as_str().unwrap_or_default().contains(says), "{json}");
+        assert!(
+            json["message"].as_str().unwrap_or_default().contains(says),
+            "{json}"
+        );
     }
     assert_eq!(app.audit_count().await, before);
     let (status, pools) = app.send("GET", "/api/v1/pools", &admin, None).await;
@@ -1584,4 +1585,95 @@ async fn pools_and_tenants_are_for_platform_admins_and_bad_edits_change_nothing(
     assert_eq!(preview["changes"][0]["field"], "sharing");
     assert_eq!(preview["immediate"], true);
     assert_eq!(app.audit_count().await, before);
+}
+
+#[tokio::test]
+async fn usage_and_prices_over_http() {
+    let app = app().await;
+    let member = app.sign_in("mia", &["vision"]).await;
+    let admin = app.sign_in("root", &["admins"]).await;
+    // Prices: admins set them (audited), everyone signed in reads them.
+    let before = app.audit_count().await;
+    let (status, json) = app
+        .send(
+            "POST",
+            "/api/v1/prices",
+            &admin,
+            Some(r#"{"pool":"l4","currency":"EUR","gpu_hour":"0.80","gib_hour":"0.001"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["gpu_hour"], "0.80");
+    assert_eq!(app.audit_count().await, before + 1);
+    assert_eq!(app.last_action().await, "pool.set_price");
+    let (status, json) = app
+        .send(
+            "POST",
+            "/api/v1/prices",
+            &member,
+            Some(r#"{"pool":"l4","currency":"EUR","gpu_hour":"0.01"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{json}");
+    let (status, json) = app
+        .send(
+            "POST",
+            "/api/v1/prices",
+            &admin,
+            Some(r#"{"pool":"l4","currency":"euros","gpu_hour":"1"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert!(
+        json["message"].as_str().unwrap().starts_with("currency"),
+        "{json}"
+    );
+    let (status, json) = app.send("GET", "/api/v1/prices", &member, None).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json.as_array().map(Vec::len), Some(1));
+
+    // Usage: members name their tenant; admins see all; bad input is a 400.
+    let (status, json) = app
+        .send(
+            "GET",
+            "/api/v1/usage?tenant=vision&group_by=pool",
+            &member,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["group_by"], "pool");
+    let (status, json) = app.send("GET", "/api/v1/usage", &member, None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    let (status, json) = app
+        .send("GET", "/api/v1/usage?tenant=nlp", &member, None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{json}");
+    let (status, json) = app
+        .send("GET", "/api/v1/usage?month=2026-13", &admin, None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert!(
+        json["message"].as_str().unwrap().starts_with("month"),
+        "{json}"
+    );
+    let (status, json) = app
+        .send("GET", "/api/v1/usage?group_by=colour", &admin, None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    let (status, json) = app
+        .send("GET", "/api/v1/usage?month=2026-11", &admin, None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["from"], "2026-11-01T00:00:00Z");
+    let (status, csv) = app
+        .send("GET", "/api/v1/usage.csv?month=2026-11", &admin, None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        csv.as_str()
+            .unwrap_or_default()
+            .starts_with("BilledCost,EffectiveCost,"),
+        "{csv}"
+    );
 }

@@ -89,6 +89,7 @@ fn Nav(viewer: ViewerView, unread: u64, refresh: RwSignal<u64>) -> impl IntoView
     };
     let tenants = viewer.tenants.clone();
     let admin = viewer.platform_admin;
+    let sees_usage = admin || !tenants.is_empty();
     let tenant_admin = viewer
         .tenants
         .iter()
@@ -132,6 +133,9 @@ fn Nav(viewer: ViewerView, unread: u64, refresh: RwSignal<u64>) -> impl IntoView
                 <a class=move || current("/admin/pools") href="/admin/pools" data-test="nav-pools">"Pools"</a>
                 <a class=move || current("/admin/tenants") href="/admin/tenants" data-test="nav-tenants">"Tenants"</a>
                 <a class=move || current("/admin/join-tokens") href="/admin/join-tokens" data-test="nav-admin">"Join tokens"</a>
+            })}
+            {sees_usage.then(|| view! {
+                <a class=move || current("/usage") href="/usage" data-test="nav-usage">"Usage"</a>
             })}
             {(admin || tenant_admin).then(|| view! {
                 <a class=move || current("/audit") href="/audit" data-test="nav-audit">"Audit log"</a>

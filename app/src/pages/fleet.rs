@@ -91,7 +91,7 @@ fn Fleet(f: FleetView, operate: ServerAction<OperateFleet>) -> impl IntoView {
         </section>
         {(!f.pools.is_empty()).then(|| view! {
             <section>
-                <h2 class="section-title">"Pools"</h2>
+                <h2 class="section-title">"Pools "<a class="small" href="/admin/pools" data-test="edit-pools">"Edit pools"</a></h2>
                 <div class="grid">
                     {f.pools.iter().map(|p| view! {
                         <div class="card tile" data-test="pool" data-pool=p.name.clone()>

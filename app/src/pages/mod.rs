@@ -16,4 +16,5 @@ pub mod signed_out;
 pub mod tenant;
 pub mod tenant_quota;
 pub mod tenants_admin;
+pub mod usage;
 pub mod webhook;

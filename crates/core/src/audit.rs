@@ -93,6 +93,8 @@ stable_names! {
         PoolPlanChange = "pool.plan_change",
         /// A planned change to a pool was called off.
         PoolCancelChange = "pool.cancel_change",
+        /// A pool's price was set from a moment on.
+        PoolSetPrice = "pool.set_price",
         /// A person signed in.
         UserLogin = "user.login",
         /// A person's roles changed.
@@ -189,6 +191,7 @@ mod tests {
                 "pool.update",
                 "pool.plan_change",
                 "pool.cancel_change",
+                "pool.set_price",
                 "user.login",
                 "user.roles_change",
                 "webhook.set",

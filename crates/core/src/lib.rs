@@ -7,6 +7,7 @@ pub mod catalogue;
 pub mod health;
 pub mod k8s;
 pub mod lifecycle;
+pub mod metering;
 pub mod mig;
 mod names;
 pub mod notify;

@@ -63,6 +63,7 @@ pub struct PoolSpec {
     /// Fair-share weights by tenant slug (tenants not listed get 1). Empty:
     /// each tenant's weight is its compute quota in the pool.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub fair_share_weights: BTreeMap<String, u32>,
     /// Half-life of past use in fair share, in hours (0: only what a tenant
     /// holds right now counts).
@@ -241,10 +242,7 @@ impl PoolSpec {
                 ));
             }
             if !seen.insert(model.name) {
-                return Err(PoolSpecError::new(
-                    "models",
-                    format!("'{m}' appears twice"),
-                ));
+                return Err(PoolSpecError::new("models", format!("'{m}' appears twice")));
             }
             self.policy()
                 .validate(&model)
@@ -477,7 +475,10 @@ impl PoolForm {
             queue: choose(
                 "queue",
                 &self.queue,
-                &[("backfill", Discipline::Backfill), ("fifo", Discipline::Fifo)],
+                &[
+                    ("backfill", Discipline::Backfill),
+                    ("fifo", Discipline::Fifo),
+                ],
             )?,
             reserve_after_minutes: self.reserve_after_minutes,
             fair_share_weights: weights,
@@ -485,7 +486,10 @@ impl PoolForm {
             on_release: choose(
                 "on_release",
                 &self.on_release,
-                &[("stop", ReleasePolicy::Stop), ("refuse", ReleasePolicy::Refuse)],
+                &[
+                    ("stop", ReleasePolicy::Stop),
+                    ("refuse", ReleasePolicy::Refuse),
+                ],
             )?,
         };
         spec.validate()?;
@@ -535,8 +539,9 @@ pub fn validate_pools(pools: &[PoolSpec]) -> Result<(), PoolSpecError> {
         let prefix = format!("pools[{i}]");
         p.validate().map_err(|e| e.within(&prefix))?;
         if !names.insert(p.name.as_str()) {
-            return Err(PoolSpecError::new("name", format!("'{}' appears twice", p.name))
-                .within(&prefix));
+            return Err(
+                PoolSpecError::new("name", format!("'{}' appears twice", p.name)).within(&prefix),
+            );
         }
     }
     Ok(())
@@ -668,8 +673,8 @@ mod tests {
 
     #[test]
     fn mistakes_name_the_field() {
-        let err = validate_pools(&[PoolSpec::new("l4-mig", SharingMode::Mig, &["L4"])])
-            .unwrap_err();
+        let err =
+            validate_pools(&[PoolSpec::new("l4-mig", SharingMode::Mig, &["L4"])]).unwrap_err();
         assert!(err.to_string().starts_with("pools[0].sharing: L4"), "{err}");
         let err = PoolSpec::new("x", SharingMode::Exclusive, &["Mystery9000"])
             .validate()
@@ -733,7 +738,11 @@ mod tests {
         let before = vec![PoolSpec::new("a30", SharingMode::Mig, &["A30"])];
         let mut after = before.clone();
         after[0].sharing = SharingMode::Mps;
-        let fleet = vec![gpu("h1", 0, "A30", 2), gpu("h1", 1, "A30", 0), gpu("h2", 0, "L4", 1)];
+        let fleet = vec![
+            gpu("h1", 0, "A30", 2),
+            gpu("h1", 1, "A30", 0),
+            gpu("h2", 0, "L4", 1),
+        ];
         let m = moves(&before, &after, &fleet);
         assert_eq!(m.len(), 2, "{m:?}");
         assert!(m[0].needs_drain() && !m[1].needs_drain());
@@ -757,7 +766,11 @@ mod tests {
         let mut narrowed = shared.clone();
         narrowed.hosts = vec!["h1".into()];
         let after = vec![narrowed, dedicated];
-        let fleet = vec![gpu("h1", 0, "L4", 1), gpu("h9", 0, "L4", 1), gpu("h9", 1, "L4", 0)];
+        let fleet = vec![
+            gpu("h1", 0, "L4", 1),
+            gpu("h9", 0, "L4", 1),
+            gpu("h9", 1, "L4", 0),
+        ];
         let m = moves(&before, &after, &fleet);
         let moved: Vec<String> = m.iter().map(|m| m.to_string()).collect();
         assert_eq!(
@@ -771,6 +784,9 @@ mod tests {
         let m = moves(&before, &[], &fleet);
         assert_eq!(m.len(), 3);
         assert_eq!(m[0].to_pool, None);
-        assert_eq!(m[0].to_string(), "h1 GPU 0: l4-shared (time-slicing) → no pool");
+        assert_eq!(
+            m[0].to_string(),
+            "h1 GPU 0: l4-shared (time-slicing) → no pool"
+        );
     }
 }

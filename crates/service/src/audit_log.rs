@@ -209,7 +209,7 @@ const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 
 /// RFC 4180 quoting; a field that starts like a formula is prefixed with `'`
 /// so a spreadsheet shows it as text instead of running it.
-fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     let s = if s.starts_with(FORMULA_STARTS) {
         format!("'{s}")
     } else {

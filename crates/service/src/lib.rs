@@ -23,6 +23,7 @@ pub mod pools;
 pub mod quotas;
 mod secret;
 pub mod tenants;
+pub mod usage;
 mod write;
 
 pub use auth::{PlatformAdmin, Principal, Viewer};

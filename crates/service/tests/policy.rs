@@ -63,7 +63,9 @@ async fn pools_are_seeded_once_then_the_database_owns_them() {
     let list = pools(&f).await;
     let names: Vec<&str> = list.iter().map(|p| p.spec.name.as_str()).collect();
     assert_eq!(names, ["h100-mig", "a100-whole", "l4-shared"]);
-    assert!(list.iter().all(|p| p.updated_by.is_none() && p.revision == 1));
+    assert!(list
+        .iter()
+        .all(|p| p.updated_by.is_none() && p.revision == 1));
     assert_eq!(count(&f.audit_actions().await, "pool.create"), 3);
 
     // A change that moves no GPU applies at once.
@@ -74,7 +76,10 @@ async fn pools_are_seeded_once_then_the_database_owns_them() {
         .await
         .unwrap();
     assert_eq!(v.spec, spec);
-    assert_eq!((v.revision, v.updated_by.as_deref()), (2, Some("User root")));
+    assert_eq!(
+        (v.revision, v.updated_by.as_deref()),
+        (2, Some("User root"))
+    );
     assert!(v.planned.is_none());
     // A restart seeds nothing over it.
     f.service.seed_policy().await.unwrap();
@@ -97,19 +102,28 @@ async fn pools_are_seeded_once_then_the_database_owns_them() {
     let err = update(&f, "h100-mig", &edit(spec.clone(), 1, ""))
         .await
         .unwrap_err();
-    assert!(matches!(err, ServiceError::Conflict(ref m) if m.contains("reload")), "{err}");
+    assert!(
+        matches!(err, ServiceError::Conflict(ref m) if m.contains("reload")),
+        "{err}"
+    );
     // Mistakes name the field and change nothing.
     let mut renamed = spec.clone();
     renamed.name = "h100".into();
-    let err = update(&f, "h100-mig", &edit(renamed, 2, "")).await.unwrap_err();
+    let err = update(&f, "h100-mig", &edit(renamed, 2, ""))
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::Invalid { ref field, .. } if field == "spec.name"));
     let mut unknown = spec.clone();
     unknown.models = vec!["Mystery9000".into()];
-    let err = update(&f, "h100-mig", &edit(unknown, 2, "")).await.unwrap_err();
+    let err = update(&f, "h100-mig", &edit(unknown, 2, ""))
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::Invalid { ref field, .. } if field == "spec.models"));
     let mut weights = spec.clone();
     weights.fair_share_weights.insert("nobody".into(), 2);
-    let err = update(&f, "h100-mig", &edit(weights, 2, "")).await.unwrap_err();
+    let err = update(&f, "h100-mig", &edit(weights, 2, ""))
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, ServiceError::Invalid { ref field, .. } if field == "spec.fair_share_weights")
     );
@@ -231,9 +245,13 @@ async fn a_sharing_mode_change_drains_busy_gpus_and_takes_effect_once_they_are_e
         .await
         .unwrap_err();
     assert!(matches!(err, ServiceError::Invalid { ref field, .. } if field == "reason"));
-    let v = update(&f, "h100-mig", &edit(whole.clone(), 1, "whole GPUs for training"))
-        .await
-        .unwrap();
+    let v = update(
+        &f,
+        "h100-mig",
+        &edit(whole.clone(), 1, "whole GPUs for training"),
+    )
+    .await
+    .unwrap();
     assert_eq!(v.spec.sharing, SharingMode::Mig, "still MIG until empty");
     let planned = v.planned.clone().unwrap();
     assert_eq!(planned.spec.sharing, SharingMode::Exclusive);
@@ -251,7 +269,10 @@ async fn a_sharing_mode_change_drains_busy_gpus_and_takes_effect_once_they_are_e
         .await
         .unwrap_err();
     assert!(matches!(err, ServiceError::Conflict(_)), "{err}");
-    f.service.release_allocation(&alice, queued.id).await.unwrap();
+    f.service
+        .release_allocation(&alice, queued.id)
+        .await
+        .unwrap();
     assert_eq!(f.service.tick().await.unwrap().pool_changes, 0);
 
     // The slice ends; once its teardown is reported the change applies.
@@ -360,8 +381,15 @@ async fn tenants_created_and_edited_by_admins_grant_roles_at_the_next_sign_in() 
         admin_groups: vec!["cv-admins".into()],
         revision: Some(vision.revision),
     };
-    let v = f.service.update_tenant(&proof, "vision", &moved).await.unwrap();
-    assert_eq!((v.name.as_str(), v.revision), ("Computer Vision", vision.revision + 1));
+    let v = f
+        .service
+        .update_tenant(&proof, "vision", &moved)
+        .await
+        .unwrap();
+    assert_eq!(
+        (v.name.as_str(), v.revision),
+        ("Computer Vision", vision.revision + 1)
+    );
     // A stale edit loses.
     let err = f
         .service

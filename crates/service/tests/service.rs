@@ -1095,15 +1095,32 @@ async fn tokens_from_before_expiry_existed_get_the_default_lifetime() {
     Migrator::up(&db, Some(6)).await.unwrap();
     let backend = db.get_database_backend();
     let created = chrono::Utc::now() - Duration::days(400);
-    let tenant = tessera_service::entity::tenant::ActiveModel {
-        slug: sea_orm::Set("old".into()),
-        name: sea_orm::Set("Old".into()),
-        created_at: sea_orm::Set(created),
-        ..Default::default()
+    // Rows as that schema had them (the entities follow the newest one).
+    let tenant_sql = match backend {
+        sea_orm::DbBackend::Postgres => {
+            "INSERT INTO tenants (slug, name, created_at) VALUES ('old', 'Old', $1)"
+        }
+        _ => "INSERT INTO tenants (slug, name, created_at) VALUES ('old', 'Old', ?)",
     };
-    let tenant = sea_orm::ActiveModelTrait::insert(tenant, &db)
-        .await
-        .unwrap();
+    db.execute(Statement::from_sql_and_values(
+        backend,
+        tenant_sql,
+        [created.into()],
+    ))
+    .await
+    .unwrap();
+    #[derive(sea_orm::FromQueryResult)]
+    struct Id {
+        id: i64,
+    }
+    let tenant = <Id as sea_orm::FromQueryResult>::find_by_statement(Statement::from_string(
+        backend,
+        "SELECT id FROM tenants WHERE slug = 'old'",
+    ))
+    .one(&db)
+    .await
+    .unwrap()
+    .unwrap();
     let insert = match backend {
         sea_orm::DbBackend::Postgres => {
             "INSERT INTO api_tokens (tenant_id, name, token_hash, prefix, created_by, created_at) VALUES ($1, 'legacy', 'h', 'tsk_x', 'system', $2)"

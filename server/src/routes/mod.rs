@@ -10,3 +10,4 @@ pub mod metrics;
 pub mod openapi;
 pub mod policy;
 pub mod quotas;
+pub mod usage;

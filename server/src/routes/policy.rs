@@ -162,5 +162,7 @@ pub async fn update_tenant(
     JsonBody(edit): JsonBody<TenantEdit>,
 ) -> Result<Json<TenantAdminView>, ApiError> {
     let admin = p.require_platform_admin()?;
-    Ok(Json(state.service.update_tenant(&admin, &slug, &edit).await?))
+    Ok(Json(
+        state.service.update_tenant(&admin, &slug, &edit).await?,
+    ))
 }

@@ -10,6 +10,7 @@ mod audit;
 mod fleet;
 mod policy;
 mod tenants;
+mod usage;
 
 pub use allocations::{
     AllocatedGpu, AllocationView, CapacityLost, DrainNotice, PoolChoice, PriorityChoice,
@@ -26,6 +27,9 @@ pub use policy::{
     TenantAdminView, TenantEdit,
 };
 pub use tenants::{MemberView, MembershipView, QuotaView, TenantRole, TenantView, ViewerView};
+pub use usage::{
+    NewPrice, PriceView, UsageGrouping, UsageQuery, UsageReport, UsageRow, UsageTotal,
+};
 
 pub use crate::query::{AuditFilter, AuditQuery};
 pub use crate::requests::{ExtendLease, NewAllocation};

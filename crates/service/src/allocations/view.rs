@@ -376,7 +376,10 @@ impl Service {
                 "allocation {id} is {state}; only an active lease can be extended"
             )));
         };
-        let max = self.pool_spec(w.db(), "pool", &row.pool).await?.max_lease_hours;
+        let max = self
+            .pool_spec(w.db(), "pool", &row.pool)
+            .await?
+            .max_lease_hours;
         let later = |at: DateTime<Utc>, hours: u32| {
             Duration::try_hours(i64::from(hours)).and_then(|d| at.checked_add_signed(d))
         };
@@ -436,12 +439,13 @@ impl Service {
             .await?;
         let queues = self.queues(&self.db).await?;
         let specs = self.pools(&self.db).await?;
-        let hostnames: std::collections::BTreeMap<i64, String> = crate::entity::host::Entity::find()
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(|h| (h.id, h.hostname))
-            .collect();
+        let hostnames: std::collections::BTreeMap<i64, String> =
+            crate::entity::host::Entity::find()
+                .all(&self.db)
+                .await?
+                .into_iter()
+                .map(|h| (h.id, h.hostname))
+                .collect();
         let mut pools = Vec::new();
         for p in &specs {
             let gpus_online = gpus

@@ -9,6 +9,7 @@ pub mod join_token;
 pub mod membership;
 pub mod notification;
 pub mod pool;
+pub mod price;
 pub mod quota;
 pub mod quota_grant;
 pub mod quota_request;

@@ -500,6 +500,14 @@ impl DomainEvent {
                     "drain_deadline": drain_deadline,
                 })),
             },
+            Self::PriceSet { price } => AuditEntry {
+                action: AuditAction::PoolSetPrice,
+                tenant_id: None,
+                target_type: AuditTarget::Pool,
+                target_id: price.pool.clone(),
+                before: None,
+                after: Some(state_json(price)),
+            },
             Self::PoolChangeCancelled { spec, planned } => AuditEntry {
                 action: AuditAction::PoolCancelChange,
                 tenant_id: None,

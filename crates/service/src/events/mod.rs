@@ -527,6 +527,11 @@ pub enum DomainEvent {
         /// When the slices still there end.
         drain_deadline: DateTime<Utc>,
     },
+    /// A platform admin set a pool's price from a moment on.
+    PriceSet {
+        /// The price.
+        price: tessera_protocol::views::PriceView,
+    },
     /// A planned change to a pool was called off (its GPUs resume).
     PoolChangeCancelled {
         /// The definition that stays.
@@ -650,6 +655,7 @@ impl DomainEvent {
             | Self::TenantUpdated { .. }
             | Self::PoolCreated { .. }
             | Self::PoolChangePlanned { .. }
+            | Self::PriceSet { .. }
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
             | Self::WebhookSet { .. }

@@ -379,6 +379,7 @@ impl DomainEvent {
             | Self::PoolChanged { .. }
             | Self::PoolChangePlanned { .. }
             | Self::PoolChangeCancelled { .. }
+            | Self::PriceSet { .. }
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
             | Self::WebhookSet { .. }

@@ -32,11 +32,7 @@ fn fields() -> TenantFields {
 }
 
 fn pool() -> tessera_core::pool::PoolSpec {
-    tessera_core::pool::PoolSpec::new(
-        "a30",
-        tessera_core::sharing::SharingMode::Mig,
-        &["A30"],
-    )
+    tessera_core::pool::PoolSpec::new("a30", tessera_core::sharing::SharingMode::Mig, &["A30"])
 }
 
 fn tenant() -> TenantRef {
@@ -385,6 +381,20 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             None,
         ),
         (
+            DomainEvent::PriceSet {
+                price: tessera_protocol::views::PriceView {
+                    pool: "a30".into(),
+                    currency: "EUR".into(),
+                    gpu_hour: "2.10".into(),
+                    gib_hour: "0.00".into(),
+                    effective_from: at,
+                    created_by: "Alice".into(),
+                },
+            },
+            Some("pool.set_price"),
+            None,
+        ),
+        (
             DomainEvent::UserLoggedIn { user_id: 11 },
             Some("user.login"),
             None,
@@ -533,6 +543,7 @@ fn index(e: &DomainEvent) -> usize {
         DomainEvent::PoolChanged { .. } => 39,
         DomainEvent::PoolChangePlanned { .. } => 40,
         DomainEvent::PoolChangeCancelled { .. } => 41,
+        DomainEvent::PriceSet { .. } => 42,
     }
 }
 
@@ -541,7 +552,7 @@ fn every_event_kind_has_its_pinned_names() {
     let samples = samples();
     let mut seen: Vec<usize> = samples.iter().map(|(e, _, _)| index(e)).collect();
     seen.sort_unstable();
-    assert_eq!(seen, (0..=41).collect::<Vec<_>>(), "one sample per variant");
+    assert_eq!(seen, (0..=42).collect::<Vec<_>>(), "one sample per variant");
     for (event, action, kind) in &samples {
         assert_eq!(
             event.action().map(AuditAction::as_str),

@@ -49,7 +49,9 @@ impl Fleet {
     }
 
     fn hostname(&self, g: &gpu::Model) -> &str {
-        self.hosts.get(&g.host_id).map_or("", |h| h.hostname.as_str())
+        self.hosts
+            .get(&g.host_id)
+            .map_or("", |h| h.hostname.as_str())
     }
 
     fn as_core(&self) -> Vec<FleetGpu> {
@@ -166,7 +168,10 @@ impl Service {
         if edit.spec.name != name {
             return Err(ServiceError::invalid(
                 "spec.name",
-                format!("is '{}' but the address names pool '{name}'", edit.spec.name),
+                format!(
+                    "is '{}' but the address names pool '{name}'",
+                    edit.spec.name
+                ),
             ));
         }
         let name = rows.iter().any(|r| r.name == name).then_some(name);
@@ -214,13 +219,14 @@ impl Service {
     ) -> Result<(Vec<PoolSpec>, Vec<PoolSpec>, Option<PoolSpec>), ServiceError> {
         edit.spec.validate().map_err(|e| e.within("spec"))?;
         let directory = self.directory(conn).await?;
-        crate::pools::validate_pool_tenants(std::slice::from_ref(&edit.spec), &directory)
-            .map_err(|e| match e {
+        crate::pools::validate_pool_tenants(std::slice::from_ref(&edit.spec), &directory).map_err(
+            |e| match e {
                 ServiceError::Invalid { message, .. } => {
                     ServiceError::invalid("spec.fair_share_weights", message)
                 }
                 other => other,
-            })?;
+            },
+        )?;
         let before: Vec<PoolSpec> = rows.iter().map(|r| r.spec.0.clone()).collect();
         let mut after = before.clone();
         let old = match name {

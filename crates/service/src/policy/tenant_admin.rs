@@ -5,9 +5,7 @@ use crate::audit::Actor;
 use crate::entity::{allocation, membership, tenant};
 use crate::events::{DomainEvent, TenantFields, TenantRef};
 use crate::{PlatformAdmin, Service, ServiceError};
-use sea_orm::{
-    ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set,
-};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::views::{TenantAdminView, TenantEdit};
 

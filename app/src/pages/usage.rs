@@ -1,0 +1,217 @@
+//! Usage & cost: allocated GPU-hours, memory GiB-hours and cost per month,
+//! by tenant, cost centre, pool or slice, with the FOCUS CSV; and the pools'
+//! prices (platform admins set them). Tenants see their own tenants,
+//! platform admins everyone.
+
+use crate::api::{get_usage, list_prices, SetPrice};
+use crate::components::error_panel::{ErrorPanel, FormError};
+use crate::format;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+use tessera_protocol::views::{PriceView, UsageGrouping, UsageReport};
+
+/// What the page's query string asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Filter {
+    month: String,
+    tenant: String,
+    group_by: String,
+}
+
+impl Filter {
+    fn query(&self) -> String {
+        let mut parts = Vec::new();
+        for (k, v) in [
+            ("month", &self.month),
+            ("tenant", &self.tenant),
+            ("group_by", &self.group_by),
+        ] {
+            if !v.is_empty() {
+                parts.push(format!("{k}={}", percent(v)));
+            }
+        }
+        parts.join("&")
+    }
+}
+
+fn percent(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c.to_string()
+            } else {
+                format!("%{:02X}", u32::from(c))
+            }
+        })
+        .collect()
+}
+
+/// `/usage`
+#[component]
+pub fn UsagePage() -> impl IntoView {
+    let query = use_query_map();
+    let filter = move || {
+        query.with(|q| Filter {
+            month: q.get("month").unwrap_or_default(),
+            tenant: q.get("tenant").unwrap_or_default(),
+            group_by: q.get("group_by").unwrap_or_default(),
+        })
+    };
+    let set = ServerAction::<SetPrice>::new();
+    let report = Resource::new(filter, |f| get_usage(f.month, f.tenant, f.group_by));
+    let prices = Resource::new(move || set.version().get(), |_| list_prices());
+    view! {
+        <Title text="Usage & cost"/>
+        <section class="page-head">
+            <p class="eyebrow">"Chargeback"</p>
+            <h1>"Usage & cost"</h1>
+            <p class="muted">"Allocated GPU-hours: each slice's share of a GPU (MIG compute slices / 7, an MPS share, 1 / replicas for a time slice, 1 per whole GPU) for as long as it was usable, priced with its pool's price at the time. The same period always gives the same figures; slices running across a month are split at its end."</p>
+        </section>
+        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || {
+                let f = filter();
+                Suspend::new(async move {
+                    match report.await {
+                        Ok(d) => {
+                            let admin = d.admin;
+                            let f = Filter { tenant: d.tenant.clone(), ..f };
+                            let prices_view = Suspend::new(async move {
+                                match prices.await {
+                                    Ok(list) => view! { <Prices list admin set/> }.into_any(),
+                                    Err(err) => view! { <ErrorPanel err/> }.into_any(),
+                                }
+                            });
+                            view! { <Report r=d.report f admin=d.admin choices=d.tenants/> {prices_view} }.into_any()
+                        }
+                        Err(err) => view! { <ErrorPanel err/> }.into_any(),
+                    }
+                })
+            }}
+        </Suspense>
+    }
+}
+
+#[component]
+fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>) -> impl IntoView {
+    let csv = format!("/api/v1/usage.csv?{}", f.query());
+    let month = if f.month.is_empty() {
+        r.from.format("%Y-%m").to_string()
+    } else {
+        f.month.clone()
+    };
+    let group = r.group_by;
+    let empty = r.rows.is_empty();
+    view! {
+        <form class="card form-row" method="get" action="/usage" data-test="usage-filters">
+            <label class="field"><span>"Month"</span><input type="month" name="month" value=month data-test="usage-month"/></label>
+            <label class="field">
+                <span>"Tenant"</span>
+                <select name="tenant" data-test="usage-tenant">
+                    {admin.then(|| view! { <option value="">"All tenants"</option> })}
+                    {choices.into_iter().map(|(slug, name)| {
+                        let selected = slug == f.tenant;
+                        view! { <option value=slug selected=selected>{name}</option> }
+                    }).collect_view()}
+                </select>
+            </label>
+            <label class="field">
+                <span>"Group by"</span>
+                <select name="group_by" data-test="usage-group-by">
+                    {UsageGrouping::ALL.into_iter().map(|g| view! {
+                        <option value=g.as_str() selected=g == group>{g.as_str().replace('_', " ")}</option>
+                    }).collect_view()}
+                </select>
+            </label>
+            <button class="button primary" type="submit" data-test="usage-apply">"Show"</button>
+            <a class="button ghost" href=csv data-test="usage-csv">"FOCUS CSV"</a>
+        </form>
+        <section class="stats">
+            {r.totals.iter().map(|t| view! {
+                <div class="stat card" data-test="usage-total">
+                    <span class="stat-value">{match &t.currency { Some(c) => format!("{} {c}", t.cost), None => "unpriced".to_owned() }}</span>
+                    <span class="stat-label">{format!("{} GPU-h · {} GiB-h", format::number(round(t.gpu_hours)), format::number(round(t.gib_hours)))}</span>
+                </div>
+            }).collect_view()}
+        </section>
+        {if empty {
+            view! { <div class="card empty" data-test="usage-empty"><p>"No slice was active in this period."</p></div> }.into_any()
+        } else {
+            view! {
+                <section class="card table-card">
+                    <table data-test="usage-rows">
+                        <thead><tr>
+                            <th>"Month"</th>
+                            {(group != UsageGrouping::Pool && group != UsageGrouping::CostCentre).then(|| view! { <th>"Tenant"</th> })}
+                            <th>"Cost centre"</th>
+                            {(group != UsageGrouping::CostCentre).then(|| view! { <th>"Pool"</th> })}
+                            {(group == UsageGrouping::Allocation).then(|| view! { <th>"Slice"</th> })}
+                            <th class="num">"GPU-hours"</th><th class="num">"GiB-hours"</th><th class="num">"Cost"</th>
+                        </tr></thead>
+                        <tbody>
+                            {r.rows.into_iter().map(|row| {
+                                let slice_link = match (&row.tenant, row.allocation) {
+                                    (Some(t), Some(id)) => Some((format!("/t/{t}/a/{id}"), format!("#{id} {}", row.shape.clone().unwrap_or_default()))),
+                                    _ => None,
+                                };
+                                view! {
+                                    <tr data-test="usage-row" data-tenant=row.tenant.clone().unwrap_or_default() data-pool=row.pool.clone().unwrap_or_default()>
+                                        <td class="small">{row.month.format("%Y-%m").to_string()}</td>
+                                        {(group != UsageGrouping::Pool && group != UsageGrouping::CostCentre).then(|| view! { <td>{row.tenant_name.clone().unwrap_or_default()}</td> })}
+                                        <td class="mono small">{row.cost_centre.clone().unwrap_or_else(|| "—".into())}</td>
+                                        {(group != UsageGrouping::CostCentre).then(|| view! { <td class="mono small">{row.pool.clone().unwrap_or_default()}</td> })}
+                                        {slice_link.map(|(href, label)| view! { <td><a href=href>{label}</a></td> })}
+                                        <td class="num" data-test="usage-gpu-hours">{format!("{:.3}", row.gpu_hours)}</td>
+                                        <td class="num">{format!("{:.1}", row.gib_hours)}</td>
+                                        <td class="num" data-test="usage-cost">{match &row.currency { Some(c) => format!("{} {c}", row.cost), None => "—".to_owned() }}</td>
+                                    </tr>
+                                }
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </section>
+            }.into_any()
+        }}
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[component]
+fn Prices(list: Vec<PriceView>, admin: bool, set: ServerAction<SetPrice>) -> impl IntoView {
+    view! {
+        <section class="card" data-test="prices">
+            <h2 class="section-title">"Prices"</h2>
+            {if list.is_empty() {
+                view! { <p class="muted">"No pool has a price yet: usage is metered but not charged."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="small">
+                        <thead><tr><th>"Pool"</th><th class="num">"per GPU-hour"</th><th class="num">"per GiB-hour"</th><th>"From"</th><th>"Set by"</th></tr></thead>
+                        <tbody>{list.into_iter().map(|p| view! {
+                            <tr data-test="price-row" data-pool=p.pool.clone()>
+                                <td class="mono">{p.pool.clone()}</td>
+                                <td class="num">{format!("{} {}", p.gpu_hour, p.currency)}</td>
+                                <td class="num">{format!("{} {}", p.gib_hour, p.currency)}</td>
+                                <td class="small">{format::when(p.effective_from)}</td>
+                                <td class="small muted">{p.created_by}</td>
+                            </tr>
+                        }).collect_view()}</tbody>
+                    </table>
+                }.into_any()
+            }}
+            {admin.then(|| view! {
+                <ActionForm action=set attr:class="form-row" attr:data-test="price-form">
+                    <label class="field"><span>"Pool"</span><input type="text" name="pool" required maxlength="64" data-test="price-pool"/></label>
+                    <label class="field"><span>"Currency"</span><input type="text" name="currency" required maxlength="3" value="EUR" data-test="price-currency"/></label>
+                    <label class="field"><span>"Per GPU-hour"</span><input type="text" name="gpu_hour" required inputmode="decimal" placeholder="2.10" data-test="price-gpu-hour"/></label>
+                    <label class="field"><span>"Per GiB-hour"</span><input type="text" name="gib_hour" inputmode="decimal" placeholder="0.00" data-test="price-gib-hour"/></label>
+                    <button class="button primary" type="submit" data-test="price-save">"Set price from now"</button>
+                </ActionForm>
+                {move || set.value().get().and_then(Result::err).map(|err| view! { <FormError err/> })}
+            })}
+        </section>
+    }
+}

@@ -1,0 +1,401 @@
+//! Metering and chargeback: allocated GPU-hours and memory-GiB-hours of a
+//! slice over a period, priced with the price in force at each moment.
+//!
+//! Exact and reproducible: times are milliseconds since the epoch, shares
+//! are thousandths of a GPU (a MIG slice's compute slices / 7, an MPS
+//! client's compute %, 1 / replicas for a time slice, 1 per whole GPU: the
+//! quota demand of the slice), and every product is an integer until the
+//! very end, so the same period always gives the same figures. A slice
+//! running across a period boundary is split at it, and a span running
+//! across a price change is priced in two parts, so a new price never
+//! rewrites the past.
+
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds in an hour.
+pub const HOUR_MS: i64 = 3_600_000;
+
+/// What one slice held, and while when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Allocation id.
+    pub allocation: i64,
+    /// Its pool.
+    pub pool: String,
+    /// Thousandths of a GPU.
+    pub compute_milli: u64,
+    /// GPU memory, MiB.
+    pub memory_mib: u64,
+    /// From (became usable), ms.
+    pub start: i64,
+    /// Until (ended), ms; `None`: still running.
+    pub end: Option<i64>,
+}
+
+/// A price of a pool from `effective_from` on, in millionths of the
+/// currency unit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Price {
+    /// Pool.
+    pub pool: String,
+    /// ISO 4217 code (`EUR`).
+    pub currency: String,
+    /// Per GPU-hour.
+    pub gpu_hour_micros: u64,
+    /// Per GiB-hour of GPU memory.
+    pub gib_hour_micros: u64,
+    /// In force from (ms).
+    pub effective_from: i64,
+}
+
+/// One slice's use within one period at one price.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Metered {
+    /// Allocation id.
+    pub allocation: i64,
+    /// Pool.
+    pub pool: String,
+    /// Start of the charged span (ms).
+    pub start: i64,
+    /// End of the charged span (ms).
+    pub end: i64,
+    /// GPU-milli-milliseconds (thousandths of a GPU × ms).
+    pub gpu_milli_ms: u128,
+    /// MiB-milliseconds.
+    pub mib_ms: u128,
+    /// The price applied (`None`: the pool had no price then).
+    pub currency: Option<String>,
+    /// Cost in millionths of the currency unit (rounded half up, per line).
+    pub cost_micros: u128,
+}
+
+impl Metered {
+    /// Allocated GPU-hours.
+    pub fn gpu_hours(&self) -> f64 {
+        self.gpu_milli_ms as f64 / (1000.0 * HOUR_MS as f64)
+    }
+
+    /// Allocated GiB-hours of GPU memory.
+    pub fn gib_hours(&self) -> f64 {
+        self.mib_ms as f64 / (1024.0 * HOUR_MS as f64)
+    }
+}
+
+/// Divides rounding half up.
+fn div_round(n: u128, d: u128) -> u128 {
+    (n + d / 2) / d
+}
+
+/// Meters `held` within `[from, to)` (`now` ends spans still running),
+/// split at the `boundaries` (e.g. month starts, ms, ascending) and at
+/// price changes. Lines come in allocation, then time order.
+pub fn meter(
+    held: &[Held],
+    prices: &[Price],
+    from: i64,
+    to: i64,
+    now: i64,
+    boundaries: &[i64],
+) -> Vec<Metered> {
+    let mut out = Vec::new();
+    let mut held: Vec<&Held> = held.iter().collect();
+    held.sort_by_key(|h| (h.allocation, h.start));
+    for h in held {
+        let start = h.start.max(from);
+        let end = h.end.unwrap_or(now).min(to).min(now);
+        if end <= start {
+            continue;
+        }
+        // Cut points: period boundaries and the pool's price changes inside.
+        let mut cuts: Vec<i64> = boundaries
+            .iter()
+            .copied()
+            .chain(
+                prices
+                    .iter()
+                    .filter(|p| p.pool == h.pool)
+                    .map(|p| p.effective_from),
+            )
+            .filter(|t| *t > start && *t < end)
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut at = start;
+        for next in cuts.into_iter().chain(std::iter::once(end)) {
+            let ms = u128::try_from(next - at).unwrap_or(0);
+            let gpu_milli_ms = ms * u128::from(h.compute_milli);
+            let mib_ms = ms * u128::from(h.memory_mib);
+            let price = prices
+                .iter()
+                .filter(|p| p.pool == h.pool && p.effective_from <= at)
+                .max_by_key(|p| p.effective_from);
+            let cost_micros = price.map_or(0, |p| {
+                div_round(
+                    gpu_milli_ms * u128::from(p.gpu_hour_micros),
+                    1000 * HOUR_MS as u128,
+                ) + div_round(
+                    mib_ms * u128::from(p.gib_hour_micros),
+                    1024 * HOUR_MS as u128,
+                )
+            });
+            out.push(Metered {
+                allocation: h.allocation,
+                pool: h.pool.clone(),
+                start: at,
+                end: next,
+                gpu_milli_ms,
+                mib_ms,
+                currency: price.map(|p| p.currency.clone()),
+                cost_micros,
+            });
+            at = next;
+        }
+    }
+    out
+}
+
+/// The price of `pool` in force at `at`.
+pub fn price_at<'a>(prices: &'a [Price], pool: &str, at: i64) -> Option<&'a Price> {
+    prices
+        .iter()
+        .filter(|p| p.pool == pool && p.effective_from <= at)
+        .max_by_key(|p| p.effective_from)
+}
+
+/// Checks a price an admin enters.
+pub fn validate_price(p: &Price) -> Result<(), (&'static str, String)> {
+    let code_ok = p.currency.len() == 3 && p.currency.chars().all(|c| c.is_ascii_uppercase());
+    if !code_ok {
+        return Err((
+            "currency",
+            format!(
+                "'{}' is not an ISO 4217 code such as EUR or USD",
+                p.currency
+            ),
+        ));
+    }
+    // A million currency units per GPU-hour is a typo, not a price.
+    const MAX: u64 = 1_000_000 * 1_000_000;
+    if p.gpu_hour_micros > MAX {
+        return Err(("gpu_hour", "must be at most 1000000 per GPU-hour".into()));
+    }
+    if p.gib_hour_micros > MAX {
+        return Err(("gib_hour", "must be at most 1000000 per GiB-hour".into()));
+    }
+    Ok(())
+}
+
+/// Parses an amount of money (`2.5`, `0.0125`) into millionths.
+pub fn parse_micros(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+    if whole.is_empty() && frac.is_empty()
+        || frac.len() > 6
+        || !whole.chars().all(|c| c.is_ascii_digit())
+        || !frac.chars().all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let frac: u64 = format!("{frac:0<6}").parse().ok()?;
+    whole.checked_mul(1_000_000)?.checked_add(frac)
+}
+
+/// Millionths as an amount with as many decimals as needed (2 at least).
+pub fn format_micros(micros: u128) -> String {
+    let whole = micros / 1_000_000;
+    let frac = format!("{:06}", micros % 1_000_000);
+    let trimmed = frac.trim_end_matches('0');
+    let frac = if trimmed.len() < 2 {
+        &frac[..2]
+    } else {
+        trimmed
+    };
+    format!("{whole}.{frac}")
+}
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// (year, month) of a day count since 1970-01-01.
+fn civil_from_days(z: i64) -> (i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m)
+}
+
+/// The starts (ms, UTC) of the calendar months that begin inside
+/// `(from, to)`: where a period split by month is cut.
+pub fn month_starts(from: i64, to: i64) -> Vec<i64> {
+    let day = 86_400_000;
+    let (mut y, mut m) = civil_from_days(from.div_euclid(day));
+    let mut out = Vec::new();
+    loop {
+        m += 1;
+        if m > 12 {
+            m = 1;
+            y += 1;
+        }
+        let start = days_from_civil(y, m, 1) * day;
+        if start >= to {
+            return out;
+        }
+        if start > from {
+            out.push(start);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = HOUR_MS;
+    // 2026-11-30T00:00:00Z and 2026-12-01T00:00:00Z.
+    const NOV_30: i64 = 1_795_996_800_000;
+    const DEC_1: i64 = 1_796_083_200_000;
+
+    fn held(id: i64, milli: u64, mib: u64, start: i64, end: Option<i64>) -> Held {
+        Held {
+            allocation: id,
+            pool: "a100".into(),
+            compute_milli: milli,
+            memory_mib: mib,
+            start,
+            end,
+        }
+    }
+
+    fn price(from: i64, gpu: &str, gib: &str) -> Price {
+        Price {
+            pool: "a100".into(),
+            currency: "EUR".into(),
+            gpu_hour_micros: parse_micros(gpu).unwrap(),
+            gib_hour_micros: parse_micros(gib).unwrap(),
+            effective_from: from,
+        }
+    }
+
+    #[test]
+    fn month_starts_are_utc_calendar_months() {
+        assert_eq!(month_starts(NOV_30, DEC_1 + 1), vec![DEC_1]);
+        assert_eq!(month_starts(DEC_1, DEC_1 + 10 * H), Vec::<i64>::new());
+        // Across a leap February: 2028-02-01, 03-01.
+        let jan_15_2028 = days_from_civil(2028, 1, 15) * 86_400_000;
+        let apr_2028 = days_from_civil(2028, 4, 1) * 86_400_000;
+        let starts = month_starts(jan_15_2028, apr_2028);
+        assert_eq!(starts.len(), 2);
+        assert_eq!(starts[1] - starts[0], 29 * 86_400_000);
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2026, 12, 1) * 86_400_000, DEC_1);
+    }
+
+    #[test]
+    fn a_slice_across_a_month_boundary_is_split_there_and_priced_exactly() {
+        // A 3g.40gb (3/7 of an A100, 40 GiB) from 22:00 on Nov 30 to 04:00 on Dec 1.
+        let milli = 3000 / 7; // 428: what the quota charges
+        let h = held(1, milli, 40 * 1024, NOV_30 + 22 * H, Some(DEC_1 + 4 * H));
+        let p = price(0, "2.10", "0.01");
+        let lines = meter(&[h], &[p], NOV_30, DEC_1 + 24 * H, DEC_1 + 24 * H, &[DEC_1]);
+        assert_eq!(lines.len(), 2);
+        assert_eq!((lines[0].start, lines[0].end), (NOV_30 + 22 * H, DEC_1));
+        assert_eq!((lines[1].start, lines[1].end), (DEC_1, DEC_1 + 4 * H));
+        // 2 h × 0.428 GPU = 0.856 GPU-hours; 4 h → 1.712.
+        assert!((lines[0].gpu_hours() - 0.856).abs() < 1e-12);
+        assert!((lines[1].gpu_hours() - 1.712).abs() < 1e-12);
+        assert!((lines[0].gib_hours() - 80.0).abs() < 1e-12);
+        // 0.856 × 2.10 + 80 × 0.01 = 1.7976 + 0.80 = 2.5976 EUR.
+        assert_eq!(lines[0].cost_micros, 2_597_600);
+        assert_eq!(format_micros(lines[0].cost_micros), "2.5976");
+        assert_eq!(lines[0].currency.as_deref(), Some("EUR"));
+        // The same period twice: the same figures.
+        let again = meter(
+            &[held(
+                1,
+                milli,
+                40 * 1024,
+                NOV_30 + 22 * H,
+                Some(DEC_1 + 4 * H),
+            )],
+            &[price(0, "2.10", "0.01")],
+            NOV_30,
+            DEC_1 + 24 * H,
+            DEC_1 + 24 * H,
+            &[DEC_1],
+        );
+        assert_eq!(again, lines);
+    }
+
+    #[test]
+    fn a_price_change_does_not_rewrite_the_past() {
+        let h = held(7, 1000, 0, NOV_30, None);
+        let old = price(0, "2", "0");
+        let new = price(NOV_30 + 10 * H, "3", "0");
+        let lines = meter(&[h], &[old, new], NOV_30, DEC_1, NOV_30 + 12 * H, &[]);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].cost_micros, 20_000_000, "10 h at 2");
+        assert_eq!(lines[1].cost_micros, 6_000_000, "2 h at 3, until now");
+        // Outside the window, or before it started: nothing.
+        assert!(meter(
+            &[held(8, 1000, 0, DEC_1, None)],
+            &[],
+            NOV_30,
+            DEC_1,
+            DEC_1 + H,
+            &[]
+        )
+        .is_empty());
+        // No price: hours but no cost.
+        let free = meter(
+            &[held(9, 500, 0, NOV_30, Some(NOV_30 + 2 * H))],
+            &[],
+            NOV_30,
+            DEC_1,
+            DEC_1,
+            &[],
+        );
+        assert_eq!(free[0].cost_micros, 0);
+        assert_eq!(free[0].currency, None);
+        assert!((free[0].gpu_hours() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn money_parses_and_prints_in_millionths() {
+        assert_eq!(parse_micros("2.5"), Some(2_500_000));
+        assert_eq!(parse_micros("0.000001"), Some(1));
+        assert_eq!(parse_micros(".5"), Some(500_000));
+        assert_eq!(parse_micros("3"), Some(3_000_000));
+        assert_eq!(parse_micros("1.0000001"), None);
+        assert_eq!(parse_micros("-1"), None);
+        assert_eq!(parse_micros("1e3"), None);
+        assert_eq!(parse_micros(""), None);
+        assert_eq!(format_micros(2_500_000), "2.50");
+        assert_eq!(format_micros(1), "0.000001");
+        assert_eq!(format_micros(0), "0.00");
+        let bad = Price {
+            currency: "euro".into(),
+            ..price(0, "1", "0")
+        };
+        assert_eq!(validate_price(&bad).unwrap_err().0, "currency");
+        assert!(validate_price(&price(0, "1", "0")).is_ok());
+    }
+}

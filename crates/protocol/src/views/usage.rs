@@ -1,0 +1,162 @@
+//! Usage and cost: allocated GPU-hours and memory-GiB-hours per period,
+//! priced with each pool's price in force at the time.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What a usage report adds up by (besides the calendar month).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageGrouping {
+    /// Per tenant and pool.
+    #[default]
+    Tenant,
+    /// Per cost centre (a monthly statement per cost centre).
+    CostCentre,
+    /// Per pool.
+    Pool,
+    /// Per slice (the drill-down).
+    Allocation,
+}
+
+impl UsageGrouping {
+    /// All, for forms.
+    pub const ALL: [Self; 4] = [Self::Tenant, Self::CostCentre, Self::Pool, Self::Allocation];
+
+    /// The name in queries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tenant => "tenant",
+            Self::CostCentre => "cost_centre",
+            Self::Pool => "pool",
+            Self::Allocation => "allocation",
+        }
+    }
+
+    /// Parses a query value.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|g| g.as_str() == s)
+    }
+}
+
+/// `GET /api/v1/usage` (and `.csv`): the period is `month` (`2026-11`), or
+/// `from`/`to` (RFC 3339), or else the current month.
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageQuery {
+    /// A calendar month, `YYYY-MM` (UTC).
+    #[serde(default)]
+    pub month: Option<String>,
+    /// Start (inclusive).
+    #[serde(default)]
+    pub from: Option<DateTime<Utc>>,
+    /// End (exclusive).
+    #[serde(default)]
+    pub to: Option<DateTime<Utc>>,
+    /// Only this tenant (required unless you are a platform admin).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Only this pool.
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// `tenant` (default), `cost_centre`, `pool` or `allocation`.
+    #[serde(default)]
+    pub group_by: Option<UsageGrouping>,
+}
+
+/// A usage report.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsageReport {
+    /// Period start.
+    pub from: DateTime<Utc>,
+    /// Period end.
+    pub to: DateTime<Utc>,
+    /// How the rows add up.
+    pub group_by: UsageGrouping,
+    /// The rows, by month then group.
+    pub rows: Vec<UsageRow>,
+    /// Totals per currency (`None`: use in pools without a price).
+    pub totals: Vec<UsageTotal>,
+}
+
+/// One month of one group.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsageRow {
+    /// The calendar month (its first moment, UTC).
+    pub month: DateTime<Utc>,
+    /// Tenant slug (by tenant or slice).
+    pub tenant: Option<String>,
+    /// Tenant name.
+    pub tenant_name: Option<String>,
+    /// Cost centre (by tenant, cost centre or slice).
+    pub cost_centre: Option<String>,
+    /// Pool (by tenant, pool or slice).
+    pub pool: Option<String>,
+    /// Allocation id (by slice).
+    pub allocation: Option<i64>,
+    /// Its shape (by slice).
+    pub shape: Option<String>,
+    /// Allocated GPU-hours (the slice's share of a GPU × hours held).
+    pub gpu_hours: f64,
+    /// Allocated GPU-memory GiB-hours.
+    pub gib_hours: f64,
+    /// Cost (decimal, in `currency`).
+    pub cost: String,
+    /// ISO 4217 (`None`: the pool had no price).
+    pub currency: Option<String>,
+}
+
+/// A total in one currency.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsageTotal {
+    /// ISO 4217 (`None`: unpriced use).
+    pub currency: Option<String>,
+    /// Allocated GPU-hours.
+    pub gpu_hours: f64,
+    /// Allocated GiB-hours.
+    pub gib_hours: f64,
+    /// Cost.
+    pub cost: String,
+}
+
+/// A pool's price from a moment on.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriceView {
+    /// Pool.
+    pub pool: String,
+    /// ISO 4217.
+    pub currency: String,
+    /// Per GPU-hour (decimal).
+    pub gpu_hour: String,
+    /// Per GiB-hour of GPU memory (decimal).
+    pub gib_hour: String,
+    /// In force from.
+    pub effective_from: DateTime<Utc>,
+    /// Who set it.
+    pub created_by: String,
+}
+
+/// A new price (`POST /api/v1/prices`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewPrice {
+    /// Pool.
+    pub pool: String,
+    /// ISO 4217 (`EUR`).
+    pub currency: String,
+    /// Per GPU-hour (decimal, up to 6 places).
+    pub gpu_hour: String,
+    /// Per GiB-hour (decimal; default 0).
+    #[serde(default)]
+    pub gib_hour: String,
+    /// From when (now or later; default now): past periods keep their price.
+    #[serde(default)]
+    pub effective_from: Option<DateTime<Utc>>,
+}

@@ -1,0 +1,536 @@
+//! Usage and cost: the allocated GPU-hours of slices, priced per pool with
+//! the price in force at each moment ([`tessera_core::metering`]); reports
+//! grouped by tenant, cost centre, pool or slice; the FinOps FOCUS CSV; and
+//! prices, which platform admins set with the date they take effect.
+
+use crate::audit::Actor;
+use crate::audit_log::csv_field;
+use crate::entity::{allocation, price, tenant};
+use crate::events::DomainEvent;
+use crate::{PlatformAdmin, Principal, Service, ServiceError};
+use chrono::{DateTime, Datelike, TimeZone, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, Set,
+};
+use std::collections::BTreeMap;
+use tessera_core::metering::{
+    format_micros, meter, month_starts, parse_micros, validate_price, Held, Metered, Price,
+};
+use tessera_protocol::views::{
+    NewPrice, PriceView, UsageGrouping, UsageQuery, UsageReport, UsageRow, UsageTotal,
+};
+
+/// Longest period one report covers.
+const MAX_PERIOD_DAYS: i64 = 400;
+
+/// What the report needs to know about each metered slice.
+struct Slice {
+    tenant: String,
+    tenant_name: String,
+    cost_centre: Option<String>,
+    shape: String,
+}
+
+/// The metered lines of a period, and who they belong to.
+struct Metering {
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    lines: Vec<Metered>,
+    slices: BTreeMap<i64, Slice>,
+    prices: Vec<Price>,
+}
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn at(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
+}
+
+/// The first moment of the month `t` is in.
+fn month_of(t: DateTime<Utc>) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(t.year(), t.month(), 1, 0, 0, 0)
+        .single()
+        .unwrap_or(t)
+}
+
+fn next_month(t: DateTime<Utc>) -> DateTime<Utc> {
+    let (y, m) = if t.month() == 12 {
+        (t.year() + 1, 1)
+    } else {
+        (t.year(), t.month() + 1)
+    };
+    Utc.with_ymd_and_hms(y, m, 1, 0, 0, 0).single().unwrap_or(t)
+}
+
+/// The period a query asks for.
+fn period(
+    q: &UsageQuery,
+    now: DateTime<Utc>,
+) -> Result<(DateTime<Utc>, DateTime<Utc>), ServiceError> {
+    let (from, to) = match (&q.month, q.from, q.to) {
+        (Some(m), None, None) => {
+            let bad =
+                || ServiceError::invalid("month", format!("'{m}' is not a month like 2026-11"));
+            let (y, mo) = m.split_once('-').ok_or_else(bad)?;
+            let (y, mo): (i32, u32) = (
+                y.parse().map_err(|_| bad())?,
+                mo.parse().map_err(|_| bad())?,
+            );
+            let start = Utc
+                .with_ymd_and_hms(y, mo, 1, 0, 0, 0)
+                .single()
+                .ok_or_else(bad)?;
+            (start, next_month(start))
+        }
+        (Some(_), _, _) => {
+            return Err(ServiceError::invalid(
+                "month",
+                "give a month or from/to, not both",
+            ))
+        }
+        (None, from, to) => {
+            let from = from.unwrap_or_else(|| month_of(now));
+            (from, to.unwrap_or_else(|| next_month(from).max(from)))
+        }
+    };
+    if to <= from {
+        return Err(ServiceError::invalid("to", "must be after from"));
+    }
+    if (to - from).num_days() > MAX_PERIOD_DAYS {
+        return Err(ServiceError::invalid(
+            "to",
+            format!("a report covers at most {MAX_PERIOD_DAYS} days"),
+        ));
+    }
+    Ok((from, to))
+}
+
+fn price_of(p: &price::Model) -> Price {
+    Price {
+        pool: p.pool.clone(),
+        currency: p.currency.clone(),
+        gpu_hour_micros: u64::try_from(p.gpu_hour_micros).unwrap_or(0),
+        gib_hour_micros: u64::try_from(p.gib_hour_micros).unwrap_or(0),
+        effective_from: ms(p.effective_from),
+    }
+}
+
+fn price_view(p: &price::Model) -> PriceView {
+    PriceView {
+        pool: p.pool.clone(),
+        currency: p.currency.clone(),
+        gpu_hour: format_micros(u128::try_from(p.gpu_hour_micros).unwrap_or(0)),
+        gib_hour: format_micros(u128::try_from(p.gib_hour_micros).unwrap_or(0)),
+        effective_from: p.effective_from,
+        created_by: p.created_by.clone(),
+    }
+}
+
+impl Service {
+    /// The tenant a usage query may see: its own (members and tenant
+    /// admins), any or all (platform admins).
+    async fn usage_scope(
+        &self,
+        who: &Principal,
+        q: &UsageQuery,
+    ) -> Result<Option<tenant::Model>, ServiceError> {
+        match &q.tenant {
+            Some(slug) => {
+                let t = Self::tenant_by_slug(&self.db, slug).await?;
+                if who.role_in(t.id).is_none() && !who.platform_admin {
+                    return Err(ServiceError::not_found(format!("tenant '{slug}'")));
+                }
+                Ok(Some(t))
+            }
+            None if who.platform_admin => Ok(None),
+            None => Err(ServiceError::invalid(
+                "tenant",
+                "name your tenant (only platform admins see every tenant's usage)",
+            )),
+        }
+    }
+
+    async fn metering(&self, who: &Principal, q: &UsageQuery) -> Result<Metering, ServiceError> {
+        let now = self.now();
+        let (from, to) = period(q, now)?;
+        let scope = self.usage_scope(who, q).await?;
+        let mut rows = allocation::Entity::find()
+            .filter(allocation::Column::ActiveAt.is_not_null())
+            .filter(allocation::Column::ActiveAt.lt(to))
+            .filter(
+                Condition::any()
+                    .add(allocation::Column::EndedAt.is_null())
+                    .add(allocation::Column::EndedAt.gt(from)),
+            );
+        if let Some(t) = &scope {
+            rows = rows.filter(allocation::Column::TenantId.eq(t.id));
+        }
+        if let Some(p) = &q.pool {
+            rows = rows.filter(allocation::Column::Pool.eq(p));
+        }
+        let rows = rows
+            .order_by_asc(allocation::Column::Id)
+            .all(&self.db)
+            .await?;
+        let tenants: BTreeMap<i64, tenant::Model> = tenant::Entity::find()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t))
+            .collect();
+        let mut held = Vec::with_capacity(rows.len());
+        let mut slices = BTreeMap::new();
+        for a in &rows {
+            let Some(start) = a.active_at else { continue };
+            held.push(Held {
+                allocation: a.id,
+                pool: a.pool.clone(),
+                compute_milli: u64::try_from(a.demand_compute_milli).unwrap_or(0),
+                memory_mib: u64::try_from(a.demand_memory_mib).unwrap_or(0),
+                start: ms(start),
+                end: a.ended_at.map(ms),
+            });
+            let t = tenants.get(&a.tenant_id);
+            slices.insert(
+                a.id,
+                Slice {
+                    tenant: t.map(|t| t.slug.clone()).unwrap_or_default(),
+                    tenant_name: t.map(|t| t.name.clone()).unwrap_or_default(),
+                    cost_centre: t.and_then(|t| t.cost_centre.clone()),
+                    shape: a.shape_label.clone(),
+                },
+            );
+        }
+        let prices: Vec<Price> = price::Entity::find()
+            .order_by_asc(price::Column::EffectiveFrom)
+            .all(&self.db)
+            .await?
+            .iter()
+            .map(price_of)
+            .collect();
+        let lines = meter(
+            &held,
+            &prices,
+            ms(from),
+            ms(to),
+            ms(now),
+            &month_starts(ms(from), ms(to)),
+        );
+        Ok(Metering {
+            from,
+            to,
+            lines,
+            slices,
+            prices,
+        })
+    }
+
+    /// Allocated GPU-hours, GiB-hours and cost per month and group.
+    pub async fn usage_report(
+        &self,
+        who: &Principal,
+        q: &UsageQuery,
+    ) -> Result<UsageReport, ServiceError> {
+        let m = self.metering(who, q).await?;
+        let group_by = q.group_by.unwrap_or_default();
+        // (month, key parts, currency) → sums; BTreeMap keeps the order.
+        type Key = (i64, String, String, i64, Option<String>);
+        let mut sums: BTreeMap<Key, (u128, u128, u128)> = BTreeMap::new();
+        let mut totals: BTreeMap<Option<String>, (u128, u128, u128)> = BTreeMap::new();
+        let none = Slice {
+            tenant: String::new(),
+            tenant_name: String::new(),
+            cost_centre: None,
+            shape: String::new(),
+        };
+        for l in &m.lines {
+            let s = m.slices.get(&l.allocation).unwrap_or(&none);
+            let month = ms(month_of(at(l.start)));
+            let key: Key = match group_by {
+                UsageGrouping::Tenant => (
+                    month,
+                    s.tenant.clone(),
+                    l.pool.clone(),
+                    0,
+                    l.currency.clone(),
+                ),
+                UsageGrouping::CostCentre => (
+                    month,
+                    s.cost_centre.clone().unwrap_or_default(),
+                    String::new(),
+                    0,
+                    l.currency.clone(),
+                ),
+                UsageGrouping::Pool => {
+                    (month, String::new(), l.pool.clone(), 0, l.currency.clone())
+                }
+                UsageGrouping::Allocation => (
+                    month,
+                    s.tenant.clone(),
+                    l.pool.clone(),
+                    l.allocation,
+                    l.currency.clone(),
+                ),
+            };
+            for acc in [
+                sums.entry(key).or_default(),
+                totals.entry(l.currency.clone()).or_default(),
+            ] {
+                acc.0 += l.gpu_milli_ms;
+                acc.1 += l.mib_ms;
+                acc.2 += l.cost_micros;
+            }
+        }
+        let hours = |gpu: u128, mib: u128| {
+            (
+                gpu as f64 / (1000.0 * tessera_core::metering::HOUR_MS as f64),
+                mib as f64 / (1024.0 * tessera_core::metering::HOUR_MS as f64),
+            )
+        };
+        let by_slug: BTreeMap<&str, &Slice> =
+            m.slices.values().map(|s| (s.tenant.as_str(), s)).collect();
+        let rows = sums
+            .into_iter()
+            .map(|((month, a, pool, alloc, currency), (gpu, mib, cost))| {
+                let (gpu_hours, gib_hours) = hours(gpu, mib);
+                let slice = (alloc != 0).then(|| m.slices.get(&alloc)).flatten();
+                let tenant = matches!(group_by, UsageGrouping::Tenant | UsageGrouping::Allocation)
+                    .then(|| a.clone());
+                let t = tenant.as_deref().and_then(|s| by_slug.get(s));
+                UsageRow {
+                    month: at(month),
+                    tenant_name: t.map(|t| t.tenant_name.clone()),
+                    cost_centre: match group_by {
+                        UsageGrouping::CostCentre => Some(a.clone()).filter(|c| !c.is_empty()),
+                        _ => t.and_then(|t| t.cost_centre.clone()),
+                    },
+                    tenant,
+                    pool: (group_by != UsageGrouping::CostCentre).then_some(pool),
+                    allocation: (alloc != 0).then_some(alloc),
+                    shape: slice.map(|s| s.shape.clone()),
+                    gpu_hours,
+                    gib_hours,
+                    cost: format_micros(cost),
+                    currency,
+                }
+            })
+            .collect();
+        let totals = totals
+            .into_iter()
+            .map(|(currency, (gpu, mib, cost))| {
+                let (gpu_hours, gib_hours) = hours(gpu, mib);
+                UsageTotal {
+                    currency,
+                    gpu_hours,
+                    gib_hours,
+                    cost: format_micros(cost),
+                }
+            })
+            .collect();
+        Ok(UsageReport {
+            from: m.from,
+            to: m.to,
+            group_by,
+            rows,
+            totals,
+        })
+    }
+
+    /// The period's charges as CSV in the FinOps FOCUS column layout: one
+    /// row per slice, month and price.
+    pub async fn usage_focus_csv(
+        &self,
+        who: &Principal,
+        q: &UsageQuery,
+    ) -> Result<String, ServiceError> {
+        const COLUMNS: [&str; 24] = [
+            "BilledCost",
+            "EffectiveCost",
+            "ListCost",
+            "ListUnitPrice",
+            "BillingCurrency",
+            "BillingPeriodStart",
+            "BillingPeriodEnd",
+            "ChargePeriodStart",
+            "ChargePeriodEnd",
+            "ChargeCategory",
+            "ChargeDescription",
+            "ConsumedQuantity",
+            "ConsumedUnit",
+            "PricingQuantity",
+            "PricingUnit",
+            "ProviderName",
+            "ServiceName",
+            "ServiceCategory",
+            "ResourceId",
+            "ResourceName",
+            "SkuId",
+            "SubAccountId",
+            "SubAccountName",
+            "Tags",
+        ];
+        let m = self.metering(who, q).await?;
+        let mut out = COLUMNS.join(",");
+        out.push('\n');
+        let rfc = |t: i64| at(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        for l in &m.lines {
+            let s = m.slices.get(&l.allocation);
+            let month = month_of(at(l.start));
+            let price = tessera_core::metering::price_at(&m.prices, &l.pool, l.start);
+            let quantity = format!("{:.6}", l.gpu_hours());
+            let tags = serde_json::json!({
+                "tenant": s.map(|s| s.tenant.clone()),
+                "cost_centre": s.and_then(|s| s.cost_centre.clone()),
+                "pool": l.pool,
+                "gib_hours": format!("{:.6}", l.gib_hours()),
+            });
+            let cost = format_micros(l.cost_micros);
+            let fields = [
+                cost.clone(),
+                cost.clone(),
+                cost,
+                price.map_or_else(String::new, |p| {
+                    format_micros(u128::from(p.gpu_hour_micros))
+                }),
+                l.currency.clone().unwrap_or_default(),
+                rfc(ms(month)),
+                rfc(ms(next_month(month))),
+                rfc(l.start),
+                rfc(l.end),
+                "Usage".to_owned(),
+                format!("{} in pool {}", s.map_or("", |s| s.shape.as_str()), l.pool),
+                quantity.clone(),
+                "GPU-Hours".to_owned(),
+                quantity,
+                "GPU-Hours".to_owned(),
+                "Tessera".to_owned(),
+                "Tessera GPU slices".to_owned(),
+                "AI and Machine Learning".to_owned(),
+                format!("allocation/{}", l.allocation),
+                s.map_or_else(String::new, |s| format!("#{} {}", l.allocation, s.shape)),
+                l.pool.clone(),
+                s.map_or_else(String::new, |s| s.tenant.clone()),
+                s.map_or_else(String::new, |s| s.tenant_name.clone()),
+                tags.to_string(),
+            ];
+            let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            out.push_str(&row.join(","));
+            out.push('\n');
+        }
+        Ok(out)
+    }
+
+    /// Every price, newest first (anyone signed in: tenants see what their
+    /// slices cost).
+    pub async fn prices(&self, _who: &Principal) -> Result<Vec<PriceView>, ServiceError> {
+        Ok(price::Entity::find()
+            .order_by_asc(price::Column::Pool)
+            .order_by_desc(price::Column::EffectiveFrom)
+            .all(&self.db)
+            .await?
+            .iter()
+            .map(price_view)
+            .collect())
+    }
+
+    /// Sets a pool's price from now or a later moment (platform admins).
+    pub async fn set_price(
+        &self,
+        admin: &PlatformAdmin<'_>,
+        new: &NewPrice,
+    ) -> Result<PriceView, ServiceError> {
+        let now = self.now();
+        let money = |field: &str, text: &str| {
+            let text = if text.trim().is_empty() { "0" } else { text };
+            parse_micros(text).ok_or_else(|| {
+                ServiceError::invalid(
+                    field,
+                    format!("'{text}' is not an amount such as 2.50 (up to 6 decimals)"),
+                )
+            })
+        };
+        let effective_from = new.effective_from.unwrap_or(now);
+        // A minute of leeway for a form filled in "now".
+        if effective_from < now - chrono::Duration::minutes(1) {
+            return Err(ServiceError::invalid(
+                "effective_from",
+                "must be now or later: past periods keep the price they had",
+            ));
+        }
+        let p = Price {
+            pool: new.pool.clone(),
+            currency: new.currency.trim().to_ascii_uppercase(),
+            gpu_hour_micros: money("gpu_hour", &new.gpu_hour)?,
+            gib_hour_micros: money("gib_hour", &new.gib_hour)?,
+            effective_from: ms(effective_from),
+        };
+        validate_price(&p).map_err(|(field, why)| ServiceError::invalid(field, why))?;
+        let mut w = self.begin_write().await?;
+        let pools = self.pools(w.db()).await?;
+        Self::pool_named(&pools, "pool", &new.pool)?;
+        let taken = price::Entity::find()
+            .filter(price::Column::Pool.eq(&p.pool))
+            .filter(price::Column::EffectiveFrom.eq(effective_from))
+            .one(w.db())
+            .await?
+            .is_some();
+        if taken {
+            return Err(ServiceError::Conflict(format!(
+                "pool '{}' already has a price from {effective_from}",
+                p.pool
+            )));
+        }
+        let row = price::ActiveModel {
+            pool: Set(p.pool.clone()),
+            currency: Set(p.currency.clone()),
+            gpu_hour_micros: Set(i64::try_from(p.gpu_hour_micros).unwrap_or(i64::MAX)),
+            gib_hour_micros: Set(i64::try_from(p.gib_hour_micros).unwrap_or(i64::MAX)),
+            effective_from: Set(effective_from),
+            created_by: Set(admin.principal().name().to_owned()),
+            created_at: Set(now),
+            ..Default::default()
+        }
+        .insert(w.db())
+        .await?;
+        w.emit(DomainEvent::PriceSet {
+            price: price_view(&row),
+        });
+        w.commit(self, &Actor::User(admin.principal())).await?;
+        Ok(price_view(&row))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_are_months_or_ranges_and_bounded() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 15, 10, 0, 0).unwrap();
+        let q = |month: Option<&str>| UsageQuery {
+            month: month.map(str::to_owned),
+            ..UsageQuery::default()
+        };
+        let (f, t) = period(&q(None), now).unwrap();
+        assert_eq!(f, Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap());
+        assert_eq!(t, Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap());
+        let (f, t) = period(&q(Some("2026-02")), now).unwrap();
+        assert_eq!((t - f).num_days(), 28);
+        assert!(period(&q(Some("2026-13")), now).is_err());
+        assert!(period(&q(Some("soon")), now).is_err());
+        let long = UsageQuery {
+            from: Some(now - chrono::Duration::days(500)),
+            to: Some(now),
+            ..UsageQuery::default()
+        };
+        assert!(period(&long, now).is_err());
+        let backwards = UsageQuery {
+            from: Some(now),
+            to: Some(now - chrono::Duration::hours(1)),
+            ..UsageQuery::default()
+        };
+        assert!(period(&backwards, now).is_err());
+    }
+}

@@ -1,0 +1,106 @@
+//! `/api/v1/usage` (and its FOCUS CSV) and `/api/v1/prices`: allocated
+//! GPU-hours and cost per period, and the prices behind them. Signed-in
+//! people: a tenant's members see their tenant's usage, platform admins
+//! everyone's; platform admins set prices.
+
+use super::extract::JsonBody;
+use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
+use crate::auth::extract::Person;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::header;
+use axum::http::request::Parts;
+use axum::response::IntoResponse;
+use axum::Json;
+use tessera_protocol::views::{NewPrice, PriceView, UsageQuery, UsageReport};
+
+/// The query string, or a 400 that says what does not parse.
+#[derive(Debug)]
+pub struct UsageParams(pub UsageQuery);
+
+impl<S: Send + Sync> FromRequestParts<S> for UsageParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(q) = Query::<UsageQuery>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_body("query", e.body_text()))?;
+        Ok(Self(q))
+    }
+}
+
+/// Allocated GPU-hours, memory GiB-hours and cost per month, grouped by
+/// tenant (default), cost centre, pool or slice.
+#[utoipa::path(
+    get, path = "/usage", tag = "usage",
+    params(UsageQuery),
+    responses((status = 200, description = "The report", body = UsageReport),
+              BadRequest, Unauthorized, NotFound),
+    security(("session" = [])),
+)]
+pub async fn get_usage(
+    State(state): State<AppState>,
+    UsageParams(q): UsageParams,
+    Person(p): Person,
+) -> Result<Json<UsageReport>, ApiError> {
+    Ok(Json(state.service.usage_report(&p, &q).await?))
+}
+
+/// The same period's charges as CSV in the FinOps FOCUS layout (one row
+/// per slice, month and price).
+#[utoipa::path(
+    get, path = "/usage.csv", tag = "usage",
+    params(UsageQuery),
+    responses((status = 200, description = "FOCUS CSV", content_type = "text/csv", body = String),
+              BadRequest, Unauthorized, NotFound),
+    security(("session" = [])),
+)]
+pub async fn get_usage_csv(
+    State(state): State<AppState>,
+    UsageParams(q): UsageParams,
+    Person(p): Person,
+) -> Result<impl IntoResponse, ApiError> {
+    let body = state.service.usage_focus_csv(&p, &q).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"tessera-usage-focus.csv\"",
+            ),
+        ],
+        body,
+    ))
+}
+
+/// Every pool's prices, newest first.
+#[utoipa::path(
+    get, path = "/prices", tag = "usage",
+    responses((status = 200, description = "Prices", body = Vec<PriceView>), Unauthorized),
+    security(("session" = [])),
+)]
+pub async fn list_prices(
+    State(state): State<AppState>,
+    Person(p): Person,
+) -> Result<Json<Vec<PriceView>>, ApiError> {
+    Ok(Json(state.service.prices(&p).await?))
+}
+
+/// Sets a pool's price from now or a later moment; use before then keeps
+/// the price it had (platform admins).
+#[utoipa::path(
+    post, path = "/prices", tag = "usage",
+    request_body = NewPrice,
+    responses((status = 200, description = "The new price", body = PriceView),
+              BadRequest, Unauthorized, Forbidden, Conflict),
+    security(("session" = [])),
+)]
+pub async fn set_price(
+    State(state): State<AppState>,
+    Person(p): Person,
+    JsonBody(new): JsonBody<NewPrice>,
+) -> Result<Json<PriceView>, ApiError> {
+    let admin = p.require_platform_admin()?;
+    Ok(Json(state.service.set_price(&admin, &new).await?))
+}
