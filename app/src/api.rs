@@ -670,6 +670,8 @@ pub struct UsagePageData {
     pub tenants: Vec<(String, String)>,
     /// Whether the viewer is a platform admin.
     pub admin: bool,
+    /// Pool names a platform admin can price.
+    pub pools: Vec<String>,
 }
 
 /// Usage and cost for a month (`""`: this one), a tenant (`""`: all for
@@ -689,12 +691,21 @@ pub async fn get_usage(
         .iter()
         .map(|(_, m)| (m.slug.clone(), m.name.clone()))
         .collect();
+    let mut pools = Vec::new();
     if admin {
+        let proof = who.require_platform_admin()?;
         tenants = service
-            .tenants_admin(&who.require_platform_admin()?)
+            .tenants_admin(&proof)
             .await?
             .into_iter()
             .map(|t| (t.slug, t.name))
+            .collect();
+        pools = service
+            .pools_admin(&proof)
+            .await?
+            .pools
+            .into_iter()
+            .map(|p| p.spec.name)
             .collect();
     }
     let tenant = match tenant {
@@ -712,6 +723,7 @@ pub async fn get_usage(
         tenant,
         tenants,
         admin,
+        pools,
     })
 }
 

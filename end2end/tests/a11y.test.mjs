@@ -40,9 +40,9 @@ describe('accessibility', () => {
   });
 
   const pages = {
-    bob: () => ['/', '/t/vision', '/t/vision/request', `/t/vision/a/${allocation}`, '/t/vision/quota', '/notifications'],
+    bob: () => ['/', '/t/vision', '/t/vision/request', `/t/vision/a/${allocation}`, '/t/vision/quota', '/usage', '/notifications'],
     carol: () => ['/t/vision/api-tokens', '/t/vision/webhook', '/audit'],
-    alice: () => ['/fleet', '/admin/join-tokens', '/admin/approvals', '/admin/quotas', '/admin/pools', '/admin/tenants', '/audit', '/notifications'],
+    alice: () => ['/fleet', '/admin/join-tokens', '/admin/approvals', '/admin/quotas', '/admin/pools', '/admin/tenants', '/usage', '/audit', '/notifications'],
   };
   for (const [user, paths] of Object.entries(pages)) {
     for (const colorScheme of ['light', 'dark']) {

@@ -15,6 +15,9 @@ use tessera_protocol::views::{PoolAdminView, PoolsAdminView};
 #[derive(Clone, Copy)]
 struct Actions {
     review: ServerAction<ReviewPool>,
+    /// The form whose change is under review (a pool's name; `""`: the new
+    /// pool's form): its review shows right under it.
+    editing: RwSignal<String>,
     save: ServerAction<SavePool>,
     cancel: ServerAction<CancelPoolChange>,
 }
@@ -24,6 +27,7 @@ struct Actions {
 pub fn PoolsAdminPage() -> impl IntoView {
     let actions = Actions {
         review: ServerAction::new(),
+        editing: RwSignal::new(String::new()),
         save: ServerAction::new(),
         cancel: ServerAction::new(),
     };
@@ -57,7 +61,6 @@ pub fn PoolsAdminPage() -> impl IntoView {
                 }
             })}
         </Transition>
-        <Review actions/>
     }
 }
 
@@ -153,11 +156,17 @@ fn PoolEditor(
 ) -> impl IntoView {
     let f = PoolForm::of(&spec);
     let new = revision.is_none();
+    let key = if new {
+        String::new()
+    } else {
+        spec.name.clone()
+    };
+    let mine = key.clone();
     let option = |value: &'static str, current: &str| {
         view! { <option value=value selected=current == value>{value}</option> }
     };
     view! {
-        <ActionForm action=actions.review attr:class="pool-form" attr:data-test="pool-form">
+        <ActionForm action=actions.review attr:class="pool-form" attr:data-test="pool-form" on:submit=move |_| actions.editing.set(key.clone())>
             {revision.map(|r| view! { <input type="hidden" name="revision" value=r/> })}
             <div class="form-row">
                 <label class="field">
@@ -220,6 +229,7 @@ fn PoolEditor(
             {new.then(|| view! { <input type="hidden" name="drain_minutes" value="60"/> })}
             <button class="button primary" type="submit" data-test="review-pool">"Review change"</button>
         </ActionForm>
+        {move || (actions.editing.get() == mine).then(|| view! { <Review actions/> })}
     }
 }
 

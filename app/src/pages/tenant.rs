@@ -92,6 +92,7 @@ fn Tenant(t: TenantView) -> impl IntoView {
             <div class="section-row">
                 <h2 class="section-title">"Quota"</h2>
                 <div class="row-actions">
+                    <a class="button ghost" href=format!("/usage?tenant={}", t.slug) data-test="usage-link">"Usage & cost"</a>
                     <a class="button ghost" href=format!("/api/v1/tenants/{}/resource-quota.yaml", t.slug) download data-test="resource-quota-link" title="A Kubernetes ResourceQuota for your namespace with the GPU resources your slices hold">"ResourceQuota (YAML)"</a>
                     <a class="button ghost" href=format!("/t/{}/quota", t.slug) data-test="tenant-quota-link">"Quota & requests"</a>
                 </div>

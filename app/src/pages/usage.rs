@@ -75,10 +75,11 @@ pub fn UsagePage() -> impl IntoView {
                     match report.await {
                         Ok(d) => {
                             let admin = d.admin;
+                            let pools = d.pools.clone();
                             let f = Filter { tenant: d.tenant.clone(), ..f };
                             let prices_view = Suspend::new(async move {
                                 match prices.await {
-                                    Ok(list) => view! { <Prices list admin set/> }.into_any(),
+                                    Ok(list) => view! { <Prices list admin set pools/> }.into_any(),
                                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                                 }
                             });
@@ -130,7 +131,7 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
             {r.totals.iter().map(|t| view! {
                 <div class="stat card" data-test="usage-total">
                     <span class="stat-value">{match &t.currency { Some(c) => format!("{} {c}", t.cost), None => "unpriced".to_owned() }}</span>
-                    <span class="stat-label">{format!("{} GPU-h · {} GiB-h", format::number(round(t.gpu_hours)), format::number(round(t.gib_hours)))}</span>
+                    <span class="stat-label">{format!("{:.3} GPU-h · {:.1} GiB-h", t.gpu_hours, t.gib_hours)}</span>
                 </div>
             }).collect_view()}
         </section>
@@ -175,12 +176,13 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
     }
 }
 
-fn round(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
 #[component]
-fn Prices(list: Vec<PriceView>, admin: bool, set: ServerAction<SetPrice>) -> impl IntoView {
+fn Prices(
+    list: Vec<PriceView>,
+    admin: bool,
+    set: ServerAction<SetPrice>,
+    pools: Vec<String>,
+) -> impl IntoView {
     view! {
         <section class="card" data-test="prices">
             <h2 class="section-title">"Prices"</h2>
@@ -204,7 +206,12 @@ fn Prices(list: Vec<PriceView>, admin: bool, set: ServerAction<SetPrice>) -> imp
             }}
             {admin.then(|| view! {
                 <ActionForm action=set attr:class="form-row" attr:data-test="price-form">
-                    <label class="field"><span>"Pool"</span><input type="text" name="pool" required maxlength="64" data-test="price-pool"/></label>
+                    <label class="field">
+                        <span>"Pool"</span>
+                        <select name="pool" required data-test="price-pool">
+                            {pools.into_iter().map(|p| view! { <option value=p.clone()>{p.clone()}</option> }).collect_view()}
+                        </select>
+                    </label>
                     <label class="field"><span>"Currency"</span><input type="text" name="currency" required maxlength="3" value="EUR" data-test="price-currency"/></label>
                     <label class="field"><span>"Per GPU-hour"</span><input type="text" name="gpu_hour" required inputmode="decimal" placeholder="2.10" data-test="price-gpu-hour"/></label>
                     <label class="field"><span>"Per GiB-hour"</span><input type="text" name="gib_hour" inputmode="decimal" placeholder="0.00" data-test="price-gib-hour"/></label>
