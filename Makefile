@@ -1,5 +1,5 @@
 # The two commands: `make demo` runs everything locally; `make test` runs every test.
-.PHONY: demo test bench bench-queue bench-slices bench-load fmt lint
+.PHONY: demo test bench bench-queue bench-slices bench-load bench-reads fmt lint
 
 demo:
 	bash scripts/demo.sh
@@ -18,6 +18,9 @@ bench-slices:
 
 bench-load:
 	bash scripts/bench.sh load
+
+bench-reads:
+	bash scripts/bench.sh reads
 
 fmt:
 	cargo fmt --all

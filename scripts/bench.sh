@@ -8,6 +8,9 @@
 #   3. load: `oha` lists and creates allocations at fixed rates for two
 #      minutes while 100 simulated hosts report; zero errors expected
 #      (`make bench-load`; not part of `all`, it takes minutes)
+#   4. reads: the authenticated allocation list at full speed against an
+#      axum hello-world in the same run (`make bench-reads`; set
+#      TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)
 source "$(dirname "$0")/lib.sh"
 what="${1:-all}"
 if [ "$what" = all ] || [ "$what" = placement ]; then
@@ -36,4 +39,11 @@ if [ "$what" = load ]; then
   ensure_oha
   build_release
   (cd end2end && node bench/load-bench.mjs --hosts 100 --seconds "${TESSERA_LOAD_SECONDS:-120}" --list-rps 50 --create-rps 5)
+fi
+if [ "$what" = all ] || [ "$what" = reads ]; then
+  ensure_tools
+  ensure_oha
+  build_release
+  cargo build --release -q -p tessera-server --example hello
+  (cd end2end && node bench/reads-bench.mjs --seconds "${TESSERA_READS_SECONDS:-10}")
 fi

@@ -6,6 +6,8 @@
 use crate::backend::{BackendError, GpuBackend, Inventory};
 use crate::client::{ClientError, ServerClient};
 use crate::reconcile::reconcile_gpu;
+use crate::telemetry::TelemetryLoop;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +55,8 @@ pub struct HostAgent {
     /// Fetch the desired state, apply it, report once and return (for scripts
     /// and tests).
     pub once: bool,
+    /// Sample and send GPU telemetry this often (`None`: off).
+    pub telemetry_interval: Option<Duration>,
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -241,6 +245,10 @@ impl HostAgent {
             applied_generation: None,
             errors: Vec::new(),
         };
+        // The GPUs slices hold outside MIG, for the telemetry loop, which
+        // starts after the first report (the server must know the GPUs).
+        let (held_tx, held_rx) = tokio::sync::watch::channel(BTreeSet::new());
+        let mut telemetry = Background(None);
         loop {
             // (a) The desired state; the long poll is also the wait between reports.
             let fetch = self
@@ -267,6 +275,21 @@ impl HostAgent {
                 control.errors = applied.errors;
             }
 
+            // The GPUs slices hold outside MIG, for the simulated load.
+            if let Some(d) = &control.desired {
+                let held: BTreeSet<u32> = d
+                    .gpus
+                    .iter()
+                    .filter(|g| g.slices > 0)
+                    .map(|g| g.index)
+                    .collect();
+                held_tx.send_if_modified(|h| {
+                    let changed = *h != held;
+                    *h = held;
+                    changed
+                });
+            }
+
             // (c) Report.
             let report = HostReport {
                 hostname: self.hostname.clone(),
@@ -282,6 +305,23 @@ impl HostAgent {
             let wait = match self.client.report(&credential, &report).await {
                 Ok(ack) => {
                     tracing::debug!(host = %self.hostname, "reported {} GPUs", report.gpus.len());
+                    if let (None, Some(every)) = (&telemetry.0, self.telemetry_interval) {
+                        let run = TelemetryLoop {
+                            backend: Arc::clone(&self.backend),
+                            client: self.client.clone(),
+                            credential: credential.clone(),
+                            hostname: self.hostname.clone(),
+                            interval: every,
+                            held: held_rx.clone(),
+                        }
+                        .run();
+                        let host = self.hostname.clone();
+                        telemetry.0 = Some(tokio::spawn(async move {
+                            if let Err(e) = run.await {
+                                tracing::error!(host = %host, "telemetry stopped: {e}");
+                            }
+                        }));
+                    }
                     interval = Duration::from_secs(ack.next_report_in_s.max(1));
                     match fetch {
                         Fetch::Got => {
@@ -305,6 +345,17 @@ impl HostAgent {
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
+        }
+    }
+}
+
+/// A background task that ends with the loop that started it.
+struct Background(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(task) = &self.0 {
+            task.abort();
         }
     }
 }

@@ -3,8 +3,8 @@
 use reqwest::StatusCode;
 use std::time::Duration;
 use tessera_protocol::agent::{
-    ApiErrorBody, DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck,
-    AGENT_API_PREFIX, DESIRED_MAX_WAIT_S,
+    ApiErrorBody, DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck, TelemetryAck,
+    TelemetryBatch, AGENT_API_PREFIX, DESIRED_MAX_WAIT_S,
 };
 use thiserror::Error;
 
@@ -74,6 +74,33 @@ impl ServerClient {
             .post(format!("{}/report", self.base))
             .bearer_auth(credential)
             .json(report)
+            .send()
+            .await;
+        decode(resp).await
+    }
+
+    /// Sends a telemetry batch, gzip-compressed (JSON of samples shrinks
+    /// about tenfold).
+    pub async fn telemetry(
+        &self,
+        credential: &str,
+        batch: &TelemetryBatch,
+    ) -> Result<TelemetryAck, ClientError> {
+        use std::io::Write;
+        let json = serde_json::to_vec(batch).map_err(|e| ClientError::Transient(e.to_string()))?;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&json)
+            .map_err(|e| ClientError::Transient(e.to_string()))?;
+        let body = gz
+            .finish()
+            .map_err(|e| ClientError::Transient(e.to_string()))?;
+        let resp = self
+            .http
+            .post(format!("{}/telemetry", self.base))
+            .bearer_auth(credential)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::CONTENT_ENCODING, "gzip")
+            .body(body)
             .send()
             .await;
         decode(resp).await

@@ -5,6 +5,7 @@ mod backend;
 mod client;
 mod credential;
 mod reconcile;
+mod telemetry;
 
 use agent::HostAgent;
 use backend::{
@@ -87,6 +88,16 @@ struct Cli {
     /// Fetch the desired state, apply it, report once and exit.
     #[arg(long)]
     once: bool,
+    /// Seconds between telemetry samples of every GPU (utilisation, memory,
+    /// power, temperature, clocks), sent in compressed batches; 0 turns
+    /// telemetry off.
+    #[arg(
+        long = "telemetry-interval-seconds",
+        env = "TESSERA_TELEMETRY_INTERVAL_SECONDS",
+        default_value_t = 10,
+        global = true
+    )]
+    telemetry_interval_seconds: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -303,6 +314,8 @@ async fn main() -> ExitCode {
             // A join token is one-time: with several hosts, each needs its own enrolment.
             join_token: join_token.clone(),
             once: cli.once,
+            telemetry_interval: (cli.telemetry_interval_seconds > 0 && !cli.once)
+                .then(|| std::time::Duration::from_secs(cli.telemetry_interval_seconds.min(600))),
         };
         tasks.spawn(agent.run());
     }

@@ -88,6 +88,7 @@ mod tests {
             driver_version: "test".into(),
             faults,
             health_file: None,
+            workload: Default::default(),
             gpus: vec![SimGpus {
                 model: "H100-80GB".into(),
                 count: 2,

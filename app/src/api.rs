@@ -15,8 +15,8 @@ use tessera_protocol::quotas::{
 #[cfg(feature = "ssr")]
 use tessera_protocol::views::NewAllocation;
 use tessera_protocol::views::{
-    AllocationView, ApiTokenView, AuditPage, AuditQuery, CreatedApiToken, CreatedJoinToken,
-    FleetView, JoinTokenView, QuotaView, RequestOptions, TenantView, ViewerView,
+    AllocationActivity, AllocationView, ApiTokenView, AuditPage, AuditQuery, CreatedApiToken,
+    CreatedJoinToken, FleetView, JoinTokenView, QuotaView, RequestOptions, TenantView, ViewerView,
 };
 
 /// A view with the server's time when it was read, so relative times ("3 h
@@ -223,6 +223,17 @@ pub async fn get_allocation(slug: String, id: i64) -> Result<AllocationView, App
     let (service, viewer) = ssr::ctx().await?;
     let actor = service.tenant_actor(viewer.require()?, &slug).await?;
     Ok(service.get_allocation(&actor, id).await?)
+}
+
+/// An allocation's utilisation and memory since it started.
+#[server(prefix = "/api/ui", endpoint = "get_allocation_activity")]
+pub async fn get_allocation_activity(
+    slug: String,
+    id: i64,
+) -> Result<AllocationActivity, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    Ok(service.allocation_activity(&actor, id).await?)
 }
 
 /// Releases an allocation.

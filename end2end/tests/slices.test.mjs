@@ -67,6 +67,15 @@ describe('self-service slices', () => {
     assert.match(await page.textContent('[data-test=copy-device]'), /Copied/);
     await screenshot(page, '22-allocation-active');
 
+    // The agent samples the simulated MIG device and sends it; /metrics has
+    // it under the DCGM exporter's name, labelled with the tenant and slice.
+    const id = first.split('/').pop();
+    const series = new RegExp(`DCGM_FI_PROF_GR_ENGINE_ACTIVE\\{[^}]*UUID="GPU-[^"]+"[^}]*allocation="${id}"[^}]*tenant="vision"\\} [0-9.]+`);
+    await waitFor(async () => series.test(await (await fetch(`${stack.appUrl}/metrics`)).text()), {
+      timeoutMs: 30_000,
+      what: 'the slice\'s telemetry in /metrics',
+    });
+
     // The tenant page lists it with its quota use.
     await page.goto(`${stack.appUrl}/t/vision`);
     const row = page.locator('[data-test=allocation-row]').first();

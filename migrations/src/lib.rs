@@ -14,6 +14,7 @@ mod m20261202_000008_add_allocation_priority_class;
 mod m20261203_000009_add_fleet_operations;
 mod m20261204_000010_pools_and_tenants_in_database;
 mod m20261205_000011_create_prices;
+mod m20261206_000012_create_gpu_samples;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -33,6 +34,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000009_add_fleet_operations::Migration),
             Box::new(m20261204_000010_pools_and_tenants_in_database::Migration),
             Box::new(m20261205_000011_create_prices::Migration),
+            Box::new(m20261206_000012_create_gpu_samples::Migration),
         ]
     }
 }

@@ -21,6 +21,7 @@ use tessera_protocol::agent::AGENT_API_PREFIX;
 use tessera_service::{Clock, Service, Settings};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::compression::CompressionLayer;
+use tower_http::decompression::RequestDecompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_sessions::cookie::SameSite;
@@ -34,6 +35,8 @@ use utoipa_swagger_ui::SwaggerUi;
 pub const API_PREFIX: &str = "/api/v1";
 /// Where the REST API's OpenAPI document is served.
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+/// Largest telemetry batch once decompressed.
+const TELEMETRY_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// The browsable API documentation (Swagger UI, served from the binary).
 pub const API_DOCS_PATH: &str = "/api/docs";
 
@@ -77,6 +80,7 @@ pub async fn build_state(
             &config.pools,
             &config.directory,
         )?,
+        telemetry: config.telemetry,
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
     tessera_service::pools::validate_pool_tenants(&settings.pools, &settings.directory)?;
@@ -137,6 +141,13 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
             post(agent::enroll_host).route_layer(limited(limits::Limited::Enroll)),
         )
         .route("/report", post(agent::record_report))
+        .route(
+            "/telemetry",
+            post(agent::record_telemetry)
+                // Compressed on the wire; up to 8 MiB of JSON once inflated.
+                .route_layer(axum::extract::DefaultBodyLimit::max(TELEMETRY_MAX_BYTES))
+                .route_layer(RequestDecompressionLayer::new()),
+        )
         .route("/desired", get(agent::get_desired_state));
 
     let (rest_api, api_doc) = rest_api().split_for_parts();
@@ -232,6 +243,7 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
             allocations::request_allocation
         ))
         .routes(routes!(allocations::get_allocation))
+        .routes(routes!(allocations::get_allocation_activity))
         .routes(routes!(allocations::release_allocation))
         .routes(routes!(allocations::extend_allocation))
         .routes(routes!(allocations::requeue_allocation))
@@ -270,8 +282,17 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         .routes(routes!(quotas::test_webhook))
 }
 
+/// Writes the API tokens' last uses this process noted (a failure is logged;
+/// the uses are kept for the next round).
+async fn flush_token_uses(service: &Service) {
+    if let Err(e) = service.flush_token_uses().await {
+        tracing::warn!("recording API tokens' last use: {e:?}");
+    }
+}
+
 /// Runs the allocation timer (lease ends, provisioning timeouts, the queue)
-/// until `stop` turns `true` (a round in progress is finished first).
+/// and writes the API tokens' last uses, until `stop` turns `true` (a round
+/// in progress is finished first, and the last uses are written).
 pub async fn run_scheduler(
     service: Service,
     every: std::time::Duration,
@@ -282,7 +303,23 @@ pub async fn run_scheduler(
     loop {
         tokio::select! {
             _ = interval.tick() => {}
-            () = stopped(&mut stop) => return,
+            () = stopped(&mut stop) => {
+                flush_token_uses(&service).await;
+                return;
+            }
+        }
+        // Every replica writes the token uses it noted.
+        flush_token_uses(&service).await;
+        match service.roll_up_telemetry().await {
+            Ok(r) if r.samples + r.expired > 0 => tracing::debug!(
+                samples = r.samples,
+                minutes = r.minutes,
+                hours = r.hours,
+                expired = r.expired,
+                "telemetry rollup"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("telemetry rollup: {e:?}"),
         }
         match service.tick().await {
             Ok(r) if r != Default::default() => tracing::info!(

@@ -72,6 +72,10 @@ pub struct Config {
     /// Tenant API tokens.
     #[serde(default)]
     pub api_tokens: ApiTokensConfig,
+    /// How long GPU telemetry is kept (`[telemetry]`: `raw_hours`,
+    /// `minute_days`, `hour_days`).
+    #[serde(default)]
+    pub telemetry: tessera_service::telemetry::TelemetryPolicy,
 }
 
 /// `[metrics]`
@@ -423,11 +427,16 @@ impl Config {
                 "must be at least agents.offline_after_seconds: a host is offline before its slices count as lost",
             );
         }
-        if let Err(e) = self.api_tokens.policy().validate() {
-            if let tessera_service::ServiceError::Invalid { field, message } = e {
-                return bad(&field, &message);
+        for (section, checked) in [
+            ("api_tokens", self.api_tokens.policy().validate()),
+            ("telemetry", self.telemetry.validate()),
+        ] {
+            if let Err(e) = checked {
+                if let tessera_service::ServiceError::Invalid { field, message } = e {
+                    return bad(&field, &message);
+                }
+                return bad(section, &e.to_string());
             }
-            return bad("api_tokens", &e.to_string());
         }
         if self.limits.max_body_kib < 16 || self.limits.request_timeout_seconds < 1 {
             return bad(

@@ -327,7 +327,7 @@ async fn metrics_count_hosts_and_gpus() {
         "{body}"
     );
     assert!(
-        body.contains("tessera_gpus{model=\"L4\",mig=\"n/a\"} 1"),
+        body.contains("tessera_gpus{mig=\"n/a\",model=\"L4\"} 1"),
         "{body}"
     );
 }
@@ -1676,4 +1676,118 @@ async fn usage_and_prices_over_http() {
             .starts_with("BilledCost,EffectiveCost,"),
         "{csv}"
     );
+}
+
+/// A telemetry batch as the agent sends it: gzip-compressed JSON.
+fn gzip(body: &Value) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(body.to_string().as_bytes()).unwrap();
+    gz.finish().unwrap()
+}
+
+#[tokio::test]
+async fn telemetry_is_compressed_authenticated_and_stored_once() {
+    let app = app().await;
+    let credential = app.enroll("node-1").await;
+    let (status, body) = app
+        .post_json(
+            "/api/agent/v1/report",
+            Some(&credential),
+            &report("node-1").to_string(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let at_ms = chrono::Utc::now().timestamp_millis();
+    let batch = |hostname: &str, util: u32| {
+        json!({"hostname": hostname, "interval_ms": 10000, "rounds": [
+            {"at_ms": at_ms, "gpus": [{"uuid": "GPU-00000006", "util_pct": util, "mem_used_mib": 1000,
+                                       "power_mw": 70000, "temp_c": 40, "sm_clock_mhz": 1500}]}
+        ]})
+    };
+    let app = &app;
+    let send = |bearer: Option<String>, body: Vec<u8>| {
+        let mut req = Request::post("/api/agent/v1/telemetry")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_ENCODING, "gzip");
+        if let Some(b) = bearer {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {b}"));
+        }
+        let req = req.body(Body::from(body)).unwrap();
+        async move {
+            let (status, _, text) = app.call(req).await;
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)),
+            )
+        }
+    };
+    let (status, ack) = send(Some(credential.clone()), gzip(&batch("node-1", 55))).await;
+    assert_eq!(status, StatusCode::OK, "{ack}");
+    assert_eq!(
+        (ack["stored"].as_u64(), ack["duplicates"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(ack["last_at_ms"].as_i64(), Some(at_ms));
+    // The same batch again (the answer was lost): stored once.
+    let (status, ack) = send(Some(credential.clone()), gzip(&batch("node-1", 55))).await;
+    assert_eq!(status, StatusCode::OK, "{ack}");
+    assert_eq!(
+        (ack["stored"].as_u64(), ack["duplicates"].as_u64()),
+        (Some(0), Some(1))
+    );
+
+    let stored = || async {
+        use sea_orm::{EntityTrait, PaginatorTrait};
+        tessera_service::entity::gpu_sample::Entity::find()
+            .count(app.service.db())
+            .await
+            .unwrap()
+    };
+    assert_eq!(stored().await, 1);
+    // No credential, another host's name, a bad figure, a broken stream:
+    // refused, nothing stored.
+    let (status, _) = send(None, gzip(&batch("node-1", 55))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let other = app.enroll("node-22").await;
+    let (status, json) = send(Some(other), gzip(&batch("node-1", 55))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{json}");
+    let (status, json) = send(Some(credential.clone()), gzip(&batch("node-1", 101))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert!(
+        json["message"].as_str().unwrap().contains("util_pct"),
+        "{json}"
+    );
+    let (status, json) = send(Some(credential.clone()), b"\x1f\x8b not gzip".to_vec()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert_eq!(stored().await, 1);
+
+    // The latest round in /metrics, DCGM-named, read by a Prometheus parser.
+    let (status, _, text) = app
+        .call(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let util = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "DCGM_FI_DEV_GPU_UTIL")
+        .unwrap_or_else(|| panic!("no GPU_UTIL in {text}"));
+    assert_eq!(util.labels.get("UUID"), Some("GPU-00000006"));
+    assert_eq!(util.labels.get("Hostname"), Some("node-1"));
+    assert_eq!(util.labels.get("gpu"), Some("0"));
+    assert!(
+        matches!(util.value, prometheus_parse::Value::Gauge(v) if v == 55.0),
+        "{util:?}"
+    );
+    let power = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "DCGM_FI_DEV_POWER_USAGE")
+        .unwrap();
+    assert!(
+        matches!(power.value, prometheus_parse::Value::Gauge(v) if v == 70.0),
+        "{power:?}"
+    );
+    assert!(scrape.samples.iter().any(|s| s.metric == "tessera_hosts"));
 }

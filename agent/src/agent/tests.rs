@@ -20,6 +20,7 @@ fn sim(hostname: &str, faults: Vec<Fault>) -> SimBackend {
         driver_version: "test".into(),
         faults,
         health_file: None,
+        workload: Default::default(),
         gpus: vec![SimGpus {
             model: "H100-80GB".into(),
             count: 2,
@@ -57,6 +58,7 @@ fn desired(hostname: &str, generation: i64, gpus: Vec<(u32, GpuDesired)>) -> Des
         gpus: gpus
             .into_iter()
             .map(|(index, desired)| GpuDesiredEntry {
+                slices: 0,
                 index,
                 uuid: sim_uuid(hostname, index),
                 desired,
@@ -95,6 +97,7 @@ fn apply_desired_refuses_a_gpu_whose_uuid_does_not_match() {
     let mut want = desired("h", 1, vec![(0, mig_layout()), (1, mig_layout())]);
     want.gpus[0].uuid = sim_uuid("another-host", 0);
     want.gpus.push(GpuDesiredEntry {
+        slices: 0,
         index: 7,
         uuid: sim_uuid("h", 7),
         desired: mig_layout(),
@@ -325,6 +328,7 @@ fn agent(url: &str, backend: Arc<SimBackend>, once: bool, test: &str) -> HostAge
         credential_path,
         join_token: None,
         once,
+        telemetry_interval: None,
     }
 }
 

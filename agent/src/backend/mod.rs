@@ -3,8 +3,9 @@
 pub mod nvml;
 pub mod sim;
 
+use std::collections::BTreeSet;
 use tessera_core::plan::{GpuObserved, Op};
-use tessera_protocol::agent::GpuReport;
+use tessera_protocol::agent::{GpuReport, GpuSample};
 use thiserror::Error;
 
 /// What a backend sees on its host.
@@ -78,6 +79,12 @@ pub trait GpuBackend: Send + Sync + 'static {
     fn observe(&self, index: u32) -> Result<GpuObserved, BackendError>;
     /// Applies one planned operation to GPU `index`.
     fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError>;
+    /// One telemetry sample of every GPU that answers, taken at `at_ms`
+    /// (see `tessera_core::telemetry` for what each figure means). `held`:
+    /// the GPUs the desired state says slices run on whole or shared (the
+    /// simulation runs load there; the driver measures it anyway). A GPU
+    /// that fails to answer is left out of the round, not the round lost.
+    fn sample(&self, at_ms: i64, held: &BTreeSet<u32>) -> Result<Vec<GpuSample>, BackendError>;
 }
 
 /// The snake_case name of an operation, as logs and fault rules spell it.

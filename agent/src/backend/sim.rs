@@ -33,7 +33,12 @@
 //!
 //! A lost GPU fails the way the hardware does: it is still listed (with the
 //! facts read before it was lost), but reading or changing its state fails
-//! with `NVML_ERROR_GPU_IS_LOST`.
+//! with `NVML_ERROR_GPU_IS_LOST`, and it has no telemetry.
+//!
+//! Telemetry follows `workload` (see `tessera_core::telemetry::WorkloadProfile`):
+//! each MIG device, and each GPU a slice holds whole or shared, runs that
+//! profile seeded by its UUID; a GPU with MIG on is as busy as its
+//! instances, weighted by their compute slices; a free GPU idles.
 
 use super::{op_name, BackendError, GpuBackend, Inventory};
 use serde::Deserialize;
@@ -47,7 +52,8 @@ use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{
     plan, ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, Op, SimGpu,
 };
-use tessera_protocol::agent::{GpuReport, MigDevice};
+use tessera_core::telemetry::seed_of;
+use tessera_protocol::agent::{GpuReport, GpuSample, InstanceSample, MigDevice};
 
 /// One simulated host file.
 #[derive(Debug, Clone, Deserialize)]
@@ -71,6 +77,11 @@ pub struct SimHost {
     /// documentation); relative to the host file.
     #[serde(default)]
     pub health_file: Option<std::path::PathBuf>,
+    /// The load slices on this host run (`idle`, `notebook`, `training`,
+    /// `inference`; default `notebook`): what telemetry reports for each MIG
+    /// device and each GPU a slice holds, reproducibly per device.
+    #[serde(default)]
+    pub workload: tessera_core::telemetry::WorkloadProfile,
 }
 
 /// The `health_file`: what is wrong with which GPU.
@@ -555,6 +566,70 @@ impl GpuBackend for SimBackend {
         driver.sync_mig_uuids(index as usize);
         Ok(())
     }
+
+    fn sample(
+        &self,
+        at_ms: i64,
+        held: &std::collections::BTreeSet<u32>,
+    ) -> Result<Vec<GpuSample>, BackendError> {
+        let faults = self.faults_now()?;
+        let driver = self.driver();
+        let profile = self.host.workload;
+        let mut out = Vec::with_capacity(self.gpus.len());
+        for (i, (g, sim)) in self.gpus.iter().zip(&driver.gpus).enumerate() {
+            if faults.get(&g.index).is_some_and(|f| f.lost) {
+                continue;
+            }
+            let model = catalogue::lookup(&g.name, g.memory_mib);
+            let mut instances = Vec::new();
+            let (util_pct, mem_used_mib) = if sim.observed().mig_enabled {
+                // A MIG GPU is as busy as its instances, by compute slices.
+                let mut weighted = 0u64;
+                let mut mem = 0u64;
+                for d in driver.mig_devices(i) {
+                    let Some(p) = model.mig.and_then(|spec| spec.profile(&d.profile)) else {
+                        continue;
+                    };
+                    let seed = seed_of(&d.uuid);
+                    let util = profile.utilisation_pct(seed, at_ms);
+                    let used = profile.memory_used_mib(seed, at_ms, p.memory_mib);
+                    weighted += u64::from(util) * u64::from(p.compute_slices);
+                    mem += used;
+                    instances.push(InstanceSample {
+                        uuid: d.uuid,
+                        util_pct: Some(util),
+                        mem_used_mib: used,
+                    });
+                }
+                (u8::try_from(weighted / 7).unwrap_or(100), mem)
+            } else if held.contains(&g.index) {
+                let seed = seed_of(&g.uuid);
+                (
+                    profile.utilisation_pct(seed, at_ms),
+                    profile.memory_used_mib(seed, at_ms, g.memory_mib),
+                )
+            } else {
+                (0, 0)
+            };
+            // An H100 SXM idles near 70 W and peaks near 700 W; other models
+            // scale with their memory, roughly.
+            let (idle_w, max_w) = if g.memory_mib >= 80_000 {
+                (70, 700)
+            } else {
+                (30, 300)
+            };
+            out.push(GpuSample {
+                uuid: g.uuid.clone(),
+                util_pct,
+                mem_used_mib,
+                power_mw: Some((idle_w + (max_w - idle_w) * u32::from(util_pct) / 100) * 1000),
+                temp_c: Some(30 + u32::from(util_pct) / 2),
+                sm_clock_mhz: Some(if util_pct > 0 { 1980 } else { 345 }),
+                instances,
+            });
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -570,6 +645,7 @@ mod tests {
             driver_version: default_driver(),
             faults: vec![],
             health_file: None,
+            workload: Default::default(),
             gpus: vec![SimGpus {
                 model: model.into(),
                 count,

@@ -1,5 +1,6 @@
 //! Reusable pieces of the pages.
 
+pub mod activity_chart;
 pub mod allocation_state;
 pub mod copy;
 pub mod error_panel;

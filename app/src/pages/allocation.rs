@@ -1,7 +1,10 @@
 //! One allocation: live progress, connection details, release and extend;
 //! when its GPU or host is lost or drained, why, and a way to ask again.
 
-use crate::api::{get_allocation, ExtendSlice, ReleaseSlice, RequeueSlice};
+use crate::api::{
+    get_allocation, get_allocation_activity, ExtendSlice, ReleaseSlice, RequeueSlice,
+};
+use crate::components::activity_chart::ActivityChart;
 use crate::components::allocation_state::{Progress, StateBadge};
 use crate::components::copy::CopyButton;
 use crate::components::error_panel::ErrorPanel;
@@ -203,6 +206,7 @@ fn Allocation(
                 </section>
             }
         })}
+        {a.active_at.is_some().then(|| view! { <ActivitySection slug=slug.clone() id/> })}
         <section class="card">
             <h2 class="section-title">"Details"</h2>
             <dl class="facts">
@@ -258,5 +262,39 @@ fn Allocation(
         {move || requeue.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
         {move || extend.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
         {move || release.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
+    }
+}
+
+/// How often the activity charts refresh (telemetry arrives every few
+/// seconds; the charts show minutes).
+const ACTIVITY_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The slice's utilisation and memory since it started.
+#[component]
+fn ActivitySection(slug: String, id: i64) -> impl IntoView {
+    let (tick, set_tick) = signal(0u64);
+    let activity = Resource::new(
+        move || tick.get(),
+        move |_| get_allocation_activity(slug.clone(), id),
+    );
+    Effect::new(move |_| {
+        if let Ok(handle) =
+            set_interval_with_handle(move || set_tick.update(|t| *t += 1), ACTIVITY_REFRESH)
+        {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    view! {
+        <section class="card" data-test="activity">
+            <h2 class="section-title">"Activity"</h2>
+            <Transition fallback=|| view! { <p class="muted small">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match activity.await {
+                        Ok(activity) => view! { <ActivityChart activity/> }.into_any(),
+                        Err(err) => view! { <p class="callout danger">{err.to_string()}</p> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
     }
 }

@@ -132,6 +132,9 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
                 <div class="stat card" data-test="usage-total">
                     <span class="stat-value">{match &t.currency { Some(c) => format!("{} {c}", t.cost), None => "unpriced".to_owned() }}</span>
                     <span class="stat-label">{format!("{:.3} GPU-h · {:.1} GiB-h", t.gpu_hours, t.gib_hours)}</span>
+                    {t.efficiency_pct.map(|e| view! {
+                        <span class="stat-label" data-test="usage-total-efficiency">{format!("{:.3} GPU-h used · {e:.0} % efficient", t.used_gpu_hours.unwrap_or_default())}</span>
+                    })}
                 </div>
             }).collect_view()}
         </section>
@@ -147,7 +150,7 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
                             <th>"Cost centre"</th>
                             {(group != UsageGrouping::CostCentre).then(|| view! { <th>"Pool"</th> })}
                             {(group == UsageGrouping::Allocation).then(|| view! { <th>"Slice"</th> })}
-                            <th class="num">"GPU-hours"</th><th class="num">"GiB-hours"</th><th class="num">"Cost"</th>
+                            <th class="num">"GPU-hours"</th><th class="num" title="Busy time from telemetry × the slice's share of a GPU">"Used"</th><th>"Efficiency"</th><th class="num">"GiB-hours"</th><th class="num">"Cost"</th>
                         </tr></thead>
                         <tbody>
                             {r.rows.into_iter().map(|row| {
@@ -163,6 +166,18 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
                                         {(group != UsageGrouping::CostCentre).then(|| view! { <td class="mono small">{row.pool.clone().unwrap_or_default()}</td> })}
                                         {slice_link.map(|(href, label)| view! { <td><a href=href>{label}</a></td> })}
                                         <td class="num" data-test="usage-gpu-hours">{format!("{:.3}", row.gpu_hours)}</td>
+                                        <td class="num" data-test="usage-used-hours">{row.used_gpu_hours.map_or_else(|| "—".to_owned(), |u| format!("{u:.3}"))}</td>
+                                        <td data-test="usage-efficiency">{match row.efficiency_pct {
+                                            Some(e) => view! {
+                                                <span class="efficiency">
+                                                    <span class="bar" role="img" aria-label=format!("{e:.0} percent of the allocated GPU time was used")>
+                                                        <span class="bar-used" class:full={e < 15.0} style=format!("width: {:.1}%", e.clamp(0.0, 100.0))></span>
+                                                    </span>
+                                                    <span class="small">{format!("{e:.0} %")}</span>
+                                                </span>
+                                            }.into_any(),
+                                            None => view! { <span class="muted small" title="No telemetry from this slice's host">"not measured"</span> }.into_any(),
+                                        }}</td>
                                         <td class="num">{format!("{:.1}", row.gib_hours)}</td>
                                         <td class="num" data-test="usage-cost">{match &row.currency { Some(c) => format!("{} {c}", row.cost), None => "—".to_owned() }}</td>
                                     </tr>

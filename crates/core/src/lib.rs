@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod availability;
 pub mod catalogue;
+pub mod chart;
 pub mod health;
 pub mod k8s;
 pub mod lifecycle;
@@ -18,4 +19,5 @@ pub mod quota;
 pub mod schedule;
 pub mod sharing;
 pub mod slice;
+pub mod telemetry;
 pub mod units;

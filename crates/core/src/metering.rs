@@ -68,6 +68,11 @@ pub struct Metered {
     pub currency: Option<String>,
     /// Cost in millionths of the currency unit (rounded half up, per line).
     pub cost_micros: u128,
+    /// Used GPU time from telemetry, GPU-milli-milliseconds (busy time ×
+    /// share; [`attribute_used`] fills it).
+    pub used_milli_ms: u128,
+    /// Time telemetry covered in this line, ms (0: not measured).
+    pub measured_ms: u128,
 }
 
 impl Metered {
@@ -79,6 +84,49 @@ impl Metered {
     /// Allocated GiB-hours of GPU memory.
     pub fn gib_hours(&self) -> f64 {
         self.mib_ms as f64 / (1024.0 * HOUR_MS as f64)
+    }
+
+    /// Used GPU-hours (from telemetry).
+    pub fn used_gpu_hours(&self) -> f64 {
+        self.used_milli_ms as f64 / (1000.0 * HOUR_MS as f64)
+    }
+}
+
+/// Measured use of one slice over one rollup period (from telemetry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Measured {
+    /// Allocation id.
+    pub allocation: i64,
+    /// Start of the rollup period, ms.
+    pub start: i64,
+    /// Used GPU time, GPU-milli-milliseconds.
+    pub used_milli_ms: u64,
+    /// Time covered, ms.
+    pub covered_ms: u64,
+}
+
+/// Adds each measured period to the line of its slice that holds the
+/// period's start (a period that starts before the slice's first line, as
+/// the minute it became active does, goes to that first line). Measured
+/// periods of slices without lines are ignored.
+pub fn attribute_used(lines: &mut [Metered], measured: &[Measured]) {
+    // Per slice, its lines' indices in start order.
+    let mut by_slice: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
+    for (i, l) in lines.iter().enumerate() {
+        by_slice.entry(l.allocation).or_default().push(i);
+    }
+    for idx in by_slice.values_mut() {
+        idx.sort_by_key(|i| lines[*i].start);
+    }
+    for m in measured {
+        let Some(idx) = by_slice.get(&m.allocation) else {
+            continue;
+        };
+        // The last line starting at or before the period, else the first.
+        let after = idx.partition_point(|i| lines[*i].start <= m.start);
+        let i = idx[after.saturating_sub(1)];
+        lines[i].used_milli_ms += u128::from(m.used_milli_ms);
+        lines[i].measured_ms += u128::from(m.covered_ms);
     }
 }
 
@@ -148,6 +196,8 @@ pub fn meter(
                 mib_ms,
                 currency: price.map(|p| p.currency.clone()),
                 cost_micros,
+                used_milli_ms: 0,
+                measured_ms: 0,
             });
             at = next;
         }
@@ -293,6 +343,48 @@ mod tests {
             gib_hour_micros: parse_micros(gib).unwrap(),
             effective_from: from,
         }
+    }
+
+    #[test]
+    fn measured_use_goes_to_the_line_it_started_in() {
+        // A whole GPU from 23:30 on Nov 30 to 00:30 on Dec 1: two lines.
+        let h = held(
+            7,
+            1000,
+            80 * 1024,
+            NOV_30 + 23 * H + H / 2,
+            Some(DEC_1 + H / 2),
+        );
+        let mut lines = meter(&[h], &[], NOV_30, DEC_1 + H, DEC_1 + H, &[DEC_1]);
+        assert_eq!(lines.len(), 2);
+        let minute = |start: i64, busy_pct: u64| Measured {
+            allocation: 7,
+            start,
+            used_milli_ms: 60_000 * busy_pct / 100 * 1000,
+            covered_ms: 60_000,
+        };
+        attribute_used(
+            &mut lines,
+            &[
+                // The minute it started in began 10 s before it: first line.
+                minute(NOV_30 + 23 * H + H / 2 - 10_000, 50),
+                minute(NOV_30 + 23 * H + 50 * 60_000, 100),
+                minute(DEC_1, 25),
+                minute(DEC_1 + 60_000, 75),
+                // Another slice's minute: not this slice's.
+                Measured {
+                    allocation: 8,
+                    ..minute(DEC_1, 100)
+                },
+            ],
+        );
+        assert_eq!(
+            (lines[0].measured_ms, lines[1].measured_ms),
+            (120_000, 120_000)
+        );
+        // 0.5 + 1.0 GPU-minutes, then 0.25 + 0.75.
+        assert!((lines[0].used_gpu_hours() - 1.5 / 60.0).abs() < 1e-12);
+        assert!((lines[1].used_gpu_hours() - 1.0 / 60.0).abs() < 1e-12);
     }
 
     #[test]

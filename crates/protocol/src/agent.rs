@@ -98,6 +98,11 @@ pub struct GpuDesiredEntry {
     pub uuid: String,
     /// What the GPU should look like.
     pub desired: tessera_core::plan::GpuDesired,
+    /// Slices running on the GPU outside MIG (a whole-GPU holder, MPS
+    /// clients, time-slice replicas in use); the simulated driver runs load
+    /// on such GPUs.
+    #[serde(default)]
+    pub slices: u32,
 }
 
 /// One GPU as an agent sees it.
@@ -147,4 +152,87 @@ pub struct ApiErrorBody {
     pub code: String,
     /// What went wrong and what to change, for a person.
     pub message: String,
+}
+
+/// Most sampling rounds one telemetry batch may carry (an hour at 10 s).
+pub const MAX_TELEMETRY_ROUNDS: usize = 360;
+
+/// GPU samples an agent sends (`POST /api/agent/v1/telemetry`, the body
+/// gzip-compressed with `Content-Encoding: gzip`). Rounds carry their time:
+/// the server keeps the time of the last round it stored per host and skips
+/// rounds at or before it, so a batch sent twice (a lost answer, an outage
+/// replay) is stored once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryBatch {
+    /// Must equal the host name the credential was issued for.
+    pub hostname: String,
+    /// How long each round stands for (the agent's sampling interval), ms.
+    pub interval_ms: u32,
+    /// Sampling rounds, oldest first, at most [`MAX_TELEMETRY_ROUNDS`].
+    pub rounds: Vec<TelemetryRound>,
+}
+
+/// One sampling round of all the host's GPUs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryRound {
+    /// When it was taken, ms since the epoch (the host's clock).
+    pub at_ms: i64,
+    /// One entry per GPU.
+    pub gpus: Vec<GpuSample>,
+}
+
+/// One GPU in a round (see `tessera_core::telemetry` for what each figure
+/// means and where the driver gives it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSample {
+    /// The GPU's UUID.
+    pub uuid: String,
+    /// Utilisation, percent (0..=100).
+    pub util_pct: u8,
+    /// Framebuffer memory used, MiB.
+    pub mem_used_mib: u64,
+    /// Power draw, milliwatts.
+    #[serde(default)]
+    pub power_mw: Option<u32>,
+    /// Core temperature, °C.
+    #[serde(default)]
+    pub temp_c: Option<u32>,
+    /// SM clock, MHz.
+    #[serde(default)]
+    pub sm_clock_mhz: Option<u32>,
+    /// Its MIG devices, where MIG is on.
+    #[serde(default)]
+    pub instances: Vec<InstanceSample>,
+}
+
+/// One MIG device in a round.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceSample {
+    /// The MIG device UUID.
+    pub uuid: String,
+    /// Graphics-engine activity, percent, where the driver measures it
+    /// per instance (GPM on Hopper); `None` otherwise.
+    #[serde(default)]
+    pub util_pct: Option<u8>,
+    /// Memory used, MiB.
+    pub mem_used_mib: u64,
+}
+
+/// The server's answer to a telemetry batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TelemetryAck {
+    /// Rounds stored now.
+    pub stored: u32,
+    /// Rounds skipped because they were stored before.
+    pub duplicates: u32,
+    /// Rounds dropped because they are older than the server keeps raw
+    /// samples.
+    pub expired: u32,
+    /// The time of the last round the server holds for the host, ms: the
+    /// agent may drop everything up to it.
+    pub last_at_ms: i64,
 }

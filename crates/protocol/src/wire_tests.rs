@@ -225,3 +225,42 @@ fn fleet_views_keep_their_strings() {
         assert_eq!(class.as_str(), name);
     }
 }
+
+#[test]
+fn telemetry_batches_keep_their_shape_and_refuse_unknown_fields() {
+    use crate::agent::{GpuSample, InstanceSample, TelemetryBatch, TelemetryRound};
+    let batch = TelemetryBatch {
+        hostname: "gpu-1".into(),
+        interval_ms: 10_000,
+        rounds: vec![TelemetryRound {
+            at_ms: 1_796_000_000_000,
+            gpus: vec![GpuSample {
+                uuid: "GPU-1".into(),
+                util_pct: 40,
+                mem_used_mib: 1024,
+                power_mw: Some(300_000),
+                temp_c: None,
+                sm_clock_mhz: None,
+                instances: vec![InstanceSample {
+                    uuid: "MIG-1".into(),
+                    util_pct: None,
+                    mem_used_mib: 512,
+                }],
+            }],
+        }],
+    };
+    let json = serde_json::to_string(&batch).unwrap();
+    assert_eq!(
+        json,
+        r#"{"hostname":"gpu-1","interval_ms":10000,"rounds":[{"at_ms":1796000000000,"gpus":[{"uuid":"GPU-1","util_pct":40,"mem_used_mib":1024,"power_mw":300000,"temp_c":null,"sm_clock_mhz":null,"instances":[{"uuid":"MIG-1","util_pct":null,"mem_used_mib":512}]}]}]}"#
+    );
+    assert_eq!(
+        serde_json::from_str::<TelemetryBatch>(&json).unwrap(),
+        batch
+    );
+    // Optional figures may be left out; an unknown one is refused.
+    let minimal = r#"{"hostname":"h","interval_ms":1000,"rounds":[{"at_ms":1,"gpus":[{"uuid":"GPU-1","util_pct":0,"mem_used_mib":0}]}]}"#;
+    assert!(serde_json::from_str::<TelemetryBatch>(minimal).is_ok());
+    let extra = minimal.replace(r#""util_pct":0"#, r#""util_pct":0,"fan":3"#);
+    assert!(serde_json::from_str::<TelemetryBatch>(&extra).is_err());
+}

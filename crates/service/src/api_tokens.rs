@@ -2,12 +2,15 @@
 //! scoped to one tenant, revocable, and expiring.
 
 use crate::allocations::TenantActor;
+use crate::audit::Actor;
 use crate::entity::api_token;
 use crate::events::DomainEvent;
 use crate::{secret, Principal, Service, ServiceError};
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, Set,
+};
 
 use tessera_protocol::views::{ApiTokenView, CreatedApiToken, TenantRole};
 
@@ -74,7 +77,7 @@ impl ApiTokenPolicy {
 
     /// When a stored token expires (an older row without an expiry: its
     /// creation plus the default lifetime).
-    fn expiry_of(&self, t: &api_token::Model) -> DateTime<Utc> {
+    pub(crate) fn expiry_of(&self, t: &api_token::Model) -> DateTime<Utc> {
         t.expires_at.unwrap_or_else(|| {
             TimeDelta::try_days(i64::from(self.default_days))
                 .and_then(|d| t.created_at.checked_add_signed(d))
@@ -204,8 +207,49 @@ impl Service {
             .all(&self.db)
             .await?
             .into_iter()
-            .map(|t| view(t, &self.settings.api_tokens, now))
+            .map(|t| {
+                let mut v = view(t, &self.settings.api_tokens, now);
+                // A use this process noted but has not written yet.
+                v.last_used_at = v.last_used_at.max(self.token_checks.unwritten_use(v.id));
+                v
+            })
             .collect())
+    }
+
+    /// Writes the tokens' last uses noted since the last call, in one
+    /// transaction (never moving a time backwards, whichever replica wrote
+    /// last); returns how many tokens it wrote. The server calls it every
+    /// scheduler round and at shutdown; uses that could not be written are
+    /// kept for the next call.
+    pub async fn flush_token_uses(&self) -> Result<usize, ServiceError> {
+        let uses = self.token_checks.take_uses();
+        if uses.is_empty() {
+            return Ok(0);
+        }
+        let written = async {
+            let w = self.begin_write().await?;
+            for (id, at) in &uses {
+                api_token::Entity::update_many()
+                    .col_expr(api_token::Column::LastUsedAt, Expr::value(*at))
+                    .filter(api_token::Column::Id.eq(*id))
+                    .filter(
+                        Condition::any()
+                            .add(api_token::Column::LastUsedAt.is_null())
+                            .add(api_token::Column::LastUsedAt.lt(*at)),
+                    )
+                    .exec(w.db())
+                    .await?;
+            }
+            w.commit(self, &Actor::System).await
+        }
+        .await;
+        match written {
+            Ok(()) => Ok(uses.len()),
+            Err(e) => {
+                self.token_checks.restore_uses(uses);
+                Err(e)
+            }
+        }
     }
 
     /// Revokes a token of the tenant; it stops working at once.
@@ -240,16 +284,6 @@ impl Service {
         w.commit(self, &actor.audit()).await?;
         Ok(view(t, &self.settings.api_tokens, now))
     }
-}
-
-/// Whether a stored token has expired at `now`, and when.
-pub(crate) fn expired_at(
-    policy: &ApiTokenPolicy,
-    t: &api_token::Model,
-    now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
-    let at = policy.expiry_of(t);
-    (at <= now).then_some(at)
 }
 
 #[cfg(test)]

@@ -22,7 +22,9 @@ mod policy;
 pub mod pools;
 pub mod quotas;
 mod secret;
+pub mod telemetry;
 pub mod tenants;
+pub mod token_auth;
 pub mod usage;
 mod write;
 
@@ -77,6 +79,8 @@ pub struct Settings {
     pub api_tokens: api_tokens::ApiTokenPolicy,
     /// Priority classes requests may choose (checked; always has a default).
     pub priority_classes: tessera_core::schedule::PriorityClasses,
+    /// How long GPU telemetry is kept.
+    pub telemetry: telemetry::TelemetryPolicy,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.
@@ -90,6 +94,8 @@ pub struct Service {
     /// Bumped after every commit that changes some host's desired state;
     /// wakes the agents' long polls.
     desired_tx: tokio::sync::broadcast::Sender<i64>,
+    /// API tokens verified in the last second, and uses not yet written.
+    token_checks: Arc<token_auth::TokenChecks>,
 }
 
 /// The process's writer turn on SQLite; keep it until the transaction ends.
@@ -107,6 +113,7 @@ impl Service {
             clock,
             sqlite_writer,
             desired_tx: tokio::sync::broadcast::channel(4096).0,
+            token_checks: Arc::default(),
         }
     }
 

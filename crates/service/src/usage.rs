@@ -14,7 +14,8 @@ use sea_orm::{
 };
 use std::collections::BTreeMap;
 use tessera_core::metering::{
-    format_micros, meter, month_starts, parse_micros, validate_price, Held, Metered, Price,
+    attribute_used, format_micros, meter, month_starts, parse_micros, validate_price, Held,
+    Measured, Metered, Price, HOUR_MS,
 };
 use tessera_protocol::views::{
     NewPrice, PriceView, UsageGrouping, UsageQuery, UsageReport, UsageRow, UsageTotal,
@@ -38,6 +39,43 @@ struct Metering {
     lines: Vec<Metered>,
     slices: BTreeMap<i64, Slice>,
     prices: Vec<Price>,
+}
+
+/// A group's figures, added line by line.
+#[derive(Default)]
+struct Sums {
+    gpu: u128,
+    mib: u128,
+    cost: u128,
+    used: u128,
+    measured: u128,
+}
+
+impl Sums {
+    fn add(&mut self, l: &Metered) {
+        self.gpu += l.gpu_milli_ms;
+        self.mib += l.mib_ms;
+        self.cost += l.cost_micros;
+        self.used += l.used_milli_ms;
+        self.measured += l.measured_ms;
+    }
+
+    fn gpu_hours(&self) -> f64 {
+        self.gpu as f64 / (1000.0 * HOUR_MS as f64)
+    }
+
+    fn gib_hours(&self) -> f64 {
+        self.mib as f64 / (1024.0 * HOUR_MS as f64)
+    }
+
+    fn used_gpu_hours(&self) -> Option<f64> {
+        (self.measured > 0).then(|| self.used as f64 / (1000.0 * HOUR_MS as f64))
+    }
+
+    /// Used / allocated; time without telemetry counts as idle.
+    fn efficiency_pct(&self) -> Option<f64> {
+        (self.measured > 0 && self.gpu > 0).then(|| self.used as f64 * 100.0 / self.gpu as f64)
+    }
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -210,7 +248,7 @@ impl Service {
             .iter()
             .map(price_of)
             .collect();
-        let lines = meter(
+        let mut lines = meter(
             &held,
             &prices,
             ms(from),
@@ -218,6 +256,8 @@ impl Service {
             ms(now),
             &month_starts(ms(from), ms(to)),
         );
+        let ids: Vec<i64> = held.iter().map(|h| h.allocation).collect();
+        attribute_used(&mut lines, &self.measured(&ids, from, to).await?);
         Ok(Metering {
             from,
             to,
@@ -225,6 +265,45 @@ impl Service {
             slices,
             prices,
         })
+    }
+
+    /// The slices' measured use in `[from, to)`: per-minute rollups while
+    /// they are kept, per-hour ones for older periods.
+    async fn measured(
+        &self,
+        ids: &[i64],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<Measured>, ServiceError> {
+        use crate::entity::gpu_rollup;
+        use tessera_core::telemetry::MINUTE_MS;
+        let minutes_kept_from =
+            self.now() - chrono::Duration::days(i64::from(self.settings.telemetry.minute_days));
+        let period = if from >= minutes_kept_from {
+            MINUTE_MS
+        } else {
+            HOUR_MS
+        };
+        let first = ms(from).div_euclid(period) * period;
+        let mut out = Vec::new();
+        for chunk in ids.chunks(500) {
+            let rows = gpu_rollup::Entity::find()
+                .filter(gpu_rollup::Column::PeriodMs.eq(period))
+                .filter(gpu_rollup::Column::AllocationId.is_in(chunk.iter().copied()))
+                .filter(gpu_rollup::Column::StartMs.gte(first))
+                .filter(gpu_rollup::Column::StartMs.lt(ms(to)))
+                .all(&self.db)
+                .await?;
+            out.extend(rows.into_iter().filter_map(|r| {
+                Some(Measured {
+                    allocation: r.allocation_id?,
+                    start: r.start_ms,
+                    used_milli_ms: u64::try_from(r.used_milli_ms).unwrap_or(0),
+                    covered_ms: u64::try_from(r.covered_ms).unwrap_or(0),
+                })
+            }));
+        }
+        Ok(out)
     }
 
     /// Allocated GPU-hours, GiB-hours and cost per month and group.
@@ -237,8 +316,8 @@ impl Service {
         let group_by = q.group_by.unwrap_or_default();
         // (month, key parts, currency) → sums; BTreeMap keeps the order.
         type Key = (i64, String, String, i64, Option<String>);
-        let mut sums: BTreeMap<Key, (u128, u128, u128)> = BTreeMap::new();
-        let mut totals: BTreeMap<Option<String>, (u128, u128, u128)> = BTreeMap::new();
+        let mut sums: BTreeMap<Key, Sums> = BTreeMap::new();
+        let mut totals: BTreeMap<Option<String>, Sums> = BTreeMap::new();
         let none = Slice {
             tenant: String::new(),
             tenant_name: String::new(),
@@ -278,23 +357,14 @@ impl Service {
                 sums.entry(key).or_default(),
                 totals.entry(l.currency.clone()).or_default(),
             ] {
-                acc.0 += l.gpu_milli_ms;
-                acc.1 += l.mib_ms;
-                acc.2 += l.cost_micros;
+                acc.add(l);
             }
         }
-        let hours = |gpu: u128, mib: u128| {
-            (
-                gpu as f64 / (1000.0 * tessera_core::metering::HOUR_MS as f64),
-                mib as f64 / (1024.0 * tessera_core::metering::HOUR_MS as f64),
-            )
-        };
         let by_slug: BTreeMap<&str, &Slice> =
             m.slices.values().map(|s| (s.tenant.as_str(), s)).collect();
         let rows = sums
             .into_iter()
-            .map(|((month, a, pool, alloc, currency), (gpu, mib, cost))| {
-                let (gpu_hours, gib_hours) = hours(gpu, mib);
+            .map(|((month, a, pool, alloc, currency), sum)| {
                 let slice = (alloc != 0).then(|| m.slices.get(&alloc)).flatten();
                 let tenant = matches!(group_by, UsageGrouping::Tenant | UsageGrouping::Allocation)
                     .then(|| a.clone());
@@ -310,23 +380,24 @@ impl Service {
                     pool: (group_by != UsageGrouping::CostCentre).then_some(pool),
                     allocation: (alloc != 0).then_some(alloc),
                     shape: slice.map(|s| s.shape.clone()),
-                    gpu_hours,
-                    gib_hours,
-                    cost: format_micros(cost),
+                    gpu_hours: sum.gpu_hours(),
+                    gib_hours: sum.gib_hours(),
+                    used_gpu_hours: sum.used_gpu_hours(),
+                    efficiency_pct: sum.efficiency_pct(),
+                    cost: format_micros(sum.cost),
                     currency,
                 }
             })
             .collect();
         let totals = totals
             .into_iter()
-            .map(|(currency, (gpu, mib, cost))| {
-                let (gpu_hours, gib_hours) = hours(gpu, mib);
-                UsageTotal {
-                    currency,
-                    gpu_hours,
-                    gib_hours,
-                    cost: format_micros(cost),
-                }
+            .map(|(currency, sum)| UsageTotal {
+                currency,
+                gpu_hours: sum.gpu_hours(),
+                gib_hours: sum.gib_hours(),
+                used_gpu_hours: sum.used_gpu_hours(),
+                efficiency_pct: sum.efficiency_pct(),
+                cost: format_micros(sum.cost),
             })
             .collect();
         Ok(UsageReport {
@@ -385,6 +456,7 @@ impl Service {
                 "cost_centre": s.and_then(|s| s.cost_centre.clone()),
                 "pool": l.pool,
                 "gib_hours": format!("{:.6}", l.gib_hours()),
+                "used_gpu_hours": (l.measured_ms > 0).then(|| format!("{:.6}", l.used_gpu_hours())),
             });
             let cost = format_micros(l.cost_micros);
             let fields = [

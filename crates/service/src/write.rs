@@ -145,6 +145,9 @@ impl Write {
                 service.desired_changed(Some(host));
             }
             retries_queue |= after.retries_queue;
+            if let Some(token) = after.forgets_token {
+                service.token_checks.forget(token);
+            }
         }
         Ok(retries_queue)
     }

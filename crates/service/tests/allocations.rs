@@ -1560,3 +1560,113 @@ async fn racing_tenants_never_share_a_gpu_in_a_production_pool() {
         assert_eq!(tenants.len(), 1, "{gpu} holds slices of {tenants:?}");
     }
 }
+
+/// API token checks cost no database write, are believed for a second, and
+/// a revocation bites at once on the replica that made it and within a
+/// second on another one (a second `Service` on the same database).
+#[tokio::test]
+async fn token_checks_are_cached_briefly_and_uses_are_written_in_batches() {
+    use tessera_service::entity::api_token;
+    let f = fixture().await;
+    let replica = tessera_service::Service::new(
+        f.service.db().clone(),
+        f.service.settings().clone(),
+        f.clock.clone(),
+    );
+    let lead = f.login("l", &["vision-leads"]).await;
+    let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let created = f
+        .service
+        .create_api_token(&lead, &lead_actor, "ci", None)
+        .await
+        .unwrap();
+    let stored_use = || async {
+        api_token::Entity::find_by_id(created.token.id)
+            .one(f.service.db())
+            .await
+            .unwrap()
+            .unwrap()
+            .last_used_at
+    };
+
+    // Calls on both replicas: nothing is written yet, but the list of the
+    // replica that saw the call shows it.
+    let first = f.clock.now();
+    for _ in 0..3 {
+        f.service
+            .authenticate_api_token(&created.secret)
+            .await
+            .unwrap();
+    }
+    f.clock.advance(Duration::milliseconds(400));
+    let on_replica = replica
+        .authenticate_api_token(&created.secret)
+        .await
+        .unwrap();
+    assert_eq!(on_replica.tenant_slug(), "vision");
+    assert_eq!(stored_use().await, None);
+    let listed = f.service.list_api_tokens(&lead, &lead_actor).await.unwrap();
+    assert_eq!(listed[0].last_used_at, Some(first));
+
+    // The batch writes each token once; an older use never overwrites a
+    // newer one, whichever replica flushes last.
+    assert_eq!(replica.flush_token_uses().await.unwrap(), 1);
+    assert_eq!(
+        stored_use().await,
+        Some(first + Duration::milliseconds(400))
+    );
+    assert_eq!(f.service.flush_token_uses().await.unwrap(), 1);
+    assert_eq!(
+        stored_use().await,
+        Some(first + Duration::milliseconds(400))
+    );
+    assert_eq!(f.service.flush_token_uses().await.unwrap(), 0);
+
+    // Revoked on the first replica: refused there at once; the other still
+    // believes its check for the rest of the second, then asks and refuses.
+    f.service
+        .revoke_api_token(&lead, &lead_actor, created.token.id)
+        .await
+        .unwrap();
+    let err = f
+        .service
+        .authenticate_api_token(&created.secret)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::InvalidApiToken), "{err:?}");
+    f.clock.advance(Duration::milliseconds(500));
+    assert!(replica
+        .authenticate_api_token(&created.secret)
+        .await
+        .is_ok());
+    f.clock.advance(Duration::milliseconds(600));
+    let err = replica
+        .authenticate_api_token(&created.secret)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::InvalidApiToken), "{err:?}");
+
+    // A token past its expiry is refused even while its check is fresh.
+    let short = f
+        .service
+        .create_api_token(&lead, &lead_actor, "short", Some(1))
+        .await
+        .unwrap();
+    f.clock
+        .advance(Duration::days(1) - Duration::milliseconds(300));
+    assert!(f
+        .service
+        .authenticate_api_token(&short.secret)
+        .await
+        .is_ok());
+    f.clock.advance(Duration::milliseconds(300));
+    let err = f
+        .service
+        .authenticate_api_token(&short.secret)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ServiceError::ExpiredApiToken { .. }),
+        "{err:?}"
+    );
+}

@@ -9,8 +9,11 @@ mod common;
 use chrono::{Duration, TimeZone, Utc};
 use common::agent::*;
 use common::{fixture, Fixture};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tessera_core::lifecycle::AllocationPhase;
+use tessera_protocol::agent::{GpuSample, InstanceSample, TelemetryBatch, TelemetryRound};
 use tessera_protocol::views::{NewPrice, UsageGrouping, UsageQuery};
+use tessera_service::entity::{gpu_rollup, gpu_sample};
 use tessera_service::ServiceError;
 
 fn query(tenant: Option<&str>, group_by: UsageGrouping) -> UsageQuery {
@@ -193,4 +196,209 @@ async fn allocated_gpu_hours_are_priced_at_the_time_and_split_at_month_ends() {
         .unwrap();
     assert!(nlp.rows.is_empty());
     assert_eq!(count(&f.audit_actions().await, "pool.set_price"), 2);
+}
+
+fn round(at_ms: i64, gpu: &str, gpu_util: u8, mig: Option<(&str, u8)>) -> TelemetryRound {
+    TelemetryRound {
+        at_ms,
+        gpus: vec![GpuSample {
+            uuid: gpu.into(),
+            util_pct: gpu_util,
+            mem_used_mib: 20_000,
+            power_mw: Some(350_000),
+            temp_c: Some(60),
+            sm_clock_mhz: Some(1980),
+            instances: mig
+                .map(|(uuid, util)| InstanceSample {
+                    uuid: uuid.into(),
+                    util_pct: Some(util),
+                    mem_used_mib: 10_000,
+                })
+                .into_iter()
+                .collect(),
+        }],
+    }
+}
+
+fn batch(host: &str, rounds: Vec<TelemetryRound>) -> TelemetryBatch {
+    TelemetryBatch {
+        hostname: host.into(),
+        interval_ms: 10_000,
+        rounds,
+    }
+}
+
+async fn samples(f: &Fixture) -> usize {
+    gpu_sample::Entity::find()
+        .all(f.service.db())
+        .await
+        .unwrap()
+        .len()
+}
+
+/// Telemetry is stored once whatever the agent resends, attributed to the
+/// slice holding each device, rolled up per minute and hour (again when
+/// late samples come), expired after the raw window, and gives used
+/// GPU-hours and efficiency in the usage report, figured by hand here.
+#[tokio::test]
+async fn used_gpu_hours_come_from_telemetry_stored_once() {
+    let f = fixture().await;
+    let start = Utc.with_ymd_and_hms(2026, 11, 30, 22, 0, 0).unwrap();
+    f.clock.advance(start - f.service.now());
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let other = Agent::enrol(&f, "gpu-2", vec![h100(0, "GPU-b2")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let s = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("3g.40gb"), 24))
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, s.id).await.state, AllocationPhase::Active);
+    let device = rows(&f)
+        .await
+        .into_iter()
+        .find(|a| a.id == s.id)
+        .and_then(|a| a.mig_device_uuid)
+        .unwrap();
+    // Two minutes of rounds every 10 s from 22:01:00: the instance at 80 %,
+    // the GPU at 40 %.
+    let t0 = Utc
+        .with_ymd_and_hms(2026, 11, 30, 22, 1, 0)
+        .unwrap()
+        .timestamp_millis();
+    let rounds: Vec<_> = (0..12)
+        .map(|i| round(t0 + i * 10_000, "GPU-a1", 40, Some((&device, 80))))
+        .collect();
+    f.clock.advance(Duration::minutes(3));
+
+    // Refused whole, storing nothing: another host's GPU, a bad figure,
+    // another host's name.
+    let err = f
+        .service
+        .record_telemetry(&other.host, &batch("gpu-2", rounds.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ServiceError::Invalid { ref field, .. } if field == "rounds[0].gpus[0].uuid"),
+        "{err:?}"
+    );
+    let mut bad = rounds.clone();
+    bad[3].gpus[0].util_pct = 101;
+    let err = f
+        .service
+        .record_telemetry(&agent.host, &batch("gpu-1", bad))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ServiceError::Invalid { ref field, .. } if field == "rounds[3].gpus[0].util_pct"),
+        "{err:?}"
+    );
+    let err = f
+        .service
+        .record_telemetry(&agent.host, &batch("gpu-2", rounds.clone()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
+    assert_eq!(samples(&f).await, 0);
+
+    // The first 9 rounds, then all 12 (an ack lost): stored once.
+    let ack = f
+        .service
+        .record_telemetry(&agent.host, &batch("gpu-1", rounds[..9].to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (ack.stored, ack.duplicates, ack.last_at_ms),
+        (9, 0, t0 + 80_000)
+    );
+    // One row per round for the GPU, one for the MIG device.
+    assert_eq!(samples(&f).await, 18);
+    // Minutes 22:01 and 22:02 are over: rolled up with what they have.
+    let r = f.service.roll_up_telemetry().await.unwrap();
+    assert_eq!(r.samples, 18, "{r:?}");
+    let ack = f
+        .service
+        .record_telemetry(&agent.host, &batch("gpu-1", rounds.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (ack.stored, ack.duplicates, ack.last_at_ms),
+        (3, 9, t0 + 110_000)
+    );
+    assert_eq!(samples(&f).await, 24);
+    let r = f.service.roll_up_telemetry().await.unwrap();
+    assert_eq!(r.samples, 6, "{r:?}");
+
+    let minutes: Vec<gpu_rollup::Model> = gpu_rollup::Entity::find()
+        .filter(gpu_rollup::Column::DeviceUuid.eq(device.as_str()))
+        .filter(gpu_rollup::Column::PeriodMs.eq(60_000))
+        .all(f.service.db())
+        .await
+        .unwrap();
+    assert_eq!(minutes.len(), 2, "{minutes:?}");
+    for m in &minutes {
+        assert_eq!(m.allocation_id, Some(s.id));
+        assert_eq!((m.samples, m.util_avg, m.util_p95), (6, 80, 80));
+        // 6 × 10 s at 80 % = 48 s busy, × 428 thousandths of a GPU.
+        assert_eq!((m.busy_ms, m.covered_ms), (48_000, 60_000));
+        assert_eq!(m.used_milli_ms, 48_000 * 428);
+    }
+    let hour: Vec<gpu_rollup::Model> = gpu_rollup::Entity::find()
+        .filter(gpu_rollup::Column::DeviceUuid.eq(device.as_str()))
+        .filter(gpu_rollup::Column::PeriodMs.eq(3_600_000))
+        .all(f.service.db())
+        .await
+        .unwrap();
+    assert_eq!(hour.len(), 1);
+    assert_eq!((hour[0].samples, hour[0].busy_ms), (12, 96_000));
+    // The whole GPU is MIG: its rows belong to no slice.
+    let gpu_rows = gpu_rollup::Entity::find()
+        .filter(gpu_rollup::Column::DeviceUuid.eq("GPU-a1"))
+        .filter(gpu_rollup::Column::PeriodMs.eq(60_000))
+        .all(f.service.db())
+        .await
+        .unwrap();
+    assert!(gpu_rows
+        .iter()
+        .all(|r| r.allocation_id.is_none() && r.util_avg == 40));
+
+    // The report: used = 96 s × 0.428 GPU, of 4 minutes × 0.428 allocated.
+    let report = f
+        .service
+        .usage_report(&f.admin().await, &query(None, UsageGrouping::Allocation))
+        .await
+        .unwrap();
+    let row = &report.rows[0];
+    let used = 96.0 * 0.428 / 3600.0;
+    assert!(
+        (row.used_gpu_hours.unwrap() - used).abs() < 1e-12,
+        "{row:?}"
+    );
+    let efficiency = used * 100.0 / row.gpu_hours;
+    assert!(
+        (row.efficiency_pct.unwrap() - efficiency).abs() < 1e-9,
+        "{row:?}"
+    );
+    assert!((report.totals[0].used_gpu_hours.unwrap() - used).abs() < 1e-12);
+
+    // Past the raw window the samples go; the rollups stay.
+    f.clock.advance(Duration::hours(49));
+    let r = f.service.roll_up_telemetry().await.unwrap();
+    assert_eq!(r.expired, 24, "{r:?}");
+    assert_eq!(samples(&f).await, 0);
+    let again = f
+        .service
+        .usage_report(&f.admin().await, &query(None, UsageGrouping::Allocation))
+        .await
+        .unwrap();
+    assert_eq!(again.rows[0].used_gpu_hours, row.used_gpu_hours);
+    // Rounds older than the raw window are dropped, not stored.
+    let stale = vec![round(t0 + 200_000, "GPU-a1", 10, None)];
+    let ack = f
+        .service
+        .record_telemetry(&agent.host, &batch("gpu-1", stale))
+        .await
+        .unwrap();
+    assert_eq!((ack.stored, ack.expired), (0, 1));
 }

@@ -1,5 +1,6 @@
-//! The agent API: `POST /api/agent/v1/enroll`, `POST /api/agent/v1/report`
-//! and the desired-state long poll `GET /api/agent/v1/desired`.
+//! The agent API: `POST /api/agent/v1/enroll`, `POST /api/agent/v1/report`,
+//! `POST /api/agent/v1/telemetry` and the desired-state long poll
+//! `GET /api/agent/v1/desired`.
 
 use super::extract::JsonBody;
 use crate::auth::extract::Host;
@@ -8,7 +9,10 @@ use crate::state::{stopped, AppState};
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;
-use tessera_protocol::agent::{DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck};
+use tessera_protocol::agent::{
+    DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck, TelemetryAck,
+    TelemetryBatch,
+};
 
 /// Trades a join token for a host credential.
 pub async fn enroll_host(
@@ -27,6 +31,15 @@ pub async fn record_report(
     JsonBody(report): JsonBody<HostReport>,
 ) -> Result<Json<ReportAck>, ApiError> {
     Ok(Json(state.service.record_report(&host, &report).await?))
+}
+
+/// Stores a host's telemetry batch (gzip-compressed or plain JSON).
+pub async fn record_telemetry(
+    State(state): State<AppState>,
+    Host(host): Host,
+    JsonBody(batch): JsonBody<TelemetryBatch>,
+) -> Result<Json<TelemetryAck>, ApiError> {
+    Ok(Json(state.service.record_telemetry(&host, &batch).await?))
 }
 
 /// `?after=<generation>&wait_s=<seconds>`.

@@ -11,7 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
-use tessera_protocol::views::{AllocationView, ExtendLease, NewAllocation};
+use tessera_protocol::views::{AllocationActivity, AllocationView, ExtendLease, NewAllocation};
 
 /// `?tenant=<slug>`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -71,6 +71,24 @@ pub async fn get_allocation(
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     Ok(Json(state.service.get_allocation(&actor, id).await?))
+}
+
+/// What a slice did since it started: utilisation and memory per minute
+/// (per hour once older than a day), from its host's telemetry.
+#[utoipa::path(
+    get, path = "/allocations/{id}/activity", tag = "allocations",
+    params(("id" = i64, Path, description = "Allocation id")),
+    responses((status = 200, description = "Utilisation and memory over time", body = AllocationActivity),
+              Unauthorized, Forbidden, NotFound),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn get_allocation_activity(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+) -> Result<Json<AllocationActivity>, ApiError> {
+    let actor = caller.for_allocation(&state, id).await?;
+    Ok(Json(state.service.allocation_activity(&actor, id).await?))
 }
 
 /// Release: the agent tears the slice down; capacity and quota return.

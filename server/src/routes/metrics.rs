@@ -1,38 +1,155 @@
-//! `GET /metrics` in the Prometheus text format.
+//! `GET /metrics` in the Prometheus text format, through the `prometheus`
+//! crate (TiKV's client: it names, escapes and orders the output as
+//! Prometheus expects). A fresh registry per scrape: every figure is read
+//! from the database then, so replicas agree and nothing goes stale.
+//!
+//! Besides Tessera's own gauges, each GPU and MIG device's latest telemetry
+//! under the DCGM exporter's metric names and labels (`DCGM_FI_DEV_GPU_UTIL`,
+//! `DCGM_FI_DEV_FB_USED`, ... with `gpu`, `UUID`, `device`, `modelName`,
+//! `Hostname`, `GPU_I_PROFILE`, `GPU_I_ID`), so DCGM Grafana dashboards work
+//! unchanged, plus `tenant`, `pool` and `allocation` to filter per tenant.
 
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use std::fmt::Write;
+use prometheus::{Encoder, GaugeVec, IntGaugeVec, Opts, Registry, TextEncoder};
 use tessera_service::fleet::FleetCounts;
+use tessera_service::telemetry::DeviceGauges;
 
-/// Renders fleet counts as Prometheus text.
-pub fn render(c: &FleetCounts) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "# HELP tessera_build_info Tessera server version.");
-    let _ = writeln!(out, "# TYPE tessera_build_info gauge");
-    let _ = writeln!(
-        out,
-        "tessera_build_info{{version=\"{}\"}} 1",
-        env!("CARGO_PKG_VERSION")
-    );
-    let _ = writeln!(out, "# HELP tessera_hosts Enrolled GPU hosts by liveness.");
-    let _ = writeln!(out, "# TYPE tessera_hosts gauge");
-    let _ = writeln!(out, "tessera_hosts{{status=\"online\"}} {}", c.hosts_online);
-    let _ = writeln!(
-        out,
-        "tessera_hosts{{status=\"offline\"}} {}",
-        c.hosts_offline
-    );
-    let _ = writeln!(out, "# HELP tessera_gpus GPUs by model and MIG mode.");
-    let _ = writeln!(out, "# TYPE tessera_gpus gauge");
+/// The labels of every DCGM series, in the exporter's spelling.
+const DCGM_LABELS: [&str; 10] = [
+    "gpu",
+    "UUID",
+    "device",
+    "modelName",
+    "Hostname",
+    "GPU_I_PROFILE",
+    "GPU_I_ID",
+    "tenant",
+    "pool",
+    "allocation",
+];
+
+fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<GaugeVec> {
+    let g = GaugeVec::new(Opts::new(name, help), labels)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+/// Renders fleet counts and device telemetry as Prometheus text.
+pub fn render(c: &FleetCounts, devices: &[DeviceGauges]) -> prometheus::Result<String> {
+    let r = Registry::new();
+    let build = IntGaugeVec::new(
+        Opts::new("tessera_build_info", "Tessera server version."),
+        &["version"],
+    )?;
+    build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+    r.register(Box::new(build))?;
+    let hosts = IntGaugeVec::new(
+        Opts::new("tessera_hosts", "Enrolled GPU hosts by liveness."),
+        &["status"],
+    )?;
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    hosts
+        .with_label_values(&["online"])
+        .set(count(c.hosts_online));
+    hosts
+        .with_label_values(&["offline"])
+        .set(count(c.hosts_offline));
+    r.register(Box::new(hosts))?;
+    let gpus = IntGaugeVec::new(
+        Opts::new("tessera_gpus", "GPUs by model and MIG mode."),
+        &["model", "mig"],
+    )?;
     for ((model, mig), n) in &c.gpus {
-        let model = model.replace('\\', "\\\\").replace('"', "\\\"");
-        let _ = writeln!(out, "tessera_gpus{{model=\"{model}\",mig=\"{mig}\"}} {n}");
+        gpus.with_label_values(&[model.as_str(), mig])
+            .set(count(*n));
     }
-    out
+    r.register(Box::new(gpus))?;
+
+    let util = gauge(
+        &r,
+        "DCGM_FI_DEV_GPU_UTIL",
+        "GPU utilization (in %).",
+        &DCGM_LABELS,
+    )?;
+    let fb = gauge(
+        &r,
+        "DCGM_FI_DEV_FB_USED",
+        "Framebuffer memory used (in MiB).",
+        &DCGM_LABELS,
+    )?;
+    let power = gauge(
+        &r,
+        "DCGM_FI_DEV_POWER_USAGE",
+        "Power draw (in W).",
+        &DCGM_LABELS,
+    )?;
+    let temp = gauge(
+        &r,
+        "DCGM_FI_DEV_GPU_TEMP",
+        "GPU temperature (in C).",
+        &DCGM_LABELS,
+    )?;
+    let clock = gauge(
+        &r,
+        "DCGM_FI_DEV_SM_CLOCK",
+        "SM clock frequency (in MHz).",
+        &DCGM_LABELS,
+    )?;
+    let active = gauge(
+        &r,
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "Ratio of time the graphics engine is active (MIG devices).",
+        &DCGM_LABELS,
+    )?;
+    for d in devices {
+        let index = d.gpu_index.to_string();
+        let device = format!("nvidia{index}");
+        let (profile, gi) = d
+            .mig
+            .as_ref()
+            .map_or((String::new(), String::new()), |(p, gi)| {
+                (p.clone(), gi.to_string())
+            });
+        let allocation = d.allocation.map(|a| a.to_string()).unwrap_or_default();
+        let labels: [&str; 10] = [
+            &index,
+            &d.gpu_uuid,
+            &device,
+            &d.model_name,
+            &d.hostname,
+            &profile,
+            &gi,
+            d.tenant.as_deref().unwrap_or(""),
+            d.pool.as_deref().unwrap_or(""),
+            &allocation,
+        ];
+        fb.with_label_values(&labels).set(d.mem_used_mib as f64);
+        match (&d.mig, d.util_pct) {
+            // DCGM reports MIG activity as a ratio, not GPU_UTIL.
+            (Some(_), Some(u)) => active.with_label_values(&labels).set(f64::from(u) / 100.0),
+            (Some(_), None) => {}
+            (None, u) => {
+                util.with_label_values(&labels)
+                    .set(f64::from(u.unwrap_or(0)));
+                if let Some(w) = d.power_w {
+                    power.with_label_values(&labels).set(w);
+                }
+                if let Some(t) = d.temp_c {
+                    temp.with_label_values(&labels).set(f64::from(t));
+                }
+                if let Some(mhz) = d.sm_clock_mhz {
+                    clock.with_label_values(&labels).set(f64::from(mhz));
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    TextEncoder::new().encode_utf8(&r.gather(), &mut out)?;
+    Ok(out)
 }
 
 /// Whether `authorization` (the header's value) carries `expected` as a
@@ -64,15 +181,66 @@ pub async fn metrics(
         }
     }
     let counts = state.service.fleet_counts().await?;
+    let devices = state.service.latest_telemetry().await?;
+    let text = render(&counts, &devices).map_err(|e| {
+        ApiError(tessera_service::ServiceError::Database(
+            sea_orm::DbErr::Custom(format!("rendering the metrics: {e}")),
+        ))
+    })?;
     Ok((
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        render(&counts),
+        [(
+            header::CONTENT_TYPE,
+            TextEncoder::new().format_type().to_owned(),
+        )],
+        text,
     ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shipped Grafana dashboard queries only metrics and labels that
+    /// `render` produces.
+    #[test]
+    fn the_grafana_dashboard_asks_for_what_we_export() {
+        let text = include_str!("../../../deploy/grafana/tessera.json");
+        let dashboard: serde_json::Value = serde_json::from_str(text).unwrap();
+        let exported = [
+            "tessera_hosts",
+            "tessera_gpus",
+            "DCGM_FI_DEV_GPU_UTIL",
+            "DCGM_FI_DEV_FB_USED",
+            "DCGM_FI_DEV_POWER_USAGE",
+            "DCGM_FI_DEV_GPU_TEMP",
+            "DCGM_FI_DEV_SM_CLOCK",
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        ];
+        let mut exprs = Vec::new();
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().unwrap() {
+                exprs.push(target["expr"].as_str().unwrap().to_owned());
+            }
+        }
+        assert!(exprs.len() >= 9);
+        for expr in &exprs {
+            let metric = exported.iter().find(|m| expr.contains(*m));
+            assert!(
+                metric.is_some(),
+                "{expr} asks for a metric /metrics does not have"
+            );
+            for label in [
+                "tenant", "pool", "Hostname", "gpu", "model", "mig", "status",
+            ] {
+                if expr.contains(&format!("({label}")) || expr.contains(&format!("{label}=")) {
+                    assert!(
+                        DCGM_LABELS.contains(&label) || ["model", "mig", "status"].contains(&label),
+                        "{expr}: unknown label {label}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_metrics_token_is_checked() {
@@ -91,10 +259,47 @@ mod tests {
         };
         c.gpus.insert(("H100-80GB".into(), "enabled"), 8);
         c.gpus.insert(("odd \"name\"".into(), "n/a"), 1);
-        let text = render(&c);
+        let gpu = DeviceGauges {
+            hostname: "gpu-1".into(),
+            gpu_index: 3,
+            gpu_uuid: "GPU-abc".into(),
+            model_name: "NVIDIA H100 80GB HBM3".into(),
+            mig: None,
+            tenant: Some("vision".into()),
+            pool: Some("h100".into()),
+            allocation: Some(42),
+            util_pct: Some(87),
+            mem_used_mib: 70_000,
+            power_w: Some(612.5),
+            temp_c: Some(71),
+            sm_clock_mhz: Some(1980),
+        };
+        let mig = DeviceGauges {
+            mig: Some(("1g.10gb".into(), 6)),
+            util_pct: Some(25),
+            mem_used_mib: 4_000,
+            ..gpu.clone()
+        };
+        let text = render(&c, &[gpu, mig]).unwrap();
         assert!(text.contains("tessera_hosts{status=\"online\"} 2\n"));
+        assert!(
+            text.contains("DCGM_FI_DEV_GPU_UTIL{GPU_I_ID=\"\",GPU_I_PROFILE=\"\",Hostname=\"gpu-1\",UUID=\"GPU-abc\",allocation=\"42\",device=\"nvidia3\",gpu=\"3\",modelName=\"NVIDIA H100 80GB HBM3\",pool=\"h100\",tenant=\"vision\"} 87\n"),
+            "{text}"
+        );
+        assert!(text.contains("DCGM_FI_DEV_POWER_USAGE{"), "{text}");
+        assert!(text.contains("} 612.5\n"), "{text}");
+        assert!(
+            text.contains(
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_ID=\"6\",GPU_I_PROFILE=\"1g.10gb\","
+            ),
+            "{text}"
+        );
+        assert!(text.contains("} 0.25\n"), "{text}");
         assert!(text.contains("tessera_hosts{status=\"offline\"} 1\n"));
-        assert!(text.contains("tessera_gpus{model=\"H100-80GB\",mig=\"enabled\"} 8\n"));
-        assert!(text.contains("tessera_gpus{model=\"odd \\\"name\\\"\",mig=\"n/a\"} 1\n"));
+        assert!(text.contains("tessera_gpus{mig=\"enabled\",model=\"H100-80GB\"} 8\n"));
+        assert!(
+            text.contains("tessera_gpus{mig=\"n/a\",model=\"odd \\\"name\\\"\"} 1\n"),
+            "{text}"
+        );
     }
 }

@@ -38,6 +38,16 @@ pub async fn refuse_nul(req: Request, next: Next) -> Response {
     if nul_in_url(uri.as_bytes()) {
         return refuse("url");
     }
+    // A compressed body (agents' telemetry) is binary: its NUL bytes are
+    // the encoding's, not text. What it inflates to is parsed as strict
+    // JSON whose every string is checked against a pattern.
+    let compressed = req
+        .headers()
+        .get(axum::http::header::CONTENT_ENCODING)
+        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    if compressed {
+        return next.run(req).await;
+    }
     let content_type = req
         .headers()
         .get(CONTENT_TYPE)

@@ -16,6 +16,7 @@ pub mod mps;
 pub mod profiles;
 mod raw;
 pub mod stop;
+mod telemetry;
 pub mod time_slicing;
 
 #[cfg(test)]
@@ -426,6 +427,23 @@ impl GpuBackend for NvmlBackend {
     fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError> {
         let (d, facts) = self.gpu(index)?;
         self.sharing.apply(&d, &facts, index, op)
+    }
+
+    fn sample(
+        &self,
+        _at_ms: i64,
+        _held: &std::collections::BTreeSet<u32>,
+    ) -> Result<Vec<tessera_protocol::agent::GpuSample>, BackendError> {
+        let count = call("nvmlDeviceGetCount", self.nvml.device_count())?;
+        let mut out = Vec::new();
+        for index in 0..count {
+            match telemetry::sample_gpu(&self.nvml, index) {
+                Ok(s) => out.push(s),
+                // A lost or failing GPU misses this round; the others count.
+                Err(e) => tracing::debug!(gpu = index, "no telemetry: {e}"),
+            }
+        }
+        Ok(out)
     }
 }
 

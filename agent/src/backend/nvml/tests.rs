@@ -220,6 +220,13 @@ impl GpuBackend for FakeHost {
         }
         self.sharing.apply(&self.mig, &self.facts, index, op)
     }
+    fn sample(
+        &self,
+        _at_ms: i64,
+        _held: &std::collections::BTreeSet<u32>,
+    ) -> Result<Vec<tessera_protocol::agent::GpuSample>, BackendError> {
+        Ok(Vec::new())
+    }
 }
 
 const UUID: &str = "GPU-fake-h100";

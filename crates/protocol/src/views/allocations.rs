@@ -166,3 +166,33 @@ pub struct RequestOptions {
     /// Pools the tenant can use.
     pub pools: Vec<PoolChoice>,
 }
+
+/// What a slice did since it started: its devices' utilisation and memory
+/// over time, per minute (per hour for slices older than a day), the
+/// current minute from the raw samples.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationActivity {
+    /// Allocation id.
+    pub allocation: i64,
+    /// GPU memory the slice may use, MiB (the memory chart's scale).
+    pub memory_mib: u64,
+    /// Length of each point's period, seconds (60 or 3600).
+    pub period_s: u32,
+    /// Oldest first.
+    pub points: Vec<ActivityPoint>,
+}
+
+/// One period of a slice's activity.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityPoint {
+    /// Start of the period.
+    pub at: DateTime<Utc>,
+    /// Mean utilisation, percent.
+    pub util_avg: u8,
+    /// Highest utilisation, percent.
+    pub util_max: u8,
+    /// Most memory used, MiB.
+    pub mem_used_mib: u64,
+}

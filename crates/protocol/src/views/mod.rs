@@ -13,8 +13,8 @@ mod tenants;
 mod usage;
 
 pub use allocations::{
-    AllocatedGpu, AllocationView, CapacityLost, DrainNotice, PoolChoice, PriorityChoice,
-    RequestOptions,
+    ActivityPoint, AllocatedGpu, AllocationActivity, AllocationView, CapacityLost, DrainNotice,
+    PoolChoice, PriorityChoice, RequestOptions,
 };
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
 pub use audit::{AuditEventView, AuditPage};

@@ -104,6 +104,11 @@ pub struct UsageRow {
     pub gpu_hours: f64,
     /// Allocated GPU-memory GiB-hours.
     pub gib_hours: f64,
+    /// Used GPU-hours: busy time from telemetry × the slice's share
+    /// (`None`: no telemetry covered it).
+    pub used_gpu_hours: Option<f64>,
+    /// Used / allocated over the time telemetry covered, percent.
+    pub efficiency_pct: Option<f64>,
     /// Cost (decimal, in `currency`).
     pub cost: String,
     /// ISO 4217 (`None`: the pool had no price).
@@ -120,6 +125,10 @@ pub struct UsageTotal {
     pub gpu_hours: f64,
     /// Allocated GiB-hours.
     pub gib_hours: f64,
+    /// Used GPU-hours (`None`: no telemetry).
+    pub used_gpu_hours: Option<f64>,
+    /// Used / allocated over the time telemetry covered, percent.
+    pub efficiency_pct: Option<f64>,
     /// Cost.
     pub cost: String,
 }

@@ -159,10 +159,16 @@ impl Service {
                 // a slice still in use, and says so.
                 desired.released = Released::default();
             }
+            let slices = if policy.mode == SharingMode::Mig {
+                0
+            } else {
+                u32::try_from(live.len()).unwrap_or(u32::MAX)
+            };
             entries.push(GpuDesiredEntry {
                 index,
                 uuid: g.uuid.clone(),
                 desired,
+                slices,
             });
         }
         entries.sort_by_key(|e| e.index);

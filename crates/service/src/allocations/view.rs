@@ -247,7 +247,7 @@ impl Service {
             .collect()
     }
 
-    pub(super) async fn own_row(
+    pub(crate) async fn own_row(
         &self,
         actor: &TenantActor,
         id: i64,

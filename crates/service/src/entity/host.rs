@@ -29,6 +29,9 @@ pub struct Model {
     pub ops_at: Option<DateTimeUtc>,
     /// While draining: when the slices still there end.
     pub drain_deadline: Option<DateTimeUtc>,
+    /// Time of the last telemetry round stored (ms): rounds at or before it
+    /// are duplicates.
+    pub telemetry_last_at_ms: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

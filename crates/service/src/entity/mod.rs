@@ -4,6 +4,8 @@ pub mod allocation;
 pub mod api_token;
 pub mod audit_event;
 pub mod gpu;
+pub mod gpu_rollup;
+pub mod gpu_sample;
 pub mod host;
 pub mod join_token;
 pub mod membership;

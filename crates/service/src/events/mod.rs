@@ -586,6 +586,9 @@ pub struct AfterCommit {
     /// The quota in force grew: requests waiting in the queues are tried
     /// again at once, not at the next tick.
     pub retries_queue: bool,
+    /// A revoked API token: this process forgets its check at once (see
+    /// [`crate::token_auth`]).
+    pub forgets_token: Option<i64>,
 }
 
 impl DomainEvent {
@@ -593,11 +596,11 @@ impl DomainEvent {
     pub fn after_commit(&self) -> AfterCommit {
         let wakes = |alloc: &AllocationRef| AfterCommit {
             wakes_host: alloc.host_id,
-            retries_queue: false,
+            ..AfterCommit::default()
         };
         let grows = AfterCommit {
-            wakes_host: None,
             retries_queue: true,
+            ..AfterCommit::default()
         };
         match self {
             Self::AllocationRequested { alloc, .. }
@@ -608,8 +611,8 @@ impl DomainEvent {
             // An admin raised it; a quota seeded from the configuration at
             // start-up has nothing waiting for it yet.
             Self::QuotaSet { by, .. } => AfterCommit {
-                wakes_host: None,
                 retries_queue: by.is_some(),
+                ..AfterCommit::default()
             },
             Self::QuotaGranted { .. } | Self::QuotaRequestApproved { .. } => grows,
             // A placed slice went back to the queue (its host's desired
@@ -620,6 +623,7 @@ impl DomainEvent {
                     .then_some(alloc.host_id)
                     .flatten(),
                 retries_queue: true,
+                ..AfterCommit::default()
             },
             // Capacity came back into service.
             Self::FleetOperated {
@@ -629,6 +633,10 @@ impl DomainEvent {
             Self::GpuHealthChanged { after, .. } if after.verdict.takes_placements() => grows,
             // What a pool offers or holds changed: the queue may move.
             Self::PoolChanged { .. } | Self::PoolChangeCancelled { .. } => grows,
+            Self::ApiTokenRevoked { token_id, .. } => AfterCommit {
+                forgets_token: Some(*token_id),
+                ..AfterCommit::default()
+            },
             Self::AllocationProvisioning { .. }
             | Self::AllocationActivated { .. }
             | Self::AllocationTeardownFailed { .. }
@@ -642,7 +650,6 @@ impl DomainEvent {
             | Self::QuotaRequestWithdrawn { .. }
             | Self::QuotaRequestRejected { .. }
             | Self::ApiTokenCreated { .. }
-            | Self::ApiTokenRevoked { .. }
             | Self::JoinTokenCreated { .. }
             | Self::JoinTokenRevoked { .. }
             | Self::HostEnrolled { .. }

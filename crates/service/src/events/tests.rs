@@ -619,9 +619,17 @@ fn placing_and_ending_wake_the_host_and_quota_growth_retries_the_queue() {
         requeued.after_commit(),
         AfterCommit {
             wakes_host: Some(5),
-            retries_queue: true
+            retries_queue: true,
+            forgets_token: None,
         }
     );
+    // Only a revocation makes the process forget a token's check.
+    let forgets: Vec<usize> = samples
+        .iter()
+        .filter(|(e, _, _)| e.after_commit().forgets_token.is_some())
+        .map(|(e, _, _)| index(e))
+        .collect();
+    assert_eq!(forgets, [21]);
     // Resuming a host, or a GPU turning healthy, frees capacity.
     let resumed = DomainEvent::FleetOperated {
         host_id: 5,

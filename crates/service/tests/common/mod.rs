@@ -212,6 +212,7 @@ async fn fixture_with(pools: Vec<PoolSpec>, lost_after: Duration) -> Fixture {
                 &directory(),
             )
             .expect("priority classes"),
+            telemetry: Default::default(),
         },
         clock.clone(),
     );

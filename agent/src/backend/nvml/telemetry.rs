@@ -1,0 +1,62 @@
+//! Telemetry from NVML. Per GPU:
+//! - utilisation: `nvmlDeviceGetUtilizationRates().gpu`, the percent of the
+//!   last sample period (1/6 s to 1 s by product) in which a kernel ran
+//!   (DCGM's `DCGM_FI_DEV_GPU_UTIL`);
+//! - memory used: `nvmlDeviceGetMemoryInfo().used` (`DCGM_FI_DEV_FB_USED`);
+//! - power: `nvmlDeviceGetPowerUsage`, milliwatts (`DCGM_FI_DEV_POWER_USAGE`
+//!   in watts);
+//! - temperature: `nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)`, °C
+//!   (`DCGM_FI_DEV_GPU_TEMP`);
+//! - SM clock: `nvmlDeviceGetClockInfo(NVML_CLOCK_SM)`, MHz
+//!   (`DCGM_FI_DEV_SM_CLOCK`).
+//!
+//! Per MIG device: memory used from the MIG device handle. NVML answers
+//! `NOT_SUPPORTED` for utilisation on a MIG device; per-instance activity
+//! needs GPM (Hopper and later, `nvmlGpmMigSampleGet`), which nvml-wrapper
+//! does not wrap yet, so it is reported as unknown and such slices have no
+//! used GPU-hours until it is added. Optional figures a GPU does not
+//! support are left out rather than failing the sample.
+
+use super::{call, call_err};
+use crate::backend::BackendError;
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Nvml;
+use tessera_protocol::agent::{GpuSample, InstanceSample};
+
+const MIB: u64 = 1024 * 1024;
+
+/// One sample of GPU `index`.
+pub fn sample_gpu(nvml: &Nvml, index: u32) -> Result<GpuSample, BackendError> {
+    let dev = nvml
+        .device_by_index(index)
+        .map_err(|e| call_err("nvmlDeviceGetHandleByIndex", e))?;
+    let uuid = call("nvmlDeviceGetUUID", dev.uuid())?;
+    let util = call("nvmlDeviceGetUtilizationRates", dev.utilization_rates())?;
+    let memory = call("nvmlDeviceGetMemoryInfo", dev.memory_info())?;
+    let mut instances = Vec::new();
+    if matches!(dev.mig_mode(), Ok(mode) if mode.current == 1) {
+        let max = dev.mig_device_count().unwrap_or(0);
+        for i in 0..max {
+            let mig = match dev.mig_device_by_index(i) {
+                Ok(d) => d,
+                Err(NvmlError::NotFound | NvmlError::InvalidArg) => continue,
+                Err(e) => return Err(call_err("nvmlDeviceGetMigDeviceHandleByIndex", e)),
+            };
+            instances.push(InstanceSample {
+                uuid: call("nvmlDeviceGetUUID", mig.uuid())?,
+                util_pct: None,
+                mem_used_mib: mig.memory_info().map(|m| m.used / MIB).unwrap_or(0),
+            });
+        }
+    }
+    Ok(GpuSample {
+        uuid,
+        util_pct: u8::try_from(util.gpu.min(100)).unwrap_or(100),
+        mem_used_mib: memory.used / MIB,
+        power_mw: dev.power_usage().ok(),
+        temp_c: dev.temperature(TemperatureSensor::Gpu).ok(),
+        sm_clock_mhz: dev.clock_info(Clock::SM).ok(),
+        instances,
+    })
+}
