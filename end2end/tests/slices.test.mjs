@@ -6,7 +6,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { startStack, newPage, screenshot, signIn, hydrated, waitFor, ROOT } from './harness.mjs';
+import { startStack, newPage, screenshot, signIn, hydrated, waitFor, looks, ROOT } from './harness.mjs';
 
 const host = (name) => path.join(ROOT, 'end2end', 'hosts', `${name}.toml`);
 
@@ -75,6 +75,15 @@ describe('self-service slices', () => {
       timeoutMs: 30_000,
       what: 'the slice\'s telemetry in /metrics',
     });
+    // Its page charts the same telemetry (drawn on the server: no script needed).
+    await waitFor(async () => {
+      await page.reload();
+      return (await page.locator('[data-test=activity-chart] polyline.chart-line').count()) === 2;
+    }, { timeoutMs: 30_000, what: 'the activity charts' });
+    assert.match(await page.textContent('[data-test=activity-mean]'), /^\d+ % mean$/);
+    await page.locator('[data-test=activity]').scrollIntoViewIfNeeded();
+    await screenshot(page, '22b-allocation-activity');
+    await looks(stack, first, '22c-allocation', (p) => p.waitForSelector('[data-test=activity-chart]'), 'bob');
 
     // The tenant page lists it with its quota use.
     await page.goto(`${stack.appUrl}/t/vision`);

@@ -96,6 +96,8 @@ pub struct Service {
     desired_tx: tokio::sync::broadcast::Sender<i64>,
     /// API tokens verified in the last second, and uses not yet written.
     token_checks: Arc<token_auth::TokenChecks>,
+    /// The minute telemetry retention last ran in (ms).
+    telemetry_minute: Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// The process's writer turn on SQLite; keep it until the transaction ends.
@@ -114,6 +116,7 @@ impl Service {
             sqlite_writer,
             desired_tx: tokio::sync::broadcast::channel(4096).0,
             token_checks: Arc::default(),
+            telemetry_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
         }
     }
 

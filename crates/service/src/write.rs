@@ -19,6 +19,8 @@ use std::collections::BTreeSet;
 
 /// A PostgreSQL advisory-lock key that admissions and the queue take in turn.
 const ADMISSION_LOCK: i64 = 0x0074_6573_7365_7261; // "tessera"
+/// The advisory-lock key of telemetry rollups (one replica at a time).
+pub(crate) const ROLLUP_LOCK: i64 = 0x0074_656c_726f_6c6c; // "telroll"
 
 /// An open write: a transaction, the writer turn that goes with it, and the
 /// events of the change so far.
@@ -61,12 +63,19 @@ impl Service {
     /// turn already serializes; on PostgreSQL a transaction-scoped advisory
     /// lock does (released at commit or rollback).
     pub(crate) async fn begin_admission(&self) -> Result<Write, ServiceError> {
+        self.begin_locked(ADMISSION_LOCK).await
+    }
+
+    /// Opens a write that holds PostgreSQL advisory lock `key` until it
+    /// ends, so no other replica runs the same kind of write meanwhile (on
+    /// SQLite the writer turn already does).
+    pub(crate) async fn begin_locked(&self, key: i64) -> Result<Write, ServiceError> {
         let w = self.begin_write().await?;
         if w.txn.get_database_backend() == sea_orm::DbBackend::Postgres {
             w.txn
                 .execute(sea_orm::Statement::from_string(
                     sea_orm::DbBackend::Postgres,
-                    format!("SELECT pg_advisory_xact_lock({ADMISSION_LOCK})"),
+                    format!("SELECT pg_advisory_xact_lock({key})"),
                 ))
                 .await?;
         }

@@ -8,7 +8,9 @@
 
 use crate::audit::Actor;
 use crate::entity::{gpu_rollup, gpu_sample};
+use crate::write::ROLLUP_LOCK;
 use crate::{Service, ServiceError};
+use std::sync::atomic::Ordering;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
@@ -117,7 +119,21 @@ impl Service {
         let now_ms = self.now().timestamp_millis();
         let minute_now = now_ms.div_euclid(MINUTE_MS) * MINUTE_MS;
         let mut report = RollupReport::default();
-        let w = self.begin_write().await?;
+        // Most rounds find nothing to do: find that out without a write.
+        // Retention runs once a minute.
+        let retention_due = self.telemetry_minute.swap(minute_now, Ordering::Relaxed) != minute_now;
+        let any_pending = gpu_sample::Entity::find()
+            .filter(gpu_sample::Column::Rolled.eq(false))
+            .filter(gpu_sample::Column::AtMs.lt(minute_now))
+            .one(&self.db)
+            .await?
+            .is_some();
+        if !any_pending && !retention_due {
+            return Ok(report);
+        }
+        // One replica at a time: two rolling up the same minute would both
+        // replace its rows and leave them twice.
+        let w = self.begin_locked(ROLLUP_LOCK).await?;
         let pending = gpu_sample::Entity::find()
             .filter(gpu_sample::Column::Rolled.eq(false))
             .filter(gpu_sample::Column::AtMs.lt(minute_now))
