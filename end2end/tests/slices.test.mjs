@@ -83,7 +83,7 @@ describe('self-service slices', () => {
     assert.match(await page.textContent('[data-test=activity-mean]'), /^\d+ % mean$/);
     await page.locator('[data-test=activity]').scrollIntoViewIfNeeded();
     await screenshot(page, '22b-allocation-activity');
-    await looks(stack, first, '22c-allocation', (p) => p.waitForSelector('[data-test=activity-chart]'), 'bob');
+    await looks(stack, new URL(first).pathname, '22c-allocation', (p) => p.waitForSelector('[data-test=activity-chart]'), 'bob');
 
     // The tenant page lists it with its quota use.
     await page.goto(`${stack.appUrl}/t/vision`);

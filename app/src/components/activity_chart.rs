@@ -41,6 +41,12 @@ pub fn ActivityChart(activity: AllocationActivity) -> impl IntoView {
         .iter()
         .map(|p| (at(p), p.mem_used_mib as f64))
         .collect();
+    // A single period is drawn across the whole chart, not as a dot.
+    let spread = |v: Vec<(i64, f64)>| match v.as_slice() {
+        [(_, y)] => vec![(x0, *y), (x1, *y)],
+        _ => v,
+    };
+    let (avg, max, mem) = (spread(avg), spread(max), spread(mem));
     let mem_scale = (activity.memory_mib as f64).max(mem.iter().map(|m| m.1).fold(1.0, f64::max));
     let mean = points.iter().map(|p| u64::from(p.util_avg)).sum::<u64>() / points.len() as u64;
     let peak_mem = points.iter().map(|p| p.mem_used_mib).max().unwrap_or(0);

@@ -382,6 +382,27 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
     );
     assert!((report.totals[0].used_gpu_hours.unwrap() - used).abs() < 1e-12);
 
+    // The slice's page: sample by sample while it is young.
+    let activity = f.service.allocation_activity(&alice, s.id).await.unwrap();
+    assert_eq!(
+        (activity.points.len(), activity.period_s),
+        (12, 10),
+        "{activity:?}"
+    );
+    assert!(activity
+        .points
+        .iter()
+        .all(|p| p.util_avg == 80 && p.mem_used_mib == 10_000));
+    // Another tenant's member cannot see it.
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    assert!(matches!(
+        f.service
+            .allocation_activity(&nora, s.id)
+            .await
+            .unwrap_err(),
+        ServiceError::NotFound { .. }
+    ));
+
     // Past the raw window the samples go; the rollups stay.
     f.clock.advance(Duration::hours(49));
     let r = f.service.roll_up_telemetry().await.unwrap();
@@ -393,6 +414,14 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
         .await
         .unwrap();
     assert_eq!(again.rows[0].used_gpu_hours, row.used_gpu_hours);
+    // Two days on, the page charts hours, from the rollups.
+    let activity = f.service.allocation_activity(&alice, s.id).await.unwrap();
+    assert_eq!(activity.period_s, 3600);
+    assert_eq!(activity.points.len(), 1, "{activity:?}");
+    assert_eq!(
+        (activity.points[0].util_avg, activity.points[0].util_max),
+        (80, 80)
+    );
     // Rounds older than the raw window are dropped, not stored.
     let stale = vec![round(t0 + 200_000, "GPU-a1", 10, None)];
     let ack = f

@@ -12,6 +12,8 @@ use tessera_protocol::views::{ActivityPoint, AllocationActivity};
 
 /// Slices older than this are charted per hour.
 const MINUTES_FOR_MS: i64 = 24 * HOUR_MS;
+/// Slices younger than this are charted sample by sample.
+const RAW_FOR_MS: i64 = 30 * MINUTE_MS;
 
 /// Several devices of one slice (a multi-GPU slice) in one period: the mean
 /// of their means, the highest maximum, the memory added up.
@@ -23,6 +25,22 @@ fn merge(parts: &[Rollup]) -> (u8, u8, u64) {
         parts.iter().map(|r| r.util_max).max().unwrap_or(0),
         parts.iter().map(|r| r.mem_max_mib).sum(),
     )
+}
+
+/// One point per period, the devices of each merged.
+fn points(by_start: BTreeMap<i64, Vec<Rollup>>) -> Vec<ActivityPoint> {
+    by_start
+        .into_iter()
+        .filter_map(|(start, parts)| {
+            let (util_avg, util_max, mem_used_mib) = merge(&parts);
+            Some(ActivityPoint {
+                at: chrono::DateTime::from_timestamp_millis(start)?,
+                util_avg,
+                util_max,
+                mem_used_mib,
+            })
+        })
+        .collect()
 }
 
 impl Service {
@@ -49,6 +67,9 @@ impl Service {
             .ended_at
             .unwrap_or_else(|| self.now())
             .timestamp_millis();
+        if until - from <= RAW_FOR_MS {
+            return self.raw_activity(id, memory_mib, from).await;
+        }
         let period = if until - from > MINUTES_FOR_MS {
             HOUR_MS
         } else {
@@ -95,23 +116,52 @@ impl Service {
                 by_start.entry(r.start_ms).or_default().push(r);
             }
         }
-        let points = by_start
-            .into_iter()
-            .filter_map(|(start, parts)| {
-                let (util_avg, util_max, mem_used_mib) = merge(&parts);
-                Some(ActivityPoint {
-                    at: chrono::DateTime::from_timestamp_millis(start)?,
-                    util_avg,
-                    util_max,
-                    mem_used_mib,
-                })
-            })
-            .collect();
+        let points = points(by_start);
         Ok(AllocationActivity {
             allocation: id,
             memory_mib,
             period_s: u32::try_from(period / 1000).unwrap_or(60),
             points,
+        })
+    }
+
+    /// A young slice's activity sample by sample (its devices merged).
+    async fn raw_activity(
+        &self,
+        id: i64,
+        memory_mib: u64,
+        from: i64,
+    ) -> Result<AllocationActivity, ServiceError> {
+        let raw = gpu_sample::Entity::find()
+            .filter(gpu_sample::Column::AllocationId.eq(id))
+            .filter(gpu_sample::Column::AtMs.gte(from - MINUTE_MS))
+            .order_by_asc(gpu_sample::Column::AtMs)
+            .all(&self.db)
+            .await?;
+        let mut period_s = 10;
+        let mut by_at: BTreeMap<i64, Vec<Rollup>> = BTreeMap::new();
+        for s in &raw {
+            let Some(util) = s.util_pct.and_then(|u| u8::try_from(u).ok()) else {
+                continue;
+            };
+            period_s = u32::try_from(s.covered_ms / 1000).unwrap_or(10).max(1);
+            let sample = Sample {
+                at_ms: s.at_ms,
+                util_pct: util,
+                mem_used_mib: u64::try_from(s.mem_used_mib).unwrap_or(0),
+                covered_ms: u32::try_from(s.covered_ms).unwrap_or(0),
+                weight_milli: 0,
+            };
+            if let Some(mut r) = roll_up(&[sample], 1).pop() {
+                r.start_ms = s.at_ms;
+                by_at.entry(s.at_ms).or_default().push(r);
+            }
+        }
+        Ok(AllocationActivity {
+            allocation: id,
+            memory_mib,
+            period_s,
+            points: points(by_at),
         })
     }
 }

@@ -10,12 +10,12 @@ use crate::audit::Actor;
 use crate::entity::{gpu_rollup, gpu_sample};
 use crate::write::ROLLUP_LOCK;
 use crate::{Service, ServiceError};
-use std::sync::atomic::Ordering;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use tessera_core::metering::HOUR_MS;
 use tessera_core::telemetry::{combine, roll_up, Rollup, Sample, MINUTE_MS};
 
