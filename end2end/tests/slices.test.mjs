@@ -80,7 +80,9 @@ describe('self-service slices', () => {
       await page.reload();
       return (await page.locator('[data-test=activity-chart] polyline.chart-line').count()) === 2;
     }, { timeoutMs: 30_000, what: 'the activity charts' });
-    assert.match(await page.textContent('[data-test=activity-mean]'), /^\d+ % mean$/);
+    // The host runs the training profile: busy, 86-96 %.
+    const mean = Number((await page.textContent('[data-test=activity-mean]')).match(/^(\d+) % mean$/)[1]);
+    assert.ok(mean >= 80 && mean <= 100, `mean ${mean}`);
     await page.locator('[data-test=activity]').scrollIntoViewIfNeeded();
     await screenshot(page, '22b-allocation-activity');
     await looks(stack, new URL(first).pathname, '22c-allocation', (p) => p.waitForSelector('[data-test=activity-chart]'), 'bob');
