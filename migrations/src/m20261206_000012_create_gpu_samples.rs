@@ -199,38 +199,35 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        manager
-            .create_index(
-                Index::create()
-                    .name("gpu_rollups_device_period_start")
-                    .table(GpuRollups::Table)
-                    .col(GpuRollups::DeviceUuid)
-                    .col(GpuRollups::PeriodMs)
-                    .col(GpuRollups::StartMs)
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .create_index(
-                Index::create()
-                    .name("gpu_rollups_allocation_period_start")
-                    .table(GpuRollups::Table)
-                    .col(GpuRollups::AllocationId)
-                    .col(GpuRollups::PeriodMs)
-                    .col(GpuRollups::StartMs)
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .create_index(
-                Index::create()
-                    .name("gpu_rollups_period_start")
-                    .table(GpuRollups::Table)
-                    .col(GpuRollups::PeriodMs)
-                    .col(GpuRollups::StartMs)
-                    .to_owned(),
-            )
-            .await?;
+        for (name, cols) in [
+            (
+                "gpu_rollups_device_period_start",
+                vec![
+                    GpuRollups::DeviceUuid,
+                    GpuRollups::PeriodMs,
+                    GpuRollups::StartMs,
+                ],
+            ),
+            (
+                "gpu_rollups_allocation_period_start",
+                vec![
+                    GpuRollups::AllocationId,
+                    GpuRollups::PeriodMs,
+                    GpuRollups::StartMs,
+                ],
+            ),
+            (
+                "gpu_rollups_period_start",
+                vec![GpuRollups::PeriodMs, GpuRollups::StartMs],
+            ),
+        ] {
+            let mut index = Index::create();
+            index.name(name).table(GpuRollups::Table);
+            for c in cols {
+                index.col(c);
+            }
+            manager.create_index(index.to_owned()).await?;
+        }
         manager
             .alter_table(
                 Table::alter()
