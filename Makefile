@@ -1,5 +1,5 @@
 # The two commands: `make demo` runs everything locally; `make test` runs every test.
-.PHONY: demo test bench bench-queue bench-slices bench-load bench-reads fmt lint
+.PHONY: demo test bench bench-queue bench-slices bench-load bench-reads bench-ingest fmt lint
 
 demo:
 	bash scripts/demo.sh
@@ -21,6 +21,9 @@ bench-load:
 
 bench-reads:
 	bash scripts/bench.sh reads
+
+bench-ingest:
+	bash scripts/bench.sh ingest
 
 fmt:
 	cargo fmt --all

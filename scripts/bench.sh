@@ -8,6 +8,9 @@
 #   3. load: `oha` lists and creates allocations at fixed rates for two
 #      minutes while 100 simulated hosts report; zero errors expected
 #      (`make bench-load`; not part of `all`, it takes minutes)
+#   5. ingest: telemetry of 1,000 hosts × 8 GPUs, one round every 10 s,
+#      stored and rolled up (`make bench-ingest`; TESSERA_BENCH_DATABASE_URL
+#      names an EMPTY database, else a throwaway SQLite file)
 #   4. reads: the authenticated allocation list at full speed against an
 #      axum hello-world in the same run (`make bench-reads`; set
 #      TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)
@@ -46,4 +49,10 @@ if [ "$what" = all ] || [ "$what" = reads ]; then
   build_release
   cargo build --release -q -p tessera-server --example hello
   (cd end2end && node bench/reads-bench.mjs --seconds "${TESSERA_READS_SECONDS:-10}")
+fi
+if [ "$what" = all ] || [ "$what" = ingest ]; then
+  tmp="$(mktemp -d)"
+  cargo run --release -q -p tessera-service --example ingest_bench -- \
+    "${TESSERA_BENCH_DATABASE_URL:-sqlite://$tmp/ingest.db?mode=rwc}" "${TESSERA_INGEST_HOSTS:-1000}" 6 32
+  rm -rf "$tmp"
 fi

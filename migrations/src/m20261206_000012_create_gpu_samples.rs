@@ -28,6 +28,7 @@ enum GpuSamples {
     SmClockMhz,
     CoveredMs,
     Rolled,
+    HourRolled,
 }
 
 #[derive(DeriveIden)]
@@ -109,6 +110,12 @@ impl MigrationTrait for Migration {
                             .not_null()
                             .default(false),
                     )
+                    .col(
+                        ColumnDef::new(GpuSamples::HourRolled)
+                            .boolean()
+                            .not_null()
+                            .default(false),
+                    )
                     .to_owned(),
             )
             .await?;
@@ -120,6 +127,10 @@ impl MigrationTrait for Migration {
             (
                 "gpu_samples_rolled",
                 vec![GpuSamples::Rolled, GpuSamples::AtMs],
+            ),
+            (
+                "gpu_samples_hour_rolled",
+                vec![GpuSamples::HourRolled, GpuSamples::AtMs],
             ),
             ("gpu_samples_at", vec![GpuSamples::AtMs]),
         ] {

@@ -228,6 +228,15 @@ fn batch(host: &str, rounds: Vec<TelemetryRound>) -> TelemetryBatch {
     }
 }
 
+async fn hours_of(f: &Fixture, device: &str) -> Vec<gpu_rollup::Model> {
+    gpu_rollup::Entity::find()
+        .filter(gpu_rollup::Column::DeviceUuid.eq(device))
+        .filter(gpu_rollup::Column::PeriodMs.eq(3_600_000))
+        .all(f.service.db())
+        .await
+        .unwrap()
+}
+
 async fn samples(f: &Fixture) -> usize {
     gpu_sample::Entity::find()
         .all(f.service.db())
@@ -344,14 +353,8 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
         assert_eq!((m.busy_ms, m.covered_ms), (48_000, 60_000));
         assert_eq!(m.used_milli_ms, 48_000 * 428);
     }
-    let hour: Vec<gpu_rollup::Model> = gpu_rollup::Entity::find()
-        .filter(gpu_rollup::Column::DeviceUuid.eq(device.as_str()))
-        .filter(gpu_rollup::Column::PeriodMs.eq(3_600_000))
-        .all(f.service.db())
-        .await
-        .unwrap();
-    assert_eq!(hour.len(), 1);
-    assert_eq!((hour[0].samples, hour[0].busy_ms), (12, 96_000));
+    // The hour is still running: minutes only.
+    assert!(hours_of(&f, &device).await.is_empty());
     // The whole GPU is MIG: its rows belong to no slice.
     let gpu_rows = gpu_rollup::Entity::find()
         .filter(gpu_rollup::Column::DeviceUuid.eq("GPU-a1"))
@@ -403,10 +406,14 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
         ServiceError::NotFound { .. }
     ));
 
-    // Past the raw window the samples go; the rollups stay.
+    // Past the raw window the samples go, once counted in their hour; the
+    // rollups stay.
     f.clock.advance(Duration::hours(49));
     let r = f.service.roll_up_telemetry().await.unwrap();
     assert_eq!(r.expired, 24, "{r:?}");
+    let hour = hours_of(&f, &device).await;
+    assert_eq!(hour.len(), 1);
+    assert_eq!((hour[0].samples, hour[0].busy_ms), (12, 96_000));
     assert_eq!(samples(&f).await, 0);
     let again = f
         .service

@@ -287,6 +287,7 @@ impl Service {
                                 .map(|c| i32::try_from(c).unwrap_or(i32::MAX))),
                             covered_ms: Set(covered),
                             rolled: Set(false),
+                            hour_rolled: Set(false),
                             ..Default::default()
                         }
                     };

@@ -1,10 +1,12 @@
 //! Rollups and retention. Each scheduler round takes the raw samples not
-//! yet counted whose minute has ended, recomputes from the raw samples the
-//! minute rollups of every (device, minute) they touch and the hour rollups
-//! of every (device, hour) from its minutes, and marks them counted. A
-//! sample arriving late (an agent replaying after an outage) is simply not
-//! counted yet, so its minute and hour are recomputed when it comes.
-//! Then samples and rollups past their windows are deleted.
+//! yet counted whose minute has ended and recomputes, from the raw samples,
+//! the minute rollups of every (device, minute) they touch; then, for
+//! samples whose hour has ended, the hour rollups of every (device, hour)
+//! from its minutes; and marks them counted. A sample arriving late (an
+//! agent replaying after an outage) is simply not counted yet, so its minute
+//! and hour are recomputed when it comes. Then samples and rollups past
+//! their windows are deleted. (The hour still running has minutes only;
+//! readers of recent periods use minutes.)
 
 use crate::audit::Actor;
 use crate::entity::{gpu_rollup, gpu_sample};
@@ -12,7 +14,7 @@ use crate::write::ROLLUP_LOCK;
 use crate::{Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -20,7 +22,7 @@ use tessera_core::metering::HOUR_MS;
 use tessera_core::telemetry::{combine, roll_up, Rollup, Sample, MINUTE_MS};
 
 /// Most raw samples one round counts (the rest wait for the next round).
-const SAMPLES_PER_ROUND: u64 = 20_000;
+const SAMPLES_PER_ROUND: u64 = 100_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
 
 /// What a rollup round did.
@@ -90,128 +92,210 @@ fn row_of(
     }
 }
 
-/// Replaces the rollups of `device` for the period starting at `start_ms`.
+/// Rows per statement when deleting by (device, start) pairs, inserting
+/// rollups or marking samples.
+const CHUNK: usize = 500;
+
+/// Replaces the rollups of `period_ms` for the (device, start) `pairs` with
+/// `rows`, a few statements for the lot.
 async fn replace<C: ConnectionTrait>(
     conn: &C,
     period_ms: i64,
-    start_ms: i64,
-    device: &str,
+    pairs: &[(String, i64)],
     rows: Vec<gpu_rollup::ActiveModel>,
 ) -> Result<u64, ServiceError> {
-    gpu_rollup::Entity::delete_many()
-        .filter(gpu_rollup::Column::DeviceUuid.eq(device))
-        .filter(gpu_rollup::Column::PeriodMs.eq(period_ms))
-        .filter(gpu_rollup::Column::StartMs.eq(start_ms))
-        .exec(conn)
-        .await?;
+    for chunk in pairs.chunks(CHUNK) {
+        let mut which = Condition::any();
+        for (device, start) in chunk {
+            which = which.add(
+                Condition::all()
+                    .add(gpu_rollup::Column::DeviceUuid.eq(device.as_str()))
+                    .add(gpu_rollup::Column::StartMs.eq(*start)),
+            );
+        }
+        gpu_rollup::Entity::delete_many()
+            .filter(gpu_rollup::Column::PeriodMs.eq(period_ms))
+            .filter(which)
+            .exec(conn)
+            .await?;
+    }
     let n = rows.len() as u64;
-    if !rows.is_empty() {
-        gpu_rollup::Entity::insert_many(rows)
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<_> = rows.by_ref().take(CHUNK).collect();
+        gpu_rollup::Entity::insert_many(chunk)
             .exec_without_returning(conn)
             .await?;
     }
     Ok(n)
 }
 
+/// The (device, period start) pairs `samples` fall in, with their host.
+fn touched(samples: &[gpu_sample::Model], period_ms: i64) -> BTreeMap<(String, i64), i64> {
+    samples
+        .iter()
+        .map(|s| {
+            (
+                (
+                    s.device_uuid.clone(),
+                    s.at_ms.div_euclid(period_ms) * period_ms,
+                ),
+                s.host_id,
+            )
+        })
+        .collect()
+}
+
+/// The devices of `pairs` and the range of periods they span.
+fn span(pairs: &BTreeMap<(String, i64), i64>, period_ms: i64) -> (Vec<String>, i64, i64) {
+    let devices: std::collections::BTreeSet<&String> = pairs.keys().map(|(d, _)| d).collect();
+    let lo = pairs.keys().map(|(_, t)| *t).min().unwrap_or(0);
+    let hi = pairs.keys().map(|(_, t)| *t).max().unwrap_or(0) + period_ms;
+    (devices.into_iter().cloned().collect(), lo, hi)
+}
+
+async fn mark<C: ConnectionTrait>(
+    conn: &C,
+    samples: &[gpu_sample::Model],
+    column: gpu_sample::Column,
+) -> Result<(), ServiceError> {
+    let ids: Vec<i64> = samples.iter().map(|s| s.id).collect();
+    for chunk in ids.chunks(CHUNK * 2) {
+        gpu_sample::Entity::update_many()
+            .col_expr(column, Expr::value(true))
+            .filter(gpu_sample::Column::Id.is_in(chunk.iter().copied()))
+            .exec(conn)
+            .await?;
+    }
+    Ok(())
+}
+
 impl Service {
-    /// One rollup and retention round (the scheduler runs it every round).
+    /// One rollup and retention round (the scheduler runs it every round):
+    /// minutes that have ended and have samples not yet counted are
+    /// recomputed from their raw samples; hours that have ended and have
+    /// samples not yet counted in them, from their minutes. Reads and writes
+    /// go by batches of devices, not device by device.
     pub async fn roll_up_telemetry(&self) -> Result<RollupReport, ServiceError> {
         let now_ms = self.now().timestamp_millis();
         let minute_now = now_ms.div_euclid(MINUTE_MS) * MINUTE_MS;
+        let hour_now = now_ms.div_euclid(HOUR_MS) * HOUR_MS;
         let mut report = RollupReport::default();
         // Most rounds find nothing to do: find that out without a write.
         // Retention runs once a minute.
         let retention_due = self.telemetry_minute.swap(minute_now, Ordering::Relaxed) != minute_now;
-        let any_pending = gpu_sample::Entity::find()
-            .filter(gpu_sample::Column::Rolled.eq(false))
-            .filter(gpu_sample::Column::AtMs.lt(minute_now))
-            .one(&self.db)
-            .await?
-            .is_some();
-        if !any_pending && !retention_due {
+        let pending_minutes = || {
+            gpu_sample::Entity::find()
+                .filter(gpu_sample::Column::Rolled.eq(false))
+                .filter(gpu_sample::Column::AtMs.lt(minute_now))
+        };
+        let pending_hours = || {
+            gpu_sample::Entity::find()
+                .filter(gpu_sample::Column::Rolled.eq(true))
+                .filter(gpu_sample::Column::HourRolled.eq(false))
+                .filter(gpu_sample::Column::AtMs.lt(hour_now))
+        };
+        let any = pending_minutes().one(&self.db).await?.is_some()
+            || pending_hours().one(&self.db).await?.is_some();
+        if !any && !retention_due {
             return Ok(report);
         }
         // One replica at a time: two rolling up the same minute would both
         // replace its rows and leave them twice.
         let w = self.begin_locked(ROLLUP_LOCK).await?;
-        let pending = gpu_sample::Entity::find()
-            .filter(gpu_sample::Column::Rolled.eq(false))
-            .filter(gpu_sample::Column::AtMs.lt(minute_now))
+
+        let pending = pending_minutes()
             .order_by_asc(gpu_sample::Column::Id)
             .limit(SAMPLES_PER_ROUND)
             .all(w.db())
             .await?;
-        // (device, minute) → host.
-        let mut minutes: BTreeMap<(String, i64), i64> = BTreeMap::new();
-        for s in &pending {
-            minutes.insert(
-                (
+        let minutes = touched(&pending, MINUTE_MS);
+        let (devices, lo, hi) = span(&minutes, MINUTE_MS);
+        let mut raw: BTreeMap<(String, i64), Vec<gpu_sample::Model>> = BTreeMap::new();
+        for chunk in devices.chunks(CHUNK) {
+            for s in gpu_sample::Entity::find()
+                .filter(gpu_sample::Column::DeviceUuid.is_in(chunk.iter().map(String::as_str)))
+                .filter(gpu_sample::Column::AtMs.gte(lo))
+                .filter(gpu_sample::Column::AtMs.lt(hi))
+                .all(w.db())
+                .await?
+            {
+                let key = (
                     s.device_uuid.clone(),
                     s.at_ms.div_euclid(MINUTE_MS) * MINUTE_MS,
-                ),
-                s.host_id,
-            );
+                );
+                if minutes.contains_key(&key) {
+                    raw.entry(key).or_default().push(s);
+                }
+            }
         }
-        let mut hours: BTreeMap<(String, i64), i64> = BTreeMap::new();
-        for ((device, minute), host_id) in &minutes {
-            let raw = gpu_sample::Entity::find()
-                .filter(gpu_sample::Column::DeviceUuid.eq(device.as_str()))
-                .filter(gpu_sample::Column::AtMs.gte(*minute))
-                .filter(gpu_sample::Column::AtMs.lt(minute + MINUTE_MS))
-                .all(w.db())
-                .await?;
+        let mut rows = Vec::new();
+        for ((device, _), samples) in &raw {
+            let host_id = samples.first().map_or(0, |s| s.host_id);
             let mut by_slice: BTreeMap<Option<i64>, Vec<Sample>> = BTreeMap::new();
-            for s in &raw {
+            for s in samples {
                 if let Some(sample) = sample_of(s) {
                     by_slice.entry(s.allocation_id).or_default().push(sample);
                 }
             }
-            let rows = by_slice
-                .iter()
-                .flat_map(|(alloc, samples)| {
-                    roll_up(samples, MINUTE_MS)
-                        .into_iter()
-                        .map(move |r| row_of(MINUTE_MS, *host_id, device, *alloc, &r))
-                })
-                .collect();
-            report.minutes += replace(w.db(), MINUTE_MS, *minute, device, rows).await?;
-            hours.insert(
-                (device.clone(), minute.div_euclid(HOUR_MS) * HOUR_MS),
-                *host_id,
-            );
-        }
-        for ((device, hour), host_id) in &hours {
-            let parts = gpu_rollup::Entity::find()
-                .filter(gpu_rollup::Column::DeviceUuid.eq(device.as_str()))
-                .filter(gpu_rollup::Column::PeriodMs.eq(MINUTE_MS))
-                .filter(gpu_rollup::Column::StartMs.gte(*hour))
-                .filter(gpu_rollup::Column::StartMs.lt(hour + HOUR_MS))
-                .all(w.db())
-                .await?;
-            let mut by_slice: BTreeMap<Option<i64>, Vec<Rollup>> = BTreeMap::new();
-            for p in &parts {
-                by_slice
-                    .entry(p.allocation_id)
-                    .or_default()
-                    .push(rollup_of(p));
+            for (alloc, samples) in &by_slice {
+                for r in roll_up(samples, MINUTE_MS) {
+                    rows.push(row_of(MINUTE_MS, host_id, device, *alloc, &r));
+                }
             }
-            let rows = by_slice
-                .iter()
-                .filter_map(|(alloc, parts)| {
-                    combine(parts, *hour).map(|r| row_of(HOUR_MS, *host_id, device, *alloc, &r))
-                })
-                .collect();
-            report.hours += replace(w.db(), HOUR_MS, *hour, device, rows).await?;
         }
-        let ids: Vec<i64> = pending.iter().map(|s| s.id).collect();
-        for chunk in ids.chunks(1000) {
-            gpu_sample::Entity::update_many()
-                .col_expr(gpu_sample::Column::Rolled, Expr::value(true))
-                .filter(gpu_sample::Column::Id.is_in(chunk.iter().copied()))
-                .exec(w.db())
-                .await?;
+        let pairs: Vec<(String, i64)> = minutes.keys().cloned().collect();
+        report.minutes += replace(w.db(), MINUTE_MS, &pairs, rows).await?;
+        mark(w.db(), &pending, gpu_sample::Column::Rolled).await?;
+        report.samples = pending.len() as u64;
+
+        // Hours that have ended, from their minutes (just written above
+        // when they were the last ones).
+        let pending = pending_hours()
+            .order_by_asc(gpu_sample::Column::Id)
+            .limit(SAMPLES_PER_ROUND)
+            .all(w.db())
+            .await?;
+        let hours = touched(&pending, HOUR_MS);
+        let (devices, lo, hi) = span(&hours, HOUR_MS);
+        let mut parts: BTreeMap<(String, i64), Vec<gpu_rollup::Model>> = BTreeMap::new();
+        for chunk in devices.chunks(CHUNK) {
+            for r in gpu_rollup::Entity::find()
+                .filter(gpu_rollup::Column::DeviceUuid.is_in(chunk.iter().map(String::as_str)))
+                .filter(gpu_rollup::Column::PeriodMs.eq(MINUTE_MS))
+                .filter(gpu_rollup::Column::StartMs.gte(lo))
+                .filter(gpu_rollup::Column::StartMs.lt(hi))
+                .all(w.db())
+                .await?
+            {
+                let key = (
+                    r.device_uuid.clone(),
+                    r.start_ms.div_euclid(HOUR_MS) * HOUR_MS,
+                );
+                if hours.contains_key(&key) {
+                    parts.entry(key).or_default().push(r);
+                }
+            }
         }
-        report.samples = ids.len() as u64;
+        let mut rows = Vec::new();
+        for ((device, hour), minutes) in &parts {
+            let host_id = minutes.first().map_or(0, |m| m.host_id);
+            let mut by_slice: BTreeMap<Option<i64>, Vec<Rollup>> = BTreeMap::new();
+            for m in minutes {
+                by_slice
+                    .entry(m.allocation_id)
+                    .or_default()
+                    .push(rollup_of(m));
+            }
+            for (alloc, minutes) in &by_slice {
+                if let Some(r) = combine(minutes, *hour) {
+                    rows.push(row_of(HOUR_MS, host_id, device, *alloc, &r));
+                }
+            }
+        }
+        let pairs: Vec<(String, i64)> = hours.keys().cloned().collect();
+        report.hours += replace(w.db(), HOUR_MS, &pairs, rows).await?;
+        mark(w.db(), &pending, gpu_sample::Column::HourRolled).await?;
 
         // Retention. Raw samples not yet counted are kept until they are.
         let policy = self.settings.telemetry;
@@ -219,6 +303,7 @@ impl Service {
         report.expired += gpu_sample::Entity::delete_many()
             .filter(gpu_sample::Column::AtMs.lt(raw_before))
             .filter(gpu_sample::Column::Rolled.eq(true))
+            .filter(gpu_sample::Column::HourRolled.eq(true))
             .exec(w.db())
             .await?
             .rows_affected;
