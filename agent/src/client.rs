@@ -96,7 +96,7 @@ impl ServerClient {
             .map_err(|e| ClientError::Transient(e.to_string()))?;
         let resp = self
             .http
-            .post(format!("{}/telemetry", self.base))
+            .post(format!("{}{TELEMETRY_ROUTE}", self.base))
             .bearer_auth(credential)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::CONTENT_ENCODING, "gzip")

@@ -17,7 +17,7 @@ use leptos_axum::{generate_route_list, LeptosRoutes};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tessera_app::{shell, App};
-use tessera_protocol::agent::AGENT_API_PREFIX;
+use tessera_protocol::agent::{AGENT_API_PREFIX, TELEMETRY_ROUTE};
 use tessera_service::{Clock, Service, Settings};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::compression::CompressionLayer;
@@ -142,7 +142,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         )
         .route("/report", post(agent::record_report))
         .route(
-            "/telemetry",
+            TELEMETRY_ROUTE,
             post(agent::record_telemetry)
                 // Compressed on the wire; up to 8 MiB of JSON once inflated.
                 .route_layer(axum::extract::DefaultBodyLimit::max(TELEMETRY_MAX_BYTES))

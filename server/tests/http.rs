@@ -1761,6 +1761,20 @@ async fn telemetry_is_compressed_authenticated_and_stored_once() {
     let (status, json) = send(Some(credential.clone()), b"\x1f\x8b not gzip".to_vec()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
     assert_eq!(stored().await, 1);
+    // Anywhere else a compressed body is refused: it would not be inflated,
+    // and the NUL check cannot read it.
+    let token = app.api_token("vision").await;
+    let req = Request::post("/api/v1/allocations")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_ENCODING, "gzip")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(Body::from(
+            r#"{"pool":"l4","shape":{"kind":"time_slice"},"lease_hours":1,"purpose":"a\u0000b"}"#,
+        ))
+        .unwrap();
+    let (status, _, text) = app.call(req).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("compressed"), "{text}");
 
     // The latest round in /metrics, DCGM-named, read by a Prometheus parser.
     let (status, _, text) = app

@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 /// Path prefix of the agent API.
 pub const AGENT_API_PREFIX: &str = "/api/agent/v1";
 
+/// Where agents send telemetry, under [`AGENT_API_PREFIX`]: the one route
+/// that takes a compressed body.
+pub const TELEMETRY_ROUTE: &str = "/telemetry";
+
 /// An agent trades a one-time join token for its own credential.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -223,21 +223,33 @@ mod tests {
             }
         }
         assert!(exprs.len() >= 9);
+        // Labels it groups by (`by (a, b)`) or selects on (`{a="x", b=~"y"}`).
+        let known: Vec<&str> = DCGM_LABELS
+            .iter()
+            .copied()
+            .chain(["model", "mig", "status"])
+            .collect();
         for expr in &exprs {
-            let metric = exported.iter().find(|m| expr.contains(*m));
             assert!(
-                metric.is_some(),
+                exported.iter().any(|m| expr.contains(m)),
                 "{expr} asks for a metric /metrics does not have"
             );
-            for label in [
-                "tenant", "pool", "Hostname", "gpu", "model", "mig", "status",
-            ] {
-                if expr.contains(&format!("({label}")) || expr.contains(&format!("{label}=")) {
-                    assert!(
-                        DCGM_LABELS.contains(&label) || ["model", "mig", "status"].contains(&label),
-                        "{expr}: unknown label {label}"
-                    );
-                }
+            let mut labels = Vec::new();
+            if let Some(by) = expr.split("by (").nth(1).and_then(|r| r.split(')').next()) {
+                labels.extend(by.split(',').map(str::trim));
+            }
+            if let Some(sel) = expr.split('{').nth(1).and_then(|r| r.split('}').next()) {
+                labels.extend(
+                    sel.split(',')
+                        .filter_map(|m| m.split(['=', '!']).next())
+                        .map(str::trim),
+                );
+            }
+            for label in labels.into_iter().filter(|l| !l.is_empty()) {
+                assert!(
+                    known.contains(&label),
+                    "{expr}: /metrics has no label {label}"
+                );
             }
         }
     }

@@ -10,6 +10,7 @@ use axum::extract::Request;
 use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use tessera_protocol::agent::{AGENT_API_PREFIX, TELEMETRY_ROUTE};
 use tessera_service::ServiceError;
 
 /// Whether `text` carries a NUL as a raw byte or as `%00`.
@@ -38,15 +39,25 @@ pub async fn refuse_nul(req: Request, next: Next) -> Response {
     if nul_in_url(uri.as_bytes()) {
         return refuse("url");
     }
-    // A compressed body (agents' telemetry) is binary: its NUL bytes are
-    // the encoding's, not text. What it inflates to is parsed as strict
-    // JSON whose every string is checked against a pattern.
+    // A compressed body is binary: its NUL bytes are the encoding's, not
+    // text. Only agents' telemetry may be compressed; it is inflated on its
+    // route and parsed as strict JSON whose every string is checked against
+    // a pattern. Anywhere else a compressed body would not be inflated, and
+    // skipping the check for it would let NULs through: refused.
     let compressed = req
         .headers()
         .get(axum::http::header::CONTENT_ENCODING)
         .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
     if compressed {
-        return next.run(req).await;
+        let telemetry = req.uri().path().strip_prefix(AGENT_API_PREFIX) == Some(TELEMETRY_ROUTE);
+        if telemetry {
+            return next.run(req).await;
+        }
+        return ApiError(ServiceError::invalid(
+            "body",
+            "only agents' telemetry may be sent compressed; send this body without Content-Encoding",
+        ))
+        .into_response();
     }
     let content_type = req
         .headers()

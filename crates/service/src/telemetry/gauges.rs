@@ -51,6 +51,12 @@ impl Service {
             .filter(host::Column::TelemetryLastAtMs.gte(now_ms - FRESH_MS))
             .all(&self.db)
             .await?;
+        let tenants: BTreeMap<i64, String> = tenant::Entity::find()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t.slug))
+            .collect();
         let mut out = Vec::new();
         for chunk in hosts.chunks(200) {
             let mut which = Condition::any();
@@ -80,12 +86,6 @@ impl Service {
                 .await?
                 .into_iter()
                 .map(|a| (a.id, a))
-                .collect();
-            let tenants: BTreeMap<i64, String> = tenant::Entity::find()
-                .all(&self.db)
-                .await?
-                .into_iter()
-                .map(|t| (t.id, t.slug))
                 .collect();
             let hostnames: BTreeMap<i64, &str> =
                 chunk.iter().map(|h| (h.id, h.hostname.as_str())).collect();
