@@ -4,7 +4,7 @@ use reqwest::StatusCode;
 use std::time::Duration;
 use tessera_protocol::agent::{
     ApiErrorBody, DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck, TelemetryAck,
-    TelemetryBatch, AGENT_API_PREFIX, DESIRED_MAX_WAIT_S,
+    TelemetryBatch, AGENT_API_PREFIX, DESIRED_MAX_WAIT_S, TELEMETRY_ROUTE,
 };
 use thiserror::Error;
 
