@@ -16,7 +16,8 @@ use tessera_protocol::quotas::{
 use tessera_protocol::views::NewAllocation;
 use tessera_protocol::views::{
     AllocationActivity, AllocationView, ApiTokenView, AuditPage, AuditQuery, CreatedApiToken,
-    CreatedJoinToken, FleetView, JoinTokenView, QuotaView, RequestOptions, TenantView, ViewerView,
+    CreatedJoinToken, FleetInsights, FleetView, JoinTokenView, QuotaView, RequestOptions,
+    TenantView, ViewerView,
 };
 
 /// A view with the server's time when it was read, so relative times ("3 h
@@ -114,6 +115,14 @@ pub async fn get_fleet() -> Result<FleetView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     Ok(service.fleet_view(&admin).await?)
+}
+
+/// The fleet's insights over the last `days` days (platform admins).
+#[server(prefix = "/api/ui", endpoint = "get_fleet_insights")]
+pub async fn get_fleet_insights(days: u32) -> Result<FleetInsights, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    Ok(service.fleet_insights(&admin, days).await?)
 }
 
 /// Cordons, drains, puts into maintenance, resumes or decommissions a host
@@ -258,6 +267,14 @@ pub async fn extend_slice(slug: String, id: i64, hours: u32) -> Result<Allocatio
     let (service, viewer) = ssr::ctx().await?;
     let actor = service.tenant_actor(viewer.require()?, &slug).await?;
     Ok(service.extend_allocation(&actor, id, hours).await?)
+}
+
+/// Keeps a slice warned as idle, with a reason.
+#[server(prefix = "/api/ui", endpoint = "keep_slice")]
+pub async fn keep_slice(slug: String, id: i64, reason: String) -> Result<AllocationView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    Ok(service.keep_allocation(&actor, id, &reason).await?)
 }
 
 /// The tenant's API tokens (tenant admins).
@@ -566,6 +583,10 @@ pub async fn review_pool(
     #[server(default)] fair_share_weights: String,
     usage_half_life_hours: u32,
     on_release: String,
+    #[server(default)] idle_minutes: u32,
+    #[server(default)] idle_below_pct: u8,
+    #[server(default)] idle_notice_minutes: u32,
+    #[server(default)] idle_max_keeps: u32,
     #[server(default)] reason: String,
     drain_minutes: u32,
 ) -> Result<PoolReview, AppError> {
@@ -587,6 +608,10 @@ pub async fn review_pool(
         fair_share_weights,
         usage_half_life_hours,
         on_release,
+        idle_minutes,
+        idle_below_pct,
+        idle_notice_minutes,
+        idle_max_keeps,
     };
     let spec = form.spec().map_err(tessera_service::ServiceError::from)?;
     let edit = tessera_protocol::views::PoolEdit {

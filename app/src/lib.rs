@@ -15,11 +15,11 @@ use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{path, SsrMode};
 use pages::{
     allocation::AllocationPage, api_tokens::ApiTokensPage, approvals::ApprovalsPage,
-    audit::AuditLogPage, fleet::FleetPage, home::HomePage, join_tokens::JoinTokensPage,
-    not_found::NotFound, notifications::NotificationsPage, pools_admin::PoolsAdminPage,
-    quotas_admin::QuotasAdminPage, request::RequestPage, signed_out::SignedOutPage,
-    tenant::TenantPage, tenant_quota::TenantQuotaPage, tenants_admin::TenantsAdminPage,
-    usage::UsagePage, webhook::WebhookPage,
+    audit::AuditLogPage, fleet::FleetPage, home::HomePage, insights::InsightsPage,
+    join_tokens::JoinTokensPage, not_found::NotFound, notifications::NotificationsPage,
+    pools_admin::PoolsAdminPage, quotas_admin::QuotasAdminPage, request::RequestPage,
+    signed_out::SignedOutPage, tenant::TenantPage, tenant_quota::TenantQuotaPage,
+    tenants_admin::TenantsAdminPage, usage::UsagePage, webhook::WebhookPage,
 };
 
 /// The HTML document around the app.
@@ -67,6 +67,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/t/:slug/quota") view=TenantQuotaPage ssr=SsrMode::Async/>
                     <Route path=path!("/t/:slug/webhook") view=WebhookPage ssr=SsrMode::Async/>
                     <Route path=path!("/fleet") view=FleetPage ssr=SsrMode::Async/>
+                    <Route path=path!("/fleet/insights") view=InsightsPage ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view=AuditLogPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/join-tokens") view=JoinTokensPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/approvals") view=ApprovalsPage ssr=SsrMode::Async/>

@@ -165,6 +165,9 @@ describe('pools and tenants in the browser', () => {
     const csv = await (await page.request.get(`${stack.appUrl}${href}`)).text();
     assert.match(csv.split('\n')[0], /^BilledCost,EffectiveCost,ListCost,ListUnitPrice,BillingCurrency/);
     assert.match(csv, new RegExp(`allocation/${made.body.id}`));
+    // The chart: GPU-hours per day, stacked per pool, drawn on the server.
+    assert.ok(await page.locator('[data-test=usage-timeline] rect[data-pool=h100-mig]').count() >= 1);
+    assert.match(await page.textContent('[data-test=usage-timeline]'), /h100-mig/);
     await screenshot(page, 'usage-admin');
     await context.close();
 

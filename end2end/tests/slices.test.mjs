@@ -171,6 +171,49 @@ describe('self-service slices', () => {
     await context.close();
   });
 
+  it('the fleet insights show the GPU heat map, the pool filling up and the queue of the day', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/fleet');
+    await page.click('[data-test=fleet-insights]');
+    await page.waitForURL(`${stack.appUrl}/fleet/insights`);
+    // The one H100 of the host, with the latest telemetry (drawn on the server).
+    const cell = page.locator('[data-test=heat-host][data-host=gpu-h100-e2e] [data-test=heat-cell]');
+    assert.equal(await cell.count(), 1);
+    const util = await cell.getAttribute('data-util');
+    assert.ok(util === '' || (Number(util) >= 0 && Number(util) <= 100), `util ${util}`);
+    // Today the pool held the 1g.10gb and then the 7g.80gb for a while.
+    const pool = page.locator('[data-test=capacity-pool][data-pool=h100-mig]');
+    assert.match(await pool.textContent(), /of 1 GPUs allocated today/);
+    // Two requests today, one of which waited for the first to be released.
+    assert.match(await page.textContent('[data-test=queue-summary]'), /^2 requests admitted, 1 of them waited for capacity; 0 refused/);
+    const day = page.locator('[data-test=queue-day]').first();
+    assert.equal((await day.locator('[data-test=queue-requests]').textContent()).trim(), '2');
+    assert.equal((await day.locator('[data-test=queue-queued]').textContent()).trim(), '1');
+    assert.match((await day.locator('[data-test=queue-p95]').textContent()).trim(), /^(\d+ (s|min)|at once)$/);
+    // Another period, and the same figures from the REST API.
+    await page.click('[data-test=insights-period] a:has-text("7 days")');
+    await page.waitForURL(`${stack.appUrl}/fleet/insights?days=7`);
+    await waitFor(async () => (await page.locator('[data-test=capacity-pool][data-pool=h100-mig]').count()) === 1, { what: '7-day insights' });
+    const api = await page.request.get(`${stack.appUrl}/api/v1/fleet/insights?days=7`);
+    assert.equal(api.status(), 200);
+    const body = await api.json();
+    assert.equal(body.days, 7);
+    assert.equal(body.queue.at(-1).requests, 2);
+    // Today's share of the GPU is small (minutes of a day) but not nothing.
+    const mig = body.pools.find((p) => p.pool === 'h100-mig');
+    assert.equal(mig.capacity_gpus, 1);
+    assert.ok(mig.days.at(-1).allocated_gpus > 0, JSON.stringify(mig.days.at(-1)));
+    assert.equal((await page.request.get(`${stack.appUrl}/api/v1/fleet/insights?days=12`)).status(), 400);
+    await screenshot(page, '27b-fleet-insights');
+    await context.close();
+    // A member is not shown the fleet's insights.
+    const member = await newPage(stack);
+    await signIn(stack, member.page, 'bob', '/fleet/insights');
+    assert.equal(await member.page.getAttribute('[data-test=error-panel]', 'data-status'), '403');
+    await member.context.close();
+    await looks(stack, '/fleet/insights', '27c-fleet-insights', (p) => p.waitForSelector('[data-test=queue]'));
+  });
+
   it('every step is in the audit log, for admins, filtered and as CSV', async () => {
     const { context, page } = await newPage(stack);
     await signIn(stack, page, 'alice', '/audit?action=allocation.');

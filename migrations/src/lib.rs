@@ -15,6 +15,8 @@ mod m20261203_000009_add_fleet_operations;
 mod m20261204_000010_pools_and_tenants_in_database;
 mod m20261205_000011_create_prices;
 mod m20261206_000012_create_gpu_samples;
+mod m20261207_000013_create_admission_refusals;
+mod m20261208_000014_add_idle_reclaim;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -35,6 +37,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000010_pools_and_tenants_in_database::Migration),
             Box::new(m20261205_000011_create_prices::Migration),
             Box::new(m20261206_000012_create_gpu_samples::Migration),
+            Box::new(m20261207_000013_create_admission_refusals::Migration),
+            Box::new(m20261208_000014_add_idle_reclaim::Migration),
         ]
     }
 }

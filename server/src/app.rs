@@ -199,6 +199,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         &config.server.public_url,
         config.session_cookie_name(),
     ));
+    let http_metrics = metrics::HttpMetrics::register(state.service.metrics().registry());
     let header_policy = Arc::new(headers::HeaderPolicy::new(
         &config.server.public_url,
         &config.oidc.issuer_url,
@@ -213,6 +214,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         .nest(AGENT_API_PREFIX, agent_api)
         .nest("/pkg", bundle::pkg_router(&site_root, hash_file.as_deref()))
         .merge(pages)
+        .route_layer(from_fn_with_state(http_metrics, metrics::track))
         .layer(from_fn_with_state(
             site_files,
             bundle::site_file_cache_control,
@@ -246,8 +248,10 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         .routes(routes!(allocations::get_allocation_activity))
         .routes(routes!(allocations::release_allocation))
         .routes(routes!(allocations::extend_allocation))
+        .routes(routes!(allocations::keep_allocation))
         .routes(routes!(allocations::requeue_allocation))
         .routes(routes!(fleet::get_fleet))
+        .routes(routes!(fleet::get_fleet_insights))
         .routes(routes!(fleet::operate_host))
         .routes(routes!(fleet::operate_gpu))
         .routes(routes!(fleet::host_mig_parted))

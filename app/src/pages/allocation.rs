@@ -2,7 +2,7 @@
 //! when its GPU or host is lost or drained, why, and a way to ask again.
 
 use crate::api::{
-    get_allocation, get_allocation_activity, ExtendSlice, ReleaseSlice, RequeueSlice,
+    get_allocation, get_allocation_activity, ExtendSlice, KeepSlice, ReleaseSlice, RequeueSlice,
 };
 use crate::components::activity_chart::ActivityChart;
 use crate::components::allocation_state::{Progress, StateBadge};
@@ -35,6 +35,7 @@ pub fn AllocationPage() -> impl IntoView {
     let release = ServerAction::<ReleaseSlice>::new();
     let extend = ServerAction::<ExtendSlice>::new();
     let requeue = ServerAction::<RequeueSlice>::new();
+    let keep = ServerAction::<KeepSlice>::new();
     // Asked again: go to the new request.
     let navigate = use_navigate();
     Effect::new(move |_| {
@@ -50,9 +51,10 @@ pub fn AllocationPage() -> impl IntoView {
                 tick.get(),
                 release.version().get(),
                 extend.version().get(),
+                keep.version().get(),
             )
         },
-        |(slug, id, _, _, _)| get_allocation(slug, id),
+        |(slug, id, _, _, _, _)| get_allocation(slug, id),
     );
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
@@ -72,7 +74,7 @@ pub fn AllocationPage() -> impl IntoView {
                 match alloc.await {
                     Ok(a) => {
                         set_settled.set(a.is_terminal());
-                        view! { <Allocation a release extend requeue/> }.into_any()
+                        view! { <Allocation a release extend requeue keep/> }.into_any()
                     }
                     Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
                 }
@@ -87,6 +89,7 @@ fn Allocation(
     release: ServerAction<ReleaseSlice>,
     extend: ServerAction<ExtendSlice>,
     requeue: ServerAction<RequeueSlice>,
+    keep: ServerAction<KeepSlice>,
 ) -> impl IntoView {
     use AllocationPhase as P;
     let now = a.as_of;
@@ -172,6 +175,34 @@ fn Allocation(
                 </p>
                 <p>"Save your work; you can request the slice again and it is placed on another GPU."</p>
             </section>
+        })}
+        {a.idle.clone().map(|n| {
+            let slug = slug.clone();
+            let left = n.max_keeps.saturating_sub(n.keeps);
+            view! {
+                <section class="callout warn" data-test="idle-notice" role="alert">
+                    <p>
+                        <strong>"This slice is idle: "</strong>
+                        {format!("pool {} reclaims idle slices, so it is released {} ({}) unless it gets busy or you keep it.", a.pool, format::until(n.deadline, now), format::when(n.deadline))}
+                    </p>
+                    {if left > 0 {
+                        view! {
+                            <ActionForm action=keep attr:class="form-row" attr:data-test="keep-form">
+                                <input type="hidden" name="slug" value=slug/>
+                                <input type="hidden" name="id" value=id/>
+                                <label class="field grow">
+                                    <span>{format!("Why keep it? ({left} of {} keeps left)", n.max_keeps)}</span>
+                                    <input type="text" name="reason" required maxlength="500" placeholder="Training resumes after the data refresh" data-test="keep-reason"/>
+                                </label>
+                                <button class="button" type="submit" data-test="keep">"Keep it"</button>
+                            </ActionForm>
+                        }.into_any()
+                    } else {
+                        view! { <p data-test="no-keeps">{format!("It was kept {} times, all the pool allows; save your work.", n.keeps)}</p> }.into_any()
+                    }}
+                    {move || keep.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
+                </section>
+            }
         })}
         <section class="card">
             <Progress state=a.state/>

@@ -82,6 +82,7 @@ fn Fleet(f: FleetView, operate: ServerAction<OperateFleet>) -> impl IntoView {
         <section class="page-head">
             <p class="eyebrow">"Platform"</p>
             <h1>"Fleet"</h1>
+            <p><a class="button ghost" href="/fleet/insights" data-test="fleet-insights">"Insights: utilisation, capacity, queue"</a></p>
         </section>
         <section class="stats">
             <div class="stat card"><span class="stat-value" data-test="stat-hosts">{format!("{online}/{hosts}")}</span><span class="stat-label">"hosts online"</span></div>

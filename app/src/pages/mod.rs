@@ -6,6 +6,7 @@ pub mod approvals;
 pub mod audit;
 pub mod fleet;
 pub mod home;
+pub mod insights;
 pub mod join_tokens;
 pub mod not_found;
 pub mod notifications;

@@ -110,6 +110,7 @@ fn PoolCard(p: PoolAdminView, actions: Actions, models: Vec<String>) -> impl Int
                 <dt>"Longest lease"</dt><dd>{format!("{} h", s.max_lease_hours)}</dd>
                 <dt>"Queue"</dt><dd>{format!("{} (reserve after {} min)", s.queue.name(), s.reserve_after_minutes)}</dd>
                 <dt>"On release"</dt><dd>{s.on_release.as_str()}</dd>
+                <dt>"Idle reclaim"</dt><dd data-test="pool-idle">{s.idle_reclaim.map_or_else(|| "off".to_owned(), |p| format!("below {} % for {} min, then {} min to keep ({} keeps)", p.below_pct, p.idle_minutes, p.notice_minutes, p.max_keeps))}</dd>
                 <dt>"Changed"</dt><dd class="muted">{format!("{} by {}", format::when(p.updated_at), p.updated_by.clone().unwrap_or_else(|| "the configuration".into()))}</dd>
             </dl>
             {p.planned.clone().map(|c| {
@@ -219,6 +220,12 @@ fn PoolEditor(
             <div class="form-row">
                 <label class="field grow"><span>"Fair-share weights (tenant=weight)"</span><input type="text" name="fair_share_weights" value=f.fair_share_weights.clone()/></label>
                 <label class="field"><span>"Use half-life (h)"</span><input type="number" name="usage_half_life_hours" min="0" required value=f.usage_half_life_hours.to_string()/></label>
+            </div>
+            <div class="form-row">
+                <label class="field"><span>"Idle reclaim after (min, 0: off)"</span><input type="number" name="idle_minutes" min="0" max="43200" value=f.idle_minutes.to_string() data-test="pool-idle-minutes"/></label>
+                <label class="field"><span>"Idle below (%)"</span><input type="number" name="idle_below_pct" min="1" max="100" value=f.idle_below_pct.to_string()/></label>
+                <label class="field"><span>"Notice (min)"</span><input type="number" name="idle_notice_minutes" min="1" max="10080" value=f.idle_notice_minutes.to_string()/></label>
+                <label class="field"><span>"Keeps allowed"</span><input type="number" name="idle_max_keeps" min="0" max="100" value=f.idle_max_keeps.to_string()/></label>
             </div>
             {(!new).then(|| view! {
                 <div class="form-row">

@@ -9,7 +9,11 @@ use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
-use tessera_protocol::views::{PriceView, UsageGrouping, UsageReport};
+use tessera_core::capacity::day_starts;
+use tessera_core::chart::{nice_max, stacked_bars};
+use tessera_core::metering::month_starts;
+use tessera_protocol::query::encode_component;
+use tessera_protocol::views::{PriceView, TimelineStep, UsageGrouping, UsagePoint, UsageReport};
 
 /// What the page's query string asks for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -28,23 +32,11 @@ impl Filter {
             ("group_by", &self.group_by),
         ] {
             if !v.is_empty() {
-                parts.push(format!("{k}={}", percent(v)));
+                parts.push(format!("{k}={}", encode_component(v)));
             }
         }
         parts.join("&")
     }
-}
-
-fn percent(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c.to_string()
-            } else {
-                format!("%{:02X}", u32::from(c))
-            }
-        })
-        .collect()
 }
 
 /// `/usage`
@@ -138,6 +130,7 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
                 </div>
             }).collect_view()}
         </section>
+        {(!empty).then(|| view! { <Timeline points=r.timeline.clone() step=r.timeline_step from=r.from to=r.to/> })}
         {if empty {
             view! { <div class="card empty" data-test="usage-empty"><p>"No slice was active in this period."</p></div> }.into_any()
         } else {
@@ -188,6 +181,100 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
                 </section>
             }.into_any()
         }}
+    }
+}
+
+const W: f64 = 600.0;
+const H: f64 = 140.0;
+
+/// Allocated GPU-hours per step, stacked per pool, each pool's used part
+/// solid and the rest light.
+#[component]
+fn Timeline(
+    points: Vec<UsagePoint>,
+    step: TimelineStep,
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+) -> impl IntoView {
+    let (from_ms, to_ms) = (from.timestamp_millis(), to.timestamp_millis());
+    let steps: Vec<i64> = match step {
+        TimelineStep::Day => day_starts(from_ms, to_ms),
+        TimelineStep::Month => std::iter::once(from_ms)
+            .chain(month_starts(from_ms, to_ms))
+            .collect(),
+    };
+    let mut pools: Vec<String> = points.iter().map(|p| p.pool.clone()).collect();
+    pools.sort();
+    pools.dedup();
+    let columns: Vec<Vec<f64>> = steps
+        .iter()
+        .map(|s| {
+            pools
+                .iter()
+                .flat_map(|pool| {
+                    let point = points
+                        .iter()
+                        .find(|p| p.start.timestamp_millis() == *s && &p.pool == pool);
+                    let allocated = point.map_or(0.0, |p| p.gpu_hours);
+                    let used = point
+                        .and_then(|p| p.used_gpu_hours)
+                        .unwrap_or(0.0)
+                        .min(allocated);
+                    [used, allocated - used]
+                })
+                .collect()
+        })
+        .collect();
+    let peak = columns
+        .iter()
+        .map(|c| c.iter().sum::<f64>())
+        .fold(0.0, f64::max);
+    let y_max = nice_max(peak);
+    let bars = stacked_bars(&columns, y_max, W, H);
+    let unit = match step {
+        TimelineStep::Day => "day",
+        TimelineStep::Month => "month",
+    };
+    let allocated: f64 = points.iter().map(|p| p.gpu_hours).sum();
+    let used: f64 = points.iter().filter_map(|p| p.used_gpu_hours).sum();
+    let label = format!("GPU-hours per {unit} and pool: {allocated:.1} allocated, {used:.1} used");
+    let fmt = |ms: Option<&i64>| {
+        ms.and_then(|m| chrono::DateTime::from_timestamp_millis(*m))
+            .map(|t| {
+                t.format(if step == TimelineStep::Day {
+                    "%b %d"
+                } else {
+                    "%Y-%m"
+                })
+                .to_string()
+            })
+            .unwrap_or_default()
+    };
+    view! {
+        <figure class="card capacity" data-test="usage-timeline">
+            <figcaption>
+                <span>{format!("GPU-hours per {unit}")}</span>
+                <span class="muted small">{format!("scale {y_max} GPU-h")}</span>
+            </figcaption>
+            <svg class="bars" viewBox=format!("0 0 {W} {H}") preserveAspectRatio="none" role="img" aria-label=label>
+                {bars.into_iter().map(|stack| stack.into_iter().enumerate().filter(|(_, r)| r.h > 0.0).map(|(i, r)| {
+                    let class = format!("{} series-{}", if i % 2 == 0 { "seg-used" } else { "seg-idle" }, (i / 2) % 6);
+                    view! { <rect class=class data-pool=pools.get(i / 2).cloned().unwrap_or_default() x=format!("{:.1}", r.x) y=format!("{:.1}", r.y) width=format!("{:.1}", r.w) height=format!("{:.1}", r.h)></rect> }
+                }).collect_view()).collect_view()}
+            </svg>
+            <div class="chart-axis small muted">
+                <span>{fmt(steps.first())}</span>
+                <span>
+                    {pools.iter().enumerate().map(|(i, p)| view! {
+                        <span class=format!("series-{}", i % 6) data-test="timeline-pool">
+                            <span class="key seg-used"></span><span class="key seg-idle"></span>" "{p.clone()}" "
+                        </span>
+                    }).collect_view()}
+                    "· solid: used, light: allocated but idle or not measured"
+                </span>
+                <span>{fmt(steps.last())}</span>
+            </div>
+        </figure>
     }
 }
 

@@ -31,6 +31,14 @@ stable_names! {
         AllocationCapacityLost = "allocation.capacity_lost",
         /// A slice's lost GPU or host came back.
         AllocationCapacityRestored = "allocation.capacity_restored",
+        /// A slice was found idle; its owner was told the deadline to keep it.
+        AllocationIdle = "allocation.idle",
+        /// An idle slice turned busy again before its deadline.
+        AllocationIdleClear = "allocation.idle_clear",
+        /// Its owner kept an idle slice (with a reason).
+        AllocationKeep = "allocation.keep",
+        /// An idle slice was released at its deadline.
+        AllocationReclaim = "allocation.reclaim",
         /// A tenant's quota was set.
         QuotaSet = "quota.set",
         /// A temporary quota grant began.
@@ -160,6 +168,10 @@ mod tests {
                 "allocation.release",
                 "allocation.capacity_lost",
                 "allocation.capacity_restored",
+                "allocation.idle",
+                "allocation.idle_clear",
+                "allocation.keep",
+                "allocation.reclaim",
                 "quota.set",
                 "quota.grant",
                 "quota.grant_end",

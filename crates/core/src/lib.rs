@@ -3,9 +3,11 @@
 
 pub mod audit;
 pub mod availability;
+pub mod capacity;
 pub mod catalogue;
 pub mod chart;
 pub mod health;
+pub mod idle;
 pub mod k8s;
 pub mod lifecycle;
 pub mod metering;

@@ -41,6 +41,10 @@ stable_names! {
         AllocationCapacityLost = "allocation.capacity_lost",
         /// A slice's lost GPU or host came back.
         AllocationCapacityRestored = "allocation.capacity_restored",
+        /// A slice is idle: it is reclaimed at a deadline unless kept.
+        AllocationIdle = "allocation.idle",
+        /// An idle slice was reclaimed.
+        AllocationReclaimed = "allocation.reclaimed",
         /// A tenant's quota changed (set, or a temporary grant).
         QuotaChanged = "quota.changed",
         /// A quota request was filed (proposed or sent to the platform admins).
@@ -86,7 +90,9 @@ impl NotificationKind {
             | Self::AllocationLeaseEnding
             | Self::AllocationDraining
             | Self::AllocationCapacityLost
-            | Self::AllocationCapacityRestored => NotificationTopic::Allocation,
+            | Self::AllocationCapacityRestored
+            | Self::AllocationIdle
+            | Self::AllocationReclaimed => NotificationTopic::Allocation,
             Self::QuotaChanged => NotificationTopic::Quota,
             Self::QuotaRequestCreated
             | Self::QuotaRequestSubmitted
@@ -128,6 +134,8 @@ mod tests {
                 "allocation.draining",
                 "allocation.capacity_lost",
                 "allocation.capacity_restored",
+                "allocation.idle",
+                "allocation.reclaimed",
                 "quota.changed",
                 "quota_request.created",
                 "quota_request.submitted",

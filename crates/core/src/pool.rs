@@ -13,6 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::catalogue;
+use crate::idle::IdlePolicy;
 use crate::schedule::{Discipline, MAX_HALF_LIFE_MS};
 use crate::sharing::{IsolationClass, PoolPolicy, SharingMode};
 
@@ -75,6 +76,10 @@ pub struct PoolSpec {
     /// teardown to an admin (the slice stays `releasing`, with the reason).
     #[serde(default)]
     pub on_release: ReleasePolicy,
+    /// Idle reclaim: slices idle this long are warned and then released
+    /// unless their owner keeps them (`None`: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_reclaim: Option<IdlePolicy>,
 }
 
 /// What happens to the processes of a released slice.
@@ -171,6 +176,7 @@ impl PoolSpec {
             fair_share_weights: BTreeMap::new(),
             usage_half_life_hours: default_usage_half_life_hours(),
             on_release: ReleasePolicy::default(),
+            idle_reclaim: None,
         }
     }
 
@@ -214,6 +220,10 @@ impl PoolSpec {
                 "reserve_after_minutes",
                 "must be at most 10080 (a week)",
             ));
+        }
+        if let Some(idle) = &self.idle_reclaim {
+            idle.validate()
+                .map_err(|e| PoolSpecError::new(&format!("idle_reclaim.{}", e.field), e.reason))?;
         }
         let max_hours = MAX_HALF_LIFE_MS / 3_600_000;
         if i64::from(self.usage_half_life_hours) > max_hours {
@@ -339,8 +349,26 @@ impl PoolSpec {
             before.on_release.as_str().to_owned(),
             self.on_release.as_str().to_owned(),
         );
+        diff(
+            "idle_reclaim",
+            idle_text(before.idle_reclaim.as_ref()),
+            idle_text(self.idle_reclaim.as_ref()),
+        );
         out
     }
+}
+
+/// An idle policy as the pool's change review shows it.
+fn idle_text(p: Option<&IdlePolicy>) -> String {
+    p.map_or_else(
+        || "off".to_owned(),
+        |p| {
+            format!(
+                "below {} % for {} min, {} min notice, {} keeps",
+                p.below_pct, p.idle_minutes, p.notice_minutes, p.max_keeps
+            )
+        },
+    )
 }
 
 /// A pool as a web form sends it: lists comma- or newline-separated,
@@ -375,6 +403,18 @@ pub struct PoolForm {
     pub usage_half_life_hours: u32,
     /// `stop` or `refuse`.
     pub on_release: String,
+    /// Idle reclaim: minutes idle before the warning (0: off).
+    #[serde(default)]
+    pub idle_minutes: u32,
+    /// Idle reclaim: a minute below this mean utilisation (%) is idle.
+    #[serde(default)]
+    pub idle_below_pct: u8,
+    /// Idle reclaim: minutes between the warning and the release.
+    #[serde(default)]
+    pub idle_notice_minutes: u32,
+    /// Idle reclaim: how often an owner may keep one slice.
+    #[serde(default)]
+    pub idle_max_keeps: u32,
 }
 
 /// Splits a comma- or newline-separated list, dropping blanks.
@@ -423,6 +463,10 @@ impl PoolForm {
                 .join(", "),
             usage_half_life_hours: spec.usage_half_life_hours,
             on_release: spec.on_release.as_str().to_owned(),
+            idle_minutes: spec.idle_reclaim.map_or(0, |p| p.idle_minutes),
+            idle_below_pct: spec.idle_reclaim.map_or(15, |p| p.below_pct),
+            idle_notice_minutes: spec.idle_reclaim.map_or(60, |p| p.notice_minutes),
+            idle_max_keeps: spec.idle_reclaim.map_or(2, |p| p.max_keeps),
         }
     }
 
@@ -491,6 +535,12 @@ impl PoolForm {
                     ("refuse", ReleasePolicy::Refuse),
                 ],
             )?,
+            idle_reclaim: (self.idle_minutes > 0).then_some(IdlePolicy {
+                below_pct: self.idle_below_pct,
+                idle_minutes: self.idle_minutes,
+                notice_minutes: self.idle_notice_minutes,
+                max_keeps: self.idle_max_keeps,
+            }),
         };
         spec.validate()?;
         Ok(spec)
@@ -712,9 +762,32 @@ mod tests {
         spec.time_slice_replicas = 4;
         spec.fair_share_weights = BTreeMap::from([("nlp".to_owned(), 3)]);
         spec.on_release = ReleasePolicy::Refuse;
+        spec.idle_reclaim = Some(IdlePolicy::new(10, 240));
         let form = PoolForm::of(&spec);
         assert_eq!(form.models, "L4, T4");
-        assert_eq!(form.spec(), Ok(spec));
+        assert_eq!(form.spec(), Ok(spec.clone()));
+        // Idle reclaim off: 0 minutes.
+        let off = PoolForm {
+            idle_minutes: 0,
+            ..form.clone()
+        };
+        assert_eq!(off.spec().unwrap().idle_reclaim, None);
+        let bad = PoolForm {
+            idle_below_pct: 0,
+            ..form.clone()
+        };
+        assert_eq!(bad.spec().unwrap_err().field, "idle_reclaim.below_pct");
+        let changes = spec.differences(&PoolSpec {
+            idle_reclaim: None,
+            ..spec.clone()
+        });
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].field, "idle_reclaim");
+        assert_eq!(changes[0].before, "off");
+        assert_eq!(
+            changes[0].after,
+            "below 10 % for 240 min, 60 min notice, 2 keeps"
+        );
         let bad = PoolForm {
             sharing: "mig-ish".into(),
             ..form.clone()

@@ -195,13 +195,32 @@ fn mean_pct(busy_ms: u64, covered_ms: u64) -> u8 {
 
 /// The 95th percentile by nearest rank (`values` need not be sorted).
 pub fn p95(values: &mut [u8]) -> u8 {
+    percentile(values, 95).unwrap_or(0)
+}
+
+/// The `pct` percentile (0-100) by nearest rank; sorts `values`.
+pub fn percentile<T: Ord + Copy>(values: &mut [T], pct: u8) -> Option<T> {
     if values.is_empty() {
-        return 0;
+        return None;
     }
     values.sort_unstable();
-    // Nearest rank: ceil(0.95 × n), 1-based.
-    let rank = (values.len() * 95).div_ceil(100).max(1);
-    values[rank - 1]
+    // Nearest rank: ceil(pct/100 × n), 1-based.
+    let rank = (usize::from(pct.min(100)) * values.len())
+        .div_ceil(100)
+        .max(1);
+    values.get(rank - 1).copied()
+}
+
+/// How busy a MIG GPU is: its instances' utilisation weighted by their
+/// compute slices, over the instances measured (`(compute slices,
+/// utilisation)`); `None` when none is.
+pub fn weighted_busy_pct(instances: &[(u8, Option<u8>)]) -> Option<u8> {
+    let (busy, slices) = instances
+        .iter()
+        .filter_map(|(g, u)| u.map(|u| (u32::from(*g) * u32::from(u), u32::from(*g))))
+        .fold((0u32, 0u32), |(b, s), (bi, si)| (b + bi, s + si));
+    busy.checked_div(slices)
+        .map(|p| u8::try_from(p).unwrap_or(100))
 }
 
 /// Aggregates `samples` (of one device) into periods of `period_ms`
@@ -263,6 +282,26 @@ pub fn combine(parts: &[Rollup], start_ms: i64) -> Option<Rollup> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_take_the_nearest_rank() {
+        let mut waits: Vec<i64> = (1..=20).rev().collect();
+        assert_eq!(percentile(&mut waits, 50), Some(10));
+        assert_eq!(percentile(&mut waits, 95), Some(19));
+        assert_eq!(percentile(&mut waits, 100), Some(20));
+        assert_eq!(percentile(&mut [7], 95), Some(7));
+        assert_eq!(percentile::<i64>(&mut [], 50), None);
+    }
+
+    #[test]
+    fn mig_gpus_are_as_busy_as_their_instances_weighted_by_slices() {
+        // A 4g at 90 % and a 3g at 20 %: (360 + 60) / 7 = 60 %.
+        assert_eq!(weighted_busy_pct(&[(4, Some(90)), (3, Some(20))]), Some(60));
+        // Unmeasured instances do not count.
+        assert_eq!(weighted_busy_pct(&[(1, Some(50)), (2, None)]), Some(50));
+        assert_eq!(weighted_busy_pct(&[(2, None)]), None);
+        assert_eq!(weighted_busy_pct(&[]), None);
+    }
 
     const DAY: i64 = 24 * 60 * MINUTE_MS;
 

@@ -51,6 +51,7 @@ fn allocation_view_states_are_the_phase_names() {
         queue_position: None,
         capacity_lost: None,
         drain: None,
+        idle: None,
         connection: None,
         created_at: at(),
         placed_at: None,

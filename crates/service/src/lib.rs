@@ -16,7 +16,9 @@ mod error;
 pub mod events;
 pub mod fleet;
 pub mod identity;
+pub mod insights;
 pub mod k8s;
+pub mod metrics;
 pub mod notifications;
 mod policy;
 pub mod pools;
@@ -98,6 +100,10 @@ pub struct Service {
     token_checks: Arc<token_auth::TokenChecks>,
     /// The minute telemetry retention last ran in (ms).
     telemetry_minute: Arc<std::sync::atomic::AtomicI64>,
+    /// This process's counters for `/metrics`.
+    metrics: Arc<metrics::ServiceMetrics>,
+    /// The minute idle reclaim last ran in.
+    idle_minute: Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// The process's writer turn on SQLite; keep it until the transaction ends.
@@ -117,7 +123,14 @@ impl Service {
             desired_tx: tokio::sync::broadcast::channel(4096).0,
             token_checks: Arc::default(),
             telemetry_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+            metrics: Arc::default(),
+            idle_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
         }
+    }
+
+    /// This process's counters (for `/metrics`).
+    pub fn metrics(&self) -> &metrics::ServiceMetrics {
+        &self.metrics
     }
 
     /// The database connection (for health checks and the session store).

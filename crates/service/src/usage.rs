@@ -13,12 +13,14 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, Set,
 };
 use std::collections::BTreeMap;
+use tessera_core::capacity::day_starts;
 use tessera_core::metering::{
     attribute_used, format_micros, meter, month_starts, parse_micros, validate_price, Held,
     Measured, Metered, Price, HOUR_MS,
 };
 use tessera_protocol::views::{
-    NewPrice, PriceView, UsageGrouping, UsageQuery, UsageReport, UsageRow, UsageTotal,
+    NewPrice, PriceView, TimelineStep, UsageGrouping, UsagePoint, UsageQuery, UsageReport,
+    UsageRow, UsageTotal,
 };
 
 /// Longest period one report covers.
@@ -36,7 +38,10 @@ struct Slice {
 struct Metering {
     from: DateTime<Utc>,
     to: DateTime<Utc>,
+    now: DateTime<Utc>,
     lines: Vec<Metered>,
+    held: Vec<Held>,
+    measured: Vec<Measured>,
     slices: BTreeMap<i64, Slice>,
     prices: Vec<Price>,
 }
@@ -76,6 +81,18 @@ impl Sums {
     fn efficiency_pct(&self) -> Option<f64> {
         (self.measured > 0 && self.gpu > 0).then(|| self.used as f64 * 100.0 / self.gpu as f64)
     }
+}
+
+/// What a slice held and while when, for metering (`None`: never usable).
+pub(crate) fn held_of(a: &allocation::Model) -> Option<Held> {
+    Some(Held {
+        allocation: a.id,
+        pool: a.pool.clone(),
+        compute_milli: u64::try_from(a.demand_compute_milli).unwrap_or(0),
+        memory_mib: u64::try_from(a.demand_memory_mib).unwrap_or(0),
+        start: ms(a.active_at?),
+        end: a.ended_at.map(ms),
+    })
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -166,6 +183,38 @@ fn price_view(p: &price::Model) -> PriceView {
     }
 }
 
+/// Allocated and used GPU-hours per pool and day (periods up to 92 days)
+/// or month, metered like the report but cut at each step.
+fn timeline(m: &Metering) -> (Vec<UsagePoint>, TimelineStep) {
+    let (from, to) = (ms(m.from), ms(m.to));
+    let (step, cuts) = if (m.to - m.from).num_days() <= 92 {
+        (TimelineStep::Day, day_starts(from, to))
+    } else {
+        (TimelineStep::Month, month_starts(from, to))
+    };
+    let mut lines = meter(&m.held, &[], from, to, ms(m.now), &cuts);
+    attribute_used(&mut lines, &m.measured);
+    let mut sums: BTreeMap<(i64, String), Sums> = BTreeMap::new();
+    for l in &lines {
+        // The step the line starts in: the last cut at or before it.
+        let start = cuts
+            .partition_point(|c| *c <= l.start)
+            .checked_sub(1)
+            .map_or(from, |i| cuts[i]);
+        sums.entry((start, l.pool.clone())).or_default().add(l);
+    }
+    let points = sums
+        .into_iter()
+        .map(|((start, pool), sum)| UsagePoint {
+            start: at(start),
+            pool,
+            gpu_hours: sum.gpu_hours(),
+            used_gpu_hours: sum.used_gpu_hours(),
+        })
+        .collect();
+    (points, step)
+}
+
 impl Service {
     /// The tenant a usage query may see: its own (members and tenant
     /// admins), any or all (platform admins).
@@ -221,15 +270,8 @@ impl Service {
         let mut held = Vec::with_capacity(rows.len());
         let mut slices = BTreeMap::new();
         for a in &rows {
-            let Some(start) = a.active_at else { continue };
-            held.push(Held {
-                allocation: a.id,
-                pool: a.pool.clone(),
-                compute_milli: u64::try_from(a.demand_compute_milli).unwrap_or(0),
-                memory_mib: u64::try_from(a.demand_memory_mib).unwrap_or(0),
-                start: ms(start),
-                end: a.ended_at.map(ms),
-            });
+            let Some(h) = held_of(a) else { continue };
+            held.push(h);
             let t = tenants.get(&a.tenant_id);
             slices.insert(
                 a.id,
@@ -257,11 +299,15 @@ impl Service {
             &month_starts(ms(from), ms(to)),
         );
         let ids: Vec<i64> = held.iter().map(|h| h.allocation).collect();
-        attribute_used(&mut lines, &self.measured(&ids, from, to).await?);
+        let measured = self.measured(&ids, from, to).await?;
+        attribute_used(&mut lines, &measured);
         Ok(Metering {
             from,
             to,
+            now,
             lines,
+            held,
+            measured,
             slices,
             prices,
         })
@@ -400,12 +446,15 @@ impl Service {
                 cost: format_micros(sum.cost),
             })
             .collect();
+        let (timeline, timeline_step) = timeline(&m);
         Ok(UsageReport {
             from: m.from,
             to: m.to,
             group_by,
             rows,
             totals,
+            timeline,
+            timeline_step,
         })
     }
 

@@ -12,7 +12,7 @@ use common::{fixture, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::agent::{GpuSample, InstanceSample, TelemetryBatch, TelemetryRound};
-use tessera_protocol::views::{NewPrice, UsageGrouping, UsageQuery};
+use tessera_protocol::views::{FullProjection, NewPrice, TimelineStep, UsageGrouping, UsageQuery};
 use tessera_service::entity::{gpu_rollup, gpu_sample};
 use tessera_service::ServiceError;
 
@@ -121,6 +121,27 @@ async fn allocated_gpu_hours_are_priced_at_the_time_and_split_at_month_ends() {
     assert_eq!(dec.cost, "11.984");
     assert_eq!(r.totals.len(), 1);
     assert_eq!(r.totals[0].cost, "17.976");
+    // The chart's timeline: per day (the period is 61 days), cut at midnight.
+    assert_eq!(r.timeline_step, TimelineStep::Day);
+    let days: Vec<(String, String, f64)> = r
+        .timeline
+        .iter()
+        .map(|p| {
+            (
+                p.start.format("%Y-%m-%d").to_string(),
+                p.pool.clone(),
+                (p.gpu_hours * 1000.0).round() / 1000.0,
+            )
+        })
+        .collect();
+    assert_eq!(
+        days,
+        [
+            ("2026-11-30".to_owned(), "h100-mig".to_owned(), 0.856),
+            ("2026-12-01".to_owned(), "h100-mig".to_owned(), 1.284),
+        ]
+    );
+    assert!(r.timeline.iter().all(|p| p.used_gpu_hours.is_none()));
     // The slice's memory for 5 h.
     let gib = s.demand.memory.0 as f64 / 1024.0;
     assert!((r.totals[0].gib_hours - 5.0 * gib).abs() < 1e-9, "{gib}");
@@ -437,4 +458,335 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
         .await
         .unwrap();
     assert_eq!((ack.stored, ack.expired), (0, 1));
+}
+
+/// The fleet's insights: allocation per day against capacity with the
+/// trend and the day it fills, the queue (waits, queued, refused), the heat
+/// map from the latest telemetry, and the admission counters of `/metrics`.
+#[tokio::test]
+async fn insights_show_capacity_trend_queue_and_heat() {
+    let f = fixture().await;
+    let start = Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap();
+    f.clock.advance(start - f.service.now());
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    // Day one: a 3g.40gb (3/7 of the pool's one GPU) all day.
+    let s1 = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("3g.40gb"), 72))
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    // Day two (the agent reports on): another; then a 4g.40gb does not fit
+    // (queued) and a second is over NLP's quota of one GPU (refused).
+    f.clock.advance(Duration::days(1));
+    agent.converge(&f).await;
+    let s2 = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("3g.40gb"), 72))
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    let waiting = f
+        .service
+        .request_allocation(&nora, &ask("h100-mig", mig("4g.40gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(waiting.state, AllocationPhase::Queued);
+    let err = f
+        .service
+        .request_allocation(&nora, &ask("h100-mig", mig("4g.40gb"), 4))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::QuotaExceeded(_)), "{err:?}");
+    // Half an hour later the first slice goes and the waiting one starts.
+    f.clock.advance(Duration::minutes(30));
+    f.service.release_allocation(&alice, s1.id).await.unwrap();
+    agent.converge(&f).await;
+    f.service.tick().await.unwrap();
+    assert_ne!(
+        get(&f, &nora, waiting.id).await.state,
+        AllocationPhase::Queued
+    );
+    // The GPU's latest round: s2's instance at 90 %.
+    let device = rows(&f)
+        .await
+        .into_iter()
+        .find(|a| a.id == s2.id)
+        .and_then(|a| a.mig_device_uuid)
+        .unwrap();
+    let now_ms = f.service.now().timestamp_millis();
+    f.service
+        .record_telemetry(
+            &agent.host,
+            &batch(
+                "gpu-1",
+                vec![round(now_ms - 10_000, "GPU-a1", 0, Some((&device, 90)))],
+            ),
+        )
+        .await
+        .unwrap();
+
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    let err = f.service.fleet_insights(&proof, 12).await.unwrap_err();
+    assert!(matches!(err, ServiceError::Invalid { ref field, .. } if field == "days"));
+    let i = f.service.fleet_insights(&proof, 7).await.unwrap();
+    assert_eq!(i.days, 7);
+    assert_eq!(i.from, Utc.with_ymd_and_hms(2026, 11, 25, 0, 0, 0).unwrap());
+
+    let pool = i.pools.iter().find(|p| p.pool == "h100-mig").unwrap();
+    assert_eq!(pool.capacity_gpus, 1);
+    let per_day: Vec<f64> = pool
+        .days
+        .iter()
+        .map(|d| (d.allocated_gpus * 1000.0).round() / 1000.0)
+        .collect();
+    // Nov 25-29 nothing; Nov 30 one 3g all day; Dec 1 (half an hour so
+    // far) both 3g slices the whole time.
+    assert_eq!(per_day, [0.0, 0.0, 0.0, 0.0, 0.0, 0.428, 0.856]);
+    // The trend from the first day with use: +3/7 GPU a day, reaching the
+    // one GPU later today.
+    assert!(
+        (pool.trend_gpus_per_day.unwrap() - 0.428).abs() < 1e-9,
+        "{pool:?}"
+    );
+    assert_eq!(
+        pool.full,
+        FullProjection::FullOn {
+            day: Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap()
+        }
+    );
+    let empty = i.pools.iter().find(|p| p.pool == "a100-whole").unwrap();
+    assert_eq!(
+        (empty.capacity_gpus, empty.full.clone()),
+        (0, FullProjection::Unknown)
+    );
+
+    let q: Vec<(u32, u32, u32)> = i
+        .queue
+        .iter()
+        .map(|d| (d.requests, d.queued, d.refused))
+        .collect();
+    assert_eq!(q.len(), 7);
+    assert_eq!(q[5], (1, 0, 0));
+    assert_eq!(q[6], (2, 1, 1));
+    let today = &i.queue[6];
+    // Waits: 0 (placed at once) and 30 minutes.
+    assert_eq!(
+        (today.wait_p50_s, today.wait_p95_s),
+        (Some(0.0), Some(1800.0))
+    );
+
+    assert_eq!(i.heat.len(), 1);
+    let cell = &i.heat[0].gpus[0];
+    assert_eq!((cell.index, cell.util_pct), (0, Some(90)));
+    assert_eq!(cell.pool.as_deref(), Some("h100-mig"));
+
+    // The process counted the same admissions for /metrics.
+    let families = f.service.metrics().registry().gather();
+    let admissions = families
+        .iter()
+        .find(|m| m.name() == "tessera_admissions_total")
+        .unwrap();
+    let mut counted: Vec<(String, u64)> = admissions
+        .get_metric()
+        .iter()
+        .map(|m| {
+            let outcome = m
+                .get_label()
+                .iter()
+                .find(|l| l.name() == "outcome")
+                .unwrap()
+                .value()
+                .to_owned();
+            (outcome, m.get_counter().get_value() as u64)
+        })
+        .collect();
+    counted.sort();
+    assert_eq!(
+        counted,
+        [
+            ("placed".to_owned(), 2),
+            ("queued".to_owned(), 1),
+            ("refused_quota".to_owned(), 1)
+        ]
+    );
+}
+
+/// `minutes` minutes of telemetry at `util` for the MIG `device` (a round
+/// every 10 s, the agent reporting on), then the rollup and a tick.
+async fn run_for(
+    f: &Fixture,
+    agent: &mut Agent,
+    device: &str,
+    minutes: i64,
+    util: u8,
+) -> tessera_service::allocations::TickReport {
+    for _ in 0..minutes {
+        f.clock.advance(Duration::minutes(1));
+        let now_ms = f.service.now().timestamp_millis();
+        let rounds = (0..6)
+            .map(|i| {
+                round(
+                    now_ms - 60_000 + i * 10_000,
+                    "GPU-a1",
+                    util,
+                    Some((device, util)),
+                )
+            })
+            .collect();
+        f.service
+            .record_telemetry(&agent.host, &batch("gpu-1", rounds))
+            .await
+            .unwrap();
+        agent.converge(f).await;
+    }
+    f.service.roll_up_telemetry().await.unwrap();
+    f.service.tick().await.unwrap()
+}
+
+/// Idle reclaim on the test clock: a slice measured below the pool's
+/// threshold for its window is warned (notification with the deadline);
+/// its owner keeps it with a reason, as often as the pool allows; one that
+/// gets busy again is cleared; one still idle at the deadline is released
+/// and its owner told. Each step is in the audit log.
+#[tokio::test]
+async fn idle_slices_are_warned_kept_cleared_and_reclaimed() {
+    use tessera_core::audit::AuditAction;
+    use tessera_core::idle::IdlePolicy;
+    use tessera_core::notify::NotificationKind;
+    use tessera_service::entity::{audit_event, notification};
+    let mut pools = common::pools();
+    pools[0].idle_reclaim = Some(IdlePolicy {
+        below_pct: 15,
+        idle_minutes: 10,
+        notice_minutes: 5,
+        max_keeps: 1,
+    });
+    let f = common::fixture_with_pools(pools).await;
+    let start = Utc.with_ymd_and_hms(2026, 11, 30, 10, 0, 0).unwrap();
+    f.clock.advance(start - f.service.now());
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let s = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 24))
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    let device = rows(&f)
+        .await
+        .into_iter()
+        .find(|a| a.id == s.id)
+        .and_then(|a| a.mig_device_uuid)
+        .unwrap();
+    let notices = |kind: NotificationKind| {
+        let db = f.service.db().clone();
+        async move {
+            notification::Entity::find()
+                .filter(notification::Column::Kind.eq(kind))
+                .all(&db)
+                .await
+                .unwrap()
+        }
+    };
+    let audited = |action: AuditAction| {
+        let db = f.service.db().clone();
+        async move {
+            audit_event::Entity::find()
+                .filter(audit_event::Column::Action.eq(action))
+                .all(&db)
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+
+    // Busy: nothing happens; then ten idle minutes are not yet a window
+    // the rollups have surely folded in.
+    assert_eq!(run_for(&f, &mut agent, &device, 5, 90).await.idle_warned, 0);
+    assert_eq!(run_for(&f, &mut agent, &device, 10, 3).await.idle_warned, 0);
+    assert!(get(&f, &alice, s.id).await.idle.is_none());
+    // Two more idle minutes: warned, with a deadline five minutes out.
+    assert_eq!(run_for(&f, &mut agent, &device, 2, 3).await.idle_warned, 1);
+    let v = get(&f, &alice, s.id).await;
+    let idle = v.idle.clone().unwrap();
+    assert_eq!(idle.deadline, f.service.now() + Duration::minutes(5));
+    assert_eq!((idle.keeps, idle.max_keeps), (0, 1));
+    let told = notices(NotificationKind::AllocationIdle).await;
+    assert_eq!(told.len(), 1);
+    assert!(
+        told[0].body.contains("below 15 % busy for 10 min"),
+        "{}",
+        told[0].body
+    );
+
+    // Kept, with a reason (a blank one is refused and changes nothing).
+    let err = f
+        .service
+        .keep_allocation(&alice, s.id, "  ")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ServiceError::Invalid { ref field, .. } if field == "reason"),
+        "{err:?}"
+    );
+    assert!(get(&f, &alice, s.id).await.idle.is_some());
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    let err = f
+        .service
+        .keep_allocation(&nora, s.id, "mine")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
+    let kept = f
+        .service
+        .keep_allocation(&alice, s.id, "evaluation runs tonight")
+        .await
+        .unwrap();
+    assert!(kept.idle.is_none());
+    assert_eq!(audited(AuditAction::AllocationKeep).await, 1);
+    let err = f
+        .service
+        .keep_allocation(&alice, s.id, "again")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::Conflict(_)), "{err:?}");
+
+    // Idle time counts afresh from the keep: warned again after its window,
+    // and now it may not be kept again.
+    assert_eq!(run_for(&f, &mut agent, &device, 11, 0).await.idle_warned, 0);
+    assert_eq!(run_for(&f, &mut agent, &device, 2, 0).await.idle_warned, 1);
+    let err = f
+        .service
+        .keep_allocation(&alice, s.id, "please")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ServiceError::Conflict(ref m) if m.contains("kept 1 time already; the pool allows 1")),
+        "{err:?}"
+    );
+    // Busy again before the deadline: the warning is cleared.
+    run_for(&f, &mut agent, &device, 3, 80).await;
+    assert!(get(&f, &alice, s.id).await.idle.is_none());
+    assert_eq!(audited(AuditAction::AllocationIdleClear).await, 1);
+
+    // Idle again, warned, and still idle at the deadline: reclaimed.
+    assert_eq!(run_for(&f, &mut agent, &device, 12, 1).await.idle_warned, 1);
+    assert_eq!(run_for(&f, &mut agent, &device, 4, 1).await.reclaimed, 0);
+    assert_eq!(run_for(&f, &mut agent, &device, 1, 1).await.reclaimed, 1);
+    assert_eq!(
+        get(&f, &alice, s.id).await.state,
+        AllocationPhase::Releasing
+    );
+    let row = rows(&f).await.into_iter().find(|a| a.id == s.id).unwrap();
+    assert_eq!(row.reclaimed_at, Some(f.service.now()));
+    let told = notices(NotificationKind::AllocationReclaimed).await;
+    assert_eq!(told.len(), 1);
+    assert_eq!(audited(AuditAction::AllocationReclaim).await, 1);
+    assert_eq!(audited(AuditAction::AllocationIdle).await, 3);
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, s.id).await.state, AllocationPhase::Released);
 }

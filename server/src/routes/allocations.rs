@@ -11,7 +11,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
-use tessera_protocol::views::{AllocationActivity, AllocationView, ExtendLease, NewAllocation};
+use tessera_protocol::views::{
+    AllocationActivity, AllocationView, ExtendLease, KeepRequest, NewAllocation,
+};
 
 /// `?tenant=<slug>`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -125,6 +127,28 @@ pub async fn extend_allocation(
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     let view = state.service.extend_allocation(&actor, id, body.hours);
+    Ok(Json(view.await?))
+}
+
+/// Keep a slice that was warned as idle (its pool reclaims idle slices):
+/// the warning ends and its idle time counts afresh. As often as the pool
+/// allows, with a reason for the audit log.
+#[utoipa::path(
+    post, path = "/allocations/{id}/keep", tag = "allocations",
+    params(("id" = i64, Path, description = "Allocation id")),
+    request_body = KeepRequest,
+    responses((status = 200, description = "The allocation, no longer warned", body = AllocationView),
+              BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn keep_allocation(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+    JsonBody(body): JsonBody<KeepRequest>,
+) -> Result<Json<AllocationView>, ApiError> {
+    let actor = caller.for_allocation(&state, id).await?;
+    let view = state.service.keep_allocation(&actor, id, &body.reason);
     Ok(Json(view.await?))
 }
 

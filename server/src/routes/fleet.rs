@@ -2,7 +2,7 @@
 //! decisions about hosts and GPUs (cordon, drain, maintenance, resume,
 //! decommission). Platform admins only, signed in (the session cookie).
 
-use super::extract::JsonBody;
+use super::extract::{JsonBody, QueryParams};
 use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
 use crate::auth::extract::Person;
 use crate::error::ApiError;
@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use tessera_protocol::views::{FleetView, OpsRequest, OpsView};
+use tessera_protocol::views::{FleetInsights, FleetView, InsightsQuery, OpsRequest, OpsView};
 use tessera_service::ServiceError;
 
 /// A YAML document as a download named `filename`.
@@ -49,6 +49,31 @@ pub async fn get_fleet(
 ) -> Result<Json<FleetView>, ApiError> {
     let admin = p.require_platform_admin()?;
     Ok(Json(state.service.fleet_view(&admin).await?))
+}
+
+/// The fleet's insights over the last 7, 30 (default) or 90 days: a
+/// utilisation heat map (hosts × GPUs, latest telemetry), each pool's
+/// daily allocation against its capacity with the trend and the day it
+/// would fill, and the queue per day (requests, waits, refusals).
+#[utoipa::path(
+    get, path = "/fleet/insights", tag = "fleet",
+    params(InsightsQuery),
+    responses((status = 200, description = "The insights", body = FleetInsights),
+              BadRequest, Unauthorized, Forbidden),
+    security(("session" = [])),
+)]
+pub async fn get_fleet_insights(
+    State(state): State<AppState>,
+    QueryParams(q): QueryParams<InsightsQuery>,
+    Person(p): Person,
+) -> Result<Json<FleetInsights>, ApiError> {
+    let admin = p.require_platform_admin()?;
+    Ok(Json(
+        state
+            .service
+            .fleet_insights(&admin, q.days.unwrap_or(30))
+            .await?,
+    ))
 }
 
 /// Cordon, drain (with a deadline), put into maintenance, resume or

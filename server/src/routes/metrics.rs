@@ -3,7 +3,11 @@
 //! Prometheus expects). A fresh registry per scrape: every figure is read
 //! from the database then, so replicas agree and nothing goes stale.
 //!
-//! Besides Tessera's own gauges, each GPU and MIG device's latest telemetry
+//! Tessera's own figures: fleet, slice and outbox gauges read from the
+//! database, and this process's counters and request latency histogram
+//! ([`HttpMetrics`], in the service's registry).
+//!
+//! Besides those, each GPU and MIG device's latest telemetry
 //! under the DCGM exporter's metric names and labels (`DCGM_FI_DEV_GPU_UTIL`,
 //! `DCGM_FI_DEV_FB_USED`, ... with `gpu`, `UUID`, `device`, `modelName`,
 //! `Hostname`, `GPU_I_PROFILE`, `GPU_I_ID`), so DCGM Grafana dashboards work
@@ -11,10 +15,15 @@
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::State;
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
-use axum::response::IntoResponse;
-use prometheus::{Encoder, GaugeVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus::proto::MetricFamily;
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
 use tessera_service::fleet::FleetCounts;
 use tessera_service::telemetry::DeviceGauges;
 
@@ -38,8 +47,60 @@ fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::R
     Ok(g)
 }
 
-/// Renders fleet counts and device telemetry as Prometheus text.
-pub fn render(c: &FleetCounts, devices: &[DeviceGauges]) -> prometheus::Result<String> {
+/// Request latency by method, route (the router's pattern, so ids do not
+/// make new series) and status.
+#[derive(Clone)]
+pub struct HttpMetrics {
+    duration: HistogramVec,
+}
+
+impl HttpMetrics {
+    /// The histogram, registered in `registry` (a second router on the same
+    /// service keeps its own, unregistered: the first one's is the one
+    /// scraped).
+    pub fn register(registry: &Registry) -> Self {
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "tessera_http_request_duration_seconds",
+                "HTTP request latency by method, route pattern and status.",
+            ),
+            &["method", "route", "status"],
+        )
+        .expect("the histogram's name and labels are valid");
+        if let Err(e) = registry.register(Box::new(duration.clone())) {
+            tracing::debug!("HTTP metrics not registered: {e}");
+        }
+        Self { duration }
+    }
+}
+
+/// Middleware (a route layer, so the matched route is known): times each
+/// request to a route. Requests no route matched are not counted (their
+/// paths are whatever a client sends).
+pub async fn track(State(m): State<HttpMetrics>, req: Request, next: Next) -> Response {
+    let Some(route) = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+    else {
+        return next.run(req).await;
+    };
+    let method = req.method().clone();
+    let started = std::time::Instant::now();
+    let response = next.run(req).await;
+    m.duration
+        .with_label_values(&[method.as_str(), &route, response.status().as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
+/// Renders fleet counts, device telemetry and this process's `own`
+/// metrics as Prometheus text.
+pub fn render(
+    c: &FleetCounts,
+    devices: &[DeviceGauges],
+    own: Vec<MetricFamily>,
+) -> prometheus::Result<String> {
     let r = Registry::new();
     let build = IntGaugeVec::new(
         Opts::new("tessera_build_info", "Tessera server version."),
@@ -68,6 +129,34 @@ pub fn render(c: &FleetCounts, devices: &[DeviceGauges]) -> prometheus::Result<S
             .set(count(*n));
     }
     r.register(Box::new(gpus))?;
+    let slices = IntGaugeVec::new(
+        Opts::new(
+            "tessera_allocations",
+            "Slices not yet ended, by pool and state (queued: the queue depth).",
+        ),
+        &["pool", "state"],
+    )?;
+    for ((pool, phase), n) in &c.allocations {
+        slices
+            .with_label_values(&[pool.as_str(), phase.name()])
+            .set(count(*n));
+    }
+    r.register(Box::new(slices))?;
+    let lag = gauge(
+        &r,
+        "tessera_telemetry_lag_seconds",
+        "Seconds since the newest telemetry round stored for each host.",
+        &["Hostname"],
+    )?;
+    for (hostname, s) in &c.telemetry_lag_s {
+        lag.with_label_values(&[hostname.as_str()]).set(*s);
+    }
+    let pending = IntGauge::new(
+        "tessera_webhook_deliveries_pending",
+        "Webhook calls waiting for their first or next try.",
+    )?;
+    pending.set(count(c.webhooks_pending));
+    r.register(Box::new(pending))?;
 
     let util = gauge(
         &r,
@@ -147,8 +236,10 @@ pub fn render(c: &FleetCounts, devices: &[DeviceGauges]) -> prometheus::Result<S
             }
         }
     }
+    let mut families = r.gather();
+    families.extend(own);
     let mut out = String::new();
-    TextEncoder::new().encode_utf8(&r.gather(), &mut out)?;
+    TextEncoder::new().encode_utf8(&families, &mut out)?;
     Ok(out)
 }
 
@@ -182,7 +273,8 @@ pub async fn metrics(
     }
     let counts = state.service.fleet_counts().await?;
     let devices = state.service.latest_telemetry().await?;
-    let text = render(&counts, &devices).map_err(|e| {
+    let own = state.service.metrics().registry().gather();
+    let text = render(&counts, &devices, own).map_err(|e| {
         ApiError(tessera_service::ServiceError::Database(
             sea_orm::DbErr::Custom(format!("rendering the metrics: {e}")),
         ))
@@ -199,6 +291,7 @@ pub async fn metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_core::lifecycle::AllocationPhase;
 
     /// The shipped Grafana dashboard queries only metrics and labels that
     /// `render` produces.
@@ -215,6 +308,13 @@ mod tests {
             "DCGM_FI_DEV_GPU_TEMP",
             "DCGM_FI_DEV_SM_CLOCK",
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            "tessera_http_request_duration_seconds",
+            "tessera_admissions_total",
+            "tessera_allocations",
+            "tessera_webhook_deliveries_total",
+            "tessera_webhook_deliveries_pending",
+            "tessera_telemetry_lag_seconds",
+            "tessera_telemetry_rounds_total",
         ];
         let mut exprs = Vec::new();
         for panel in dashboard["panels"].as_array().unwrap() {
@@ -222,12 +322,14 @@ mod tests {
                 exprs.push(target["expr"].as_str().unwrap().to_owned());
             }
         }
-        assert!(exprs.len() >= 9);
+        assert!(exprs.len() >= 17);
         // Labels it groups by (`by (a, b)`) or selects on (`{a="x", b=~"y"}`).
         let known: Vec<&str> = DCGM_LABELS
             .iter()
             .copied()
-            .chain(["model", "mig", "status"])
+            .chain([
+                "model", "mig", "status", "le", "route", "outcome", "state", "result",
+            ])
             .collect();
         for expr in &exprs {
             assert!(
@@ -292,7 +394,25 @@ mod tests {
             mem_used_mib: 4_000,
             ..gpu.clone()
         };
-        let text = render(&c, &[gpu, mig]).unwrap();
+        c.allocations
+            .insert(("h100".into(), AllocationPhase::Queued), 3);
+        c.telemetry_lag_s.insert("gpu-1".into(), 4.5);
+        c.webhooks_pending = 2;
+        let own = tessera_service::metrics::ServiceMetrics::default();
+        let http = HttpMetrics::register(own.registry());
+        http.duration
+            .with_label_values(&["GET", "/api/v1/allocations", "200"])
+            .observe(0.012);
+        let text = render(&c, &[gpu, mig], own.registry().gather()).unwrap();
+        assert!(
+            text.contains("tessera_allocations{pool=\"h100\",state=\"queued\"} 3\n"),
+            "{text}"
+        );
+        assert!(text.contains("tessera_telemetry_lag_seconds{Hostname=\"gpu-1\"} 4.5\n"));
+        assert!(text.contains("tessera_webhook_deliveries_pending 2\n"));
+        assert!(text.contains(
+            "tessera_http_request_duration_seconds_bucket{method=\"GET\",route=\"/api/v1/allocations\",status=\"200\",le=\"0.025\"} 1\n"
+        ), "{text}");
         assert!(text.contains("tessera_hosts{status=\"online\"} 2\n"));
         assert!(
             text.contains("DCGM_FI_DEV_GPU_UTIL{GPU_I_ID=\"\",GPU_I_PROFILE=\"\",Hostname=\"gpu-1\",UUID=\"GPU-abc\",allocation=\"42\",device=\"nvidia3\",gpu=\"3\",modelName=\"NVIDIA H100 80GB HBM3\",pool=\"h100\",tenant=\"vision\"} 87\n"),

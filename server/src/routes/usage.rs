@@ -3,32 +3,16 @@
 //! people: a tenant's members see their tenant's usage, platform admins
 //! everyone's; platform admins set prices.
 
-use super::extract::JsonBody;
+use super::extract::{JsonBody, QueryParams};
 use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
 use crate::auth::extract::Person;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{FromRequestParts, Query, State};
+use axum::extract::State;
 use axum::http::header;
-use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::Json;
 use tessera_protocol::views::{NewPrice, PriceView, UsageQuery, UsageReport};
-
-/// The query string, or a 400 that says what does not parse.
-#[derive(Debug)]
-pub struct UsageParams(pub UsageQuery);
-
-impl<S: Send + Sync> FromRequestParts<S> for UsageParams {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Query(q) = Query::<UsageQuery>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::bad_body("query", e.body_text()))?;
-        Ok(Self(q))
-    }
-}
 
 /// Allocated GPU-hours, memory GiB-hours and cost per month, grouped by
 /// tenant (default), cost centre, pool or slice.
@@ -41,7 +25,7 @@ impl<S: Send + Sync> FromRequestParts<S> for UsageParams {
 )]
 pub async fn get_usage(
     State(state): State<AppState>,
-    UsageParams(q): UsageParams,
+    QueryParams(q): QueryParams<UsageQuery>,
     Person(p): Person,
 ) -> Result<Json<UsageReport>, ApiError> {
     Ok(Json(state.service.usage_report(&p, &q).await?))
@@ -58,7 +42,7 @@ pub async fn get_usage(
 )]
 pub async fn get_usage_csv(
     State(state): State<AppState>,
-    UsageParams(q): UsageParams,
+    QueryParams(q): QueryParams<UsageQuery>,
     Person(p): Person,
 ) -> Result<impl IntoResponse, ApiError> {
     let body = state.service.usage_focus_csv(&p, &q).await?;

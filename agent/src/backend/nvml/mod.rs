@@ -4,12 +4,15 @@
 //!
 //! - MIG: raw NVML calls (`raw`, the only `unsafe` code), driven by the logic
 //!   in `mig` over the [`mig::MigDriver`] trait;
+//! - telemetry: `telemetry`, with per-MIG-instance activity from GPM
+//!   (`gpm`, over the [`gpm::GpmDriver`] trait);
 //! - MPS: one `nvidia-cuda-mps-control` daemon per GPU (`mps`);
 //! - time-slicing: the NVIDIA device plugin's sharing config, written to the
 //!   file given with `--device-plugin-config` (`time_slicing`).
 //!
 //! Calls block; the agent runs them off the async runtime.
 
+pub mod gpm;
 pub mod health;
 pub mod mig;
 pub mod mps;
@@ -49,6 +52,10 @@ pub struct NvmlOptions {
 
 /// GPUs as NVML reports them.
 pub struct NvmlBackend {
+    /// GPM samples of the MIG devices from the last telemetry round. Before
+    /// `nvml`: fields drop in order, and the samples are freed through the
+    /// library, which must still be loaded then.
+    gpm: gpm::GpmTracker<raw::GpmSample>,
     nvml: Nvml,
     sharing: Sharing,
     xids: std::sync::Arc<health::XidLog>,
@@ -80,6 +87,7 @@ impl NvmlBackend {
     pub fn init(options: NvmlOptions) -> Result<Self, BackendError> {
         let nvml = Nvml::init().map_err(unavailable)?;
         Ok(Self {
+            gpm: gpm::GpmTracker::default(),
             nvml,
             xids: health::XidLog::start(),
             last_read: std::sync::Mutex::new(std::collections::BTreeMap::new()),
@@ -437,7 +445,7 @@ impl GpuBackend for NvmlBackend {
         let count = call("nvmlDeviceGetCount", self.nvml.device_count())?;
         let mut out = Vec::new();
         for index in 0..count {
-            match telemetry::sample_gpu(&self.nvml, index) {
+            match telemetry::sample_gpu(&self.nvml, &self.gpm, index) {
                 Ok(s) => out.push(s),
                 // A lost or failing GPU misses this round; the others count.
                 Err(e) => tracing::debug!(gpu = index, "no telemetry: {e}"),

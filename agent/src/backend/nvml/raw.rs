@@ -1,5 +1,5 @@
-//! The agent's only `unsafe` code: the MIG calls that `nvml-wrapper` has no
-//! safe wrapper for, made through its raw function table (`Nvml::lib()`,
+//! The agent's only `unsafe` code: the MIG and GPM calls that `nvml-wrapper`
+//! has no safe wrapper for, made through its raw function table (`Nvml::lib()`,
 //! the bindings of `nvml-wrapper-sys`). Every handle stays inside this module;
 //! callers name GPU and compute instances by the driver's IDs.
 //!
@@ -7,16 +7,18 @@
 //! driver without a function yields an error, never a panic.
 #![allow(unsafe_code)]
 
+use super::gpm::GpmDriver;
 use super::mig::{Busy, CiInfo, GiInfo, MigDeviceInfo, MigDriver};
 use super::mps::is_mps_server;
 use super::profiles::{all_ci_profile_constants, all_gi_profile_constants};
 use crate::backend::BackendError;
 use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
 use nvml_wrapper::Device;
+use nvml_wrapper::Nvml;
 use nvml_wrapper_sys::bindings::{
     self as sys, nvmlComputeInstanceInfo_t, nvmlComputeInstanceProfileInfo_t,
-    nvmlComputeInstance_t, nvmlDevice_t, nvmlGpuInstanceInfo_t, nvmlGpuInstanceProfileInfo_t,
-    nvmlGpuInstance_t, NvmlLib,
+    nvmlComputeInstance_t, nvmlDevice_t, nvmlGpmMetricsGet_t, nvmlGpmSample_t, nvmlGpmSupport_t,
+    nvmlGpuInstanceInfo_t, nvmlGpuInstanceProfileInfo_t, nvmlGpuInstance_t, nvmlReturn_t, NvmlLib,
 };
 use std::collections::BTreeSet;
 use std::os::raw::c_uint;
@@ -227,7 +229,7 @@ impl<'nvml> NvmlGpu<'nvml> {
     }
 
     /// The GPU instance ID of a MIG device.
-    fn mig_gi_id(&self, mig: &Device<'nvml>) -> Result<u32, BackendError> {
+    pub(super) fn mig_gi_id(&self, mig: &Device<'nvml>) -> Result<u32, BackendError> {
         const CALL: &str = "nvmlDeviceGetGpuInstanceId";
         let sym =
             nvml_sym(self.lib().nvmlDeviceGetGpuInstanceId.as_ref()).map_err(nvml_err(CALL))?;
@@ -503,5 +505,108 @@ impl MigDriver for NvmlGpu<'_> {
             out.push(MigDeviceInfo { gi_id, uuid, busy });
         }
         Ok(out)
+    }
+}
+
+/// A GPM sample buffer NVML allocated (`nvmlGpmSampleAlloc`), freed when
+/// dropped. The backend drops its samples before it shuts NVML down (field
+/// order), so the library is still loaded then.
+pub struct GpmSample {
+    ptr: nvmlGpmSample_t,
+    free: unsafe extern "C" fn(nvmlGpmSample_t) -> nvmlReturn_t,
+}
+
+// SAFETY: the buffer is memory NVML allocated for us and touches only
+// during the calls we make with it; NVML calls are thread-safe, and the
+// tracker hands each sample to one call at a time (behind its mutex).
+unsafe impl Send for GpmSample {}
+
+impl Drop for GpmSample {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `nvmlGpmSampleAlloc` and is freed once,
+        // here; `free` is that library's `nvmlGpmSampleFree`, still loaded.
+        unsafe {
+            (self.free)(self.ptr);
+        }
+    }
+}
+
+/// GPM through NVML, for the GPUs of one `Nvml`.
+pub struct NvmlGpm<'nvml> {
+    nvml: &'nvml Nvml,
+}
+
+impl<'nvml> NvmlGpm<'nvml> {
+    /// GPM of the GPUs `nvml` sees.
+    pub fn new(nvml: &'nvml Nvml) -> Self {
+        Self { nvml }
+    }
+
+    fn device(&self, gpu: u32) -> Result<Device<'nvml>, BackendError> {
+        self.nvml
+            .device_by_index(gpu)
+            .map_err(nvml_err("nvmlDeviceGetHandleByIndex"))
+    }
+}
+
+impl GpmDriver for NvmlGpm<'_> {
+    type Sample = GpmSample;
+
+    fn supported(&self, gpu: u32) -> bool {
+        let (Ok(dev), Ok(sym)) = (
+            self.device(gpu),
+            nvml_sym(self.nvml.lib().nvmlGpmQueryDeviceSupport.as_ref()),
+        ) else {
+            return false;
+        };
+        let mut support = nvmlGpmSupport_t {
+            version: sys::NVML_GPM_SUPPORT_VERSION,
+            isSupportedDevice: 0,
+        };
+        // SAFETY: `Device::handle` is unsafe only to discourage misuse; the
+        // handle is live while `dev` is; NVML writes one struct through a
+        // pointer valid for the call.
+        let ok = unsafe { nvml_try(sym(dev.handle(), &mut support)) };
+        ok.is_ok() && support.isSupportedDevice != 0
+    }
+
+    fn take(&self, gpu: u32, gi_id: u32) -> Result<GpmSample, BackendError> {
+        let lib = self.nvml.lib();
+        let alloc =
+            nvml_sym(lib.nvmlGpmSampleAlloc.as_ref()).map_err(nvml_err("nvmlGpmSampleAlloc"))?;
+        let free =
+            *nvml_sym(lib.nvmlGpmSampleFree.as_ref()).map_err(nvml_err("nvmlGpmSampleFree"))?;
+        let get =
+            nvml_sym(lib.nvmlGpmMigSampleGet.as_ref()).map_err(nvml_err("nvmlGpmMigSampleGet"))?;
+        let dev = self.device(gpu)?;
+        let mut ptr: nvmlGpmSample_t = ptr::null_mut();
+        // SAFETY: NVML writes one handle through a pointer valid for the call.
+        unsafe { nvml_try(alloc(&mut ptr)) }.map_err(nvml_err("nvmlGpmSampleAlloc"))?;
+        // Owned from here on, so an error below still frees it.
+        let sample = GpmSample { ptr, free };
+        // SAFETY: the parent GPU's handle is live while `dev` is; the buffer
+        // came from `nvmlGpmSampleAlloc` above.
+        unsafe { nvml_try(get(dev.handle(), gi_id, sample.ptr)) }
+            .map_err(nvml_err("nvmlGpmMigSampleGet"))?;
+        Ok(sample)
+    }
+
+    fn graphics_util(&self, earlier: &GpmSample, later: &GpmSample) -> Result<f64, BackendError> {
+        const CALL: &str = "nvmlGpmMetricsGet";
+        let sym = nvml_sym(self.nvml.lib().nvmlGpmMetricsGet.as_ref()).map_err(nvml_err(CALL))?;
+        // SAFETY: the struct is integers, a float and raw pointers, for
+        // which all-zero bytes are valid.
+        let mut get: nvmlGpmMetricsGet_t = unsafe { std::mem::zeroed() };
+        get.version = sys::NVML_GPM_METRICS_GET_VERSION;
+        get.numMetrics = 1;
+        get.sample1 = earlier.ptr;
+        get.sample2 = later.ptr;
+        get.metrics[0].metricId = sys::nvmlGpmMetricId_t_NVML_GPM_METRIC_GRAPHICS_UTIL;
+        // SAFETY: both samples are live buffers filled by
+        // `nvmlGpmMigSampleGet`; NVML fills `get` through a pointer valid for
+        // the call (the name strings it sets point into the library).
+        unsafe { nvml_try(sym(&mut get)) }.map_err(nvml_err(CALL))?;
+        nvml_try(get.metrics[0].nvmlReturn).map_err(nvml_err(CALL))?;
+        Ok(get.metrics[0].value)
     }
 }

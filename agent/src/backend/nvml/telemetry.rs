@@ -10,13 +10,18 @@
 //! - SM clock: `nvmlDeviceGetClockInfo(NVML_CLOCK_SM)`, MHz
 //!   (`DCGM_FI_DEV_SM_CLOCK`).
 //!
-//! Per MIG device: memory used from the MIG device handle. NVML answers
-//! `NOT_SUPPORTED` for utilisation on a MIG device; per-instance activity
-//! needs GPM (Hopper and later, `nvmlGpmMigSampleGet`), which nvml-wrapper
-//! does not wrap yet, so it is reported as unknown and such slices have no
-//! used GPU-hours until it is added. Optional figures a GPU does not
-//! support are left out rather than failing the sample.
+//! Per MIG device: memory used from the MIG device handle, and activity
+//! from GPM where the GPU has it (Hopper and later; see [`super::gpm`]):
+//! the percent of the interval since the previous round in which its GPU
+//! instance's graphics/compute engine was active
+//! (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`). NVML answers `NOT_SUPPORTED` for
+//! utilisation on a MIG device, so on GPUs without GPM (A100, A30) and in a
+//! device's first round the activity is unknown, and such slices have no
+//! used GPU-hours for that time. Optional figures a GPU does not support
+//! are left out rather than failing the sample.
 
+use super::gpm::{GpmTracker, MigTarget};
+use super::raw::{GpmSample, NvmlGpm, NvmlGpu};
 use super::{call, call_err};
 use crate::backend::BackendError;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
@@ -26,8 +31,13 @@ use tessera_protocol::agent::{GpuSample, InstanceSample};
 
 const MIB: u64 = 1024 * 1024;
 
-/// One sample of GPU `index`.
-pub fn sample_gpu(nvml: &Nvml, index: u32) -> Result<GpuSample, BackendError> {
+/// One sample of GPU `index`; `gpm` keeps its MIG devices' GPM samples
+/// from one round to the next.
+pub fn sample_gpu(
+    nvml: &Nvml,
+    gpm: &GpmTracker<GpmSample>,
+    index: u32,
+) -> Result<GpuSample, BackendError> {
     let dev = nvml
         .device_by_index(index)
         .map_err(|e| call_err("nvmlDeviceGetHandleByIndex", e))?;
@@ -35,7 +45,12 @@ pub fn sample_gpu(nvml: &Nvml, index: u32) -> Result<GpuSample, BackendError> {
     let util = call("nvmlDeviceGetUtilizationRates", dev.utilization_rates())?;
     let memory = call("nvmlDeviceGetMemoryInfo", dev.memory_info())?;
     let mut instances = Vec::new();
+    let mut targets = Vec::new();
     if matches!(dev.mig_mode(), Ok(mode) if mode.current == 1) {
+        let parent = NvmlGpu::new(
+            nvml.device_by_index(index)
+                .map_err(|e| call_err("nvmlDeviceGetHandleByIndex", e))?,
+        );
         let max = dev.mig_device_count().unwrap_or(0);
         for i in 0..max {
             let mig = match dev.mig_device_by_index(i) {
@@ -43,12 +58,24 @@ pub fn sample_gpu(nvml: &Nvml, index: u32) -> Result<GpuSample, BackendError> {
                 Err(NvmlError::NotFound | NvmlError::InvalidArg) => continue,
                 Err(e) => return Err(call_err("nvmlDeviceGetMigDeviceHandleByIndex", e)),
             };
+            let uuid = call("nvmlDeviceGetUUID", mig.uuid())?;
+            match parent.mig_gi_id(&mig) {
+                Ok(gi_id) => targets.push(MigTarget {
+                    gi_id,
+                    uuid: uuid.clone(),
+                }),
+                Err(e) => tracing::debug!(gpu = index, %uuid, "no GPU instance ID: {e}"),
+            }
             instances.push(InstanceSample {
-                uuid: call("nvmlDeviceGetUUID", mig.uuid())?,
+                uuid,
                 util_pct: None,
                 mem_used_mib: mig.memory_info().map(|m| m.used / MIB).unwrap_or(0),
             });
         }
+    }
+    let activity = gpm.round(&NvmlGpm::new(nvml), index, &targets);
+    for i in &mut instances {
+        i.util_pct = activity.get(&i.uuid).copied();
     }
     Ok(GpuSample {
         uuid,

@@ -66,6 +66,10 @@ pub struct AllocationView {
     /// Set while its host or GPU is being drained: when the slice will end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainNotice>,
+    /// Set while it waits to be reclaimed for being idle: the deadline, and
+    /// whether its owner may still keep it (`POST .../keep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<IdleNotice>,
     /// How to use it, once active.
     pub connection: Option<tessera_core::slice::Connection>,
     /// Timestamps.
@@ -107,6 +111,29 @@ pub struct DrainNotice {
     /// When the slice ends.
     pub deadline: DateTime<Utc>,
     /// The admin's reason.
+    pub reason: String,
+}
+
+/// An idle slice's reclaim.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdleNotice {
+    /// When it was found idle.
+    pub since: DateTime<Utc>,
+    /// When it is released unless kept or busy again.
+    pub deadline: DateTime<Utc>,
+    /// Keeps used so far.
+    pub keeps: u32,
+    /// Keeps the pool allows in all.
+    pub max_keeps: u32,
+}
+
+/// Why a slice should stay although it is idle (`POST .../keep`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeepRequest {
+    /// Shown in the audit log (1-500 characters).
     pub reason: String,
 }
 

@@ -8,13 +8,14 @@ mod allocations;
 mod api_tokens;
 mod audit;
 mod fleet;
+mod insights;
 mod policy;
 mod tenants;
 mod usage;
 
 pub use allocations::{
     ActivityPoint, AllocatedGpu, AllocationActivity, AllocationView, CapacityLost, DrainNotice,
-    PoolChoice, PriorityChoice, RequestOptions,
+    IdleNotice, KeepRequest, PoolChoice, PriorityChoice, RequestOptions,
 };
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
 pub use audit::{AuditEventView, AuditPage};
@@ -22,13 +23,18 @@ pub use fleet::{
     CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenStatus, JoinTokenView,
     MigInstanceView, OpsRequest, OpsView, PoolView,
 };
+pub use insights::{
+    CapacityDay, FleetInsights, FullProjection, HeatCell, HeatHost, InsightsQuery, PoolCapacity,
+    QueueDay, INSIGHT_DAYS,
+};
 pub use policy::{
     AffectedSlice, PlannedChangeView, PoolAdminView, PoolChangePreview, PoolEdit, PoolsAdminView,
     TenantAdminView, TenantEdit,
 };
 pub use tenants::{MemberView, MembershipView, QuotaView, TenantRole, TenantView, ViewerView};
 pub use usage::{
-    NewPrice, PriceView, UsageGrouping, UsageQuery, UsageReport, UsageRow, UsageTotal,
+    NewPrice, PriceView, TimelineStep, UsageGrouping, UsagePoint, UsageQuery, UsageReport,
+    UsageRow, UsageTotal,
 };
 
 pub use crate::query::{AuditFilter, AuditQuery};

@@ -80,6 +80,39 @@ pub struct UsageReport {
     pub rows: Vec<UsageRow>,
     /// Totals per currency (`None`: use in pools without a price).
     pub totals: Vec<UsageTotal>,
+    /// Allocated and used GPU-hours per pool over time (for the chart).
+    #[serde(default)]
+    pub timeline: Vec<UsagePoint>,
+    /// The timeline's step: a day for periods up to 92 days, else a month.
+    #[serde(default)]
+    pub timeline_step: TimelineStep,
+}
+
+/// The step of a usage timeline.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimelineStep {
+    /// Calendar days (UTC).
+    #[default]
+    Day,
+    /// Calendar months.
+    Month,
+}
+
+/// One pool's GPU-hours in one step of the timeline (steps without use
+/// are left out).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsagePoint {
+    /// Start of the step (UTC).
+    pub start: DateTime<Utc>,
+    /// Pool.
+    pub pool: String,
+    /// Allocated GPU-hours.
+    pub gpu_hours: f64,
+    /// Used GPU-hours (`None`: no telemetry covered it).
+    pub used_gpu_hours: Option<f64>,
 }
 
 /// One month of one group.

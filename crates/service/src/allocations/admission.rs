@@ -6,6 +6,7 @@ use super::snapshot::View;
 use super::stored::{set_state, state_json, update_if_state, AllocationRow};
 use crate::entity::{allocation, host};
 use crate::events::{AllocationRef, DomainEvent};
+use crate::metrics::AdmissionOutcome;
 use crate::pools::PoolSpec;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
@@ -171,7 +172,61 @@ impl Service {
         self.admit(actor, &req, Some(id)).await
     }
 
+    /// Admits the request and counts the outcome: per process for
+    /// `/metrics`, and refusals for want of quota per day in the database
+    /// (for the fleet's insights; a refused request stores nothing else).
     async fn admit(
+        &self,
+        actor: &TenantActor,
+        req: &NewAllocation,
+        requeue_of: Option<i64>,
+    ) -> Result<AllocationView, ServiceError> {
+        let result = self.try_admit(actor, req, requeue_of).await;
+        let outcome = match &result {
+            Ok(v) if v.state == AllocationPhase::Queued => AdmissionOutcome::Queued,
+            Ok(_) => AdmissionOutcome::Placed,
+            Err(ServiceError::QuotaExceeded(_)) => AdmissionOutcome::RefusedQuota,
+            Err(_) => AdmissionOutcome::Refused,
+        };
+        // Only a pool that exists names a label (no unbounded series).
+        let pool = if outcome == AdmissionOutcome::Refused {
+            ""
+        } else {
+            req.pool.as_str()
+        };
+        self.metrics.admitted(pool, outcome);
+        if outcome == AdmissionOutcome::RefusedQuota {
+            if let Err(e) = self.count_refusal(actor.tenant_id, &req.pool).await {
+                tracing::warn!("counting a refused request: {e:?}");
+            }
+        }
+        result
+    }
+
+    /// Adds one to today's refusals of `tenant_id` in `pool`.
+    async fn count_refusal(&self, tenant_id: i64, pool: &str) -> Result<(), ServiceError> {
+        use crate::entity::admission_refusal::{ActiveModel, Column, Entity};
+        use sea_orm::sea_query::OnConflict;
+        let w = self.begin_write().await?;
+        let day = tessera_core::capacity::DAY_MS;
+        let day_ms = w.now().timestamp_millis().div_euclid(day) * day;
+        Entity::insert(ActiveModel {
+            day_ms: Set(day_ms),
+            pool: Set(pool.to_owned()),
+            tenant_id: Set(tenant_id),
+            count: Set(1),
+        })
+        .on_conflict(
+            OnConflict::columns([Column::DayMs, Column::Pool, Column::TenantId])
+                .value(Column::Count, Expr::col((Entity, Column::Count)).add(1))
+                .to_owned(),
+        )
+        .exec_without_returning(w.db())
+        .await?;
+        w.commit(self, &crate::audit::Actor::System).await
+    }
+
+    async fn try_admit(
         &self,
         actor: &TenantActor,
         req: &NewAllocation,

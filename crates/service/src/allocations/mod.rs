@@ -15,6 +15,7 @@ mod access;
 mod admission;
 mod capacity;
 mod desired;
+mod idle;
 mod progress;
 mod queue;
 mod scheduler;

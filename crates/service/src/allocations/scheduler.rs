@@ -16,6 +16,11 @@ use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::notify::LEASE_ENDING_SOON_MINUTES;
 
+/// The event an ending records, from the allocation, the phase it left
+/// and its new state.
+pub(crate) type Ender =
+    Box<dyn FnOnce(AllocationRef, AllocationPhase, AllocationState) -> DomainEvent + Send>;
+
 /// What one tick did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TickReport {
@@ -33,6 +38,10 @@ pub struct TickReport {
     pub lost: u32,
     /// Planned pool changes that took effect (their GPUs emptied).
     pub pool_changes: u32,
+    /// Slices found idle and warned.
+    pub idle_warned: u32,
+    /// Idle slices released at their deadline.
+    pub reclaimed: u32,
 }
 
 impl Service {
@@ -44,6 +53,7 @@ impl Service {
         let lost = self.mark_lost_hosts(now).await?;
         let timed_out = self.fail_stuck(now).await?;
         let pool_changes = self.complete_pool_changes(now).await?;
+        let idle = self.reclaim_idle(now).await?;
         let report = TickReport {
             expired,
             timed_out,
@@ -52,8 +62,11 @@ impl Service {
             drained,
             lost,
             pool_changes,
+            idle_warned: idle.warned,
+            reclaimed: idle.reclaimed,
         };
-        if report.expired + report.timed_out + report.placed + report.drained > 0 {
+        if report.expired + report.timed_out + report.placed + report.drained + report.reclaimed > 0
+        {
             self.desired_changed(None);
         }
         Ok(report)
@@ -119,6 +132,37 @@ impl Service {
         now: DateTime<Utc>,
         still: impl Fn(&allocation::Model) -> bool,
     ) -> Result<bool, ServiceError> {
+        let emitted = match &event {
+            AllocationEvent::Fail { reason } => {
+                let reason = reason.clone();
+                Box::new(move |alloc, before, state| DomainEvent::AllocationFailed {
+                    alloc,
+                    before,
+                    state,
+                    reason,
+                }) as Ender
+            }
+            _ => Box::new(|alloc, before, state| DomainEvent::AllocationExpired {
+                alloc,
+                before,
+                state,
+            }),
+        };
+        self.end_one_with(id, event, now, still, |_| {}, emitted)
+            .await
+    }
+
+    /// [`Self::end_one`] with what else to set on the row and which event
+    /// to record.
+    pub(crate) async fn end_one_with(
+        &self,
+        id: i64,
+        event: AllocationEvent,
+        now: DateTime<Utc>,
+        still: impl Fn(&allocation::Model) -> bool,
+        mark: impl FnOnce(&mut allocation::ActiveModel),
+        emitted: Ender,
+    ) -> Result<bool, ServiceError> {
         let mut w = self.begin_write().await?;
         let Some(row) = allocation::Entity::find_by_id(id).one(w.db()).await? else {
             return Ok(false);
@@ -133,6 +177,7 @@ impl Service {
         let alloc = AllocationRef::of(&row);
         let mut a: allocation::ActiveModel = row.into();
         set_state(&mut a, &next, now);
+        mark(&mut a);
         if matches!(next, AllocationState::Releasing { .. }) || state == AllocationState::Placed {
             if let Some(h) = host_id {
                 a.generation = Set(Some(Self::bump_generation(w.db(), h).await?));
@@ -142,19 +187,7 @@ impl Service {
             // Moved meanwhile; the next tick looks again.
             return Ok(false);
         }
-        w.emit(match event {
-            AllocationEvent::Fail { reason } => DomainEvent::AllocationFailed {
-                alloc,
-                before,
-                state: next,
-                reason,
-            },
-            _ => DomainEvent::AllocationExpired {
-                alloc,
-                before,
-                state: next,
-            },
-        });
+        w.emit(emitted(alloc, before, next));
         w.commit(self, &Actor::System).await?;
         Ok(true)
     }

@@ -14,7 +14,7 @@ use tessera_core::placement::Slice;
 use tessera_core::sharing::{MpsShare, SliceShape};
 use tessera_core::slice::{connection, ConnectionTarget};
 use tessera_protocol::views::{
-    AllocationView, PoolChoice, PriorityChoice, QuotaView, RequestOptions,
+    AllocationView, IdleNotice, PoolChoice, PriorityChoice, QuotaView, RequestOptions,
 };
 
 impl Service {
@@ -178,10 +178,17 @@ impl Service {
             }
             _ => None,
         };
-        let max_lease_hours = pools
-            .iter()
-            .find(|p| p.name == row.pool)
-            .map_or(0, |p| p.max_lease_hours);
+        let pool = pools.iter().find(|p| p.name == row.pool);
+        let max_lease_hours = pool.map_or(0, |p| p.max_lease_hours);
+        let idle = match (row.idle_warned_at, row.idle_deadline, row.state) {
+            (Some(since), Some(deadline), AllocationPhase::Active) => Some(IdleNotice {
+                since,
+                deadline,
+                keeps: u32::try_from(row.idle_keeps.max(0)).unwrap_or(0),
+                max_keeps: pool.and_then(|p| p.idle_reclaim).map_or(0, |p| p.max_keeps),
+            }),
+            _ => None,
+        };
         Ok(AllocationView {
             id: row.id,
             tenant: tenant_slug.to_owned(),
@@ -217,6 +224,7 @@ impl Service {
                     reason: row.capacity_lost_reason.clone().unwrap_or_default(),
                 }),
             drain: None,
+            idle,
             connection,
             created_at: row.created_at,
             placed_at: row.placed_at,

@@ -42,6 +42,16 @@ pub struct Model {
     pub capacity_lost_at: Option<DateTimeUtc>,
     /// What was lost, for the owner.
     pub capacity_lost_reason: Option<String>,
+    /// When its owner was told it is idle (cleared when kept or busy again).
+    pub idle_warned_at: Option<DateTimeUtc>,
+    /// When it is reclaimed unless kept.
+    pub idle_deadline: Option<DateTimeUtc>,
+    /// How often its owner kept it.
+    pub idle_keeps: i32,
+    /// When its owner last kept it (idle time counts from then).
+    pub idle_watch_from: Option<DateTimeUtc>,
+    /// When it was released for being idle.
+    pub reclaimed_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,5 +1,6 @@
 //! sea-orm entities, one per table (mirrors `migrations`).
 
+pub mod admission_refusal;
 pub mod allocation;
 pub mod api_token;
 pub mod audit_event;

@@ -104,6 +104,46 @@ impl DomainEvent {
                 Some(json!({"capacity_lost": lost})),
                 Some(json!({"capacity_lost": null})),
             ),
+            Self::AllocationIdle {
+                alloc,
+                idle_minutes,
+                below_pct,
+                deadline,
+            } => allocation(
+                alloc,
+                AuditAction::AllocationIdle,
+                None,
+                Some(
+                    json!({"idle_minutes": idle_minutes, "below_pct": below_pct, "deadline": deadline}),
+                ),
+            ),
+            Self::AllocationIdleCleared { alloc } => allocation(
+                alloc,
+                AuditAction::AllocationIdleClear,
+                Some(json!({"idle": true})),
+                Some(json!({"idle": false})),
+            ),
+            Self::AllocationKept {
+                alloc,
+                reason,
+                keeps,
+            } => allocation(
+                alloc,
+                AuditAction::AllocationKeep,
+                None,
+                Some(json!({"reason": reason, "keeps": keeps})),
+            ),
+            Self::AllocationReclaimed {
+                alloc,
+                before,
+                state,
+                idle_minutes,
+            } => allocation(
+                alloc,
+                AuditAction::AllocationReclaim,
+                Some(json!({"state": before})),
+                Some(json!({"state": state.phase(), "idle_minutes": idle_minutes})),
+            ),
             Self::AllocationDraining { .. } => return None,
             Self::FleetOperated {
                 host_id,

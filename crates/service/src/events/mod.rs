@@ -231,6 +231,42 @@ pub enum DomainEvent {
         /// Minutes left.
         minutes_left: i64,
     },
+    /// The slice was measured idle: reclaimed at `deadline` unless kept.
+    AllocationIdle {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// Minutes it has been idle.
+        idle_minutes: u32,
+        /// Below this mean utilisation (%).
+        below_pct: u8,
+        /// When it is reclaimed.
+        deadline: DateTime<Utc>,
+    },
+    /// A warned slice turned busy again before its deadline.
+    AllocationIdleCleared {
+        /// The allocation.
+        alloc: AllocationRef,
+    },
+    /// Its owner kept a warned slice.
+    AllocationKept {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// Why, in the owner's words.
+        reason: String,
+        /// Keeps so far, this one included.
+        keeps: u32,
+    },
+    /// An idle slice was released at its deadline.
+    AllocationReclaimed {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The state it left.
+        before: AllocationPhase,
+        /// The new state.
+        state: AllocationState,
+        /// Minutes it had been idle.
+        idle_minutes: u32,
+    },
     /// The slice that waited for an approved quota request still does not fit.
     WaitingSliceRefused {
         /// The quota request.
@@ -607,6 +643,7 @@ impl DomainEvent {
             | Self::AllocationPlaced { alloc }
             | Self::AllocationFailed { alloc, .. }
             | Self::AllocationExpired { alloc, .. }
+            | Self::AllocationReclaimed { alloc, .. }
             | Self::AllocationReleased { alloc, .. } => wakes(alloc),
             // An admin raised it; a quota seeded from the configuration at
             // start-up has nothing waiting for it yet.
@@ -643,6 +680,9 @@ impl DomainEvent {
             | Self::AllocationEnded { .. }
             | Self::AllocationExtended { .. }
             | Self::AllocationLeaseEnding { .. }
+            | Self::AllocationIdle { .. }
+            | Self::AllocationIdleCleared { .. }
+            | Self::AllocationKept { .. }
             | Self::WaitingSliceRefused { .. }
             | Self::QuotaGrantEnded { .. }
             | Self::QuotaRequestFiled { .. }

@@ -184,6 +184,33 @@ impl DomainEvent {
                     )
                 },
             ),
+            Self::AllocationIdle {
+                alloc,
+                idle_minutes,
+                below_pct,
+                deadline,
+            } => about_allocation(
+                alloc,
+                K::AllocationIdle,
+                format!("Slice #{} ({}) is idle", alloc.id, alloc.shape_label),
+                format!(
+                    "It has been below {below_pct} % busy for {idle_minutes} min. Pool {} reclaims idle slices: it is released at {} UTC unless you keep it on its page or it gets busy.",
+                    alloc.pool,
+                    deadline.format("%Y-%m-%d %H:%M")
+                ),
+            ),
+            Self::AllocationReclaimed {
+                alloc,
+                idle_minutes,
+                ..
+            } => about_allocation(
+                alloc,
+                K::AllocationReclaimed,
+                format!("Idle slice #{} ({}) was reclaimed", alloc.id, alloc.shape_label),
+                format!(
+                    "It stayed idle for {idle_minutes} min and past its deadline, so it was released and its quota returned. Request a new slice when you need one."
+                ),
+            ),
             Self::AllocationCapacityRestored { alloc, lost } => about_allocation(
                 alloc,
                 K::AllocationCapacityRestored,
@@ -365,6 +392,8 @@ impl DomainEvent {
             | Self::AllocationEnded { .. }
             | Self::AllocationReleased { .. }
             | Self::AllocationExtended { .. }
+            | Self::AllocationIdleCleared { .. }
+            | Self::AllocationKept { .. }
             | Self::QuotaGrantEnded { .. }
             | Self::ApiTokenCreated { .. }
             | Self::ApiTokenRevoked { .. }

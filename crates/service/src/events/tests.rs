@@ -6,7 +6,7 @@
 use super::*;
 use chrono::TimeZone;
 use tessera_core::audit::AuditAction;
-use tessera_core::lifecycle::AllocationPhase;
+use tessera_core::lifecycle::{AllocationPhase, ReleaseOutcome};
 use tessera_core::notify::NotificationKind;
 use tessera_core::units::{ComputeMilli, MemMiB};
 
@@ -453,6 +453,40 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             None,
         ),
         (
+            DomainEvent::AllocationIdle {
+                alloc: alloc(),
+                idle_minutes: 120,
+                below_pct: 15,
+                deadline: at,
+            },
+            Some("allocation.idle"),
+            Some(K::AllocationIdle),
+        ),
+        (
+            DomainEvent::AllocationIdleCleared { alloc: alloc() },
+            Some("allocation.idle_clear"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationKept {
+                alloc: alloc(),
+                reason: "training resumes after lunch".into(),
+                keeps: 1,
+            },
+            Some("allocation.keep"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationReclaimed {
+                alloc: alloc(),
+                before: AllocationPhase::Active,
+                state: AllocationState::releasing(ReleaseOutcome::Released),
+                idle_minutes: 120,
+            },
+            Some("allocation.reclaim"),
+            Some(K::AllocationReclaimed),
+        ),
+        (
             DomainEvent::AllocationDraining {
                 alloc: alloc(),
                 hostname: "gpu-01".into(),
@@ -544,6 +578,10 @@ fn index(e: &DomainEvent) -> usize {
         DomainEvent::PoolChangePlanned { .. } => 40,
         DomainEvent::PoolChangeCancelled { .. } => 41,
         DomainEvent::PriceSet { .. } => 42,
+        DomainEvent::AllocationIdle { .. } => 43,
+        DomainEvent::AllocationIdleCleared { .. } => 44,
+        DomainEvent::AllocationKept { .. } => 45,
+        DomainEvent::AllocationReclaimed { .. } => 46,
     }
 }
 
@@ -552,7 +590,7 @@ fn every_event_kind_has_its_pinned_names() {
     let samples = samples();
     let mut seen: Vec<usize> = samples.iter().map(|(e, _, _)| index(e)).collect();
     seen.sort_unstable();
-    assert_eq!(seen, (0..=42).collect::<Vec<_>>(), "one sample per variant");
+    assert_eq!(seen, (0..=46).collect::<Vec<_>>(), "one sample per variant");
     for (event, action, kind) in &samples {
         assert_eq!(
             event.action().map(AuditAction::as_str),
@@ -600,7 +638,7 @@ fn placing_and_ending_wake_the_host_and_quota_growth_retries_the_queue() {
         .filter(|(e, _, _)| e.after_commit().wakes_host == Some(5))
         .map(|(e, _, _)| index(e))
         .collect();
-    assert_eq!(wakes, [0, 1, 4, 7, 8]);
+    assert_eq!(wakes, [0, 1, 4, 7, 8, 46]);
     let grows: Vec<usize> = samples
         .iter()
         .filter(|(e, _, _)| e.after_commit().retries_queue)

@@ -5,6 +5,7 @@
 use crate::audit::Actor;
 use crate::entity::{tenant, webhook, webhook_delivery};
 use crate::events::{DomainEvent, TenantRef};
+use crate::metrics::DeliveryOutcome;
 use crate::{secret, Principal, Service, ServiceError};
 use chrono::Duration;
 use hmac::{Hmac, Mac};
@@ -355,11 +356,12 @@ impl Service {
         let attempts = u32::try_from(d.attempts).unwrap_or(0).saturating_add(1);
         let mut a: webhook_delivery::ActiveModel = d.into();
         a.attempts = Set(i32::try_from(attempts).unwrap_or(i32::MAX));
-        match outcome {
+        let counted = match outcome {
             Ok(()) => {
                 a.delivered_at = Set(Some(now));
                 a.next_attempt_at = Set(None);
                 a.last_error = Set(None);
+                DeliveryOutcome::Delivered
             }
             Err(e) => {
                 a.last_error = Set(Some(e.chars().take(1000).collect()));
@@ -367,17 +369,21 @@ impl Service {
                     Some(s) => {
                         a.next_attempt_at = Set(Some(
                             now + Duration::seconds(i64::try_from(s).unwrap_or(3600)),
-                        ))
+                        ));
+                        DeliveryOutcome::Retrying
                     }
                     None => {
                         a.next_attempt_at = Set(None);
                         a.failed_at = Set(Some(now));
+                        DeliveryOutcome::GaveUp
                     }
                 }
             }
-        }
+        };
         a.update(w.db()).await?;
-        w.commit(self, &Actor::System).await
+        w.commit(self, &Actor::System).await?;
+        self.metrics.delivered(counted);
+        Ok(())
     }
 }
 

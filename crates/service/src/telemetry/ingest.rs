@@ -179,6 +179,17 @@ impl Service {
         who: &AuthenticatedHost,
         batch: &TelemetryBatch,
     ) -> Result<TelemetryAck, ServiceError> {
+        let ack = self.store_telemetry(who, batch).await?;
+        self.metrics
+            .telemetry(ack.stored, ack.duplicates, ack.expired);
+        Ok(ack)
+    }
+
+    async fn store_telemetry(
+        &self,
+        who: &AuthenticatedHost,
+        batch: &TelemetryBatch,
+    ) -> Result<TelemetryAck, ServiceError> {
         validate_batch(batch)?;
         if batch.hostname != who.hostname {
             return Err(ServiceError::Forbidden(format!(

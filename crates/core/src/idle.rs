@@ -1,0 +1,244 @@
+//! Idle reclaim ("scale to zero"): a pool may say that a slice whose
+//! utilisation stays below a threshold for a while is warned, and released
+//! if its owner does not keep it by a deadline. The rule is pure: it reads
+//! the slice's per-minute telemetry rollups and the clock it is given.
+//!
+//! A minute without telemetry is never idle: Tessera only reclaims what it
+//! has measured, so an agent that stops sending cannot get slices taken
+//! away.
+
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds in a minute.
+pub const MINUTE_MS: i64 = 60_000;
+
+/// Minutes the newest rollups may lag behind the clock (the rollup job
+/// folds in each minute after it ends; agents send every few seconds).
+pub const ROLLUP_LAG_MINUTES: i64 = 2;
+
+/// A pool's idle reclaim policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct IdlePolicy {
+    /// A minute whose mean utilisation is below this percent is idle.
+    #[serde(default = "default_below_pct")]
+    pub below_pct: u8,
+    /// Idle this many minutes in a row: the owner is warned.
+    pub idle_minutes: u32,
+    /// Minutes the owner has after the warning to keep the slice; then it
+    /// is released.
+    #[serde(default = "default_notice_minutes")]
+    pub notice_minutes: u32,
+    /// How often an owner may keep one slice (0: never).
+    #[serde(default = "default_max_keeps")]
+    pub max_keeps: u32,
+}
+
+fn default_below_pct() -> u8 {
+    15
+}
+
+fn default_notice_minutes() -> u32 {
+    60
+}
+
+fn default_max_keeps() -> u32 {
+    2
+}
+
+/// What is wrong with a policy: the field (inside `idle_reclaim`) and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdlePolicyError {
+    /// `below_pct`, `idle_minutes`, ...
+    pub field: &'static str,
+    /// What would be right.
+    pub reason: String,
+}
+
+impl IdlePolicy {
+    /// A policy: idle below `below_pct` for `idle_minutes`, with the
+    /// default notice and keeps.
+    pub fn new(below_pct: u8, idle_minutes: u32) -> Self {
+        Self {
+            below_pct,
+            idle_minutes,
+            notice_minutes: default_notice_minutes(),
+            max_keeps: default_max_keeps(),
+        }
+    }
+
+    /// Checks the figures.
+    pub fn validate(&self) -> Result<(), IdlePolicyError> {
+        let bad = |field, reason: &str| {
+            Err(IdlePolicyError {
+                field,
+                reason: reason.to_owned(),
+            })
+        };
+        if self.below_pct == 0 || self.below_pct > 100 {
+            return bad("below_pct", "must be between 1 and 100 (percent)");
+        }
+        if !(5..=30 * 24 * 60).contains(&self.idle_minutes) {
+            return bad("idle_minutes", "must be between 5 and 43200 (30 days)");
+        }
+        if !(1..=7 * 24 * 60).contains(&self.notice_minutes) {
+            return bad("notice_minutes", "must be between 1 and 10080 (a week)");
+        }
+        if self.max_keeps > 100 {
+            return bad("max_keeps", "must be at most 100");
+        }
+        Ok(())
+    }
+
+    /// Whether a minute with this mean utilisation is idle.
+    pub fn idle_minute(&self, util_avg_pct: u8) -> bool {
+        util_avg_pct < self.below_pct
+    }
+}
+
+/// One minute of a slice's telemetry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MinuteUse {
+    /// Start of the minute (ms).
+    pub start_ms: i64,
+    /// Mean utilisation over the samples of the minute.
+    pub util_avg_pct: u8,
+}
+
+/// Where a watched slice stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdleVerdict {
+    /// Busy in the window, watched for too short a time, or not measured
+    /// throughout.
+    InUse,
+    /// Measured idle for the whole window.
+    Idle,
+}
+
+/// Judges a slice watched since `watch_from_ms` (its start, or when its
+/// owner last kept it): idle when the last `idle_minutes` whole minutes
+/// that the rollups have surely folded in (those ending
+/// [`ROLLUP_LAG_MINUTES`] before `now_ms`) all lie within the watch, and
+/// each was measured and idle. `minutes` may hold other minutes too, in any
+/// order.
+pub fn judge(
+    policy: &IdlePolicy,
+    minutes: &[MinuteUse],
+    watch_from_ms: i64,
+    now_ms: i64,
+) -> IdleVerdict {
+    let end = now_ms.div_euclid(MINUTE_MS) * MINUTE_MS - ROLLUP_LAG_MINUTES * MINUTE_MS;
+    let first = end - i64::from(policy.idle_minutes) * MINUTE_MS;
+    let watched_from = (watch_from_ms + MINUTE_MS - 1).div_euclid(MINUTE_MS) * MINUTE_MS;
+    if first < watched_from {
+        return IdleVerdict::InUse;
+    }
+    let all_idle = (0..i64::from(policy.idle_minutes)).all(|i| {
+        let start = first + i * MINUTE_MS;
+        minutes
+            .iter()
+            .any(|m| m.start_ms == start && policy.idle_minute(m.util_avg_pct))
+    });
+    if all_idle {
+        IdleVerdict::Idle
+    } else {
+        IdleVerdict::InUse
+    }
+}
+
+/// Why a keep is refused, if it is.
+pub fn keep_refusal(policy: &IdlePolicy, kept: u32) -> Option<String> {
+    (kept >= policy.max_keeps).then(|| {
+        format!(
+            "this slice was kept {kept} time{} already; the pool allows {} (release it and ask again when you need it)",
+            if kept == 1 { "" } else { "s" },
+            policy.max_keeps
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: i64 = MINUTE_MS;
+
+    fn minutes(from: i64, utils: &[u8]) -> Vec<MinuteUse> {
+        utils
+            .iter()
+            .enumerate()
+            .map(|(i, u)| MinuteUse {
+                start_ms: from + i as i64 * M,
+                util_avg_pct: *u,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_slice_measured_idle_for_the_window_is_idle() {
+        let p = IdlePolicy::new(15, 10);
+        // Watched from 0; at minute 20 the window is minutes 8 to 17
+        // (minutes 18 and 19 may not be rolled up yet).
+        let all = minutes(0, &[3; 20]);
+        assert_eq!(judge(&p, &all, 0, 20 * M), IdleVerdict::Idle);
+        // One busy minute inside the window keeps it.
+        let mut busy = all.clone();
+        busy[14].util_avg_pct = 15;
+        assert_eq!(judge(&p, &busy, 0, 20 * M), IdleVerdict::InUse);
+        // A busy minute before the window, or in the lag, does not count.
+        let mut early = all.clone();
+        early[5].util_avg_pct = 90;
+        early[19].util_avg_pct = 90;
+        assert_eq!(judge(&p, &early, 0, 20 * M), IdleVerdict::Idle);
+    }
+
+    #[test]
+    fn unmeasured_or_young_slices_are_in_use() {
+        let p = IdlePolicy::new(15, 10);
+        // A minute missing from the window: not measured, not idle.
+        let mut gap = minutes(0, &[0; 20]);
+        gap.remove(12);
+        assert_eq!(judge(&p, &gap, 0, 20 * M), IdleVerdict::InUse);
+        assert_eq!(judge(&p, &[], 0, 20 * M), IdleVerdict::InUse);
+        // Watched from minute 11 only (started, or kept, then).
+        let all = minutes(0, &[0; 20]);
+        assert_eq!(judge(&p, &all, 11 * M, 20 * M), IdleVerdict::InUse);
+        // Kept just after minute 5: judged on minutes 6 to 15 once they are
+        // rolled up, at minute 18.
+        assert_eq!(judge(&p, &all, 5 * M + 1, 16 * M), IdleVerdict::InUse);
+        assert_eq!(judge(&p, &all, 5 * M + 1, 18 * M), IdleVerdict::Idle);
+    }
+
+    #[test]
+    fn policies_are_checked_and_keeps_are_limited() {
+        assert!(IdlePolicy::new(15, 120).validate().is_ok());
+        assert_eq!(
+            IdlePolicy::new(0, 120).validate().unwrap_err().field,
+            "below_pct"
+        );
+        assert_eq!(
+            IdlePolicy::new(101, 120).validate().unwrap_err().field,
+            "below_pct"
+        );
+        assert_eq!(
+            IdlePolicy::new(15, 4).validate().unwrap_err().field,
+            "idle_minutes"
+        );
+        let p = IdlePolicy {
+            notice_minutes: 0,
+            ..IdlePolicy::new(15, 60)
+        };
+        assert_eq!(p.validate().unwrap_err().field, "notice_minutes");
+        let p = IdlePolicy::new(15, 60);
+        assert_eq!(keep_refusal(&p, 1), None);
+        assert!(keep_refusal(&p, 2)
+            .unwrap()
+            .contains("kept 2 times already; the pool allows 2"));
+        let never = IdlePolicy { max_keeps: 0, ..p };
+        assert!(keep_refusal(&never, 0).is_some());
+        // The wire form: defaults fill what a pool file leaves out.
+        let parsed: IdlePolicy = serde_json::from_str(r#"{"idle_minutes": 90}"#).unwrap();
+        assert_eq!(parsed, IdlePolicy::new(15, 90));
+    }
+}

@@ -1,0 +1,21 @@
+//! `admission_refusals`: requests refused for want of quota, per day, pool
+//! and tenant.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "admission_refusals")]
+pub struct Model {
+    /// Start of the day (UTC, ms).
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub day_ms: i64,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub pool: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub tenant_id: i64,
+    pub count: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,166 @@
+//! The process's own counters for `/metrics` (each replica counts what it
+//! did; Prometheus adds them up): admissions by outcome, webhook deliveries
+//! by outcome, telemetry rounds by what became of them. The server
+//! registers its request latency histogram in the same registry. Figures
+//! that must agree across replicas (queue depth, ingest lag) are read from
+//! the database at scrape time instead ([`crate::fleet::FleetCounts`]).
+
+use prometheus::{IntCounterVec, Opts, Registry};
+
+/// What became of a request for a slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmissionOutcome {
+    /// Placed at once.
+    Placed,
+    /// Waiting for capacity.
+    Queued,
+    /// Refused: it does not fit in the tenant's quota.
+    RefusedQuota,
+    /// Refused otherwise (bad input, a pool it can never fit, a conflict).
+    Refused,
+}
+
+impl AdmissionOutcome {
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Placed => "placed",
+            Self::Queued => "queued",
+            Self::RefusedQuota => "refused_quota",
+            Self::Refused => "refused",
+        }
+    }
+}
+
+/// What became of one webhook call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    /// The receiver answered 2xx.
+    Delivered,
+    /// Failed; tried again later.
+    Retrying,
+    /// Failed for the last time.
+    GaveUp,
+}
+
+impl DeliveryOutcome {
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delivered => "delivered",
+            Self::Retrying => "retrying",
+            Self::GaveUp => "gave_up",
+        }
+    }
+}
+
+/// The counters, and the registry they are in.
+#[derive(Clone)]
+pub struct ServiceMetrics {
+    registry: Registry,
+    admissions: IntCounterVec,
+    deliveries: IntCounterVec,
+    telemetry_rounds: IntCounterVec,
+}
+
+impl std::fmt::Debug for ServiceMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceMetrics").finish_non_exhaustive()
+    }
+}
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels)
+        .expect("a counter's name and labels are valid");
+    r.register(Box::new(c.clone()))
+        .expect("each counter is registered once");
+    c
+}
+
+impl Default for ServiceMetrics {
+    fn default() -> Self {
+        let registry = Registry::new();
+        Self {
+            admissions: counter(
+                &registry,
+                "tessera_admissions_total",
+                "Requests for slices by pool and outcome (placed, queued, refused_quota, refused).",
+                &["pool", "outcome"],
+            ),
+            deliveries: counter(
+                &registry,
+                "tessera_webhook_deliveries_total",
+                "Webhook calls by outcome (delivered, retrying, gave_up).",
+                &["outcome"],
+            ),
+            telemetry_rounds: counter(
+                &registry,
+                "tessera_telemetry_rounds_total",
+                "Agents' telemetry rounds received, by what became of them (stored, duplicate, expired).",
+                &["result"],
+            ),
+            registry,
+        }
+    }
+}
+
+impl ServiceMetrics {
+    /// The registry (the server adds its own metrics to it).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub(crate) fn admitted(&self, pool: &str, outcome: AdmissionOutcome) {
+        self.admissions
+            .with_label_values(&[pool, outcome.as_str()])
+            .inc();
+    }
+
+    pub(crate) fn delivered(&self, outcome: DeliveryOutcome) {
+        self.deliveries.with_label_values(&[outcome.as_str()]).inc();
+    }
+
+    pub(crate) fn telemetry(&self, stored: u32, duplicates: u32, expired: u32) {
+        for (result, n) in [
+            ("stored", stored),
+            ("duplicate", duplicates),
+            ("expired", expired),
+        ] {
+            self.telemetry_rounds
+                .with_label_values(&[result])
+                .inc_by(u64::from(n));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_count_by_label() {
+        let m = ServiceMetrics::default();
+        m.admitted("a100", AdmissionOutcome::Queued);
+        m.admitted("a100", AdmissionOutcome::Queued);
+        m.delivered(DeliveryOutcome::GaveUp);
+        m.telemetry(5, 1, 0);
+        let families = m.registry().gather();
+        let value = |name: &str, label: &str| -> u64 {
+            families
+                .iter()
+                .find(|f| f.name() == name)
+                .and_then(|f| {
+                    f.get_metric()
+                        .iter()
+                        .find(|m| m.get_label().iter().any(|l| l.value() == label))
+                })
+                .map(|m| m.get_counter().get_value() as u64)
+                .unwrap_or(0)
+        };
+        assert_eq!(value("tessera_admissions_total", "queued"), 2);
+        assert_eq!(value("tessera_admissions_total", "placed"), 0);
+        assert_eq!(value("tessera_webhook_deliveries_total", "gave_up"), 1);
+        assert_eq!(value("tessera_telemetry_rounds_total", "stored"), 5);
+        assert_eq!(value("tessera_telemetry_rounds_total", "duplicate"), 1);
+    }
+}
