@@ -129,6 +129,12 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
                     })}
                 </div>
             }).collect_view()}
+            {(r.reclaimed.slices > 0).then(|| view! {
+                <div class="stat card" data-test="usage-reclaimed">
+                    <span class="stat-value">{format!("{:.3} GPU-h", r.reclaimed.gpu_hours)}</span>
+                    <span class="stat-label">{format!("given back by idle reclaim ({} slice{})", r.reclaimed.slices, if r.reclaimed.slices == 1 { "" } else { "s" })}</span>
+                </div>
+            })}
         </section>
         {(!empty).then(|| view! { <Timeline points=r.timeline.clone() step=r.timeline_step from=r.from to=r.to/> })}
         {if empty {

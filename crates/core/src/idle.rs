@@ -147,6 +147,18 @@ pub fn judge(
     }
 }
 
+/// What reclaiming a slice gave back: its share of a GPU (thousandths) ×
+/// the milliseconds its lease still had to run (0 without a lease end or
+/// when it was past).
+pub fn reclaimed_gpu_milli_ms(
+    compute_milli: u64,
+    reclaimed_ms: i64,
+    lease_end_ms: Option<i64>,
+) -> u128 {
+    let left = lease_end_ms.map_or(0, |end| end.saturating_sub(reclaimed_ms).max(0));
+    u128::from(compute_milli) * u128::try_from(left).unwrap_or(0)
+}
+
 /// Why a keep is refused, if it is.
 pub fn keep_refusal(policy: &IdlePolicy, kept: u32) -> Option<String> {
     (kept >= policy.max_keeps).then(|| {
@@ -237,6 +249,14 @@ mod tests {
             .contains("kept 2 times already; the pool allows 2"));
         let never = IdlePolicy { max_keeps: 0, ..p };
         assert!(keep_refusal(&never, 0).is_some());
+        // A 3g slice (3/7 = 428 milli) reclaimed 2 h before its lease end.
+        let h = 3_600_000;
+        assert_eq!(
+            reclaimed_gpu_milli_ms(428, 10 * h, Some(12 * h)),
+            428 * 2 * h as u128
+        );
+        assert_eq!(reclaimed_gpu_milli_ms(428, 10 * h, Some(9 * h)), 0);
+        assert_eq!(reclaimed_gpu_milli_ms(428, 10 * h, None), 0);
         // The wire form: defaults fill what a pool file leaves out.
         let parsed: IdlePolicy = serde_json::from_str(r#"{"idle_minutes": 90}"#).unwrap();
         assert_eq!(parsed, IdlePolicy::new(15, 90));

@@ -14,13 +14,14 @@ use sea_orm::{
 };
 use std::collections::BTreeMap;
 use tessera_core::capacity::day_starts;
+use tessera_core::idle::reclaimed_gpu_milli_ms;
 use tessera_core::metering::{
     attribute_used, format_micros, meter, month_starts, parse_micros, validate_price, Held,
     Measured, Metered, Price, HOUR_MS,
 };
 use tessera_protocol::views::{
-    NewPrice, PriceView, TimelineStep, UsageGrouping, UsagePoint, UsageQuery, UsageReport,
-    UsageRow, UsageTotal,
+    NewPrice, PriceView, ReclaimSummary, TimelineStep, UsageGrouping, UsagePoint, UsageQuery,
+    UsageReport, UsageRow, UsageTotal,
 };
 
 /// Longest period one report covers.
@@ -39,6 +40,7 @@ struct Metering {
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     now: DateTime<Utc>,
+    reclaimed: ReclaimSummary,
     lines: Vec<Metered>,
     held: Vec<Held>,
     measured: Vec<Measured>,
@@ -269,6 +271,20 @@ impl Service {
             .collect();
         let mut held = Vec::with_capacity(rows.len());
         let mut slices = BTreeMap::new();
+        let mut reclaimed = ReclaimSummary::default();
+        let mut reclaimed_milli_ms = 0u128;
+        for a in rows
+            .iter()
+            .filter(|a| a.reclaimed_at.is_some_and(|r| r >= from && r < to))
+        {
+            reclaimed.slices += 1;
+            reclaimed_milli_ms += reclaimed_gpu_milli_ms(
+                u64::try_from(a.demand_compute_milli).unwrap_or(0),
+                a.reclaimed_at.map_or(0, ms),
+                a.lease_ends_at.map(ms),
+            );
+        }
+        reclaimed.gpu_hours = reclaimed_milli_ms as f64 / (1000.0 * HOUR_MS as f64);
         for a in &rows {
             let Some(h) = held_of(a) else { continue };
             held.push(h);
@@ -305,6 +321,7 @@ impl Service {
             from,
             to,
             now,
+            reclaimed,
             lines,
             held,
             measured,
@@ -455,6 +472,7 @@ impl Service {
             totals,
             timeline,
             timeline_step,
+            reclaimed: m.reclaimed.clone(),
         })
     }
 

@@ -789,4 +789,23 @@ async fn idle_slices_are_warned_kept_cleared_and_reclaimed() {
     assert_eq!(audited(AuditAction::AllocationIdle).await, 3);
     agent.converge(&f).await;
     assert_eq!(get(&f, &alice, s.id).await.state, AllocationPhase::Released);
+    // The usage report counts what reclaim gave back: a 1g.10gb's share
+    // (142 thousandths of a GPU) for the rest of its lease.
+    let r = f
+        .service
+        .usage_report(
+            &f.admin().await,
+            &query(Some("vision"), UsageGrouping::Tenant),
+        )
+        .await
+        .unwrap();
+    let left_h = (row.lease_ends_at.unwrap() - row.reclaimed_at.unwrap()).num_milliseconds() as f64
+        / 3_600_000.0;
+    assert!(left_h > 23.0, "{left_h}");
+    assert_eq!(r.reclaimed.slices, 1);
+    assert!(
+        (r.reclaimed.gpu_hours - 0.142 * left_h).abs() < 1e-9,
+        "{:?}",
+        r.reclaimed
+    );
 }

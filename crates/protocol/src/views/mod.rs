@@ -33,8 +33,8 @@ pub use policy::{
 };
 pub use tenants::{MemberView, MembershipView, QuotaView, TenantRole, TenantView, ViewerView};
 pub use usage::{
-    NewPrice, PriceView, TimelineStep, UsageGrouping, UsagePoint, UsageQuery, UsageReport,
-    UsageRow, UsageTotal,
+    NewPrice, PriceView, ReclaimSummary, TimelineStep, UsageGrouping, UsagePoint, UsageQuery,
+    UsageReport, UsageRow, UsageTotal,
 };
 
 pub use crate::query::{AuditFilter, AuditQuery};

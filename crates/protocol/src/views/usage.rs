@@ -86,6 +86,20 @@ pub struct UsageReport {
     /// The timeline's step: a day for periods up to 92 days, else a month.
     #[serde(default)]
     pub timeline_step: TimelineStep,
+    /// Slices released in the period for being idle, and the GPU-hours
+    /// their leases still had (what idle reclaim gave back).
+    #[serde(default)]
+    pub reclaimed: ReclaimSummary,
+}
+
+/// What idle reclaim gave back in a period.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimSummary {
+    /// Slices reclaimed.
+    pub slices: u32,
+    /// GPU-hours their leases still had when reclaimed.
+    pub gpu_hours: f64,
 }
 
 /// The step of a usage timeline.
