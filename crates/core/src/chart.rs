@@ -98,7 +98,7 @@ pub fn stacked_bars(columns: &[Vec<f64>], y_max: f64, width: f64, height: f64) -
 /// A round scale maximum at or above `max` (1, 2, 5 × a power of ten), so
 /// grid lines fall on readable values.
 pub fn nice_max(max: f64) -> f64 {
-    if !(max > 0.0) || !max.is_finite() {
+    if max.is_nan() || max <= 0.0 || !max.is_finite() {
         return 1.0;
     }
     let power = 10f64.powf(max.log10().floor());

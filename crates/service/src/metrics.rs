@@ -71,9 +71,11 @@ impl std::fmt::Debug for ServiceMetrics {
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels)
-        .expect("a counter's name and labels are valid");
-    r.register(Box::new(c.clone()))
-        .expect("each counter is registered once");
+        .unwrap_or_else(|e| unreachable!("the counters' names and labels are constants: {e}"));
+    // A fresh registry per ServiceMetrics: each name is registered once.
+    if let Err(e) = r.register(Box::new(c.clone())) {
+        tracing::error!("counter {name} not registered: {e}");
+    }
     c
 }
 

@@ -66,7 +66,7 @@ impl HttpMetrics {
             ),
             &["method", "route", "status"],
         )
-        .expect("the histogram's name and labels are valid");
+        .unwrap_or_else(|e| unreachable!("the histogram's name and labels are constants: {e}"));
         if let Err(e) = registry.register(Box::new(duration.clone())) {
             tracing::debug!("HTTP metrics not registered: {e}");
         }

@@ -101,14 +101,10 @@ impl Service {
             );
             match (a.idle_deadline, verdict) {
                 (None, IdleVerdict::Idle) => {
-                    if self.warn_idle(&a, policy, now).await? {
-                        pass.warned += 1;
-                    }
+                    pass.warned += u32::from(self.warn_idle(&a, policy, now).await?);
                 }
                 (Some(deadline), IdleVerdict::Idle) if deadline <= now => {
-                    if self.reclaim(&a, policy, now).await? {
-                        pass.reclaimed += 1;
-                    }
+                    pass.reclaimed += u32::from(self.reclaim(&a, policy, now).await?);
                 }
                 (Some(_), IdleVerdict::InUse) => self.clear_idle(&a, now).await?,
                 _ => {}
