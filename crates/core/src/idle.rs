@@ -7,6 +7,8 @@
 //! has measured, so an agent that stops sending cannot get slices taken
 //! away.
 
+use crate::placement::Slice;
+use crate::plan::GpuObserved;
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds in a minute.
@@ -116,6 +118,22 @@ pub enum IdleVerdict {
     Idle,
 }
 
+/// Judges a slice watched since `watch_from_ms` as [`judge`] does, and
+/// keeps one that processes hold (where the driver tells) in use: a slice
+/// is idle only when it is measured idle and nothing runs on it.
+pub fn judge_held(
+    policy: &IdlePolicy,
+    minutes: &[MinuteUse],
+    held: Option<bool>,
+    watch_from_ms: i64,
+    now_ms: i64,
+) -> IdleVerdict {
+    if held == Some(true) {
+        return IdleVerdict::InUse;
+    }
+    judge(policy, minutes, watch_from_ms, now_ms)
+}
+
 /// Judges a slice watched since `watch_from_ms` (its start, or when its
 /// owner last kept it): idle when the last `idle_minutes` whole minutes
 /// that the rollups have surely folded in (those ending
@@ -144,6 +162,32 @@ pub fn judge(
         IdleVerdict::Idle
     } else {
         IdleVerdict::InUse
+    }
+}
+
+/// Whether the driver says processes hold the slice, from its GPUs' latest
+/// reports: its MIG instance is in use, or processes run on its whole GPUs.
+/// `None` where the driver cannot tell for this slice: a GPU shared by MPS
+/// or time-slicing runs every client's processes in one list, and a GPU
+/// not reported yet says nothing.
+pub fn held_by_processes(slice: &Slice, gpus: &[Option<&GpuObserved>]) -> Option<bool> {
+    match slice {
+        Slice::Mig(m) => {
+            let observed = gpus.first().copied().flatten()?;
+            observed
+                .instances
+                .iter()
+                .find(|i| i.placement.start == m.start)
+                .map(|i| i.in_use)
+        }
+        Slice::Whole => {
+            let mut any = false;
+            for g in gpus {
+                any |= g.as_ref()?.processes_running;
+            }
+            (!gpus.is_empty()).then_some(any)
+        }
+        Slice::Shared { .. } | Slice::HostOnly => None,
     }
 }
 
@@ -220,6 +264,69 @@ mod tests {
         // rolled up, at minute 18.
         assert_eq!(judge(&p, &all, 5 * M + 1, 16 * M), IdleVerdict::InUse);
         assert_eq!(judge(&p, &all, 5 * M + 1, 18 * M), IdleVerdict::Idle);
+    }
+
+    #[test]
+    fn processes_keep_a_slice_in_use_where_the_driver_tells() {
+        use crate::mig::MigPlacement;
+        use crate::plan::ObservedInstance;
+        let instance = |start: u8, in_use: bool| ObservedInstance {
+            placement: MigPlacement {
+                profile: "1g.10gb".into(),
+                start,
+            },
+            compute_instances: Vec::new(),
+            in_use,
+        };
+        let mig = GpuObserved {
+            mig_enabled: true,
+            instances: vec![instance(0, false), instance(1, true)],
+            ..GpuObserved::default()
+        };
+        let on = |start: u8| {
+            Slice::Mig(MigPlacement {
+                profile: "1g.10gb".into(),
+                start,
+            })
+        };
+        assert_eq!(held_by_processes(&on(1), &[Some(&mig)]), Some(true));
+        assert_eq!(held_by_processes(&on(0), &[Some(&mig)]), Some(false));
+        // Not reported yet, or the instance is not in the report.
+        assert_eq!(held_by_processes(&on(0), &[None]), None);
+        assert_eq!(held_by_processes(&on(4), &[Some(&mig)]), None);
+        let busy = GpuObserved {
+            processes_running: true,
+            ..GpuObserved::default()
+        };
+        let free = GpuObserved::default();
+        assert_eq!(
+            held_by_processes(&Slice::Whole, &[Some(&free), Some(&busy)]),
+            Some(true)
+        );
+        assert_eq!(
+            held_by_processes(&Slice::Whole, &[Some(&free)]),
+            Some(false)
+        );
+        assert_eq!(held_by_processes(&Slice::Whole, &[Some(&free), None]), None);
+        // A shared GPU's process list is every client's.
+        let shared = Slice::Shared {
+            compute: crate::units::ComputeMilli(250),
+            memory: crate::units::MemMiB(4096),
+        };
+        assert_eq!(held_by_processes(&shared, &[Some(&busy)]), None);
+
+        // Held: in use whatever the telemetry says; unknown or free: judged.
+        let p = IdlePolicy::new(15, 10);
+        let idle = minutes(0, &[0; 20]);
+        assert_eq!(
+            judge_held(&p, &idle, Some(true), 0, 20 * M),
+            IdleVerdict::InUse
+        );
+        assert_eq!(
+            judge_held(&p, &idle, Some(false), 0, 20 * M),
+            IdleVerdict::Idle
+        );
+        assert_eq!(judge_held(&p, &idle, None, 0, 20 * M), IdleVerdict::Idle);
     }
 
     #[test]

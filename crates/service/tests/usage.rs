@@ -624,6 +624,18 @@ async fn run_for(
     minutes: i64,
     util: u8,
 ) -> tessera_service::allocations::TickReport {
+    run_with(f, agent, device, minutes, util, false).await
+}
+
+/// [`run_for`], the agent saying whether processes run in the MIG instances.
+async fn run_with(
+    f: &Fixture,
+    agent: &mut Agent,
+    device: &str,
+    minutes: i64,
+    util: u8,
+    in_use: bool,
+) -> tessera_service::allocations::TickReport {
     for _ in 0..minutes {
         f.clock.advance(Duration::minutes(1));
         let now_ms = f.service.now().timestamp_millis();
@@ -641,7 +653,14 @@ async fn run_for(
             .record_telemetry(&agent.host, &batch("gpu-1", rounds))
             .await
             .unwrap();
-        agent.converge(f).await;
+        let d = agent.fetch(f).await;
+        let mut gpus = agent.applied(&d);
+        for g in &mut gpus {
+            for i in g.sharing.iter_mut().flat_map(|s| s.instances.iter_mut()) {
+                i.in_use = in_use;
+            }
+        }
+        agent.send(f, gpus, Some(d.generation), vec![]).await;
     }
     f.service.roll_up_telemetry().await.unwrap();
     f.service.tick().await.unwrap()
@@ -704,13 +723,19 @@ async fn idle_slices_are_warned_kept_cleared_and_reclaimed() {
         }
     };
 
-    // Busy: nothing happens; then ten idle minutes are not yet a window
-    // the rollups have surely folded in.
+    // Busy: nothing happens. Idle by its telemetry, but the driver says a
+    // process holds the instance: still in use.
     assert_eq!(run_for(&f, &mut agent, &device, 5, 90).await.idle_warned, 0);
-    assert_eq!(run_for(&f, &mut agent, &device, 10, 3).await.idle_warned, 0);
+    assert_eq!(
+        run_with(&f, &mut agent, &device, 14, 2, true)
+            .await
+            .idle_warned,
+        0
+    );
     assert!(get(&f, &alice, s.id).await.idle.is_none());
-    // Two more idle minutes: warned, with a deadline five minutes out.
-    assert_eq!(run_for(&f, &mut agent, &device, 2, 3).await.idle_warned, 1);
+    // The process exits: the idle minutes behind it make a full window, so
+    // it is warned at once, with a deadline five minutes out.
+    assert_eq!(run_for(&f, &mut agent, &device, 1, 3).await.idle_warned, 1);
     let v = get(&f, &alice, s.id).await;
     let idle = v.idle.clone().unwrap();
     assert_eq!(idle.deadline, f.service.now() + Duration::minutes(5));

@@ -1,6 +1,6 @@
 //! Idle reclaim: once a minute the timer judges the active slices of pools
-//! with an idle policy on their per-minute telemetry
-//! ([`tessera_core::idle::judge`]). An idle slice's owner is told the
+//! with an idle policy on their per-minute telemetry and, where the driver
+//! tells, whether processes hold them ([`tessera_core::idle::judge_held`]). An idle slice's owner is told the
 //! deadline (notification and webhook); a slice that gets busy again is
 //! cleared; one still idle at the deadline is released (and so its quota
 //! and capacity return and the queue moves). Owners keep a warned slice
@@ -9,8 +9,9 @@
 
 use super::access::TenantActor;
 use super::scheduler::Ender;
+use super::{observed_of, AllocationRow};
 use crate::audit::Actor;
-use crate::entity::{allocation, gpu_rollup};
+use crate::entity::{allocation, gpu, gpu_rollup};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
@@ -19,9 +20,11 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use tessera_core::idle::{
-    judge, keep_refusal, IdlePolicy, IdleVerdict, MinuteUse, MINUTE_MS, ROLLUP_LAG_MINUTES,
+    held_by_processes, judge_held, keep_refusal, IdlePolicy, IdleVerdict, MinuteUse, MINUTE_MS,
+    ROLLUP_LAG_MINUTES,
 };
 use tessera_core::lifecycle::{AllocationEvent, AllocationPhase};
+use tessera_core::plan::GpuObserved;
 use tessera_protocol::views::AllocationView;
 
 /// Longest reason a keep may give.
@@ -88,14 +91,31 @@ impl Service {
             .all(&self.db)
             .await?;
         let minutes = minutes_of(rollups);
+        // Who runs on each GPU, from the agents' latest reports.
+        let observed: BTreeMap<String, Option<GpuObserved>> = gpu::Entity::find()
+            .filter(gpu::Column::HostId.is_in(active.iter().filter_map(|a| a.host_id)))
+            .all(&self.db)
+            .await?
+            .iter()
+            .map(|g| Ok((g.uuid.clone(), observed_of(g)?)))
+            .collect::<Result<_, ServiceError>>()?;
         for a in active {
             let (Some(policy), Some(started)) = (policies.get(&a.pool), a.active_at) else {
                 continue;
             };
             let watch_from = a.idle_watch_from.unwrap_or(started).max(started);
-            let verdict = judge(
+            let held = a.stored_placement()?.and_then(|p| {
+                let gpus: Vec<Option<&GpuObserved>> = p
+                    .gpus
+                    .iter()
+                    .map(|g| observed.get(&g.uuid).and_then(Option::as_ref))
+                    .collect();
+                held_by_processes(&p.slice, &gpus)
+            });
+            let verdict = judge_held(
                 policy,
                 minutes.get(&a.id).map(Vec::as_slice).unwrap_or_default(),
+                held,
                 watch_from.timestamp_millis(),
                 now.timestamp_millis(),
             );
