@@ -177,6 +177,7 @@ describe('self-service slices', () => {
     await page.click('[data-test=fleet-insights]');
     await page.waitForURL(`${stack.appUrl}/fleet/insights`);
     // The one H100 of the host, with the latest telemetry (drawn on the server).
+    await page.locator('[data-test=heatmap]').waitFor();
     const cell = page.locator('[data-test=heat-host][data-host=gpu-h100-e2e] [data-test=heat-cell]');
     assert.equal(await cell.count(), 1);
     const util = await cell.getAttribute('data-util');
@@ -193,7 +194,8 @@ describe('self-service slices', () => {
     // Another period, and the same figures from the REST API.
     await page.click('[data-test=insights-period] a:has-text("7 days")');
     await page.waitForURL(`${stack.appUrl}/fleet/insights?days=7`);
-    await waitFor(async () => (await page.locator('[data-test=capacity-pool][data-pool=h100-mig]').count()) === 1, { what: '7-day insights' });
+    await waitFor(async () => (await page.locator('[data-test=insights-period] a[aria-current=page]').textContent()) === '7 days'
+      && (await page.locator('[data-test=capacity-pool][data-pool=h100-mig]').count()) === 1, { what: '7-day insights' });
     const api = await page.request.get(`${stack.appUrl}/api/v1/fleet/insights?days=7`);
     assert.equal(api.status(), 200);
     const body = await api.json();
