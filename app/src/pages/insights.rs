@@ -266,6 +266,7 @@ fn Queue(days: Vec<QueueDay>) -> impl IntoView {
                 view! { <p class="muted">"No requests in this period."</p> }.into_any()
             } else {
                 view! {
+                    <div class="table-scroll" tabindex="0" role="region" aria-label="Requests per day">
                     <table class="small" data-test="queue-days">
                         <thead><tr><th>"Day"</th><th class="num">"Requests"</th><th class="num">"Queued"</th><th class="num">"Refused"</th><th class="num">"Median wait"</th><th class="num">"95th percentile"</th></tr></thead>
                         <tbody>{busy.into_iter().map(|d| view! {
@@ -279,6 +280,7 @@ fn Queue(days: Vec<QueueDay>) -> impl IntoView {
                             </tr>
                         }).collect_view()}</tbody>
                     </table>
+                    </div>
                 }.into_any()
             }}
         </section>
