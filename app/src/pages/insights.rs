@@ -115,7 +115,7 @@ fn HeatMap(hosts: Vec<HeatHost>) -> impl IntoView {
                                         view! {
                                             <span class="heat-cell" role="cell" data-heat=heat_step(g.util_pct) title=title.clone() aria-label=title
                                                 data-test="heat-cell" data-util=g.util_pct.map(|u| u.to_string()).unwrap_or_default()>
-                                                {g.util_pct.map_or_else(|| "–".to_owned(), |u| u.to_string())}
+                                                <span class="heat-value">{g.util_pct.map_or_else(|| "–".to_owned(), |u| u.to_string())}</span>
                                             </span>
                                         }
                                     }).collect_view()}
