@@ -587,6 +587,7 @@ pub async fn review_pool(
     #[server(default)] idle_below_pct: u8,
     #[server(default)] idle_notice_minutes: u32,
     #[server(default)] idle_max_keeps: u32,
+    #[server(default)] preemption_grace_minutes: u32,
     #[server(default)] reason: String,
     drain_minutes: u32,
 ) -> Result<PoolReview, AppError> {
@@ -612,6 +613,7 @@ pub async fn review_pool(
         idle_below_pct,
         idle_notice_minutes,
         idle_max_keeps,
+        preemption_grace_minutes,
     };
     let spec = form.spec().map_err(tessera_service::ServiceError::from)?;
     let edit = tessera_protocol::views::PoolEdit {

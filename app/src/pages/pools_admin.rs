@@ -110,6 +110,7 @@ fn PoolCard(p: PoolAdminView, actions: Actions, models: Vec<String>) -> impl Int
                 <dt>"Longest lease"</dt><dd>{format!("{} h", s.max_lease_hours)}</dd>
                 <dt>"Queue"</dt><dd>{format!("{} (reserve after {} min)", s.queue.name(), s.reserve_after_minutes)}</dd>
                 <dt>"On release"</dt><dd>{s.on_release.as_str()}</dd>
+                <dt>"Preemption notice"</dt><dd data-test="pool-preemption">{format!("{} min", s.preemption_grace_minutes)}</dd>
                 <dt>"Idle reclaim"</dt><dd data-test="pool-idle">{s.idle_reclaim.map_or_else(|| "off".to_owned(), |p| format!("below {} % for {} min, then {} min to keep ({} keeps)", p.below_pct, p.idle_minutes, p.notice_minutes, p.max_keeps))}</dd>
                 <dt>"Changed"</dt><dd class="muted">{format!("{} by {}", format::when(p.updated_at), p.updated_by.clone().unwrap_or_else(|| "the configuration".into()))}</dd>
             </dl>
@@ -212,6 +213,7 @@ fn PoolEditor(
                     <select name="queue">{option("backfill", &f.queue)}{option("fifo", &f.queue)}</select>
                 </label>
                 <label class="field"><span>"Reserve after (min)"</span><input type="number" name="reserve_after_minutes" min="0" max="10080" required value=f.reserve_after_minutes.to_string()/></label>
+                <label class="field"><span>"Preemption notice (min)"</span><input type="number" name="preemption_grace_minutes" min="0" max="1440" value=f.preemption_grace_minutes.to_string() data-test="pool-preemption-grace"/></label>
                 <label class="field">
                     <span>"On release"</span>
                     <select name="on_release">{option("stop", &f.on_release)}{option("refuse", &f.on_release)}</select>

@@ -80,6 +80,10 @@ pub struct PoolSpec {
     /// unless their owner keeps them (`None`: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_reclaim: Option<IdlePolicy>,
+    /// Notice a burstable or best-effort slice gets before it is preempted
+    /// for a request that needs its room, in minutes (0: at once).
+    #[serde(default = "default_preemption_grace_minutes")]
+    pub preemption_grace_minutes: u32,
 }
 
 /// What happens to the processes of a released slice.
@@ -116,6 +120,13 @@ fn default_max_lease_hours() -> u32 {
 fn default_reserve_after_minutes() -> u32 {
     30
 }
+
+fn default_preemption_grace_minutes() -> u32 {
+    5
+}
+
+/// Longest preemption notice a pool may give: a day.
+pub const MAX_PREEMPTION_GRACE_MINUTES: u32 = 24 * 60;
 
 fn default_usage_half_life_hours() -> u32 {
     24
@@ -177,6 +188,7 @@ impl PoolSpec {
             usage_half_life_hours: default_usage_half_life_hours(),
             on_release: ReleasePolicy::default(),
             idle_reclaim: None,
+            preemption_grace_minutes: default_preemption_grace_minutes(),
         }
     }
 
@@ -219,6 +231,12 @@ impl PoolSpec {
             return Err(PoolSpecError::new(
                 "reserve_after_minutes",
                 "must be at most 10080 (a week)",
+            ));
+        }
+        if self.preemption_grace_minutes > MAX_PREEMPTION_GRACE_MINUTES {
+            return Err(PoolSpecError::new(
+                "preemption_grace_minutes",
+                format!("must be at most {MAX_PREEMPTION_GRACE_MINUTES} (a day)"),
             ));
         }
         if let Some(idle) = &self.idle_reclaim {
@@ -354,6 +372,11 @@ impl PoolSpec {
             idle_text(before.idle_reclaim.as_ref()),
             idle_text(self.idle_reclaim.as_ref()),
         );
+        diff(
+            "preemption_grace_minutes",
+            before.preemption_grace_minutes.to_string(),
+            self.preemption_grace_minutes.to_string(),
+        );
         out
     }
 }
@@ -415,6 +438,9 @@ pub struct PoolForm {
     /// Idle reclaim: how often an owner may keep one slice.
     #[serde(default)]
     pub idle_max_keeps: u32,
+    /// Minutes of notice before a slice is preempted.
+    #[serde(default)]
+    pub preemption_grace_minutes: u32,
 }
 
 /// Splits a comma- or newline-separated list, dropping blanks.
@@ -467,6 +493,7 @@ impl PoolForm {
             idle_below_pct: spec.idle_reclaim.map_or(15, |p| p.below_pct),
             idle_notice_minutes: spec.idle_reclaim.map_or(60, |p| p.notice_minutes),
             idle_max_keeps: spec.idle_reclaim.map_or(2, |p| p.max_keeps),
+            preemption_grace_minutes: spec.preemption_grace_minutes,
         }
     }
 
@@ -541,6 +568,7 @@ impl PoolForm {
                 notice_minutes: self.idle_notice_minutes,
                 max_keeps: self.idle_max_keeps,
             }),
+            preemption_grace_minutes: self.preemption_grace_minutes,
         };
         spec.validate()?;
         Ok(spec)

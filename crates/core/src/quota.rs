@@ -225,7 +225,8 @@ pub enum QuotaDimension {
 }
 
 impl QuotaDimension {
-    fn amount(self, value: u64) -> String {
+    /// `value` in this dimension's units, as people read it.
+    pub fn amount(self, value: u64) -> String {
         match self {
             Self::Compute => ComputeMilli(u32::try_from(value).unwrap_or(u32::MAX)).to_string(),
             Self::Memory => MemMiB(value).to_string(),

@@ -10,10 +10,13 @@
 //! the host where it will fit first, which later requests may only use if
 //! their lease ends before it starts (EASY backfill: Lifka, 1995; Slurm's
 //! `sched/backfill`); and a replay of the lease ends gives
-//! every waiting request an estimated start. Pure: no clock, no I/O.
+//! every waiting request an estimated start. [`plan_preemption`] picks the
+//! running slices that give way to a waiting request by QoS class and
+//! priority ([`QosClass`]). Pure: no clock, no I/O.
 
 mod backfill;
 mod fair_share;
+mod preempt;
 mod priority;
 mod queue;
 
@@ -21,6 +24,9 @@ pub use backfill::{
     plan_queue, Discipline, Holding, QueuePlan, QueuePolicy, Reservation, Wait, Waiting, Waits,
 };
 pub use fair_share::{decayed_usage, UseSpan, MAX_HALF_LIFE_MS};
+pub use preempt::{
+    may_displace, plan_preemption, Claimant, Preemption, QosClass, QosQuotaError, Running,
+};
 pub use priority::{PriorityClass, PriorityClassError, PriorityClasses, MAX_PRIORITY, STANDARD};
 pub use queue::{queue_order, QueueEntry};
 
