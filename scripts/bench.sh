@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks. `make bench` runs them all; figures go to stdout (JSON).
 #   1. placement: trace replay (all policies) and per-decision criterion benches
-#   1b. queue: discrete-event replay of the queue disciplines (`make bench-queue`)
+#   1b. queue: discrete-event replay of the queue disciplines, and of the
+#       quota policies (QoS, preemption, idle reclaim) (`make bench-queue`)
 #   2. slices: request → active latency with 100 simulated hosts, and
 #      admissions per second through the REST API (set
 #      TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)
@@ -30,6 +31,12 @@ if [ "$what" = all ] || [ "$what" = queue ]; then
   for load in 0.8 0.9 1.0; do
     echo "offered load $load"
     cargo run --release -q -p placement-bench --bin queue-sim -- --hosts 32 --jobs 5000 --seeds 5 --load "$load"
+  done
+  # Quota policies: hard quota against QoS classes with preemption, and
+  # with idle reclaim (README: QoS replay).
+  for load in 0.7 0.9; do
+    echo "QoS, offered load $load"
+    cargo run --release -q -p placement-bench --bin queue-sim -- --qos --hosts 16 --jobs 3000 --seeds 3 --load "$load"
   done
 fi
 if [ "$what" = all ] || [ "$what" = slices ]; then

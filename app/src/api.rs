@@ -207,6 +207,9 @@ pub async fn request_slice(
     /// Empty: the default class.
     #[server(default)]
     priority_class: String,
+    /// `guaranteed` (also when empty), `burstable` or `best-effort`.
+    #[server(default)]
+    qos: String,
 ) -> Result<AllocationView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let actor = service.tenant_actor(viewer.require()?, &slug).await?;
@@ -215,6 +218,14 @@ pub async fn request_slice(
         code: "invalid_request".to_owned(),
         message: format!("shape: {e}"),
     })?;
+    let qos = match qos.trim() {
+        "" => tessera_core::schedule::QosClass::default(),
+        name => tessera_core::schedule::QosClass::parse(name).ok_or_else(|| AppError {
+            status: 400,
+            code: "invalid_request".to_owned(),
+            message: format!("qos: '{name}' is not one of guaranteed, burstable, best-effort"),
+        })?,
+    };
     let req = NewAllocation {
         tenant: None,
         pool,
@@ -222,6 +233,7 @@ pub async fn request_slice(
         lease_hours,
         purpose,
         priority_class: Some(priority_class),
+        qos,
     };
     Ok(service.request_allocation(&actor, &req).await?)
 }

@@ -17,6 +17,7 @@ mod m20261205_000011_create_prices;
 mod m20261206_000012_create_gpu_samples;
 mod m20261207_000013_create_admission_refusals;
 mod m20261208_000014_add_idle_reclaim;
+mod m20261209_000015_add_qos_and_preemption;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000012_create_gpu_samples::Migration),
             Box::new(m20261207_000013_create_admission_refusals::Migration),
             Box::new(m20261208_000014_add_idle_reclaim::Migration),
+            Box::new(m20261209_000015_add_qos_and_preemption::Migration),
         ]
     }
 }

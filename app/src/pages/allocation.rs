@@ -204,6 +204,23 @@ fn Allocation(
                 </section>
             }
         })}
+        {a.preemption.clone().map(|p| match p.preempted_at {
+            None => view! {
+                <section class="callout warn" data-test="preempt-notice" role="alert">
+                    <p>
+                        <strong>"This slice will be preempted: "</strong>
+                        {format!("it is released {} ({}) unless request #{} stops waiting first.", format::until(p.deadline, now), format::when(p.deadline), p.for_request)}
+                    </p>
+                    <p class="small">{format!("{}. Save your work; guaranteed slices, within your quota, are never preempted.", p.reason)}</p>
+                </section>
+            }.into_any(),
+            Some(at) => view! {
+                <section class="callout" data-test="preempted" role="status">
+                    <p><strong>"This slice was preempted "</strong>{format!("{}.", format::when(at))}</p>
+                    <p class="small">{format!("{}.", p.reason)}</p>
+                </section>
+            }.into_any(),
+        })}
         <section class="card">
             <Progress state=a.state/>
             {a.reason.clone().map(|r| view! { <p class="callout danger" data-test="reason">{r}</p> })}
@@ -243,6 +260,7 @@ fn Allocation(
             <dl class="facts">
                 <dt>"Pool"</dt><dd class="mono">{a.pool.clone()}</dd>
                 <dt>"Priority"</dt><dd class="mono" data-test="priority-class">{a.priority_class.clone()}</dd>
+                <dt>"QoS"</dt><dd data-test="qos-class" title=a.qos.describe()>{a.qos.label()}</dd>
                 <dt>"Host"</dt><dd>{a.host.clone().unwrap_or_else(|| "—".into())}</dd>
                 <dt>"GPU"</dt><dd>{if gpu_text.is_empty() { "—".to_owned() } else { gpu_text }}{a.mig_start.map(|s| format!(" · MIG slice {s}"))}</dd>
                 <dt>"Quota cost"</dt><dd>{format!("{} · {} · {} slice(s)", a.demand.compute, format::mem(a.demand.memory), a.demand.slices)}</dd>

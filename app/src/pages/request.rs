@@ -11,6 +11,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_navigate, use_params_map};
 use tessera_core::quota::{self, Demand, Quota, Usage};
+use tessera_core::schedule::QosClass;
 use tessera_core::sharing::{SharingMode, SliceShape};
 use tessera_core::units::MemMiB;
 use tessera_protocol::views::{NewAllocation, PoolChoice, RequestOptions, TenantRole};
@@ -91,6 +92,7 @@ fn RequestForm(
     let (purpose, set_purpose) = signal(String::new());
     // Empty: the pool's default class.
     let (priority, set_priority) = signal(String::new());
+    let (qos, set_qos) = signal(QosClass::Guaranteed);
 
     let chosen = move || pools.with(|ps| ps.iter().find(|p| p.offer.pool == pool.get()).cloned());
     let profiles = move || chosen().map(|p| mig_profiles(&p)).unwrap_or_default();
@@ -117,8 +119,9 @@ fn RequestForm(
             },
         })
     };
-    // The same checks the server makes: shape, lease, quota.
-    let check = move || -> Result<(Demand, Quota, Usage), String> {
+    // The same checks the server makes: shape, lease, and the quota the
+    // QoS class draws on.
+    let check = move || -> Result<Cost, String> {
         let p = chosen().ok_or("choose a pool")?;
         let s = shape().ok_or("choose a shape")?;
         let demand = p.offer.admit(&s, hours.get()).map_err(|e| e.to_string())?;
@@ -128,8 +131,15 @@ fn RequestForm(
                 p.offer.pool
             )
         })?;
-        quota::check(&q, &p.usage, &demand).map_err(|e| e.to_string())?;
-        Ok((demand, q, p.usage))
+        let class = qos.get();
+        class
+            .check_quota((&q, &p.usage), &p.borrowable, &demand)
+            .map_err(|e| e.to_string())?;
+        Ok(match class {
+            QosClass::Guaranteed => Cost::Quota(demand, q, p.usage),
+            QosClass::Burstable => Cost::Borrowed(demand, p.borrowable, p.preemption_grace_minutes),
+            QosClass::BestEffort => Cost::Idle(p.preemption_grace_minutes),
+        })
     };
     // When the quota refuses the slice: what it costs, and the slice itself,
     // for the offer to ask for the missing quota.
@@ -138,6 +148,8 @@ fn RequestForm(
         let p = chosen()?;
         let s = shape()?;
         let demand = p.offer.admit(&s, hours.get()).ok()?;
+        // Only a guaranteed slice needs more quota of the tenant's own.
+        (qos.get() == QosClass::Guaranteed).then_some(())?;
         quota::check(&p.quota.unwrap_or_default(), &p.usage, &demand).err()?;
         let slice = NewAllocation {
             tenant: Some(offer_slug.clone()),
@@ -146,6 +158,7 @@ fn RequestForm(
             lease_hours: hours.get(),
             purpose: purpose.get(),
             priority_class: Some(priority.get()).filter(|c| !c.is_empty()),
+            qos: QosClass::Guaranteed,
         };
         Some((p, demand, slice))
     });
@@ -261,6 +274,19 @@ fn RequestForm(
             </section>
             <section class="card">
                 <h2 class="section-title">"3. Lease, priority and purpose"</h2>
+                <fieldset class="qos-choice" data-test="qos">
+                    <legend>"Quality of service"</legend>
+                    {QosClass::ALL.iter().map(|c| {
+                        let c = *c;
+                        view! {
+                            <label class="check qos-option">
+                                <input type="radio" name="qos" value=c.as_str() data-test=format!("qos-{}", c.as_str())
+                                    prop:checked=move || qos.get() == c on:change=move |_| set_qos.set(c)/>
+                                <span><strong>{c.label()}</strong>" "<span class="muted small">{c.describe()}</span></span>
+                            </label>
+                        }
+                    }).collect_view()}
+                </fieldset>
                 <div class="form-row">
                     <label class="field">
                         <span>{move || format!("Lease (hours, at most {})", chosen().map_or(0, |p| p.offer.max_lease_hours))}</span>
@@ -295,7 +321,13 @@ fn RequestForm(
             </section>
             <section class="card summary" data-test="summary">
                 {move || match check() {
-                    Ok((d, q, u)) => {
+                    Ok(Cost::Borrowed(d, left, grace)) => view! {
+                        <p data-test="cost">{format!("Borrows {} and {} of the {} and {} the pool's quota leaves unused. It may be preempted, with {grace} min notice, when the lenders need their quota back.", d.compute, crate::format::mem(d.memory), left.compute, crate::format::mem(left.memory))}</p>
+                    }.into_any(),
+                    Ok(Cost::Idle(grace)) => view! {
+                        <p data-test="cost">{format!("Uses none of your quota: it runs on idle capacity and is the first to be preempted, with {grace} min notice, when anyone needs the room.")}</p>
+                    }.into_any(),
+                    Ok(Cost::Quota(d, q, u)) => {
                         let after = u.plus(&d);
                         view! {
                             <div class="quota-compare">
@@ -323,6 +355,17 @@ fn RequestForm(
             }.into_any()),
         }}
     }
+}
+
+/// What a slice costs, by the quota its QoS class draws on.
+#[derive(Clone)]
+enum Cost {
+    /// Guaranteed: the tenant's own quota and use.
+    Quota(Demand, Quota, Usage),
+    /// Burstable: what the pool lends, and the preemption notice.
+    Borrowed(Demand, Demand, u32),
+    /// Best-effort: no quota; the preemption notice.
+    Idle(u32),
 }
 
 #[component]

@@ -148,7 +148,11 @@ fn Tenant(t: TenantView) -> impl IntoView {
                                     view! {
                                         <tr data-test="allocation-row" data-id=a.id.to_string()>
                                             <td><a href=format!("/t/{}/a/{}", t.slug, a.id) data-test="allocation-link">{a.shape_label.clone()}</a><div class="muted small">{format!("#{} · {}", a.id, a.requested_by)}</div></td>
-                                            <td><StateBadge state=a.state/></td>
+                                            <td>
+                                                <StateBadge state=a.state/>
+                                                {a.qos.preemptible().then(|| view! { " " <span class="badge subtle" data-test="qos-badge" title=a.qos.describe()>{a.qos.label()}</span> })}
+                                                {(a.preemption.as_ref().is_some_and(|p| p.preempted_at.is_none())).then(|| view! { " " <span class="badge warn" data-test="preempt-badge">"preempting"</span> })}
+                                            </td>
                                             <td class="mono">{a.pool.clone()}</td>
                                             <td>{place}</td>
                                             <td class="muted">{now.map(|n| format::ago(a.created_at, n)).unwrap_or_default()}</td>

@@ -39,6 +39,12 @@ stable_names! {
         AllocationKeep = "allocation.keep",
         /// An idle slice was released at its deadline.
         AllocationReclaim = "allocation.reclaim",
+        /// A slice was told to give way to a waiting request (preemption notice).
+        AllocationPreemptNotice = "allocation.preempt_notice",
+        /// A preemption notice was lifted: the request it was for stopped waiting.
+        AllocationPreemptLift = "allocation.preempt_lift",
+        /// A slice was preempted at the end of its notice.
+        AllocationPreempt = "allocation.preempt",
         /// A tenant's quota was set.
         QuotaSet = "quota.set",
         /// A temporary quota grant began.
@@ -172,6 +178,9 @@ mod tests {
                 "allocation.idle_clear",
                 "allocation.keep",
                 "allocation.reclaim",
+                "allocation.preempt_notice",
+                "allocation.preempt_lift",
+                "allocation.preempt",
                 "quota.set",
                 "quota.grant",
                 "quota.grant_end",

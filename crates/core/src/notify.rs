@@ -45,6 +45,10 @@ stable_names! {
         AllocationIdle = "allocation.idle",
         /// An idle slice was reclaimed.
         AllocationReclaimed = "allocation.reclaimed",
+        /// A slice must give way to a waiting request: it is preempted at a deadline.
+        AllocationPreempting = "allocation.preempting",
+        /// A slice was preempted.
+        AllocationPreempted = "allocation.preempted",
         /// A tenant's quota changed (set, or a temporary grant).
         QuotaChanged = "quota.changed",
         /// A quota request was filed (proposed or sent to the platform admins).
@@ -92,7 +96,9 @@ impl NotificationKind {
             | Self::AllocationCapacityLost
             | Self::AllocationCapacityRestored
             | Self::AllocationIdle
-            | Self::AllocationReclaimed => NotificationTopic::Allocation,
+            | Self::AllocationReclaimed
+            | Self::AllocationPreempting
+            | Self::AllocationPreempted => NotificationTopic::Allocation,
             Self::QuotaChanged => NotificationTopic::Quota,
             Self::QuotaRequestCreated
             | Self::QuotaRequestSubmitted
@@ -136,6 +142,8 @@ mod tests {
                 "allocation.capacity_restored",
                 "allocation.idle",
                 "allocation.reclaimed",
+                "allocation.preempting",
+                "allocation.preempted",
                 "quota.changed",
                 "quota_request.created",
                 "quota_request.submitted",

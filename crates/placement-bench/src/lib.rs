@@ -8,6 +8,7 @@ pub mod args;
 pub mod csv;
 pub mod error;
 pub mod method;
+pub mod qos_sim;
 pub mod queue_sim;
 pub mod report;
 pub mod run;

@@ -242,6 +242,7 @@ pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Result<Outcome, Fl
             queue.push(Waiting {
                 entry: QueueEntry {
                     id: j.id,
+                    qos: Default::default(),
                     priority: 0,
                     tenant_id: j.tenant,
                     tenant_usage: 0,

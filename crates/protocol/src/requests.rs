@@ -24,6 +24,12 @@ pub struct NewAllocation {
     /// form lists them). Omitted: the default class.
     #[serde(default)]
     pub priority_class: Option<String>,
+    /// QoS class: `guaranteed` (the default: within the tenant's quota,
+    /// never preempted), `burstable` (beyond it, on quota the pool's other
+    /// tenants leave unused; may be preempted with notice) or `best-effort`
+    /// (outside any quota, on idle capacity; preempted first).
+    #[serde(default)]
+    pub qos: tessera_core::schedule::QosClass,
 }
 
 /// Extending a lease (`POST /api/v1/allocations/{id}/extend`).

@@ -48,10 +48,12 @@ fn allocation_view_states_are_the_phase_names() {
         gpus: Vec::new(),
         mig_start: None,
         priority_class: "standard".into(),
+        qos: tessera_core::schedule::QosClass::BestEffort,
         queue_position: None,
         capacity_lost: None,
         drain: None,
         idle: None,
+        preemption: None,
         connection: None,
         created_at: at(),
         placed_at: None,
@@ -70,7 +72,7 @@ fn allocation_view_states_are_the_phase_names() {
                 r#""demand":{{"compute":142,"memory":9856,"slices":1}},"purpose":"","#,
                 r#""requested_by":"Ann","lease_hours":4,"lease_ends_at":null,"#,
                 r#""max_lease_hours":72,"host":null,"gpus":[],"mig_start":null,"#,
-                r#""priority_class":"standard","queue_position":null,"connection":null,"created_at":"{at}","#,
+                r#""priority_class":"standard","qos":"best-effort","queue_position":null,"connection":null,"created_at":"{at}","#,
                 r#""placed_at":null,"active_at":null,"ended_at":null,"as_of":"{at}"}}"#
             ),
             at = AT

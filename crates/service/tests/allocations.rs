@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuObserved, ObservedInstance};
+use tessera_core::schedule::QosClass;
 use tessera_core::sharing::SliceShape;
 use tessera_core::units::MemMiB;
 use tessera_protocol::agent::{GpuApplyError, MigDevice};
@@ -26,9 +27,32 @@ use tessera_service::{Clock, ServiceError};
 async fn check_invariants(f: &Fixture) {
     let all = rows(f).await;
     let mut held: BTreeMap<(i64, String), (i64, i64, i64)> = BTreeMap::new();
+    // Guaranteed slices count against their tenant's quota; guaranteed and
+    // burstable ones together never hold more than the pool's quota.
+    let mut cohort: BTreeMap<String, i64> = BTreeMap::new();
     for a in all
         .iter()
-        .filter(|a| AllocationPhase::QUOTA.contains(&a.state))
+        .filter(|a| AllocationPhase::QUOTA.contains(&a.state) && a.qos != QosClass::BestEffort)
+    {
+        *cohort.entry(a.pool.clone()).or_default() += i64::from(a.demand_slices);
+    }
+    for (pool, slices) in &cohort {
+        let quota: i64 = tessera_service::entity::quota::Entity::find()
+            .filter(tessera_service::entity::quota::Column::Pool.eq(pool.as_str()))
+            .all(f.service.db())
+            .await
+            .unwrap()
+            .iter()
+            .map(|q| i64::from(q.max_slices))
+            .sum();
+        assert!(
+            *slices <= quota,
+            "{pool}: {slices} slices beyond the pool's quota of {quota}"
+        );
+    }
+    for a in all
+        .iter()
+        .filter(|a| AllocationPhase::QUOTA.contains(&a.state) && a.qos == QosClass::Guaranteed)
     {
         let e = held.entry((a.tenant_id, a.pool.clone())).or_default();
         e.0 += a.demand_compute_milli;
@@ -1261,6 +1285,7 @@ async fn higher_priority_classes_start_first_and_each_tenant_uses_only_its_own()
     let nora = actor(&f, "nora", &["nlp"], "nlp").await;
     let small = |class: Option<&str>| NewAllocation {
         priority_class: class.map(str::to_string),
+        qos: Default::default(),
         ..ask("h100-mig", mig("1g.10gb"), 4)
     };
     // The form offers each tenant its own classes, highest first.
@@ -1669,4 +1694,191 @@ async fn token_checks_are_cached_briefly_and_uses_are_written_in_batches() {
         matches!(err, ServiceError::ExpiredApiToken { .. }),
         "{err:?}"
     );
+}
+
+/// Audit actions recorded for allocation `id`, oldest first.
+async fn audited(f: &Fixture, id: i64) -> Vec<String> {
+    use sea_orm::QueryOrder;
+    use tessera_service::entity::audit_event;
+    audit_event::Entity::find()
+        .filter(audit_event::Column::TargetId.eq(id.to_string()))
+        .order_by_asc(audit_event::Column::Id)
+        .all(f.service.db())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action.as_str().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn burstable_and_best_effort_slices_give_way_with_notice_and_guaranteed_never() {
+    use tessera_core::notify::NotificationKind;
+    use tessera_service::entity::notification;
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-0c05")]).await;
+    let bob = actor(&f, "bob", &["vision"], "vision").await;
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    let small = |qos| NewAllocation {
+        qos,
+        ..ask("h100-mig", mig("1g.10gb"), 4)
+    };
+    let request = |who: &TenantActor, qos| {
+        let (f, who) = (&f, who.clone());
+        async move { f.service.request_allocation(&who, &small(qos)).await }
+    };
+    // nlp fills its own quota (4 slices) with guaranteed slices.
+    let mut nlp_own = Vec::new();
+    for _ in 0..4 {
+        nlp_own.push(request(&nora, QosClass::Guaranteed).await.unwrap());
+    }
+    // A fifth guaranteed one is refused, saying how to go beyond the quota.
+    let before = rows(&f).await.len();
+    match request(&nora, QosClass::Guaranteed).await {
+        Err(ServiceError::QuotaExceeded(m)) => {
+            assert!(m.contains("ask for it as burstable"), "{m}")
+        }
+        other => panic!("expected a quota refusal, got {other:?}"),
+    }
+    assert_eq!(rows(&f).await.len(), before);
+    // Burstable borrows vision's unused quota; best-effort uses none.
+    let borrowed = [
+        request(&nora, QosClass::Burstable).await.unwrap(),
+        request(&nora, QosClass::Burstable).await.unwrap(),
+    ];
+    let spare = request(&nora, QosClass::BestEffort).await.unwrap();
+    assert_eq!(borrowed[0].qos, QosClass::Burstable);
+    for v in borrowed.iter().chain([&spare]) {
+        assert_eq!(v.state, AllocationPhase::Placed, "{v:?}");
+    }
+    agent.converge(&f).await;
+    // Its quota shows only the guaranteed four; the form shows what it
+    // borrows and what is left to borrow (12 slices of quota in the pool,
+    // 6 held: 4 guaranteed and 2 burstable).
+    assert_eq!(usage(&f, nora.tenant_id(), "h100-mig").await.2, 4);
+    let options = f.service.request_options(&nora).await.unwrap();
+    let mig_pool = options
+        .pools
+        .iter()
+        .find(|p| p.offer.pool == "h100-mig")
+        .unwrap();
+    assert_eq!(
+        (mig_pool.borrowed.slices, mig_pool.borrowable.slices),
+        (2, 6)
+    );
+    assert_eq!(mig_pool.preemption_grace_minutes, 5);
+
+    // The GPU is full. vision asks within its quota: it waits, and the
+    // best-effort slice (least loss) is told to give way, with 5 min notice.
+    let first = request(&bob, QosClass::Guaranteed).await.unwrap();
+    assert_eq!(first.state, AllocationPhase::Queued);
+    let t = f.service.tick().await.unwrap();
+    assert_eq!((t.preempt_notices, t.preempted), (1, 0));
+    let notice = get(&f, &nora, spare.id).await.preemption.unwrap();
+    assert_eq!(notice.for_request, first.id);
+    assert_eq!(notice.deadline, f.service.now() + Duration::minutes(5));
+    assert!(notice.reason.contains("best effort"), "{}", notice.reason);
+    assert!(notice.preempted_at.is_none());
+    let told = notification::Entity::find()
+        .filter(notification::Column::Kind.eq(NotificationKind::AllocationPreempting))
+        .all(f.service.db())
+        .await
+        .unwrap();
+    assert_eq!(told.len(), 1);
+    assert!(
+        told[0].title.contains(&format!("#{}", spare.id)),
+        "{}",
+        told[0].title
+    );
+    // Another pass before the deadline tells no one else: the room is promised.
+    assert_eq!(f.service.tick().await.unwrap().preempt_notices, 0);
+    // At the deadline it is preempted; once torn down, vision's slice starts.
+    f.clock.advance(Duration::minutes(5));
+    assert_eq!(f.service.tick().await.unwrap().preempted, 1);
+    agent.converge(&f).await;
+    assert_eq!(f.service.tick().await.unwrap().placed, 1);
+    let ended = get(&f, &nora, spare.id).await;
+    assert_eq!(ended.state, AllocationPhase::Released);
+    assert!(ended.preemption.unwrap().preempted_at.is_some());
+    assert_eq!(get(&f, &bob, first.id).await.state, AllocationPhase::Placed);
+    assert_eq!(
+        audited(&f, spare.id)
+            .await
+            .iter()
+            .filter(|a| a.starts_with("allocation.preempt"))
+            .collect::<Vec<_>>(),
+        ["allocation.preempt_notice", "allocation.preempt"]
+    );
+    agent.converge(&f).await;
+
+    // A notice whose request stops waiting is lifted.
+    let cancelled = request(&bob, QosClass::Guaranteed).await.unwrap();
+    assert_eq!(f.service.tick().await.unwrap().preempt_notices, 1);
+    let victim = if get(&f, &nora, borrowed[0].id).await.preemption.is_some() {
+        &borrowed[0]
+    } else {
+        &borrowed[1]
+    };
+    // The youngest burstable slice goes first.
+    assert_eq!(victim.id, borrowed[1].id);
+    f.service
+        .release_allocation(&bob, cancelled.id)
+        .await
+        .unwrap();
+    f.service.tick().await.unwrap();
+    assert!(get(&f, &nora, victim.id).await.preemption.is_none());
+    assert!(audited(&f, victim.id)
+        .await
+        .contains(&"allocation.preempt_lift".to_owned()));
+
+    // vision wants its quota back twice: both borrowed slices are told. At
+    // the deadline nora releases one herself while the timer preempts: each
+    // ends once.
+    let wants = [
+        request(&bob, QosClass::Guaranteed).await.unwrap(),
+        request(&bob, QosClass::Guaranteed).await.unwrap(),
+    ];
+    assert_eq!(f.service.tick().await.unwrap().preempt_notices, 2);
+    f.clock.advance(Duration::minutes(5));
+    let (released, ticked) = tokio::join!(
+        f.service.release_allocation(&nora, borrowed[0].id),
+        f.service.tick()
+    );
+    let ticked = ticked.unwrap();
+    match released {
+        // The owner was first: the timer preempts only the other one.
+        Ok(_) => assert_eq!(ticked.preempted, 1),
+        // The timer was first: releasing a slice already going is refused.
+        Err(ServiceError::Conflict(_)) => assert_eq!(ticked.preempted, 2),
+        Err(e) => panic!("{e:?}"),
+    }
+    for b in &borrowed {
+        let endings: Vec<String> = audited(&f, b.id)
+            .await
+            .into_iter()
+            .filter(|a| a == "allocation.release" || a == "allocation.preempt")
+            .collect();
+        assert_eq!(endings.len(), 1, "slice {} ended as {endings:?}", b.id);
+    }
+    agent.converge(&f).await;
+    assert_eq!(f.service.tick().await.unwrap().placed, 2);
+    for w in &wants {
+        assert_eq!(get(&f, &bob, w.id).await.state, AllocationPhase::Placed);
+    }
+    agent.converge(&f).await;
+
+    // Only guaranteed slices are left (nlp 4, vision 3): a fourth vision
+    // request waits, and nothing is preempted for it, whatever its priority.
+    let urgent = NewAllocation {
+        priority_class: Some("urgent".into()),
+        ..small(QosClass::Guaranteed)
+    };
+    let waits = f.service.request_allocation(&bob, &urgent).await.unwrap();
+    assert_eq!(waits.state, AllocationPhase::Queued);
+    let t = f.service.tick().await.unwrap();
+    assert_eq!((t.preempt_notices, t.placed), (0, 0));
+    for v in &nlp_own {
+        assert!(get(&f, &nora, v.id).await.preemption.is_none());
+    }
+    check_invariants(&f).await;
 }

@@ -56,6 +56,7 @@ fn slice(profile: &str) -> NewAllocation {
         lease_hours: 8,
         purpose: "training".into(),
         priority_class: None,
+        qos: Default::default(),
     }
 }
 

@@ -247,6 +247,32 @@ impl Fleet {
         Ok(fleet)
     }
 
+    /// The fleet reduced to the host with id `id`, its indexes and model
+    /// tables reused rather than rebuilt: cheap what-if questions about one
+    /// host (would this fit there if those slices left?). `None` for an
+    /// unknown id.
+    pub fn only_host(&self, id: &str) -> Option<Fleet> {
+        let &h = self.host_ids.get(id)?;
+        let mut agg = *self.aggs.get(h)?;
+        let (first, len) = (agg.first as usize, agg.len as usize);
+        let slots = self.slots.get(first..first + len)?.to_vec();
+        agg.first = 0;
+        let n = self.classes.len();
+        Some(Fleet {
+            hosts: vec![self.hosts.get(h)?.clone()],
+            host_ids: BTreeMap::from([(id.to_owned(), 0)]),
+            aggs: vec![agg],
+            slots,
+            models: self.models.clone(),
+            pools: self.pools.clone(),
+            workload: self.workload.clone(),
+            classes: self.classes.clone(),
+            total_weight: self.total_weight,
+            cells: self.cells.get(h * n..(h + 1) * n)?.to_vec(),
+            pairing: self.pairing,
+        })
+    }
+
     /// Replaces the workload mix and recomputes the fragmentation caches.
     pub fn set_workload(&mut self, workload: Workload) {
         self.classes = workload

@@ -1,7 +1,8 @@
 //! Scheduling policy: in which order waiting requests are served, which of
 //! them start now, and when the others can expect to.
 //!
-//! [`queue_order`] ranks a pool's queue: priority (from the request's
+//! [`queue_order`] ranks a pool's queue: QoS class ([`QosClass`]: guaranteed,
+//! burstable, best-effort), then priority (from the request's
 //! [`PriorityClass`]), then weighted fair share ([`decayed_usage`] over the
 //! tenant's weight), then age.
 //! [`plan_queue`] walks it once: whatever fits starts now, so a request that

@@ -22,7 +22,9 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::names::stable_names;
-use crate::placement::{Decision, Fleet, PlacementRequest, Policy, Workload};
+use crate::placement::{Decision, Fleet, PlacementRequest, Policy};
+#[cfg(doc)]
+use crate::quota::headroom;
 use crate::quota::{check, Demand, Quota, QuotaExceeded, Usage};
 
 stable_names! {
@@ -81,17 +83,24 @@ impl QosClass {
     /// Checks a request of this class against the quota it draws on:
     /// guaranteed on the tenant's own (`own`, against its guaranteed
     /// slices' `own_usage`), burstable on what the pool's quota leaves
-    /// unused (`pool`: every tenant's quota there, against every
-    /// guaranteed and burstable slice's `pool_usage`), best-effort on none.
+    /// unused (`borrowable`: [`headroom`] of every tenant's quota there
+    /// after every guaranteed and burstable slice), best-effort on none.
     pub fn check_quota(
         self,
         (own, own_usage): (&Quota, &Usage),
-        (pool, pool_usage): (&Quota, &Usage),
+        borrowable: &Demand,
         demand: &Demand,
     ) -> Result<(), QosQuotaError> {
         match self {
             Self::Guaranteed => check(own, own_usage, demand).map_err(QosQuotaError::Own),
-            Self::Burstable => check(pool, pool_usage, demand).map_err(QosQuotaError::Pool),
+            Self::Burstable => {
+                let lendable = Quota {
+                    compute: borrowable.compute,
+                    memory: borrowable.memory,
+                    max_slices: borrowable.slices,
+                };
+                check(&lendable, &Usage::default(), demand).map_err(QosQuotaError::Pool)
+            }
             Self::BestEffort => Ok(()),
         }
     }
@@ -195,8 +204,16 @@ pub fn plan_preemption(
     }
     let mut taken: BTreeSet<i64> = BTreeSet::new();
     let mut out = Vec::new();
+    // Claimants for which no victims were found since the last preemption:
+    // one asking for the same at the same class and priority finds none
+    // either (a long queue of alike requests costs one search).
+    let mut failed: Vec<(&PlacementRequest, QosClass, i32)> = Vec::new();
     for c in claimants {
         if take(&mut fleet, &c.request, policy) {
+            continue;
+        }
+        let key = (&c.request, c.qos, c.priority);
+        if failed.contains(&key) {
             continue;
         }
         let eligible: Vec<&Running> = running
@@ -205,8 +222,10 @@ pub fn plan_preemption(
             .filter(|r| may_displace(c.qos, c.priority, r))
             .collect();
         let Some((host, victims)) = cheapest(&fleet, &c.request, policy, &eligible) else {
+            failed.push(key);
             continue;
         };
+        failed.clear();
         for v in &victims {
             let _ = fleet.release(&v.decision);
             taken.insert(v.id);
@@ -249,10 +268,7 @@ fn cheapest<'a>(
     }
     let mut best: Option<(Vec<Loss>, String, Vec<&'a Running>)> = None;
     for (host, mut victims) in by_host {
-        let Some(state) = fleet.hosts().iter().find(|h| h.id == host) else {
-            continue;
-        };
-        let Ok(alone) = Fleet::new(vec![state.clone()], Workload::default()) else {
+        let Some(alone) = fleet.only_host(host) else {
             continue;
         };
         let fits_without = |set: &[&Running]| {
@@ -260,9 +276,14 @@ fn cheapest<'a>(
             set.iter().all(|v| f.release(&v.decision).is_ok()) && f.place(request, policy).is_ok()
         };
         victims.sort_by_key(|r| loss(r));
-        let Some(needed) = (1..=victims.len()).find(|&n| fits_without(&victims[..n])) else {
+        // The shortest prefix that makes room, releasing one at a time.
+        let mut trial = alone.clone();
+        let Some(needed) = victims.iter().position(|v| {
+            trial.release(&v.decision).is_ok() && trial.place(request, policy).is_ok()
+        }) else {
             continue;
         };
+        let needed = needed + 1;
         let mut chosen: Vec<&Running> = victims[..needed].to_vec();
         for i in (0..chosen.len()).rev() {
             let mut fewer = chosen.clone();

@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::placement::{Demand, GpuState, HostState, PlacementRequest};
+use crate::placement::{Demand, GpuState, HostState, PlacementRequest, Workload};
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
 use QosClass::{BestEffort, Burstable, Guaranteed};
@@ -400,7 +400,7 @@ proptest! {
 
 #[test]
 fn each_class_draws_on_its_own_quota() {
-    use crate::quota::{Demand as QuotaDemand, Quota, QuotaDimension, Usage};
+    use crate::quota::{headroom, Demand as QuotaDemand, Quota, QuotaDimension, Usage};
     let gpus = |n: u32| Quota {
         compute: ComputeMilli(n * 1000),
         memory: MemMiB::from_gib(u64::from(n) * 80),
@@ -418,13 +418,13 @@ fn each_class_draws_on_its_own_quota() {
     };
     // The tenant uses its 2 GPUs; the pool's 6 GPUs of quota hold 4.
     let own = (&gpus(2), &used(2));
-    let pool = (&gpus(6), &used(4));
+    let pool = &headroom(&gpus(6), &used(4));
     let err = Guaranteed.check_quota(own, pool, &one).unwrap_err();
     assert!(matches!(err, QosQuotaError::Own(e) if e.dimension == QuotaDimension::Compute));
     assert!(err.to_string().contains("ask for it as burstable"), "{err}");
     assert_eq!(Burstable.check_quota(own, pool, &one), Ok(()));
     // Nothing left to borrow.
-    let full = (&gpus(6), &used(6));
+    let full = &headroom(&gpus(6), &used(6));
     let err = Burstable.check_quota(own, full, &one).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -437,4 +437,24 @@ fn each_class_draws_on_its_own_quota() {
         Guaranteed.check_quota((&gpus(3), &used(2)), full, &one),
         Ok(())
     );
+}
+
+#[test]
+fn one_host_of_a_fleet_answers_like_the_fleet_for_that_host() {
+    let mut f = fleet(&[("a", 2), ("b", 4)]);
+    let held = run(&mut f, "a", &whole(1), (1, 0, BestEffort, 0));
+    let a = f.only_host("a").unwrap();
+    assert_eq!(a.hosts().len(), 1);
+    assert_eq!(a.gpu_count(), 2);
+    assert_eq!(a.free_gpu_milli(), 1000);
+    // Two GPUs fit on b, not on a (one is taken) until its slice leaves.
+    assert!(a.place(&whole(2), Policy::Pack).is_err());
+    let mut freed = a.clone();
+    freed.release(&held.decision).unwrap();
+    let d = freed.place(&whole(2), Policy::Pack).unwrap();
+    assert_eq!(d.host, "a");
+    freed.apply(&d).unwrap();
+    // The fleet itself is untouched.
+    assert_eq!(f.free_gpu_milli(), 5000);
+    assert!(f.only_host("nowhere").is_none());
 }

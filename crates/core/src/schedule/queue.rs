@@ -1,7 +1,9 @@
-//! The order in which queued requests are placed: priority first, then fair
-//! share across tenants (the tenant whose recent use is smallest for its
-//! weight in the pool goes first; see [`decayed_usage`](super::decayed_usage)),
-//! then age.
+//! The order in which queued requests are placed: QoS class first
+//! (guaranteed, then burstable, then best-effort: a request is never served
+//! after one that it could preempt, or it would take the room back the moment
+//! it was freed), then priority, then fair share across tenants (the tenant
+//! whose recent use is smallest for its weight in the pool goes first; see
+//! [`decayed_usage`](super::decayed_usage)), then age.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +12,10 @@ use serde::{Deserialize, Serialize};
 pub struct QueueEntry {
     /// Allocation id (ties after age; ids grow with time).
     pub id: i64,
-    /// Higher goes first.
+    /// Guaranteed before burstable before best-effort.
+    #[serde(default)]
+    pub qos: super::QosClass,
+    /// Higher goes first (within a QoS class).
     pub priority: i32,
     /// Tenant.
     pub tenant_id: i64,
@@ -41,8 +46,10 @@ impl QueueEntry {
 
 /// Placement order: `Less` when `a` is served before `b`.
 pub(crate) fn serve_first(a: &QueueEntry, b: &QueueEntry) -> std::cmp::Ordering {
-    b.priority
-        .cmp(&a.priority)
+    b.qos
+        .protection()
+        .cmp(&a.qos.protection())
+        .then_with(|| b.priority.cmp(&a.priority))
         .then_with(|| a.share_cmp(b))
         .then_with(|| a.requested_at.cmp(&b.requested_at))
         .then_with(|| a.id.cmp(&b.id))
@@ -60,6 +67,7 @@ mod tests {
     fn e(id: i64, priority: i32, tenant: i64, used: u64, weight: u64, at: i64) -> QueueEntry {
         QueueEntry {
             id,
+            qos: super::super::QosClass::Guaranteed,
             priority,
             tenant_id: tenant,
             tenant_usage: used,
@@ -91,6 +99,29 @@ mod tests {
         queue_order(&mut q);
         let ids: Vec<i64> = q.iter().map(|e| e.id).collect();
         assert_eq!(ids, vec![3, 4, 2, 1]);
+    }
+
+    #[test]
+    fn guaranteed_goes_before_what_it_could_preempt_whatever_the_priority() {
+        use super::super::QosClass;
+        let mut q = vec![
+            QueueEntry {
+                qos: QosClass::BestEffort,
+                ..e(1, 1000, 1, 0, 1, 0)
+            },
+            QueueEntry {
+                qos: QosClass::Burstable,
+                ..e(2, 100, 1, 0, 1, 1)
+            },
+            e(3, -100, 2, 0, 1, 2),
+            QueueEntry {
+                qos: QosClass::BestEffort,
+                ..e(4, 2000, 1, 0, 1, 3)
+            },
+        ];
+        queue_order(&mut q);
+        let ids: Vec<i64> = q.iter().map(|e| e.id).collect();
+        assert_eq!(ids, vec![3, 2, 4, 1]);
     }
 
     #[test]

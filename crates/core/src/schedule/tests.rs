@@ -41,6 +41,7 @@ fn waiting(id: i64, count: u32, requested_at: i64, hold_ms: i64) -> Waiting {
     Waiting {
         entry: QueueEntry {
             id,
+            qos: Default::default(),
             priority: 0,
             tenant_id: 1,
             tenant_usage: 0,

@@ -2,6 +2,7 @@
 //! planner under each queue discipline and prints one table (or JSON).
 
 use clap::Parser;
+use placement_bench::qos_sim;
 use placement_bench::queue_sim::{compare_seeds, table, Params};
 
 /// The command line.
@@ -38,6 +39,40 @@ struct Cli {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Compare quota policies instead: hard quota, QoS classes with
+    /// preemption, and that with idle reclaim (tenants get equal quotas).
+    #[arg(long)]
+    qos: bool,
+    /// With --qos: share of the jobs that sit idle after their work until
+    /// their lease ends.
+    #[arg(long, default_value_t = 0.3)]
+    idle_share: f64,
+    /// With --qos: minutes idle before reclaim (warning plus notice).
+    #[arg(long, default_value_t = 60)]
+    idle_reclaim_minutes: i64,
+    /// With --qos: preemption notice, minutes.
+    #[arg(long, default_value_t = 5)]
+    grace_minutes: i64,
+}
+
+/// Prints `outcomes` as JSON or with `table`.
+fn print<T: serde::Serialize>(
+    outcomes: &T,
+    json: bool,
+    table: impl Fn(&T) -> String,
+) -> std::process::ExitCode {
+    if json {
+        match serde_json::to_string(outcomes) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("queue-sim: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", table(outcomes));
+    }
+    std::process::ExitCode::SUCCESS
 }
 
 fn main() -> std::process::ExitCode {
@@ -49,6 +84,30 @@ fn main() -> std::process::ExitCode {
     if !(0.0..=1.0).contains(&cli.heavy_share) {
         eprintln!("queue-sim: --heavy-share must be between 0 and 1");
         return std::process::ExitCode::from(2);
+    }
+    if !(0.0..=1.0).contains(&cli.idle_share) {
+        eprintln!("queue-sim: --idle-share must be between 0 and 1");
+        return std::process::ExitCode::from(2);
+    }
+    if cli.qos {
+        let params = qos_sim::Params {
+            hosts: cli.hosts as usize,
+            jobs: cli.jobs as usize,
+            load: cli.load,
+            tenants: cli.tenants,
+            heavy_share: cli.heavy_share,
+            idle_share: cli.idle_share,
+            idle_reclaim_ms: cli.idle_reclaim_minutes.max(0) * 60_000,
+            grace_ms: cli.grace_minutes.max(0) * 60_000,
+            seed: cli.seed,
+        };
+        return match qos_sim::compare_seeds(&params, cli.seeds) {
+            Ok(o) => print(&o, cli.json, |o| qos_sim::table(o)),
+            Err(e) => {
+                eprintln!("queue-sim: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
     }
     let params = Params {
         hosts: cli.hosts as usize,
@@ -66,16 +125,5 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    if cli.json {
-        match serde_json::to_string(&outcomes) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("queue-sim: {e}");
-                return std::process::ExitCode::FAILURE;
-            }
-        }
-    } else {
-        print!("{}", table(&outcomes));
-    }
-    std::process::ExitCode::SUCCESS
+    print(&outcomes, cli.json, |o| table(o))
 }

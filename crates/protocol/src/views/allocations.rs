@@ -44,6 +44,8 @@ pub struct AllocationView {
     /// Priority class it was requested with (the queue serves higher
     /// classes first).
     pub priority_class: String,
+    /// QoS class: how safe it is from preemption.
+    pub qos: tessera_core::schedule::QosClass,
     /// Place in the pool's queue (1 = next), while queued.
     pub queue_position: Option<u32>,
     /// Why it waits, while queued, e.g. "no GPU in the pool has room for it
@@ -70,6 +72,10 @@ pub struct AllocationView {
     /// whether its owner may still keep it (`POST .../keep`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<IdleNotice>,
+    /// Set once it is told to give way to a waiting request (preemption):
+    /// when, for which request and why, and when it was preempted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<PreemptionNotice>,
     /// How to use it, once active.
     pub connection: Option<tessera_core::slice::Connection>,
     /// Timestamps.
@@ -128,6 +134,20 @@ pub struct IdleNotice {
     pub max_keeps: u32,
 }
 
+/// A slice's preemption.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreemptionNotice {
+    /// When it ends (or ended) unless the request stops waiting first.
+    pub deadline: DateTime<Utc>,
+    /// The waiting request it gives way to.
+    pub for_request: i64,
+    /// Why, in words.
+    pub reason: String,
+    /// When it was preempted, once it was.
+    pub preempted_at: Option<DateTime<Utc>>,
+}
+
 /// Why a slice should stay although it is idle (`POST .../keep`).
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,8 +182,16 @@ pub struct PoolChoice {
     pub gpus_online: u32,
     /// The tenant's quota here, if it has one.
     pub quota: Option<tessera_core::quota::Quota>,
-    /// The tenant's use here.
+    /// The tenant's use here (its guaranteed slices: what counts against
+    /// its quota).
     pub usage: tessera_core::quota::Usage,
+    /// What its burstable slices borrow here.
+    pub borrowed: tessera_core::quota::Usage,
+    /// What a burstable request may still borrow here: the pool's quota
+    /// (every tenant's) that no guaranteed or burstable slice holds.
+    pub borrowable: tessera_core::quota::Demand,
+    /// Notice a burstable or best-effort slice gets before preemption, in minutes.
+    pub preemption_grace_minutes: u32,
     /// Requests waiting in this pool.
     pub queued: u32,
     /// Priority classes the tenant may use here, highest first.

@@ -15,7 +15,7 @@ mod usage;
 
 pub use allocations::{
     ActivityPoint, AllocatedGpu, AllocationActivity, AllocationView, CapacityLost, DrainNotice,
-    IdleNotice, KeepRequest, PoolChoice, PriorityChoice, RequestOptions,
+    IdleNotice, KeepRequest, PoolChoice, PreemptionNotice, PriorityChoice, RequestOptions,
 };
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
 pub use audit::{AuditEventView, AuditPage};

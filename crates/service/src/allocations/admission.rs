@@ -17,6 +17,7 @@ use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::placement::{PlacementRequest, Policy};
 use tessera_core::quota::Usage;
+use tessera_core::schedule::QosClass;
 use tessera_core::slice::{label, PoolOffer, PoolShapeError};
 use tessera_protocol::views::{AllocationView, NewAllocation};
 
@@ -64,19 +65,30 @@ impl Service {
             .await?)
     }
 
-    /// What the tenant's open allocations hold against its quota in a pool
-    /// (those that lost their capacity do not count).
+    /// What the tenant's open guaranteed allocations hold against its quota
+    /// in a pool (those that lost their capacity do not count; burstable
+    /// and best-effort slices draw on no quota of its own).
     pub(crate) async fn usage_of<C: ConnectionTrait>(
         conn: &C,
         tenant_id: i64,
         pool: &str,
+    ) -> Result<Usage, ServiceError> {
+        Self::qos_usage_of(conn, tenant_id, pool, QosClass::Guaranteed).await
+    }
+
+    /// What the tenant's open allocations of class `qos` hold in a pool.
+    pub(crate) async fn qos_usage_of<C: ConnectionTrait>(
+        conn: &C,
+        tenant_id: i64,
+        pool: &str,
+        qos: QosClass,
     ) -> Result<Usage, ServiceError> {
         let rows = Self::tenant_rows_in(conn, tenant_id, pool, &AllocationPhase::QUOTA).await?;
         // A slice that lost its GPU or host no longer counts: its owner may
         // ask for it again at once (see `capacity`).
         let demands: Vec<_> = rows
             .iter()
-            .filter(|a| a.capacity_lost_at.is_none())
+            .filter(|a| a.capacity_lost_at.is_none() && a.qos == qos)
             .map(AllocationRow::demand)
             .collect();
         Ok(Usage::from_demands(&demands))
@@ -168,6 +180,7 @@ impl Service {
             lease_hours: u32::try_from(old.lease_hours).unwrap_or(1),
             purpose: old.purpose.clone(),
             priority_class: Some(old.priority_class.clone()),
+            qos: old.qos,
         };
         self.admit(actor, &req, Some(id)).await
     }
@@ -301,7 +314,10 @@ impl Service {
                 ))
             })?;
         let usage = Self::usage_of(txn, actor.tenant_id, &spec.name).await?;
-        tessera_core::quota::check(&quota, &usage, &demand)
+        let (pool_quota, pool_usage) = Self::pool_quota_use(txn, &spec.name, now).await?;
+        let borrowable = tessera_core::quota::headroom(&pool_quota, &pool_usage);
+        req.qos
+            .check_quota((&quota, &usage), &borrowable, &demand)
             .map_err(|e| ServiceError::QuotaExceeded(e.to_string()))?;
 
         let state = AllocationState::Requested;
@@ -318,6 +334,7 @@ impl Service {
             demand_slices: Set(i32::try_from(demand.slices).unwrap_or(i32::MAX)),
             priority: Set(class.value),
             priority_class: Set(class.name),
+            qos: Set(req.qos),
             purpose: Set(purpose),
             lease_hours: Set(i32::try_from(req.lease_hours).unwrap_or(i32::MAX)),
             requested_by_user_id: Set(actor.user_id),

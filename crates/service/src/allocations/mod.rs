@@ -16,6 +16,7 @@ mod admission;
 mod capacity;
 mod desired;
 mod idle;
+mod preempt;
 mod progress;
 mod queue;
 mod scheduler;

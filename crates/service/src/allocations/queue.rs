@@ -68,6 +68,7 @@ impl Service {
         };
         Ok(QueueEntry {
             id: row.id,
+            qos: row.qos,
             priority: row.priority,
             tenant_id: row.tenant_id,
             tenant_usage: usage,

@@ -21,6 +21,15 @@ use tessera_core::notify::LEASE_ENDING_SOON_MINUTES;
 pub(crate) type Ender =
     Box<dyn FnOnce(AllocationRef, AllocationPhase, AllocationState) -> DomainEvent + Send>;
 
+/// What one pass over the queues did.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct QueuePass {
+    /// Queued requests placed.
+    pub placed: u32,
+    /// Slices told to give way.
+    pub preempt_notices: u32,
+}
+
 /// What one tick did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TickReport {
@@ -42,6 +51,10 @@ pub struct TickReport {
     pub idle_warned: u32,
     /// Idle slices released at their deadline.
     pub reclaimed: u32,
+    /// Slices told to give way to a waiting request.
+    pub preempt_notices: u32,
+    /// Slices preempted at the end of their notice.
+    pub preempted: u32,
 }
 
 impl Service {
@@ -54,18 +67,28 @@ impl Service {
         let timed_out = self.fail_stuck(now).await?;
         let pool_changes = self.complete_pool_changes(now).await?;
         let idle = self.reclaim_idle(now).await?;
+        let queue = self.place_queued(now).await?;
+        let preempted = self.end_preempted(now).await?;
         let report = TickReport {
             expired,
             timed_out,
-            placed: self.place_queued(now).await?,
+            placed: queue.placed,
             warned: self.warn_leases(now).await?,
             drained,
             lost,
             pool_changes,
             idle_warned: idle.warned,
             reclaimed: idle.reclaimed,
+            preempt_notices: queue.preempt_notices,
+            preempted,
         };
-        if report.expired + report.timed_out + report.placed + report.drained + report.reclaimed > 0
+        if report.expired
+            + report.timed_out
+            + report.placed
+            + report.drained
+            + report.reclaimed
+            + report.preempted
+            > 0
         {
             self.desired_changed(None);
         }
@@ -231,8 +254,9 @@ impl Service {
 
     /// Places what the queue of each pool lets start now (see
     /// [`tessera_core::schedule::plan_queue`]: backfill, with a host kept
-    /// for a request that has waited too long).
-    pub(crate) async fn place_queued(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
+    /// for a request that has waited too long), and tells the slices that
+    /// must give way to requests with no room (see `preempt`).
+    pub(crate) async fn place_queued(&self, now: DateTime<Utc>) -> Result<QueuePass, ServiceError> {
         let queued_pools: BTreeSet<String> = allocation::Entity::find()
             .select_only()
             .column(allocation::Column::Pool)
@@ -242,11 +266,11 @@ impl Service {
             .await?
             .into_iter()
             .collect();
+        let mut pass = QueuePass::default();
         if queued_pools.is_empty() {
-            return Ok(0);
+            return Ok(pass);
         }
         let mut w = self.begin_admission().await?;
-        let mut placed = 0;
         for pool in queued_pools {
             let Ok(spec) = self.pool_spec(w.db(), "pool", &pool).await else {
                 continue;
@@ -267,14 +291,15 @@ impl Service {
                     .store_placement(w.db(), row, &planned.snapshot, decision, now)
                     .await?
                 {
-                    placed += 1;
+                    pass.placed += 1;
                     w.emit(DomainEvent::AllocationPlaced {
                         alloc: AllocationRef::of(&row),
                     });
                 }
             }
+            pass.preempt_notices += self.preempt_for_queue(&mut w, &spec, &planned, now).await?;
         }
         w.commit_without_retry(self, &Actor::System).await?;
-        Ok(placed)
+        Ok(pass)
     }
 }

@@ -40,6 +40,8 @@ pub struct PoolSnapshot {
     /// What the pool's open allocations hold in `fleet`, and until when
     /// (live view only).
     pub holdings: Vec<Holding>,
+    /// The allocation of each of `holdings`, in the same order.
+    pub holders: Vec<i64>,
 }
 
 impl PoolSnapshot {
@@ -306,11 +308,11 @@ impl Service {
             });
             lookup.insert(h.id, (h.hostname.clone(), by_index));
         }
-        let holdings = held
-            .into_values()
-            .filter_map(|(gpus, a, p)| {
+        let (holders, holdings): (Vec<i64>, Vec<Holding>) = held
+            .into_iter()
+            .filter_map(|(id, (gpus, a, p))| {
                 let host = a.host_id?;
-                Some(Holding {
+                let holding = Holding {
                     decision: Decision::held(
                         host.to_string(),
                         gpus,
@@ -318,9 +320,10 @@ impl Service {
                         Some(a.tenant_id.to_string()),
                     ),
                     until: holds_until(a, now).timestamp_millis(),
-                })
+                };
+                Some((id, holding))
             })
-            .collect();
+            .unzip();
         let workload = Workload::from_requests(workload_from, DEFAULT_MAX_CLASSES);
         let fleet = match Fleet::new(states.clone(), workload.clone()) {
             Ok(f) => f,
@@ -355,6 +358,7 @@ impl Service {
             fleet,
             hosts: lookup,
             holdings,
+            holders,
         })
     }
 }

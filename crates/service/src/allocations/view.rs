@@ -216,6 +216,7 @@ impl Service {
                 _ => None,
             }),
             priority_class: row.priority_class.clone(),
+            qos: row.qos,
             queue_position,
             capacity_lost: row
                 .capacity_lost_at
@@ -225,6 +226,17 @@ impl Service {
                 }),
             drain: None,
             idle,
+            preemption: match (row.preempt_deadline, row.preempt_for) {
+                (Some(deadline), Some(for_request)) => {
+                    Some(tessera_protocol::views::PreemptionNotice {
+                        deadline,
+                        for_request,
+                        reason: row.preempt_reason.clone().unwrap_or_default(),
+                        preempted_at: row.preempted_at,
+                    })
+                }
+                _ => None,
+            },
             connection,
             created_at: row.created_at,
             placed_at: row.placed_at,
@@ -471,6 +483,18 @@ impl Service {
                 gpus_online: u32::try_from(gpus_online).unwrap_or(u32::MAX),
                 quota: Self::quota_of(&self.db, actor.tenant_id, &p.name, now).await?,
                 usage: Self::usage_of(&self.db, actor.tenant_id, &p.name).await?,
+                borrowed: Self::qos_usage_of(
+                    &self.db,
+                    actor.tenant_id,
+                    &p.name,
+                    tessera_core::schedule::QosClass::Burstable,
+                )
+                .await?,
+                borrowable: {
+                    let (quota, usage) = Self::pool_quota_use(&self.db, &p.name, now).await?;
+                    tessera_core::quota::headroom(&quota, &usage)
+                },
+                preemption_grace_minutes: p.preemption_grace_minutes,
                 queued: queues
                     .get(&p.name)
                     .map_or(0, |q| u32::try_from(q.len()).unwrap_or(u32::MAX)),

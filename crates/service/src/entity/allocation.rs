@@ -52,6 +52,16 @@ pub struct Model {
     pub idle_watch_from: Option<DateTimeUtc>,
     /// When it was released for being idle.
     pub reclaimed_at: Option<DateTimeUtc>,
+    /// How safe it is from preemption.
+    pub qos: tessera_core::schedule::QosClass,
+    /// Set while it is told to give way: when it is preempted.
+    pub preempt_deadline: Option<DateTimeUtc>,
+    /// The waiting request it gives way to.
+    pub preempt_for: Option<i64>,
+    /// Why, for its owner.
+    pub preempt_reason: Option<String>,
+    /// When it was preempted.
+    pub preempted_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

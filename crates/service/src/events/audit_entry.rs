@@ -144,6 +144,35 @@ impl DomainEvent {
                 Some(json!({"state": before})),
                 Some(json!({"state": state.phase(), "idle_minutes": idle_minutes})),
             ),
+            Self::AllocationPreempting {
+                alloc,
+                for_id,
+                deadline,
+                reason,
+            } => allocation(
+                alloc,
+                AuditAction::AllocationPreemptNotice,
+                None,
+                Some(json!({"for_request": for_id, "deadline": deadline, "reason": reason})),
+            ),
+            Self::AllocationPreemptLifted { alloc, for_id } => allocation(
+                alloc,
+                AuditAction::AllocationPreemptLift,
+                Some(json!({"for_request": for_id})),
+                None,
+            ),
+            Self::AllocationPreempted {
+                alloc,
+                before,
+                state,
+                for_id,
+                reason,
+            } => allocation(
+                alloc,
+                AuditAction::AllocationPreempt,
+                Some(json!({"state": before})),
+                Some(json!({"state": state.phase(), "for_request": for_id, "reason": reason})),
+            ),
             Self::AllocationDraining { .. } => return None,
             Self::FleetOperated {
                 host_id,

@@ -267,6 +267,38 @@ pub enum DomainEvent {
         /// Minutes it had been idle.
         idle_minutes: u32,
     },
+    /// The slice must give way to a waiting request: preempted at `deadline`
+    /// unless that request stops waiting first.
+    AllocationPreempting {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The waiting request.
+        for_id: i64,
+        /// When it is preempted.
+        deadline: DateTime<Utc>,
+        /// Why, for its owner.
+        reason: String,
+    },
+    /// The request a slice was to give way to stopped waiting.
+    AllocationPreemptLifted {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The request.
+        for_id: i64,
+    },
+    /// The slice was preempted at the end of its notice.
+    AllocationPreempted {
+        /// The allocation.
+        alloc: AllocationRef,
+        /// The state it left.
+        before: AllocationPhase,
+        /// The new state.
+        state: AllocationState,
+        /// The request it gave way to.
+        for_id: i64,
+        /// Why.
+        reason: String,
+    },
     /// The slice that waited for an approved quota request still does not fit.
     WaitingSliceRefused {
         /// The quota request.
@@ -644,6 +676,7 @@ impl DomainEvent {
             | Self::AllocationFailed { alloc, .. }
             | Self::AllocationExpired { alloc, .. }
             | Self::AllocationReclaimed { alloc, .. }
+            | Self::AllocationPreempted { alloc, .. }
             | Self::AllocationReleased { alloc, .. } => wakes(alloc),
             // An admin raised it; a quota seeded from the configuration at
             // start-up has nothing waiting for it yet.
@@ -683,6 +716,8 @@ impl DomainEvent {
             | Self::AllocationIdle { .. }
             | Self::AllocationIdleCleared { .. }
             | Self::AllocationKept { .. }
+            | Self::AllocationPreempting { .. }
+            | Self::AllocationPreemptLifted { .. }
             | Self::WaitingSliceRefused { .. }
             | Self::QuotaGrantEnded { .. }
             | Self::QuotaRequestFiled { .. }

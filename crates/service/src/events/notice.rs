@@ -211,6 +211,26 @@ impl DomainEvent {
                     "It stayed idle for {idle_minutes} min and past its deadline, so it was released and its quota returned. Request a new slice when you need one."
                 ),
             ),
+            Self::AllocationPreempting {
+                alloc,
+                deadline,
+                reason,
+                ..
+            } => about_allocation(
+                alloc,
+                K::AllocationPreempting,
+                format!("Slice #{} ({}) will be preempted", alloc.id, alloc.shape_label),
+                format!(
+                    "{reason}. It is released at {} UTC: save your work before then. Guaranteed slices are never preempted.",
+                    deadline.format("%Y-%m-%d %H:%M")
+                ),
+            ),
+            Self::AllocationPreempted { alloc, reason, .. } => about_allocation(
+                alloc,
+                K::AllocationPreempted,
+                format!("Slice #{} ({}) was preempted", alloc.id, alloc.shape_label),
+                format!("{reason}. Its notice ran out, so it was released. Request it again when there is room, or as guaranteed within your quota."),
+            ),
             Self::AllocationCapacityRestored { alloc, lost } => about_allocation(
                 alloc,
                 K::AllocationCapacityRestored,
@@ -394,6 +414,7 @@ impl DomainEvent {
             | Self::AllocationExtended { .. }
             | Self::AllocationIdleCleared { .. }
             | Self::AllocationKept { .. }
+            | Self::AllocationPreemptLifted { .. }
             | Self::QuotaGrantEnded { .. }
             | Self::ApiTokenCreated { .. }
             | Self::ApiTokenRevoked { .. }

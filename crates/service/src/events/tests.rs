@@ -487,6 +487,35 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             Some(K::AllocationReclaimed),
         ),
         (
+            DomainEvent::AllocationPreempting {
+                alloc: alloc(),
+                for_id: 12,
+                deadline: at,
+                reason: "a guaranteed request (#12) needs its room".into(),
+            },
+            Some("allocation.preempt_notice"),
+            Some(K::AllocationPreempting),
+        ),
+        (
+            DomainEvent::AllocationPreemptLifted {
+                alloc: alloc(),
+                for_id: 12,
+            },
+            Some("allocation.preempt_lift"),
+            None,
+        ),
+        (
+            DomainEvent::AllocationPreempted {
+                alloc: alloc(),
+                before: AllocationPhase::Active,
+                state: AllocationState::releasing(ReleaseOutcome::Released),
+                for_id: 12,
+                reason: "a guaranteed request (#12) needs its room".into(),
+            },
+            Some("allocation.preempt"),
+            Some(K::AllocationPreempted),
+        ),
+        (
             DomainEvent::AllocationDraining {
                 alloc: alloc(),
                 hostname: "gpu-01".into(),
@@ -582,6 +611,9 @@ fn index(e: &DomainEvent) -> usize {
         DomainEvent::AllocationIdleCleared { .. } => 44,
         DomainEvent::AllocationKept { .. } => 45,
         DomainEvent::AllocationReclaimed { .. } => 46,
+        DomainEvent::AllocationPreempting { .. } => 47,
+        DomainEvent::AllocationPreemptLifted { .. } => 48,
+        DomainEvent::AllocationPreempted { .. } => 49,
     }
 }
 
@@ -590,7 +622,7 @@ fn every_event_kind_has_its_pinned_names() {
     let samples = samples();
     let mut seen: Vec<usize> = samples.iter().map(|(e, _, _)| index(e)).collect();
     seen.sort_unstable();
-    assert_eq!(seen, (0..=46).collect::<Vec<_>>(), "one sample per variant");
+    assert_eq!(seen, (0..=49).collect::<Vec<_>>(), "one sample per variant");
     for (event, action, kind) in &samples {
         assert_eq!(
             event.action().map(AuditAction::as_str),
@@ -638,7 +670,7 @@ fn placing_and_ending_wake_the_host_and_quota_growth_retries_the_queue() {
         .filter(|(e, _, _)| e.after_commit().wakes_host == Some(5))
         .map(|(e, _, _)| index(e))
         .collect();
-    assert_eq!(wakes, [0, 1, 4, 7, 8, 46]);
+    assert_eq!(wakes, [0, 1, 4, 7, 8, 46, 49]);
     let grows: Vec<usize> = samples
         .iter()
         .filter(|(e, _, _)| e.after_commit().retries_queue)

@@ -301,8 +301,8 @@ impl Service {
     /// After quota grew: places what waits in the queues now rather than at
     /// the next tick.
     pub(crate) async fn retry_waiting(&self) -> Result<(), ServiceError> {
-        let placed = self.place_queued(self.now()).await?;
-        if placed > 0 {
+        let pass = self.place_queued(self.now()).await?;
+        if pass.placed > 0 {
             self.desired_changed(None);
         }
         Ok(())

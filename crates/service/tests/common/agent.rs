@@ -201,6 +201,7 @@ pub fn ask(pool: &str, shape: SliceShape, lease_hours: u32) -> NewAllocation {
         lease_hours,
         purpose: "integration test".into(),
         priority_class: None,
+        qos: Default::default(),
     }
 }
 
