@@ -16,17 +16,15 @@
 //!   after an idle time and a notice.
 
 use serde::Serialize;
-use tessera_core::placement::{
-    Decision, Demand, Fleet, FleetError, GpuState, HostState, PlacementRequest, Policy, SplitMix64,
-    Workload,
-};
+use tessera_core::placement::{Decision, Demand, FleetError, PlacementRequest, Policy};
 use tessera_core::quota::{headroom, Demand as QuotaDemand, Quota, Usage};
 use tessera_core::schedule::{
     plan_preemption, plan_queue, Claimant, Discipline, Holding, QosClass, QueueEntry, QueuePolicy,
     Running, Wait, Waiting,
 };
-use tessera_core::units::{ComputeMilli, CpuMilli, MemMiB};
+use tessera_core::units::{ComputeMilli, MemMiB};
 
+use crate::queue_sim::{fleet, pick, uniform, Arrivals};
 use crate::stats::percentile;
 
 const HOUR_MS: i64 = 3_600_000;
@@ -83,54 +81,24 @@ pub struct Job {
     pub idles: bool,
 }
 
-const SIZES: [(u32, u64); 4] = [(1, 55), (2, 20), (4, 15), (8, 10)];
-
-fn pick<T: Copy>(rng: &mut SplitMix64, weighted: &[(T, u64)]) -> T {
-    let total: u64 = weighted.iter().map(|(_, w)| w).sum();
-    let mut at = rng.below(total);
-    for (v, w) in weighted {
-        if at < *w {
-            return *v;
-        }
-        at -= w;
-    }
-    weighted[0].0
-}
-
-/// A seeded workload: Poisson arrivals offering `load` of work, runs
-/// exponential around 2 h (5 min to 24 h), leases 1–3 times the run.
+/// A seeded workload: the queue replay's arrivals
+/// ([`Arrivals`](crate::queue_sim::Arrivals)), each with a priority class
+/// drawn by [`CLASSES`]' shares and a chance `idle_share` of idling.
 pub fn workload(p: &Params) -> Vec<Job> {
-    let mut rng = SplitMix64::new(p.seed);
-    let uniform = |rng: &mut SplitMix64| (rng.below(1 << 53) as f64 + 0.5) / (1u64 << 53) as f64;
-    let total: u64 = SIZES.iter().map(|(_, w)| w).sum();
-    let mean_gpus = SIZES
-        .iter()
-        .map(|(g, w)| f64::from(*g) * *w as f64)
-        .sum::<f64>()
-        / total as f64;
-    let rate_per_h = p.load * (p.hosts * 8) as f64 / (mean_gpus * 2.0);
+    let mut arrivals = Arrivals::new(p.seed, p.load, p.hosts);
     let classes: Vec<(usize, u64)> = CLASSES.iter().enumerate().map(|(i, c)| (i, c.2)).collect();
-    let mut at = 0.0f64;
     (0..p.jobs)
         .map(|i| {
-            at += -uniform(&mut rng).ln() / rate_per_h;
-            let gpus = pick(&mut rng, &SIZES);
-            let runs_h = (-uniform(&mut rng).ln() * 2.0).clamp(1.0 / 12.0, 24.0);
-            let lease_h = (runs_h * (1.0 + 2.0 * uniform(&mut rng))).ceil();
-            let tenant = if p.tenants <= 1 || uniform(&mut rng) < p.heavy_share {
-                0
-            } else {
-                1 + rng.below((p.tenants - 1) as u64) as i64
-            };
+            let a = arrivals.next(p.tenants, p.heavy_share);
             Job {
                 id: i as i64,
-                tenant,
-                gpus,
-                class: pick(&mut rng, &classes),
-                arrival: (at * HOUR_MS as f64) as i64,
-                runs: (runs_h * HOUR_MS as f64) as i64,
-                lease: (lease_h as i64) * HOUR_MS,
-                idles: uniform(&mut rng) < p.idle_share,
+                tenant: a.tenant,
+                gpus: a.gpus,
+                class: pick(arrivals.rng(), &classes),
+                arrival: a.at,
+                runs: a.runs,
+                lease: a.lease,
+                idles: uniform(arrivals.rng()) < p.idle_share,
             }
         })
         .collect()
@@ -198,22 +166,6 @@ struct Run {
     hold_end: i64,
     preempt_at: Option<i64>,
     reclaim_at: Option<i64>,
-}
-
-fn fleet(hosts: usize) -> Result<Fleet, FleetError> {
-    Fleet::new(
-        (0..hosts)
-            .map(|h| HostState {
-                id: format!("h{h:04}"),
-                cpu_free: CpuMilli(128_000),
-                memory_free: MemMiB(1024 * 1024),
-                gpus: (0..8)
-                    .map(|i| GpuState::exclusive(i, "H100-80GB", MemMiB(81_559)))
-                    .collect(),
-            })
-            .collect(),
-        Workload::default(),
-    )
 }
 
 fn gpus(n: u32) -> QuotaDemand {

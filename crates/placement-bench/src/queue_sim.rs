@@ -103,49 +103,107 @@ pub struct Job {
 /// Job sizes, GPUs, weighted: mostly single GPUs, a tail of whole hosts.
 const SIZES: [(u32, u64); 4] = [(1, 55), (2, 20), (4, 15), (8, 10)];
 
-/// A seeded workload: Poisson arrivals at the rate that offers `load`,
-/// durations exponential around 2 h (5 min to 24 h), leases 1–3 times the
-/// duration rounded up to whole hours.
+/// A uniform number in (0, 1).
+pub(crate) fn uniform(rng: &mut SplitMix64) -> f64 {
+    (rng.below(1 << 53) as f64 + 0.5) / (1u64 << 53) as f64
+}
+
+/// One value of `weighted` (value, weight), drawn by weight.
+pub(crate) fn pick<T: Copy>(rng: &mut SplitMix64, weighted: &[(T, u64)]) -> T {
+    let total: u64 = weighted.iter().map(|(_, w)| w).sum();
+    let mut at = rng.below(total);
+    for (v, w) in weighted {
+        if at < *w {
+            return *v;
+        }
+        at -= w;
+    }
+    weighted[0].0
+}
+
+/// An arrival as users make them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Arrival {
+    /// When (ms).
+    pub at: i64,
+    /// Tenant.
+    pub tenant: i64,
+    /// Whole GPUs.
+    pub gpus: u32,
+    /// How long it really runs (ms).
+    pub runs: i64,
+    /// Lease asked for (ms, at least `runs`).
+    pub lease: i64,
+}
+
+/// Seeded arrivals: Poisson at the rate that offers `load` of `hosts` × 8
+/// GPUs, sizes from [`SIZES`], durations exponential around 2 h (5 min to
+/// 24 h), leases 1–3 times the duration rounded up to whole hours, tenant 0
+/// submitting `heavy_share` of them.
+pub(crate) struct Arrivals {
+    rng: SplitMix64,
+    at_h: f64,
+    rate_per_h: f64,
+}
+
+impl Arrivals {
+    pub(crate) fn new(seed: u64, load: f64, hosts: usize) -> Self {
+        let total: u64 = SIZES.iter().map(|(_, w)| w).sum();
+        let mean_gpus = SIZES
+            .iter()
+            .map(|(g, w)| f64::from(*g) * *w as f64)
+            .sum::<f64>()
+            / total as f64;
+        // Jobs per hour so that mean_gpus × mean_runs × rate = load × capacity.
+        Self {
+            rng: SplitMix64::new(seed),
+            at_h: 0.0,
+            rate_per_h: load * (hosts * 8) as f64 / (mean_gpus * MEAN_RUNS_H),
+        }
+    }
+
+    /// The next arrival.
+    pub(crate) fn next(&mut self, tenants: i64, heavy_share: f64) -> Arrival {
+        let rng = &mut self.rng;
+        self.at_h += -uniform(rng).ln() / self.rate_per_h;
+        let gpus = pick(rng, &SIZES);
+        let runs_h = (-uniform(rng).ln() * MEAN_RUNS_H).clamp(1.0 / 12.0, 24.0);
+        let lease_h = (runs_h * (1.0 + 2.0 * uniform(rng))).ceil();
+        let tenant = if tenants <= 1 || uniform(rng) < heavy_share {
+            0
+        } else {
+            1 + rng.below((tenants - 1) as u64) as i64
+        };
+        Arrival {
+            at: (self.at_h * HOUR_MS as f64) as i64,
+            tenant,
+            gpus,
+            runs: (runs_h * HOUR_MS as f64) as i64,
+            lease: (lease_h as i64) * HOUR_MS,
+        }
+    }
+
+    /// The generator, for further draws about the arrival just made.
+    pub(crate) fn rng(&mut self) -> &mut SplitMix64 {
+        &mut self.rng
+    }
+}
+
+const MEAN_RUNS_H: f64 = 2.0;
+
+/// A seeded workload (see [`Arrivals`]).
 pub fn workload(p: &Params) -> Vec<Job> {
-    let mut rng = SplitMix64::new(p.seed);
-    let uniform = |rng: &mut SplitMix64| (rng.below(1 << 53) as f64 + 0.5) / (1u64 << 53) as f64;
-    let total_weight: u64 = SIZES.iter().map(|(_, w)| w).sum();
-    let mean_gpus: f64 = SIZES
-        .iter()
-        .map(|(g, w)| f64::from(*g) * *w as f64)
-        .sum::<f64>()
-        / total_weight as f64;
-    let mean_runs_h = 2.0;
-    let capacity = (p.hosts * 8) as f64;
-    // Jobs per hour so that mean_gpus × mean_runs × rate = load × capacity.
-    let rate_per_h = p.load * capacity / (mean_gpus * mean_runs_h);
-    let mut at = 0.0f64;
+    let mut arrivals = Arrivals::new(p.seed, p.load, p.hosts);
     (0..p.jobs)
         .map(|i| {
-            at += -uniform(&mut rng).ln() / rate_per_h;
-            let mut pick = rng.below(total_weight);
-            let gpus = SIZES
-                .iter()
-                .find(|(_, w)| {
-                    let hit = pick < *w;
-                    pick = pick.saturating_sub(*w);
-                    hit
-                })
-                .map_or(1, |(g, _)| *g);
-            let runs_h = (-uniform(&mut rng).ln() * mean_runs_h).clamp(1.0 / 12.0, 24.0);
-            let lease_h = (runs_h * (1.0 + 2.0 * uniform(&mut rng))).ceil();
-            let tenant = if p.tenants <= 1 || uniform(&mut rng) < p.heavy_share {
-                0
-            } else {
-                1 + rng.below((p.tenants - 1) as u64) as i64
-            };
+            let a = arrivals.next(p.tenants, p.heavy_share);
             Job {
                 id: i as i64,
-                tenant,
-                gpus,
-                arrival: (at * HOUR_MS as f64) as i64,
-                runs: (runs_h * HOUR_MS as f64) as i64,
-                lease: (lease_h as i64) * HOUR_MS,
+                tenant: a.tenant,
+                gpus: a.gpus,
+                arrival: a.at,
+                runs: a.runs,
+                lease: a.lease,
             }
         })
         .collect()
@@ -181,7 +239,8 @@ pub struct Outcome {
     pub passes: usize,
 }
 
-fn fleet(hosts: usize) -> Result<Fleet, FleetError> {
+/// `hosts` idle hosts of 8 whole H100s.
+pub(crate) fn fleet(hosts: usize) -> Result<Fleet, FleetError> {
     let hosts = (0..hosts)
         .map(|h| HostState {
             id: format!("h{h:04}"),

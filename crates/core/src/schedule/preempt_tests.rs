@@ -4,32 +4,10 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::placement::{Demand, GpuState, HostState, PlacementRequest, Workload};
+use crate::schedule::tests::{fleet, whole};
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
 use QosClass::{BestEffort, Burstable, Guaranteed};
-
-fn host(id: &str, gpus: u32) -> HostState {
-    HostState {
-        id: id.to_string(),
-        cpu_free: CpuMilli(64_000),
-        memory_free: MemMiB(512 * 1024),
-        gpus: (0..gpus)
-            .map(|i| GpuState::exclusive(i, "L4", MemMiB(23_034)))
-            .collect(),
-    }
-}
-
-fn fleet(hosts: &[(&str, u32)]) -> Fleet {
-    Fleet::new(
-        hosts.iter().map(|(id, n)| host(id, *n)).collect(),
-        Workload::default(),
-    )
-    .unwrap()
-}
-
-fn whole(count: u32) -> PlacementRequest {
-    PlacementRequest::new(Demand::Whole { count })
-}
 
 fn share(milli: u32) -> PlacementRequest {
     PlacementRequest::new(Demand::Fraction {

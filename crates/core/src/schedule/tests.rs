@@ -14,7 +14,7 @@ use super::{plan_queue, Discipline, Holding, QueueEntry, QueuePlan, QueuePolicy,
 
 const NEVER: i64 = i64::MAX;
 
-fn host(id: &str, gpus: u32) -> HostState {
+pub(super) fn host(id: &str, gpus: u32) -> HostState {
     HostState {
         id: id.to_string(),
         cpu_free: CpuMilli(64_000),
@@ -25,7 +25,7 @@ fn host(id: &str, gpus: u32) -> HostState {
     }
 }
 
-fn fleet(hosts: &[(&str, u32)]) -> Fleet {
+pub(super) fn fleet(hosts: &[(&str, u32)]) -> Fleet {
     Fleet::new(
         hosts.iter().map(|(id, n)| host(id, *n)).collect(),
         Workload::default(),
@@ -33,7 +33,7 @@ fn fleet(hosts: &[(&str, u32)]) -> Fleet {
     .unwrap()
 }
 
-fn whole(count: u32) -> PlacementRequest {
+pub(super) fn whole(count: u32) -> PlacementRequest {
     PlacementRequest::new(Demand::Whole { count })
 }
 
