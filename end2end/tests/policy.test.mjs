@@ -161,6 +161,8 @@ describe('pools and tenants in the browser', () => {
     await row.waitFor();
     assert.match(await row.locator('[data-test=usage-cost]').textContent(), /^0\.\d+ EUR$/);
     assert.ok(Number((await row.locator('[data-test=usage-gpu-hours]').textContent()).trim()) >= 0);
+    // Idle GPU-hours: the allocated ones telemetry found unused (— before it measured any).
+    assert.match((await row.locator('[data-test=usage-idle-hours]').textContent()).trim(), /^(\d+\.\d{3}|—)$/);
     const href = await page.locator('[data-test=usage-csv]').getAttribute('href');
     const csv = await (await page.request.get(`${stack.appUrl}${href}`)).text();
     assert.match(csv.split('\n')[0], /^BilledCost,EffectiveCost,ListCost,ListUnitPrice,BillingCurrency/);

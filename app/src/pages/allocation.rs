@@ -13,6 +13,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_navigate, use_params_map};
 use tessera_core::lifecycle::AllocationPhase;
+use tessera_core::schedule::QosClass;
 use tessera_protocol::views::AllocationView;
 
 /// How often an open allocation page refreshes while the allocation changes.
@@ -215,7 +216,7 @@ fn Allocation(
                 </section>
             }.into_any(),
             Some(at) => view! {
-                <section class="callout" data-test="preempted" role="status">
+                <section class="callout warn" data-test="preempted" role="status">
                     <p><strong>"This slice was preempted "</strong>{format!("{}.", format::when(at))}</p>
                     <p class="small">{format!("{}.", p.reason)}</p>
                 </section>
@@ -263,7 +264,11 @@ fn Allocation(
                 <dt>"QoS"</dt><dd data-test="qos-class" title=a.qos.describe()>{a.qos.label()}</dd>
                 <dt>"Host"</dt><dd>{a.host.clone().unwrap_or_else(|| "—".into())}</dd>
                 <dt>"GPU"</dt><dd>{if gpu_text.is_empty() { "—".to_owned() } else { gpu_text }}{a.mig_start.map(|s| format!(" · MIG slice {s}"))}</dd>
-                <dt>"Quota cost"</dt><dd>{format!("{} · {} · {} slice(s)", a.demand.compute, format::mem(a.demand.memory), a.demand.slices)}</dd>
+                <dt>{match a.qos {
+                    QosClass::Guaranteed => "Quota cost",
+                    QosClass::Burstable => "Borrowed quota",
+                    QosClass::BestEffort => "Size (no quota)",
+                }}</dt><dd>{format!("{} · {} · {} slice(s)", a.demand.compute, format::mem(a.demand.memory), a.demand.slices)}</dd>
                 <dt>"Lease"</dt>
                 <dd data-test="lease">
                     {match a.lease_ends_at {

@@ -322,10 +322,10 @@ fn RequestForm(
             <section class="card summary" data-test="summary">
                 {move || match check() {
                     Ok(Cost::Borrowed(d, left, grace)) => view! {
-                        <p data-test="cost">{format!("Borrows {} and {} of the {} and {} the pool's quota leaves unused. It may be preempted, with {grace} min notice, when the lenders need their quota back.", d.compute, crate::format::mem(d.memory), left.compute, crate::format::mem(left.memory))}</p>
+                        <p data-test="cost">{format!("Borrows {} and {} of the {} and {} the pool's quota leaves unused. It may be preempted, {}, when the lenders need their quota back.", d.compute, crate::format::mem(d.memory), left.compute, crate::format::mem(left.memory), notice(grace))}</p>
                     }.into_any(),
                     Ok(Cost::Idle(grace)) => view! {
-                        <p data-test="cost">{format!("Uses none of your quota: it runs on idle capacity and is the first to be preempted, with {grace} min notice, when anyone needs the room.")}</p>
+                        <p data-test="cost">{format!("Uses none of your quota: it runs on idle capacity and is the first to be preempted, {}, when anyone needs the room.", notice(grace))}</p>
                     }.into_any(),
                     Ok(Cost::Quota(d, q, u)) => {
                         let after = u.plus(&d);
@@ -354,6 +354,14 @@ fn RequestForm(
                 <QuotaOffer quota=p.quota usage=p.usage demand slice admin action=offer justification ends_on/>
             }.into_any()),
         }}
+    }
+}
+
+/// The pool's preemption notice in words.
+fn notice(minutes: u32) -> String {
+    match minutes {
+        0 => "without notice".to_owned(),
+        m => format!("with {m} min notice"),
     }
 }
 

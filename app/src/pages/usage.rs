@@ -149,7 +149,7 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
                             <th>"Cost centre"</th>
                             {(group != UsageGrouping::CostCentre).then(|| view! { <th>"Pool"</th> })}
                             {(group == UsageGrouping::Allocation).then(|| view! { <th>"Slice"</th> })}
-                            <th class="num">"GPU-hours"</th><th class="num" title="Busy time from telemetry × the slice's share of a GPU">"Used"</th><th>"Efficiency"</th><th class="num">"GiB-hours"</th><th class="num">"Cost"</th>
+                            <th class="num">"GPU-hours"</th><th class="num" title="Busy time from telemetry × the slice's share of a GPU">"Used"</th><th class="num" title="Allocated GPU-hours telemetry found idle">"Idle"</th><th>"Efficiency"</th><th class="num">"GiB-hours"</th><th class="num">"Cost"</th>
                         </tr></thead>
                         <tbody>
                             {r.rows.into_iter().map(|row| {
@@ -166,6 +166,7 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
                                         {slice_link.map(|(href, label)| view! { <td><a href=href>{label}</a></td> })}
                                         <td class="num" data-test="usage-gpu-hours">{format!("{:.3}", row.gpu_hours)}</td>
                                         <td class="num" data-test="usage-used-hours">{row.used_gpu_hours.map_or_else(|| "—".to_owned(), |u| format!("{u:.3}"))}</td>
+                                        <td class="num" data-test="usage-idle-hours">{row.idle_gpu_hours().map_or_else(|| "—".to_owned(), |u| format!("{u:.3}"))}</td>
                                         <td data-test="usage-efficiency">{match row.efficiency_pct {
                                             Some(e) => view! {
                                                 <span class="efficiency">

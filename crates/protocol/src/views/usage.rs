@@ -162,6 +162,43 @@ pub struct UsageRow {
     pub currency: Option<String>,
 }
 
+impl UsageRow {
+    /// Allocated GPU-hours that sat idle: the allocated hours times the
+    /// share telemetry found unused (extrapolated to any time it did not
+    /// cover); `None` without telemetry.
+    pub fn idle_gpu_hours(&self) -> Option<f64> {
+        self.efficiency_pct
+            .map(|e| self.gpu_hours * (100.0 - e.clamp(0.0, 100.0)) / 100.0)
+    }
+}
+
+#[cfg(test)]
+mod idle_tests {
+    use super::*;
+
+    #[test]
+    fn idle_hours_are_the_unused_share_of_the_allocated_ones() {
+        let row = |efficiency_pct: Option<f64>| UsageRow {
+            month: DateTime::<Utc>::UNIX_EPOCH,
+            tenant: None,
+            tenant_name: None,
+            cost_centre: None,
+            pool: None,
+            allocation: None,
+            shape: None,
+            gpu_hours: 8.0,
+            gib_hours: 0.0,
+            used_gpu_hours: efficiency_pct.map(|e| 8.0 * e / 100.0),
+            efficiency_pct,
+            cost: "0".into(),
+            currency: None,
+        };
+        assert_eq!(row(Some(25.0)).idle_gpu_hours(), Some(6.0));
+        assert_eq!(row(Some(100.0)).idle_gpu_hours(), Some(0.0));
+        assert_eq!(row(None).idle_gpu_hours(), None);
+    }
+}
+
 /// A total in one currency.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
