@@ -1779,6 +1779,16 @@ async fn burstable_and_best_effort_slices_give_way_with_notice_and_guaranteed_ne
     assert_eq!(notice.deadline, f.service.now() + Duration::minutes(5));
     assert!(notice.reason.contains("best effort"), "{}", notice.reason);
     assert!(notice.preempted_at.is_none());
+    // The waiting request says so, and when it should start.
+    let waits = get(&f, &bob, first.id).await;
+    assert!(
+        waits.waiting_for.as_deref().is_some_and(
+            |w| w.contains("1 slice(s) of a lower QoS class or priority are being preempted")
+        ),
+        "{:?}",
+        waits.waiting_for
+    );
+    assert_eq!(waits.estimated_start, Some(notice.deadline));
     let told = notification::Entity::find()
         .filter(notification::Column::Kind.eq(NotificationKind::AllocationPreempting))
         .all(f.service.db())

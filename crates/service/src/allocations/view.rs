@@ -100,9 +100,24 @@ impl Service {
         if plan.reservation.as_ref().is_some_and(|r| r.id == row.id) {
             why.push_str("; it has waited longest, so the host where it fits first is kept for it");
         }
-        let start = waits
+        let mut start = waits
             .estimated_start
             .and_then(DateTime::<Utc>::from_timestamp_millis);
+        // Slices told to give way to it: it starts once they are gone.
+        let giving_way = allocation::Entity::find()
+            .filter(allocation::Column::PreemptFor.eq(row.id))
+            .filter(allocation::Column::State.is_in(AllocationPhase::CAPACITY))
+            .all(&self.db)
+            .await?;
+        if let Some(last) = giving_way.iter().filter_map(|a| a.preempt_deadline).max() {
+            why.push_str(&format!(
+                "; {} slice(s) of a lower QoS class or priority are being preempted to make room (by {} UTC), and it starts once they are gone",
+                giving_way.len(),
+                last.format("%Y-%m-%d %H:%M")
+            ));
+            let ready = last.max(now);
+            start = Some(start.map_or(ready, |s| s.min(ready)));
+        }
         Ok((why, start))
     }
 
