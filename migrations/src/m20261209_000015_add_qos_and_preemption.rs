@@ -45,7 +45,7 @@ impl MigrationTrait for Migration {
                 .alter_table(
                     Table::alter()
                         .table(Allocations::Table)
-                        .add_column(&mut column(c))
+                        .add_column(column(c))
                         .to_owned(),
                 )
                 .await?;
