@@ -314,8 +314,14 @@ impl Service {
                 ))
             })?;
         let usage = Self::usage_of(txn, actor.tenant_id, &spec.name).await?;
-        let (pool_quota, pool_usage) = Self::pool_quota_use(txn, &spec.name, now).await?;
-        let borrowable = tessera_core::quota::headroom(&pool_quota, &pool_usage);
+        // Only a burstable request borrows: the others need not read the
+        // whole pool's quota and use inside the admission turn.
+        let borrowable = if req.qos == QosClass::Burstable {
+            let (pool_quota, pool_usage) = Self::pool_quota_use(txn, &spec.name, now).await?;
+            tessera_core::quota::headroom(&pool_quota, &pool_usage)
+        } else {
+            tessera_core::quota::Demand::default()
+        };
         req.qos
             .check_quota((&quota, &usage), &borrowable, &demand)
             .map_err(|e| ServiceError::QuotaExceeded(e.to_string()))?;
