@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use tessera_core::plan::GpuDesired;
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Backend {
     /// The NVIDIA driver through NVML.
     Nvml,
@@ -186,6 +186,15 @@ fn plan_command(cli: &Cli, desired: &std::path::Path) -> ExitCode {
 /// `--join-token-file`.
 fn join_token(cli: &Cli) -> Result<Option<String>, String> {
     match (&cli.join_token, &cli.join_token_file) {
+        // A missing file is no token: an enrolled host needs none (on
+        // Kubernetes the token secret may list only the nodes yet to enrol).
+        (_, Some(path)) if !path.exists() => {
+            tracing::info!(
+                "--join-token-file {} does not exist: starting without a join token",
+                path.display()
+            );
+            Ok(None)
+        }
         (_, Some(path)) => credential::read_join_token_file(path).map(Some),
         (Some(t), None) => Ok(Some(t.trim().to_owned()).filter(|t| !t.is_empty())),
         (None, None) => Ok(None),
@@ -396,8 +405,48 @@ mod tests {
         let err = parse(&["--join-token", "tsj_argv", "--join-token-file", p]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
         let cli = parse(&["--join-token-file", "/nonexistent/token"]).unwrap();
-        assert!(join_token(&cli).unwrap_err().contains("/nonexistent/token"));
+        assert_eq!(join_token(&cli).unwrap(), None);
+        std::fs::write(&path, " \n").unwrap();
+        let cli = parse(&["--join-token-file", p]).unwrap();
+        assert!(join_token(&cli).unwrap_err().contains("empty"));
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// The agent's command lines in `deploy/` (the Kubernetes DaemonSet and
+    /// the systemd unit) are ones this agent accepts.
+    #[test]
+    fn the_deployed_command_lines_parse() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+        let text = std::fs::read_to_string(root.join("kubernetes/agent.yaml")).unwrap();
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        assert_eq!(doc["kind"].as_str(), Some("DaemonSet"));
+        let container = &doc["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<String> = container["args"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().replace("$(NODE_NAME)", "gpu-node-1"))
+            .collect();
+        let cli = parse(&args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+        assert_eq!(cli.hostname.as_deref(), Some("gpu-node-1"));
+        assert_eq!(cli.backend, Backend::Nvml);
+        assert!(cli.server.as_deref().is_some_and(|s| s.starts_with("https://")));
+        // The state directory is on the node, so the credential outlives the pod.
+        let mounts = container["volumeMounts"].as_sequence().unwrap();
+        assert!(mounts
+            .iter()
+            .any(|m| m["mountPath"].as_str() == cli.state_dir.to_str()));
+        assert_eq!(join_token(&cli).unwrap(), None, "a node not in the secret starts");
+
+        let unit = std::fs::read_to_string(root.join("systemd/tessera-agent.service")).unwrap();
+        let exec = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .unwrap();
+        let mut words = exec.split_whitespace();
+        assert_eq!(words.next(), Some("/usr/local/bin/tessera-agent"));
+        let cli = parse(&words.collect::<Vec<_>>()).unwrap();
+        assert!(cli.join_token_file.is_some());
     }
 
     #[test]

@@ -60,8 +60,33 @@ function databaseUrl(dir) {
   return `${admin.replace(/\/[^/]*$/, '')}/${name}`;
 }
 
-/** Starts IdP, server and agents (one per simulated host file name in demo/hosts). */
-export async function startStack({ hosts, env: extraEnv = {} }) {
+/**
+ * A TCP load balancer on `port` in front of `backends` ({ port, alive }):
+ * each new connection goes to the next live backend, round robin, the way a
+ * load balancer with health checks spreads clients over server replicas.
+ */
+async function balancer(port, backends) {
+  let next = 0;
+  const server = net.createServer((client) => {
+    const live = backends.filter((b) => b.alive);
+    if (live.length === 0) return client.destroy();
+    const upstream = net.connect(live[next++ % live.length].port, '127.0.0.1');
+    const close = () => { client.destroy(); upstream.destroy(); };
+    for (const end of [client, upstream]) { end.on('error', close); end.on('close', close); }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return server;
+}
+
+/**
+ * Starts IdP, server and agents (one per simulated host file name in
+ * demo/hosts). With `replicas` > 1, that many servers on one database (it
+ * must be PostgreSQL) start together behind a load balancer at `appUrl`;
+ * agents connect through it.
+ */
+export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
   const dir = mkdtempSync(path.join(tmpdir(), 'tessera-e2e-'));
   mkdirSync(ARTIFACTS, { recursive: true });
   const [appPort, idpPort] = [await freePort(), await freePort()];
@@ -94,7 +119,20 @@ export async function startStack({ hosts, env: extraEnv = {} }) {
     children.push(child);
     return child;
   };
-  let server = spawnLogged('server', SERVER_BIN, ['--config', config]);
+  let server;
+  const backends = [];
+  let lb;
+  if (replicas > 1) {
+    for (let i = 0; i < replicas; i++) {
+      const port = await freePort();
+      const child = spawnLogged(`server-${i}`, SERVER_BIN, ['--config', config], { TESSERA_SERVER__LISTEN: `127.0.0.1:${port}` });
+      backends.push({ port, url: `http://127.0.0.1:${port}`, child, alive: true });
+    }
+    for (const b of backends) await waitFor(async () => (await fetch(`${b.url}/readyz`)).ok, { what: `replica ${b.url} readiness` });
+    lb = await balancer(appPort, backends);
+  } else {
+    server = spawnLogged('server', SERVER_BIN, ['--config', config]);
+  }
   await waitFor(async () => (await fetch(`${appUrl}/readyz`)).ok, { what: 'server readiness' });
 
   // Hosts are names of demo/hosts files, or paths to other host files.
@@ -122,6 +160,7 @@ export async function startStack({ hosts, env: extraEnv = {} }) {
 
   return {
     appUrl,
+    databaseUrl: env.TESSERA_DATABASE__URL,
     idp,
     browser,
     agents,
@@ -145,9 +184,17 @@ export async function startStack({ hosts, env: extraEnv = {} }) {
       server = spawnLogged('server-restarted', SERVER_BIN, ['--config', config]);
       await waitFor(async () => (await fetch(`${appUrl}/readyz`)).ok, { what: 'server readiness after restart' });
     },
-    /** Calls the REST API with a token. */
-    async api(token, method, route, body) {
-      const res = await fetch(`${appUrl}/api/v1${route}`, {
+    /** The server replicas ({ url, alive, child }), with `replicas` > 1. */
+    replicas: backends,
+    /** Kills replica `i` (SIGKILL: a lost machine) and takes it out of the balancer. */
+    async killReplica(i) {
+      backends[i].alive = false;
+      backends[i].child.kill('SIGKILL');
+      await exited(backends[i].child);
+    },
+    /** Calls the REST API with a token (at `base`: a replica's URL; the balancer by default). */
+    async api(token, method, route, body, base = appUrl) {
+      const res = await fetch(`${base}/api/v1${route}`, {
         method,
         headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
         body: body ? JSON.stringify(body) : undefined,
@@ -158,6 +205,7 @@ export async function startStack({ hosts, env: extraEnv = {} }) {
       await browser.close().catch(() => {});
       for (const c of children) c.kill('SIGTERM');
       await Promise.all(children.map(exited));
+      lb?.close();
       await idp.close();
     },
   };

@@ -63,6 +63,9 @@ pub async fn build_state(
     clock: Arc<dyn Clock>,
 ) -> Result<(AppState, DbSessionStore), StartError> {
     let db = tessera_service::connect(config.database.url.expose()).await?;
+    // Replicas started together take turns: migrate, make the session
+    // table, seed pools and tenants.
+    let startup = tessera_service::StartupLock::acquire(&db).await?;
     tessera_service::migrate(&db).await?;
     let store = DbSessionStore::new(&db).await?;
     let settings = Settings {
@@ -86,6 +89,7 @@ pub async fn build_state(
     tessera_service::pools::validate_pool_tenants(&settings.pools, &settings.directory)?;
     let service = Service::new(db, settings, clock);
     service.seed_policy().await?;
+    startup.release().await;
     let oidc = Arc::new(oidc::Oidc::new(&config)?);
     let hash_file = bundle::find_hash_file(Path::new(&config.server.site_root));
     match &hash_file {
@@ -295,8 +299,9 @@ async fn flush_token_uses(service: &Service) {
 }
 
 /// Runs the allocation timer (lease ends, provisioning timeouts, the queue)
-/// and writes the API tokens' last uses, until `stop` turns `true` (a round
-/// in progress is finished first, and the last uses are written).
+/// on the replica that leads, and writes the API tokens' last uses on every
+/// replica, until `stop` turns `true` (a round in progress is finished
+/// first, the last uses are written, and the lead is given up).
 pub async fn run_scheduler(
     service: Service,
     every: std::time::Duration,
@@ -309,11 +314,15 @@ pub async fn run_scheduler(
             _ = interval.tick() => {}
             () = stopped(&mut stop) => {
                 flush_token_uses(&service).await;
+                service.resign().await;
                 return;
             }
         }
-        // Every replica writes the token uses it noted.
+        // Every replica writes the token uses it noted; one runs the rest.
         flush_token_uses(&service).await;
+        if !service.lead().await {
+            continue;
+        }
         match service.roll_up_telemetry().await {
             Ok(r) if r.samples + r.expired > 0 => tracing::debug!(
                 samples = r.samples,

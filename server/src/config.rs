@@ -684,4 +684,62 @@ client_secret = "s3cret"
             assert!(err.to_string().contains(field), "{key}={value}: {err}");
         }
     }
+
+    /// The Kubernetes manifest in `deploy/` is one this server runs with:
+    /// its configuration plus the container's environment load (unknown keys
+    /// are refused), the probes and port are the server's, and there are
+    /// replicas to survive a lost machine; the systemd unit names a real
+    /// configuration file path and the secrets' environment file.
+    #[test]
+    fn the_deployed_configuration_loads() {
+        use serde::Deserialize;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+        let text = std::fs::read_to_string(root.join("kubernetes/server.yaml")).unwrap();
+        let docs: Vec<serde_yaml_ng::Value> = serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|d| serde_yaml_ng::Value::deserialize(d).unwrap())
+            .collect();
+        let kind = |k: &str| {
+            docs.iter()
+                .find(|d| d["kind"].as_str() == Some(k))
+                .unwrap_or_else(|| panic!("no {k} in server.yaml"))
+        };
+        let toml = kind("ConfigMap")["data"]["tessera.toml"].as_str().unwrap();
+        let deployment = kind("Deployment");
+        assert!(deployment["spec"]["replicas"].as_u64().unwrap() >= 2);
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let env: Vec<(String, String)> = container["env"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let name = e["name"].as_str().unwrap().to_owned();
+                // Secrets are references; any well-formed value stands in.
+                let value = match name.as_str() {
+                    "TESSERA_DATABASE__URL" => "postgres://tessera@db.internal/tessera",
+                    _ => "from-the-secret",
+                };
+                (name, value.to_owned())
+            })
+            .collect();
+        let config = Config::from_toml_and_env(toml, env).unwrap();
+        assert!(config.database.url.expose().starts_with("postgres://"));
+        assert!(config.server.public_url.starts_with("https://"));
+        assert_eq!(config.server.log_format, "json");
+        assert!(config.metrics.bearer_token.is_some());
+        let port = container["ports"][0]["containerPort"].as_u64().unwrap();
+        assert_eq!(u64::from(config.server.listen.port()), port);
+        assert_eq!(container["readinessProbe"]["httpGet"]["path"].as_str(), Some("/readyz"));
+        assert_eq!(container["livenessProbe"]["httpGet"]["path"].as_str(), Some("/healthz"));
+        let args = container["args"].as_sequence().unwrap();
+        let mount = container["volumeMounts"][0]["mountPath"].as_str().unwrap();
+        assert_eq!(args[1].as_str(), Some(&*format!("{mount}/tessera.toml")));
+        for k in ["Service", "PodDisruptionBudget", "Ingress"] {
+            kind(k);
+        }
+        assert!(!kind("Ingress")["spec"]["tls"].as_sequence().unwrap().is_empty());
+
+        let unit = std::fs::read_to_string(root.join("systemd/tessera-server.service")).unwrap();
+        assert!(unit.contains("ExecStart=/usr/local/bin/tessera-server --config /etc/tessera/tessera.toml"));
+        assert!(unit.contains("EnvironmentFile=/etc/tessera/server.env"));
+    }
 }

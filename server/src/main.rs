@@ -134,6 +134,11 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                 ),
                 stop.subscribe(),
             ));
+            let peers = tokio::spawn({
+                let service = state.service.clone();
+                let stop = stop.subscribe();
+                async move { service.listen_to_peers(stop).await }
+            });
             let deliveries = tokio::spawn(tessera_server::webhooks::run_deliveries(
                 state.service.clone(),
                 tessera_server::webhooks::DeliveryConfig {
@@ -165,6 +170,7 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
             let finish = async {
                 let _ = scheduler.await;
                 let _ = deliveries.await;
+                let _ = peers.await;
             };
             if tokio::time::timeout(std::time::Duration::from_secs(15), finish)
                 .await

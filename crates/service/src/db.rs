@@ -45,7 +45,8 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
     Ok(db)
 }
 
-/// Applies pending migrations.
+/// Applies pending migrations (replicas starting together hold a
+/// [`crate::StartupLock`] around it).
 pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
     Migrator::up(db, None).await
 }

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod notifications;
 mod policy;
 pub mod pools;
+mod replicas;
 pub mod quotas;
 mod secret;
 pub mod telemetry;
@@ -33,6 +34,7 @@ mod write;
 pub use auth::{PlatformAdmin, Principal, Viewer};
 pub use db::{connect, migrate, pending_migrations, DbKind};
 pub use error::ServiceError;
+pub use replicas::StartupLock;
 pub use identity::{Directory, LoginClaims, TenantSpec};
 pub use sea_orm::DatabaseConnection;
 
@@ -104,6 +106,10 @@ pub struct Service {
     metrics: Arc<metrics::ServiceMetrics>,
     /// The minute idle reclaim last ran in.
     idle_minute: Arc<std::sync::atomic::AtomicI64>,
+    /// This process among the server replicas: its id and leadership.
+    replica: Arc<replicas::Replica>,
+    /// How often a waiting long poll re-reads its generation.
+    desired_recheck: std::time::Duration,
 }
 
 /// The process's writer turn on SQLite; keep it until the transaction ends.
@@ -125,7 +131,17 @@ impl Service {
             telemetry_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             metrics: Arc::default(),
             idle_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+            replica: Arc::default(),
+            desired_recheck: allocations::DESIRED_RECHECK,
         }
+    }
+
+    /// How often a waiting long poll re-reads its host's generation when no
+    /// notice wakes it (default 1 s): the safety net under the replicas'
+    /// notices.
+    pub fn with_desired_recheck(mut self, every: std::time::Duration) -> Self {
+        self.desired_recheck = every;
+        self
     }
 
     /// This process's counters (for `/metrics`).

@@ -5,7 +5,7 @@
 //! that must agree across replicas (queue depth, ingest lag) are read from
 //! the database at scrape time instead ([`crate::fleet::FleetCounts`]).
 
-use prometheus::{IntCounterVec, Opts, Registry};
+use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 
 /// What became of a request for a slice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +61,7 @@ pub struct ServiceMetrics {
     admissions: IntCounterVec,
     deliveries: IntCounterVec,
     telemetry_rounds: IntCounterVec,
+    leader: IntGauge,
 }
 
 impl std::fmt::Debug for ServiceMetrics {
@@ -101,6 +102,17 @@ impl Default for ServiceMetrics {
                 "Agents' telemetry rounds received, by what became of them (stored, duplicate, expired).",
                 &["result"],
             ),
+            leader: {
+                let g = IntGauge::new(
+                    "tessera_scheduler_leader",
+                    "1 on the replica that runs the timer (queue, lease ends, reclaim), 0 on the others.",
+                )
+                .unwrap_or_else(|e| unreachable!("the gauge's name is a constant: {e}"));
+                if let Err(e) = registry.register(Box::new(g.clone())) {
+                    tracing::error!("gauge tessera_scheduler_leader not registered: {e}");
+                }
+                g
+            },
             registry,
         }
     }
@@ -116,6 +128,10 @@ impl ServiceMetrics {
         self.admissions
             .with_label_values(&[pool, outcome.as_str()])
             .inc();
+    }
+
+    pub(crate) fn set_leader(&self, leads: bool) {
+        self.leader.set(i64::from(leads));
     }
 
     pub(crate) fn delivered(&self, outcome: DeliveryOutcome) {

@@ -156,6 +156,7 @@ impl Write {
             retries_queue |= after.retries_queue;
             if let Some(token) = after.forgets_token {
                 service.token_checks.forget(token);
+                service.tell_peers(crate::replicas::PeerNotice::TokenRevoked(token));
             }
         }
         Ok(retries_queue)

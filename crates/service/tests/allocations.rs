@@ -1892,3 +1892,135 @@ async fn burstable_and_best_effort_slices_give_way_with_notice_and_guaranteed_ne
     }
     check_invariants(&f).await;
 }
+
+/// Three replicas on one PostgreSQL: one leads the timer at a time and the
+/// lead passes on when it resigns; a placement on one replica wakes an
+/// agent's long poll held by another (whose own re-check is set far beyond
+/// the wait, so only the notice can wake it); a revocation on one replica
+/// makes the others forget the token at once (the test clock stands still,
+/// so their one-second belief would otherwise last for ever); racing
+/// requests spread over the replicas never exceed the quota.
+#[tokio::test]
+async fn replicas_take_turns_leading_and_wake_each_other() {
+    let f = fixture().await;
+    let replica = || {
+        tessera_service::Service::new(
+            f.service.db().clone(),
+            f.service.settings().clone(),
+            f.clock.clone(),
+        )
+        .with_desired_recheck(std::time::Duration::from_secs(3600))
+    };
+    let (b, c) = (replica(), replica());
+    use sea_orm::ConnectionTrait;
+    let postgres = f.service.db().get_database_backend() == sea_orm::DbBackend::Postgres;
+    if !postgres {
+        // One process on SQLite: every instance leads (there are no peers).
+        assert!(f.service.lead().await && b.lead().await);
+        return;
+    }
+    // Exactly one leads; the lead passes on when the leader resigns.
+    assert!(f.service.lead().await);
+    assert!(!b.lead().await && !c.lead().await);
+    assert!(f.service.lead().await, "the leader keeps the lead");
+    f.service.resign().await;
+    assert!(!f.service.leads());
+    let next = [b.lead().await, c.lead().await];
+    assert_eq!(next, [true, false], "the first to try after the resignation leads");
+    assert!(!f.service.lead().await);
+    let metric = |s: &tessera_service::Service| {
+        prometheus::TextEncoder::new()
+            .encode_to_string(&s.metrics().registry().gather())
+            .unwrap()
+            .lines()
+            .any(|l| l == "tessera_scheduler_leader 1")
+    };
+    assert!(metric(&b) && !metric(&c) && !metric(&f.service));
+
+    // b and c listen to the others, as the server does.
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    for s in [&b, &c] {
+        let (s, stop) = (s.clone(), stop.clone());
+        tokio::spawn(async move { s.listen_to_peers(stop).await });
+    }
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-0c05")]).await;
+    let seen = agent.converge(&f).await.generation;
+    // Let the listeners subscribe before anything is announced.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let poll = {
+        let (b, host) = (b.clone(), agent.host.clone());
+        tokio::spawn(async move {
+            b.wait_desired(&host, Some(seen), std::time::Duration::from_secs(20))
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let bob = actor(&f, "bob", &["vision"], "vision").await;
+    let placed = f
+        .service
+        .request_allocation(&bob, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    let woke = tokio::time::timeout(std::time::Duration::from_secs(10), poll)
+        .await
+        .expect("the long poll on another replica woke before its 20 s wait ended")
+        .unwrap()
+        .unwrap();
+    assert!(woke.generation > seen, "{woke:?}");
+    assert_eq!(placed.state, AllocationPhase::Placed);
+    assert_eq!(
+        woke.gpus.iter().map(|g| g.desired.instances.len()).sum::<usize>(),
+        1,
+        "{woke:?}"
+    );
+
+    // A revocation on one replica: the others forget their belief at once.
+    let lead = f.login("l", &["vision-leads"]).await;
+    let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let token = f
+        .service
+        .create_api_token(&lead, &lead_actor, "ci", None)
+        .await
+        .unwrap();
+    for s in [&b, &c] {
+        assert!(s.authenticate_api_token(&token.secret).await.is_ok());
+    }
+    f.service
+        .revoke_api_token(&lead, &lead_actor, token.token.id)
+        .await
+        .unwrap();
+    for s in [&b, &c] {
+        let mut refused = false;
+        for _ in 0..50 {
+            if s.authenticate_api_token(&token.secret).await.is_err() {
+                refused = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(refused, "a revoked token is refused on every replica");
+    }
+
+    // Requests raced over the three replicas: vision's quota (8 slices,
+    // one held) is never exceeded, and every winner is distinct.
+    let services = [f.service.clone(), b.clone(), c.clone()];
+    let vision = members(&f, 6).await;
+    let tasks: Vec<_> = (0..24)
+        .map(|i| {
+            let s = services[i % 3].clone();
+            let a = vision[i % vision.len()].clone();
+            tokio::spawn(async move {
+                s.request_allocation(&a, &ask("h100-mig", mig("1g.10gb"), 4))
+                    .await
+            })
+        })
+        .collect();
+    let results: Vec<_> = futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(results.iter().any(|r| r.is_ok()));
+    check_invariants(&f).await;
+    stop_tx.send_replace(true);
+}

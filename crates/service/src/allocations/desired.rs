@@ -22,9 +22,10 @@ use tessera_core::sharing::SharingMode;
 use tessera_core::units::MemMiB;
 use tessera_protocol::agent::{DesiredState, GpuDesiredEntry, DESIRED_MAX_WAIT_S};
 
-/// How often a waiting long poll re-reads the generation, so a change made
-/// by another server replica is seen too.
-const RECHECK: Duration = Duration::from_secs(1);
+/// How often a waiting long poll re-reads the generation by default, so a
+/// change made by another server replica is seen even when its notice is
+/// lost.
+pub(crate) const DESIRED_RECHECK: Duration = Duration::from_secs(1);
 
 /// The wake-up message that concerns every host.
 const ALL_HOSTS: i64 = -1;
@@ -32,7 +33,14 @@ const ALL_HOSTS: i64 = -1;
 impl Service {
     /// Wakes long polls after a commit that changed some host's desired state.
     /// Only that host's long poll wakes (`None`: every host's).
+    /// The other replicas' long polls wake too.
     pub(crate) fn desired_changed(&self, host_id: Option<i64>) {
+        self.wake_local(host_id);
+        self.tell_peers(crate::replicas::PeerNotice::Desired(host_id));
+    }
+
+    /// Wakes this process's long polls for `host_id` (`None`: every host's).
+    pub(crate) fn wake_local(&self, host_id: Option<i64>) {
         // No receiver (no agent waiting) is not an error.
         let _ = self.desired_tx.send(host_id.unwrap_or(ALL_HOSTS));
     }
@@ -197,7 +205,7 @@ impl Service {
                 break;
             }
             // Sleep until this host's change is announced, or the re-check is due.
-            let nap_until = (now + RECHECK).min(deadline);
+            let nap_until = (now + self.desired_recheck).min(deadline);
             loop {
                 match tokio::time::timeout_at(nap_until, rx.recv()).await {
                     Ok(Ok(host)) if host != who.id && host != ALL_HOSTS => continue,

@@ -26,6 +26,7 @@ mod view;
 
 pub use access::TenantActor;
 pub(crate) use capacity::{drain_of, gpu_loss, live_on_host};
+pub(crate) use desired::DESIRED_RECHECK;
 pub use scheduler::TickReport;
 pub(crate) use snapshot::{observed_of, occupancy, Occupancy, View};
 pub(crate) use stored::AllocationRow;
