@@ -1,5 +1,5 @@
 # The two commands: `make demo` runs everything locally; `make test` runs every test.
-.PHONY: demo test bench bench-queue bench-slices bench-load bench-reads bench-ingest fmt lint
+.PHONY: demo test bench bench-queue bench-slices bench-load bench-reads bench-ingest bench-idle fmt lint
 
 demo:
 	bash scripts/demo.sh
@@ -24,6 +24,9 @@ bench-reads:
 
 bench-ingest:
 	bash scripts/bench.sh ingest
+
+bench-idle:
+	bash scripts/bench.sh idle
 
 fmt:
 	cargo fmt --all

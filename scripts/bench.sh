@@ -12,6 +12,9 @@
 #   5. ingest: telemetry of 1,000 hosts × 8 GPUs, one round every 10 s,
 #      stored and rolled up (`make bench-ingest`; TESSERA_BENCH_DATABASE_URL
 #      names an EMPTY database, else a throwaway SQLite file)
+#   6. idle: what an idle fleet of TESSERA_IDLE_HOSTS (1,000) simulated
+#      hosts costs server and database, over 60 s (`make bench-idle`; not
+#      part of `all`)
 #   4. reads: the authenticated allocation list at full speed against an
 #      axum hello-world in the same run (`make bench-reads`; set
 #      TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)
@@ -62,4 +65,11 @@ if [ "$what" = all ] || [ "$what" = ingest ]; then
   cargo run --release -q -p tessera-service --example ingest_bench -- \
     "${TESSERA_BENCH_DATABASE_URL:-sqlite://$tmp/ingest.db?mode=rwc}" "${TESSERA_INGEST_HOSTS:-1000}" 6 32
   rm -rf "$tmp"
+fi
+if [ "$what" = idle ]; then
+  ensure_tools
+  build_release
+  for hosts in ${TESSERA_IDLE_HOSTS:-1000}; do
+    (cd end2end && node bench/idle-bench.mjs --hosts "$hosts" --seconds "${TESSERA_IDLE_SECONDS:-60}")
+  done
 fi

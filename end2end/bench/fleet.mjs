@@ -49,9 +49,11 @@ export async function startFleet({ hosts }) {
     return c;
   };
   const stop = () => { for (const c of children) c.kill('SIGTERM'); };
+  let server;
+  let agent;
   try {
     cli('migrate');
-    start('server', SERVER, ['--config', config]);
+    server = start('server', SERVER, ['--config', config]);
     await until(async () => (await fetch(`${URL_}/readyz`)).ok, 'server');
     const hostsDir = path.join(dir, 'hosts');
     const stateDir = path.join(dir, 'state');
@@ -69,7 +71,7 @@ export async function startFleet({ hosts }) {
       const { credential } = await res.json();
       writeFileSync(path.join(stateDir, `${name}.credential`), credential, { mode: 0o600 });
     }
-    start('agent', AGENT, ['--server', URL_, '--backend', 'sim', '--sim-hosts-dir', hostsDir, '--state-dir', stateDir]);
+    agent = start('agent', AGENT, ['--server', URL_, '--backend', 'sim', '--sim-hosts-dir', hostsDir, '--state-dir', stateDir]);
     await until(async () => (await (await fetch(`${URL_}/metrics`)).text()).includes(`tessera_hosts{status="online"} ${hosts}`), `${hosts} hosts online`);
   } catch (e) {
     stop();
@@ -83,7 +85,7 @@ export async function startFleet({ hosts }) {
     });
     return { status: res.status, body: await res.json() };
   };
-  return { url: URL_, dir, env, cli, token, api, stop, database: env.TESSERA_DATABASE__URL.split(':')[0] };
+  return { url: URL_, dir, env, cli, token, api, stop, server, agent, database: env.TESSERA_DATABASE__URL.split(':')[0] };
 }
 
 /** One MIG slice of the bench pool. */

@@ -18,6 +18,7 @@ mod m20261206_000012_create_gpu_samples;
 mod m20261207_000013_create_admission_refusals;
 mod m20261208_000014_add_idle_reclaim;
 mod m20261209_000015_add_qos_and_preemption;
+mod m20261210_000016_add_host_report_digest;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261207_000013_create_admission_refusals::Migration),
             Box::new(m20261208_000014_add_idle_reclaim::Migration),
             Box::new(m20261209_000015_add_qos_and_preemption::Migration),
+            Box::new(m20261210_000016_add_host_report_digest::Migration),
         ]
     }
 }

@@ -2024,3 +2024,89 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
     check_invariants(&f).await;
     stop_tx.send_replace(true);
 }
+
+/// A report that repeats the last one only records that the host was seen;
+/// one that differs, the first after a change of the host's desired state,
+/// the first after the host was offline, and one a minute after the last
+/// full processing are processed in full. The probe: a GPU row changed
+/// behind the service's back is put right by a full processing only.
+#[tokio::test]
+async fn repeated_reports_only_record_that_the_host_was_seen() {
+    use sea_orm::{ActiveModelTrait, Set};
+    use tessera_protocol::agent::GpuReport;
+    use tessera_service::entity::{gpu, host};
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-0c05")]).await;
+    let d = agent.converge(&f).await;
+    let same = agent.applied(&d);
+    let tamper = || async {
+        let g = gpu::Entity::find().one(f.service.db()).await.unwrap().unwrap();
+        let mut a: gpu::ActiveModel = g.into();
+        a.apply_error = Set(Some("changed behind the service's back".into()));
+        a.update(f.service.db()).await.unwrap();
+    };
+    let tampered = || async {
+        gpu::Entity::find()
+            .one(f.service.db())
+            .await
+            .unwrap()
+            .unwrap()
+            .apply_error
+            .is_some()
+    };
+    let seen = || async {
+        host::Entity::find_by_id(agent.host.id)
+            .one(f.service.db())
+            .await
+            .unwrap()
+            .unwrap()
+            .last_seen_at
+    };
+    let send = |gpus: Vec<GpuReport>, applied| {
+        let (f, agent) = (&f, &agent);
+        async move { agent.send(f, gpus, applied, vec![]).await }
+    };
+
+    // Repeated: only the time it was seen moves.
+    tamper().await;
+    f.clock.advance(Duration::seconds(5));
+    send(same.clone(), Some(d.generation)).await;
+    assert!(tampered().await, "a repeated report is not processed again");
+    assert_eq!(seen().await, Some(f.clock.now()));
+
+    // A different report is processed in full.
+    let mut other = same.clone();
+    other[0].health.ecc_corrected = 1;
+    send(other.clone(), Some(d.generation)).await;
+    assert!(!tampered().await, "a new report is processed");
+
+    // After a change of the desired state, the same report again is
+    // processed in full (the placement cleared the digest).
+    tamper().await;
+    send(other.clone(), Some(d.generation)).await;
+    assert!(tampered().await);
+    let bob = actor(&f, "bob", &["vision"], "vision").await;
+    f.service
+        .request_allocation(&bob, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    send(other.clone(), Some(d.generation)).await;
+    assert!(!tampered().await, "the first report after a placement is processed");
+
+    // A minute after the last full processing, in full again.
+    tamper().await;
+    for _ in 0..11 {
+        f.clock.advance(Duration::seconds(5));
+        send(other.clone(), Some(d.generation)).await;
+    }
+    assert!(tampered().await);
+    f.clock.advance(Duration::seconds(5));
+    send(other.clone(), Some(d.generation)).await;
+    assert!(!tampered().await, "a repeated report is processed once a minute");
+
+    // Back after being offline (30 s here): in full.
+    tamper().await;
+    f.clock.advance(Duration::seconds(31));
+    send(other.clone(), Some(d.generation)).await;
+    assert!(!tampered().await, "a host coming back is processed in full");
+}

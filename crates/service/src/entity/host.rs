@@ -32,6 +32,10 @@ pub struct Model {
     /// Time of the last telemetry round stored (ms): rounds at or before it
     /// are duplicates.
     pub telemetry_last_at_ms: Option<i64>,
+    /// SHA-256 (hex) of the last report processed in full.
+    pub report_digest: Option<String>,
+    /// When that was.
+    pub report_full_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

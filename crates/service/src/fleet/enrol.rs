@@ -101,6 +101,7 @@ impl Service {
                 let id = h.id;
                 let mut active: host::ActiveModel = h.into();
                 active.credential_hash = Set(secret::hash(&credential));
+                active.report_digest = Set(None);
                 active.enrolled_at = Set(now);
                 active.update(w.db()).await?;
                 (id, true)

@@ -8,6 +8,8 @@ use crate::entity::gpu::HealthFindings;
 use crate::entity::{gpu, host};
 use crate::events::DomainEvent;
 use crate::{Service, ServiceError};
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -151,6 +153,12 @@ impl Service {
             )));
         }
         let now = self.now();
+        let digest = report_digest(report);
+        if let Some(d) = &digest {
+            if self.record_repeat(who, d, now).await? {
+                return Ok(self.report_ack());
+            }
+        }
         let mut w = self.begin_write().await?;
         let uuids: Vec<&str> = report.gpus.iter().map(|g| g.uuid.as_str()).collect();
         if let Some(clash) = gpu::Entity::find()
@@ -176,6 +184,9 @@ impl Service {
         active.backend = Set(Some(report.backend.clone()));
         active.driver_version = Set(report.driver_version.clone());
         active.last_seen_at = Set(Some(now));
+        // Cleared again below if processing it changes the desired state.
+        active.report_digest = Set(digest);
+        active.report_full_at = Set(Some(now));
         active.update(w.db()).await?;
 
         let existing: BTreeMap<String, gpu::Model> = gpu::Entity::find()
@@ -329,11 +340,59 @@ impl Service {
         if desired_changed {
             self.desired_changed(Some(who.id));
         }
+        Ok(self.report_ack())
+    }
+
+    fn report_ack(&self) -> ReportAck {
         let next = u64::try_from(self.settings.report_interval.num_seconds())
             .unwrap_or(10)
             .max(1);
-        Ok(ReportAck {
+        ReportAck {
             next_report_in_s: next,
-        })
+        }
     }
+
+    /// Records only that the host was seen, when its report repeats the last
+    /// one processed in full: less than [`REPORT_FULL_EVERY`] ago, with the
+    /// host online since (a host coming back is processed in full, so its
+    /// slices get their capacity back) and its desired state unchanged
+    /// (every change of it clears the digest). Whether it did.
+    async fn record_repeat(
+        &self,
+        who: &AuthenticatedHost,
+        digest: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, ServiceError> {
+        let w = self.begin_write().await?;
+        let seen = host::Entity::update_many()
+            .col_expr(host::Column::LastSeenAt, Expr::value(now))
+            .filter(host::Column::Id.eq(who.id))
+            .filter(host::Column::ReportDigest.eq(digest))
+            .filter(host::Column::ReportFullAt.gt(now - REPORT_FULL_EVERY))
+            .filter(host::Column::LastSeenAt.gt(now - self.settings.host_offline_after))
+            .exec(w.db())
+            .await?
+            .rows_affected
+            == 1;
+        w.commit(
+            self,
+            &Actor::Host {
+                host_id: who.id,
+                hostname: who.hostname.clone(),
+            },
+        )
+        .await?;
+        Ok(seen)
+    }
+}
+
+/// A report that repeats the last one is still processed in full this often.
+pub const REPORT_FULL_EVERY: chrono::Duration = chrono::Duration::seconds(60);
+
+/// SHA-256 (hex) of a report as JSON: equal reports, equal digests (`None`
+/// if it does not serialize, which plain data always does).
+fn report_digest(report: &HostReport) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let bytes = serde_json::to_vec(report).ok()?;
+    Some(hex::encode(Sha256::digest(bytes)))
 }

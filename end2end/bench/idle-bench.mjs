@@ -1,0 +1,73 @@
+// An idle fleet: what N simulated hosts (8 H100s each, one agent process,
+// each host with its own credential, reporting every 5 s and sending
+// telemetry every 10 s) cost the release server, and PostgreSQL when it is
+// the database, while nothing else happens. Measures, after the fleet has
+// settled, the CPU the server (and every postgres process) used over a
+// window, the server's resident memory, and the report round trip seen from
+// outside (a report of one more host, sent like an agent's). Prints JSON.
+// Usage: node bench/idle-bench.mjs [--hosts 1000] [--seconds 60] [--settle 20]
+import { readFileSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { startFleet, arg, sleep, pct } from './fleet.mjs';
+
+const HOSTS = arg('hosts', 1000);
+const SECONDS = arg('seconds', 60);
+const SETTLE = arg('settle', 20);
+const TICK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+
+/** CPU seconds a process has used (user + system). */
+const cpuOf = (pid) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICK;
+};
+/** CPU seconds of every postgres process now (0 without any). */
+const postgresCpu = () => readdirSync('/proc').filter((d) => /^\d+$/.test(d)).reduce((sum, pid) => {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres' ? sum + cpuOf(pid) : sum;
+  } catch {
+    return sum; // gone meanwhile
+  }
+}, 0);
+const rssMiB = (pid) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]) / 1024;
+
+const fleet = await startFleet({ hosts: HOSTS });
+try {
+  await sleep(SETTLE * 1000);
+  const pid = fleet.server.pid;
+  const [server0, pg0, t0] = [cpuOf(pid), postgresCpu(), Date.now()];
+  await sleep(SECONDS * 1000);
+  const wall = (Date.now() - t0) / 1000;
+  const server = (cpuOf(pid) - server0) / wall;
+  const postgres = fleet.database === 'postgres' ? (postgresCpu() - pg0) / wall : 0;
+  // Report round trips of one host, like an agent's, while the fleet idles.
+  const token = fleet.cli('create-join-token');
+  const enrolled = await (await fetch(`${fleet.url}/api/agent/v1/enroll`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ join_token: token, hostname: 'probe-host' }),
+  })).json();
+  const report = {
+    hostname: 'probe-host', agent_version: 'bench', cpu_milli: 96000, memory_mib: 1048576, backend: 'simulated',
+    driver_version: '550', applied_generation: null, errors: [],
+    gpus: Array.from({ length: 8 }, (_, i) => ({ index: i, uuid: `GPU-probe-${i}`, name: 'NVIDIA H100 80GB HBM3',
+      memory_mib: 81559, mig_capable: true, mig_enabled: true })),
+  };
+  const times = [];
+  for (let i = 0; i < 50; i++) {
+    const start = performance.now();
+    const res = await fetch(`${fleet.url}/api/agent/v1/report`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${enrolled.credential}` },
+      body: JSON.stringify(report),
+    });
+    if (!res.ok) throw new Error(`report: ${res.status} ${await res.text()}`);
+    times.push(performance.now() - start);
+    await sleep(100);
+  }
+  console.log(JSON.stringify({
+    database: fleet.database, hosts: HOSTS, gpus: HOSTS * 8, window_s: Math.round(wall),
+    server_cores: +server.toFixed(3), postgres_cores: +postgres.toFixed(3),
+    together_cores: +(server + postgres).toFixed(3), server_rss_mib: Math.round(rssMiB(pid)),
+    report_p50_ms: +pct(times, 50).toFixed(2), report_p99_ms: +pct(times, 99).toFixed(2),
+  }));
+} finally {
+  fleet.stop();
+}
