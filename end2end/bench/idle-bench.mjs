@@ -48,7 +48,7 @@ try {
   const report = {
     hostname: 'probe-host', agent_version: 'bench', cpu_milli: 96000, memory_mib: 1048576, backend: 'simulated',
     driver_version: '550', applied_generation: null, errors: [],
-    gpus: Array.from({ length: 8 }, (_, i) => ({ index: i, uuid: `GPU-probe-${i}`, name: 'NVIDIA H100 80GB HBM3',
+    gpus: Array.from({ length: 8 }, (_, i) => ({ index: i, uuid: `GPU-feedbeef000${i}`, name: 'NVIDIA H100 80GB HBM3',
       memory_mib: 81559, mig_capable: true, mig_enabled: true })),
   };
   const times = [];
