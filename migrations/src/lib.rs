@@ -3,6 +3,8 @@
 
 pub use sea_orm_migration::prelude::*;
 
+mod alter;
+
 mod m20261129_000001_create_identity;
 mod m20261129_000002_create_fleet;
 mod m20261129_000003_add_gpu_sharing;

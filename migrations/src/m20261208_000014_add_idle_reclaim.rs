@@ -37,36 +37,17 @@ fn columns() -> Vec<ColumnDef> {
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for mut col in columns() {
-            manager
-                .alter_table(
-                    Table::alter()
-                        .table(Allocations::Table)
-                        .add_column(&mut col)
-                        .to_owned(),
-                )
-                .await?;
-        }
-        Ok(())
+        crate::alter::add_columns(manager, Allocations::Table, columns()).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for col in [
+        let columns = [
             Allocations::IdleWarnedAt,
             Allocations::IdleDeadline,
             Allocations::IdleKeeps,
             Allocations::IdleWatchFrom,
             Allocations::ReclaimedAt,
-        ] {
-            manager
-                .alter_table(
-                    Table::alter()
-                        .table(Allocations::Table)
-                        .drop_column(col)
-                        .to_owned(),
-                )
-                .await?;
-        }
-        Ok(())
+        ];
+        crate::alter::drop_columns(manager, Allocations::Table, columns).await
     }
 }

@@ -28,25 +28,11 @@ fn column(c: Hosts) -> ColumnDef {
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for c in COLUMNS {
-            manager
-                .alter_table(
-                    Table::alter()
-                        .table(Hosts::Table)
-                        .add_column(column(c))
-                        .to_owned(),
-                )
-                .await?;
-        }
-        Ok(())
+        let columns = COLUMNS.into_iter().map(column).collect();
+        crate::alter::add_columns(manager, Hosts::Table, columns).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for c in COLUMNS {
-            manager
-                .alter_table(Table::alter().table(Hosts::Table).drop_column(c).to_owned())
-                .await?;
-        }
-        Ok(())
+        crate::alter::drop_columns(manager, Hosts::Table, COLUMNS).await
     }
 }

@@ -18,6 +18,16 @@ pub struct AuthenticatedHost {
     pub hostname: String,
 }
 
+impl AuthenticatedHost {
+    /// The host as the actor of what its agent does.
+    pub(crate) fn actor(&self) -> Actor<'static> {
+        Actor::Host {
+            host_id: self.id,
+            hostname: self.hostname.clone(),
+        }
+    }
+}
+
 /// Checks a host name (RFC 1123 labels).
 pub fn validate_hostname(field: &str, name: &str) -> Result<(), ServiceError> {
     let ok = !name.is_empty()

@@ -3,7 +3,6 @@
 
 use super::{validate_hostname, AuthenticatedHost};
 use crate::allocations::{gpu_loss, live_on_host, AllocationRow};
-use crate::audit::Actor;
 use crate::entity::gpu::HealthFindings;
 use crate::entity::{gpu, host};
 use crate::events::DomainEvent;
@@ -329,14 +328,7 @@ impl Service {
                 backend: report.backend.clone(),
             });
         }
-        w.commit(
-            self,
-            &Actor::Host {
-                host_id: who.id,
-                hostname: who.hostname.clone(),
-            },
-        )
-        .await?;
+        w.commit(self, &who.actor()).await?;
         if desired_changed {
             self.desired_changed(Some(who.id));
         }
@@ -374,14 +366,7 @@ impl Service {
             .await?
             .rows_affected
             == 1;
-        w.commit(
-            self,
-            &Actor::Host {
-                host_id: who.id,
-                hostname: who.hostname.clone(),
-            },
-        )
-        .await?;
+        w.commit(self, &who.actor()).await?;
         Ok(seen)
     }
 }
