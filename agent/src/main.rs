@@ -430,13 +430,20 @@ mod tests {
         let cli = parse(&args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
         assert_eq!(cli.hostname.as_deref(), Some("gpu-node-1"));
         assert_eq!(cli.backend, Backend::Nvml);
-        assert!(cli.server.as_deref().is_some_and(|s| s.starts_with("https://")));
+        assert!(cli
+            .server
+            .as_deref()
+            .is_some_and(|s| s.starts_with("https://")));
         // The state directory is on the node, so the credential outlives the pod.
         let mounts = container["volumeMounts"].as_sequence().unwrap();
         assert!(mounts
             .iter()
             .any(|m| m["mountPath"].as_str() == cli.state_dir.to_str()));
-        assert_eq!(join_token(&cli).unwrap(), None, "a node not in the secret starts");
+        assert_eq!(
+            join_token(&cli).unwrap(),
+            None,
+            "a node not in the secret starts"
+        );
 
         let unit = std::fs::read_to_string(root.join("systemd/tessera-agent.service")).unwrap();
         let exec = unit

@@ -728,18 +728,29 @@ client_secret = "s3cret"
         assert!(config.metrics.bearer_token.is_some());
         let port = container["ports"][0]["containerPort"].as_u64().unwrap();
         assert_eq!(u64::from(config.server.listen.port()), port);
-        assert_eq!(container["readinessProbe"]["httpGet"]["path"].as_str(), Some("/readyz"));
-        assert_eq!(container["livenessProbe"]["httpGet"]["path"].as_str(), Some("/healthz"));
+        assert_eq!(
+            container["readinessProbe"]["httpGet"]["path"].as_str(),
+            Some("/readyz")
+        );
+        assert_eq!(
+            container["livenessProbe"]["httpGet"]["path"].as_str(),
+            Some("/healthz")
+        );
         let args = container["args"].as_sequence().unwrap();
         let mount = container["volumeMounts"][0]["mountPath"].as_str().unwrap();
         assert_eq!(args[1].as_str(), Some(&*format!("{mount}/tessera.toml")));
         for k in ["Service", "PodDisruptionBudget", "Ingress"] {
             kind(k);
         }
-        assert!(!kind("Ingress")["spec"]["tls"].as_sequence().unwrap().is_empty());
+        assert!(!kind("Ingress")["spec"]["tls"]
+            .as_sequence()
+            .unwrap()
+            .is_empty());
 
         let unit = std::fs::read_to_string(root.join("systemd/tessera-server.service")).unwrap();
-        assert!(unit.contains("ExecStart=/usr/local/bin/tessera-server --config /etc/tessera/tessera.toml"));
+        assert!(unit.contains(
+            "ExecStart=/usr/local/bin/tessera-server --config /etc/tessera/tessera.toml"
+        ));
         assert!(unit.contains("EnvironmentFile=/etc/tessera/server.env"));
     }
 }

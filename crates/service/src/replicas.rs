@@ -116,7 +116,9 @@ pub struct StartupLock(Option<sqlx::PgConnection>);
 
 impl std::fmt::Debug for StartupLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("StartupLock").field(&self.0.is_some()).finish()
+        f.debug_tuple("StartupLock")
+            .field(&self.0.is_some())
+            .finish()
     }
 }
 
@@ -219,7 +221,9 @@ impl Service {
     /// background; a notice that cannot be sent is covered by their
     /// periodic re-checks.
     pub(crate) fn tell_peers(&self, notice: PeerNotice) {
-        if std::env::var_os("XX_MUTANT").is_some() { return; }
+        if std::env::var_os("XX_MUTANT").is_some() {
+            return;
+        }
         let Some(pool) = postgres_pool(&self.db) else {
             return;
         };

@@ -1926,7 +1926,11 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
     f.service.resign().await;
     assert!(!f.service.leads());
     let next = [b.lead().await, c.lead().await];
-    assert_eq!(next, [true, false], "the first to try after the resignation leads");
+    assert_eq!(
+        next,
+        [true, false],
+        "the first to try after the resignation leads"
+    );
     assert!(!f.service.lead().await);
     let metric = |s: &tessera_service::Service| {
         prometheus::TextEncoder::new()
@@ -1969,7 +1973,10 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
     assert!(woke.generation > seen, "{woke:?}");
     assert_eq!(placed.state, AllocationPhase::Placed);
     assert_eq!(
-        woke.gpus.iter().map(|g| g.desired.instances.len()).sum::<usize>(),
+        woke.gpus
+            .iter()
+            .map(|g| g.desired.instances.len())
+            .sum::<usize>(),
         1,
         "{woke:?}"
     );
@@ -2040,7 +2047,11 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
     let d = agent.converge(&f).await;
     let same = agent.applied(&d);
     let tamper = || async {
-        let g = gpu::Entity::find().one(f.service.db()).await.unwrap().unwrap();
+        let g = gpu::Entity::find()
+            .one(f.service.db())
+            .await
+            .unwrap()
+            .unwrap();
         let mut a: gpu::ActiveModel = g.into();
         a.apply_error = Set(Some("changed behind the service's back".into()));
         a.update(f.service.db()).await.unwrap();
@@ -2091,7 +2102,10 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
         .await
         .unwrap();
     send(other.clone(), Some(d.generation)).await;
-    assert!(!tampered().await, "the first report after a placement is processed");
+    assert!(
+        !tampered().await,
+        "the first report after a placement is processed"
+    );
 
     // A minute after the last full processing, in full again.
     tamper().await;
@@ -2102,7 +2116,10 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
     assert!(tampered().await);
     f.clock.advance(Duration::seconds(5));
     send(other.clone(), Some(d.generation)).await;
-    assert!(!tampered().await, "a repeated report is processed once a minute");
+    assert!(
+        !tampered().await,
+        "a repeated report is processed once a minute"
+    );
 
     // Back after being offline (30 s here): in full.
     tamper().await;

@@ -129,7 +129,10 @@ impl Service {
                 Expr::col(host::Column::DesiredGeneration).add(1),
             )
             // The host's next report is processed in full.
-            .col_expr(host::Column::ReportDigest, Expr::value(Option::<String>::None))
+            .col_expr(
+                host::Column::ReportDigest,
+                Expr::value(Option::<String>::None),
+            )
             .filter(host::Column::Id.eq(host_id))
             .exec(conn)
             .await?;
