@@ -134,7 +134,7 @@ async fn main() {
             .map(|(i, host)| {
                 let s = Arc::clone(&service);
                 let batch = TelemetryBatch {
-                    hostname: host.hostname.clone(),
+                    hostname: host.hostname().to_owned(),
                     interval_ms: 10_000,
                     rounds: vec![TelemetryRound {
                         at_ms,

@@ -34,6 +34,9 @@ pub enum ServiceError {
     /// A host credential that is unknown.
     #[error("the host credential is not valid; enrol the agent again with a new join token")]
     InvalidCredential,
+    /// The metrics endpoint's bearer token is missing or wrong.
+    #[error("the metrics endpoint needs its bearer token ([metrics] bearer_token)")]
+    InvalidMetricsToken,
     /// A tenant API token that is unknown or revoked.
     #[error("the API token is not valid or was revoked; create a new one on your tenant's page")]
     InvalidApiToken,
@@ -82,6 +85,7 @@ impl ServiceError {
             Self::Unauthenticated
             | Self::InvalidJoinToken
             | Self::InvalidCredential
+            | Self::InvalidMetricsToken
             | Self::InvalidApiToken
             | Self::ExpiredApiToken { .. } => 401,
             Self::QuotaExceeded(_) => 403,
@@ -105,6 +109,7 @@ impl ServiceError {
             Self::Conflict(_) => "conflict",
             Self::InvalidJoinToken => "invalid_join_token",
             Self::InvalidCredential => "invalid_credential",
+            Self::InvalidMetricsToken => "invalid_metrics_token",
             Self::InvalidApiToken => "invalid_api_token",
             Self::ExpiredApiToken { .. } => "expired_api_token",
             Self::QuotaExceeded(_) => "quota_exceeded",
@@ -144,6 +149,11 @@ mod tests {
             (ServiceError::Conflict("busy".into()), 409, "conflict"),
             (ServiceError::InvalidJoinToken, 401, "invalid_join_token"),
             (ServiceError::InvalidCredential, 401, "invalid_credential"),
+            (
+                ServiceError::InvalidMetricsToken,
+                401,
+                "invalid_metrics_token",
+            ),
             (ServiceError::InvalidApiToken, 401, "invalid_api_token"),
             (
                 ServiceError::ExpiredApiToken {

@@ -2,7 +2,7 @@
 //! configs) and of a tenant (its namespace's `ResourceQuota`), built from
 //! what the database holds by the rules in [`tessera_core::k8s`].
 
-use crate::allocations::{observed_of, AllocationRow, TenantActor};
+use crate::allocations::{AllocationRow, TenantActor};
 use crate::entity::{allocation, gpu, host};
 use crate::pools::pool_of;
 use crate::{PlatformAdmin, Service, ServiceError};
@@ -45,10 +45,8 @@ impl Service {
         let pools = self.pools(&self.db).await?;
         let (mut mig, mut time_sliced, mut mps) = (Vec::new(), BTreeMap::new(), BTreeMap::new());
         for g in &gpus {
-            let Ok(index) = u32::try_from(g.idx) else {
-                continue;
-            };
-            let observed = observed_of(g)?;
+            let index = g.index()?;
+            let observed = g.observed().cloned();
             mig.push(GpuMigState {
                 index,
                 mig_enabled: g.mig_enabled,

@@ -3,13 +3,17 @@
 //! [`Write::commit`], which writes the audit rows, notifications and webhook
 //! outbox derived from the events in the same transaction, commits, lets go
 //! of the writer turn, and only then wakes the agents and retries the queue.
-//! Dropping a `Write` without committing rolls everything back.
+//! A host's desired state changes only through [`Write::bump_generation`]
+//! (or [`Write::bump_all_generations`]), so the write knows exactly which
+//! agents' long polls to wake. Dropping a `Write` without committing rolls
+//! everything back.
 
 use crate::audit::Actor;
-use crate::entity::{audit_event, notification, tenant, webhook, webhook_delivery};
+use crate::entity::{audit_event, host, notification, tenant, webhook, webhook_delivery};
 use crate::events::{DomainEvent, Link, NoticeDraft, Recipients};
 use crate::{Service, ServiceError, WriterTurn};
 use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
     Set,
@@ -29,6 +33,16 @@ pub(crate) struct Write {
     turn: WriterTurn,
     events: Vec<DomainEvent>,
     now: DateTime<Utc>,
+    /// Hosts whose desired state this write changed (behind a lock so that
+    /// a bump needs only `&self` while the transaction is borrowed).
+    bumped: std::sync::Mutex<Bumped>,
+}
+
+/// Whose desired generation a write bumped.
+#[derive(Debug, Default)]
+struct Bumped {
+    hosts: BTreeSet<i64>,
+    all: bool,
 }
 
 impl std::fmt::Debug for Write {
@@ -56,6 +70,7 @@ impl Service {
             turn,
             events: Vec::new(),
             now: self.now(),
+            bumped: std::sync::Mutex::default(),
         })
     }
 
@@ -99,6 +114,54 @@ impl Write {
         self.events.push(event);
     }
 
+    /// Changes the desired state of host `host_id`: a new generation (its
+    /// next report is processed in full), and its agent's long poll wakes
+    /// once this write commits. The one place a host's generation moves.
+    pub async fn bump_generation(&self, host_id: i64) -> Result<i64, ServiceError> {
+        host::Entity::update_many()
+            .col_expr(
+                host::Column::DesiredGeneration,
+                Expr::col(host::Column::DesiredGeneration).add(1),
+            )
+            .col_expr(
+                host::Column::ReportDigest,
+                Expr::value(Option::<String>::None),
+            )
+            .filter(host::Column::Id.eq(host_id))
+            .exec(&self.txn)
+            .await?;
+        let h = host::Entity::find_by_id(host_id)
+            .one(&self.txn)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("host {host_id}")))?;
+        self.bumped().hosts.insert(host_id);
+        Ok(h.desired_generation)
+    }
+
+    /// Changes the desired state of every host (a pool's policy, which
+    /// every host's desired state is computed from, changed).
+    pub async fn bump_all_generations(&self) -> Result<(), ServiceError> {
+        host::Entity::update_many()
+            .col_expr(
+                host::Column::DesiredGeneration,
+                Expr::col(host::Column::DesiredGeneration).add(1),
+            )
+            .col_expr(
+                host::Column::ReportDigest,
+                Expr::value(Option::<String>::None),
+            )
+            .exec(&self.txn)
+            .await?;
+        self.bumped().all = true;
+        Ok(())
+    }
+
+    fn bumped(&self) -> std::sync::MutexGuard<'_, Bumped> {
+        self.bumped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Derives the audit rows, notifications and webhook events, commits,
     /// releases the writer turn, then wakes the agents whose desired state
     /// changed and, when quota grew, places what waits in the queues.
@@ -122,7 +185,11 @@ impl Write {
             turn,
             events,
             now,
+            bumped,
         } = self;
+        let bumped = bumped
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for event in &events {
             if let Some(entry) = event.audit() {
                 let (actor_user_id, actor_name) = actor.parts();
@@ -148,11 +215,15 @@ impl Write {
         }
         txn.commit().await?;
         drop(turn);
-        let mut retries_queue = false;
-        for after in events.iter().map(DomainEvent::after_commit) {
-            if let Some(host) = after.wakes_host {
+        if bumped.all {
+            service.desired_changed(None);
+        } else {
+            for host in bumped.hosts {
                 service.desired_changed(Some(host));
             }
+        }
+        let mut retries_queue = false;
+        for after in events.iter().map(DomainEvent::after_commit) {
             retries_queue |= after.retries_queue;
             if let Some(token) = after.forgets_token {
                 service.token_checks.forget(token);

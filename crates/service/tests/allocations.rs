@@ -331,7 +331,7 @@ async fn bad_requests_store_nothing() {
     assert!(!admin_actor.can_request());
     let generation = f
         .service
-        .desired_state(f.service.db(), _h.host.id)
+        .desired_state(f.service.db(), _h.host.id())
         .await
         .unwrap()
         .generation;
@@ -413,7 +413,7 @@ async fn bad_requests_store_nothing() {
     );
     let after = f
         .service
-        .desired_state(f.service.db(), _h.host.id)
+        .desired_state(f.service.db(), _h.host.id())
         .await
         .unwrap()
         .generation;
@@ -988,7 +988,7 @@ async fn instances_tessera_did_not_make_are_kept_and_occupy_their_place() {
 
     let d = f
         .service
-        .desired_state(f.service.db(), agent.host.id)
+        .desired_state(f.service.db(), agent.host.id())
         .await
         .unwrap();
     assert_eq!(
@@ -2066,7 +2066,7 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
             .is_some()
     };
     let seen = || async {
-        host::Entity::find_by_id(agent.host.id)
+        host::Entity::find_by_id(agent.host.id())
             .one(f.service.db())
             .await
             .unwrap()

@@ -68,10 +68,15 @@ async fn a_cordoned_host_takes_no_new_slices_until_it_is_resumed() {
     let a2 = Agent::enrol(&f, "gpu-2", vec![h100(0, "GPU-b1")]).await;
     let alice = actor(&f, "alice", &["vision"], "vision").await;
 
-    let v = operate(&f, a1.host.id, None, req(OpsAction::Cordon, "new firmware"))
-        .await
-        .unwrap()
-        .unwrap();
+    let v = operate(
+        &f,
+        a1.host.id(),
+        None,
+        req(OpsAction::Cordon, "new firmware"),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(v.mode, OpsMode::Cordoned);
     assert_eq!(v.by.as_deref(), Some("User root"));
     let first = slice(&f, &alice).await;
@@ -81,9 +86,14 @@ async fn a_cordoned_host_takes_no_new_slices_until_it_is_resumed() {
         "not on the cordoned host"
     );
     // A single GPU can be cordoned too: now nothing takes new slices.
-    operate(&f, a2.host.id, Some(0), req(OpsAction::Cordon, "fan noise"))
-        .await
-        .unwrap();
+    operate(
+        &f,
+        a2.host.id(),
+        Some(0),
+        req(OpsAction::Cordon, "fan noise"),
+    )
+    .await
+    .unwrap();
     let waiting = slice(&f, &alice).await;
     assert_eq!(waiting.state, AllocationPhase::Queued);
     let view = fleet(&f).await;
@@ -105,7 +115,7 @@ async fn a_cordoned_host_takes_no_new_slices_until_it_is_resumed() {
     // Back in service: the queue moves onto it.
     operate(
         &f,
-        a1.host.id,
+        a1.host.id(),
         None,
         req(OpsAction::Resume, "firmware done"),
     )
@@ -182,7 +192,10 @@ async fn a_drain_requeues_placed_slices_warns_owners_and_ends_the_rest_at_its_de
         },
         "rack 4 power work",
     );
-    let v = operate(&f, a1.host.id, None, drain).await.unwrap().unwrap();
+    let v = operate(&f, a1.host.id(), None, drain)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(v.mode, OpsMode::Draining);
     let deadline = v.drain_deadline.unwrap();
     // The placed one had nothing on the GPU: it went back to the queue and
@@ -204,7 +217,7 @@ async fn a_drain_requeues_placed_slices_warns_owners_and_ends_the_rest_at_its_de
         told[0].title
     );
     // Maintenance needs it empty; decommissioning too.
-    let err = operate(&f, a1.host.id, None, req(OpsAction::Maintenance, "x"))
+    let err = operate(&f, a1.host.id(), None, req(OpsAction::Maintenance, "x"))
         .await
         .unwrap_err();
     assert_eq!(err.status(), 409);
@@ -238,7 +251,7 @@ async fn a_drain_requeues_placed_slices_warns_owners_and_ends_the_rest_at_its_de
     assert_eq!(h1.live_slices, 0, "drained");
     operate(
         &f,
-        a1.host.id,
+        a1.host.id(),
         None,
         req(OpsAction::Maintenance, "swap PSU"),
     )
@@ -247,7 +260,7 @@ async fn a_drain_requeues_placed_slices_warns_owners_and_ends_the_rest_at_its_de
     // Decommissioned: gone from the fleet, its credential stops working.
     let gone = operate(
         &f,
-        a1.host.id,
+        a1.host.id(),
         None,
         req(OpsAction::Decommission, "end of life"),
     )
@@ -447,14 +460,14 @@ async fn bad_operations_say_what_to_fix_and_change_nothing() {
     let before = fleet_actions(f.audit_actions().await);
     let cases = [
         (
-            a1.host.id,
+            a1.host.id(),
             None,
             req(OpsAction::Cordon, "  "),
             400,
             "reason",
         ),
         (
-            a1.host.id,
+            a1.host.id(),
             None,
             req(
                 OpsAction::Drain {
@@ -466,28 +479,28 @@ async fn bad_operations_say_what_to_fix_and_change_nothing() {
             "deadline_minutes",
         ),
         (
-            a1.host.id,
+            a1.host.id(),
             Some(0),
             req(OpsAction::Decommission, "x"),
             400,
             "cannot be decommissioned",
         ),
         (
-            a1.host.id,
+            a1.host.id(),
             None,
             req(OpsAction::Decommission, "x"),
             409,
             "cordon or drain",
         ),
         (
-            a1.host.id,
+            a1.host.id(),
             None,
             req(OpsAction::Resume, "x"),
             409,
             "already available",
         ),
         (
-            a1.host.id,
+            a1.host.id(),
             Some(7),
             req(OpsAction::Cordon, "x"),
             404,

@@ -147,7 +147,7 @@ async fn join_token_enrols_exactly_once() {
         .authenticate_host(&first.credential)
         .await
         .unwrap();
-    assert_eq!(host.hostname, "gpu-1");
+    assert_eq!(host.hostname(), "gpu-1");
     use sea_orm::EntityTrait;
     let stored = tessera_service::entity::host::Entity::find()
         .all(f.service.db())
@@ -323,7 +323,7 @@ async fn plain_token_enrols_new_hosts_but_never_takes_over_an_enrolled_one() {
         .authenticate_host(&owner.credential)
         .await
         .unwrap();
-    assert_eq!(host.hostname, "gpu-1");
+    assert_eq!(host.hostname(), "gpu-1");
     assert_eq!(f.count("hosts").await, 1);
     assert_eq!(f.audit_actions().await.len(), audit_before);
     let tokens = f.service.list_join_tokens(&proof).await.unwrap();
@@ -407,7 +407,7 @@ async fn reenrol_token_rekeys_its_own_host_and_nothing_else() {
             .authenticate_host(&old_credential)
             .await
             .unwrap()
-            .hostname,
+            .hostname(),
         "gpu-3"
     );
 
@@ -424,10 +424,7 @@ async fn reenrol_token_rekeys_its_own_host_and_nothing_else() {
         .authenticate_host(&rekeyed.credential)
         .await
         .unwrap();
-    assert_eq!(
-        (host.id, host.hostname.as_str()),
-        (rekeyed.host_id, "gpu-3")
-    );
+    assert_eq!((host.id(), host.hostname()), (rekeyed.host_id, "gpu-3"));
     let err = f
         .service
         .authenticate_host(&old_credential)

@@ -1,9 +1,10 @@
 //! Who is calling, as proof types that handlers take as arguments: a
 //! signed-in [`Person`] (the session), an [`ApiCaller`] (a tenant API token or
-//! a person) and an agent's [`Host`]. This is the only place that reads the
+//! a person), an agent's [`Host`] and a metrics [`Scraper`]. This is the only place that reads the
 //! `Authorization` header; a refusal is an [`ApiError`], answered by the one
 //! error table.
 
+use crate::auth::oidc::constant_time_eq;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
@@ -130,6 +131,29 @@ impl FromRequestParts<AppState> for Host {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let credential = bearer(parts).ok_or(ApiError(ServiceError::InvalidCredential))?;
         Ok(Self(state.service.authenticate_host(credential).await?))
+    }
+}
+
+/// A caller allowed to read `/metrics`: anyone when `[metrics]
+/// bearer_token` is not set, else only with that token (compared in
+/// constant time); 401 otherwise.
+#[derive(Debug)]
+pub struct Scraper(());
+
+impl FromRequestParts<AppState> for Scraper {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match &state.config.metrics.bearer_token {
+            Some(expected)
+                if !bearer(parts).is_some_and(|t| {
+                    constant_time_eq(t.as_bytes(), expected.expose().as_bytes())
+                }) =>
+            {
+                Err(ServiceError::InvalidMetricsToken.into())
+            }
+            _ => Ok(Self(())),
+        }
     }
 }
 

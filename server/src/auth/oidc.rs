@@ -453,9 +453,9 @@ fn token_error<RE: std::error::Error + 'static>(issuer: &str, e: TokenError<RE>)
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    // `subtle` compares in time independent of the contents (a length
-    // mismatch returns at once: the length of `state` is public).
+/// Whether `a` and `b` are equal, in time that does not depend on where they
+/// differ (`subtle`; a length mismatch returns at once: lengths are public).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     bool::from(subtle::ConstantTimeEq::ct_eq(a, b))
 }
 

@@ -13,6 +13,7 @@
 //! `Hostname`, `GPU_I_PROFILE`, `GPU_I_ID`), so DCGM Grafana dashboards work
 //! unchanged, plus `tenant`, `pool` and `allocation` to filter per tenant.
 
+use crate::auth::extract::Scraper;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{MatchedPath, Request, State};
@@ -243,34 +244,11 @@ pub fn render(
     Ok(out)
 }
 
-/// Whether `authorization` (the header's value) carries `expected` as a
-/// bearer token, compared in constant time.
-pub fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
-    authorization
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| {
-            bool::from(subtle::ConstantTimeEq::ct_eq(
-                t.trim().as_bytes(),
-                expected.as_bytes(),
-            ))
-        })
-}
-
 /// The handler: 401 without the bearer token when `[metrics] bearer_token` is set.
 pub async fn metrics(
+    _: Scraper,
     State(state): State<AppState>,
-    headers: axum::http::HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
-    if let Some(token) = &state.config.metrics.bearer_token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        if !bearer_matches(given, token.expose()) {
-            return Err(ApiError(tessera_service::ServiceError::Forbidden(
-                "the metrics endpoint needs its bearer token ([metrics] bearer_token)".to_owned(),
-            )));
-        }
-    }
     let counts = state.service.fleet_counts().await?;
     let devices = state.service.latest_telemetry().await?;
     let own = state.service.metrics().registry().gather();
@@ -354,14 +332,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn the_metrics_token_is_checked() {
-        assert!(bearer_matches(Some("Bearer s3cret"), "s3cret"));
-        assert!(!bearer_matches(Some("Bearer s3cre"), "s3cret"));
-        assert!(!bearer_matches(Some("s3cret"), "s3cret"));
-        assert!(!bearer_matches(None, "s3cret"));
     }
 
     #[test]

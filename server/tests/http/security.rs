@@ -234,10 +234,11 @@ async fn sign_in_starts_and_enrolments_are_rate_limited_with_retry_after() {
 #[tokio::test]
 async fn metrics_can_require_a_bearer_token() {
     let app = app_with("[metrics]\nbearer_token = \"m3trics\"\n", Vec::new()).await;
-    let (status, _) = app.get_json("/metrics", None).await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, body) = app.get_json("/metrics", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["code"], "invalid_metrics_token", "{body}");
     let (status, _) = app.get_json("/metrics", Some("wrong")).await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, body) = app.get_json("/metrics", Some("m3trics")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(body.as_str().unwrap().contains("tessera_hosts"), "{body}");

@@ -4,10 +4,11 @@
 use super::access::TenantActor;
 use super::snapshot::View;
 use super::stored::{set_state, state_json, update_if_state, AllocationRow};
-use crate::entity::{allocation, host};
+use crate::entity::allocation;
 use crate::events::{AllocationRef, DomainEvent};
 use crate::metrics::AdmissionOutcome;
 use crate::pools::PoolSpec;
+use crate::write::Write;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -118,44 +119,25 @@ impl Service {
         Ok(workload)
     }
 
-    /// Raises a host's desired-state generation; returns the new one.
-    pub(crate) async fn bump_generation<C: ConnectionTrait>(
-        conn: &C,
-        host_id: i64,
-    ) -> Result<i64, ServiceError> {
-        host::Entity::update_many()
-            .col_expr(
-                host::Column::DesiredGeneration,
-                Expr::col(host::Column::DesiredGeneration).add(1),
-            )
-            // The host's next report is processed in full.
-            .col_expr(
-                host::Column::ReportDigest,
-                Expr::value(Option::<String>::None),
-            )
-            .filter(host::Column::Id.eq(host_id))
-            .exec(conn)
-            .await?;
-        let h = host::Entity::find_by_id(host_id)
-            .one(conn)
-            .await?
-            .ok_or_else(|| ServiceError::not_found(format!("host {host_id}")))?;
-        Ok(h.desired_generation)
-    }
-
     /// What the placer is asked for `row`: its shape in `spec`, for its
     /// tenant; production pools keep tenants on separate GPUs.
+    /// What a stored request asks the placer for in its pool, or `None`
+    /// when the pool no longer offers its shape (it cannot be placed, and
+    /// its page says so). A stored shape that does not read back is an error.
     pub(crate) fn placement_request_of(
         spec: &PoolSpec,
         row: &allocation::Model,
-    ) -> Result<PlacementRequest, ServiceError> {
+    ) -> Result<Option<PlacementRequest>, ServiceError> {
+        let shape = row.slice_shape()?;
         Ok(Self::pool_offer(spec)
-            .placement_request(&row.slice_shape()?)
-            .map_err(|e| ServiceError::invalid("shape", e.to_string()))?
-            .for_tenant(
-                row.tenant_id.to_string(),
-                spec.isolation.separates_tenants(),
-            ))
+            .placement_request(&shape)
+            .ok()
+            .map(|request| {
+                request.for_tenant(
+                    row.tenant_id.to_string(),
+                    spec.isolation.separates_tenants(),
+                )
+            }))
     }
 
     /// Requests a slice: checks the input and the quota, then places it at
@@ -307,7 +289,7 @@ impl Service {
             )));
         }
         let replaced = match requeue_of {
-            Some(id) => Self::take_over(txn, actor, id, now).await?,
+            Some(id) => Self::take_over(&w, actor, id, now).await?,
             None => None,
         };
         let quota = Self::quota_of(txn, actor.tenant_id, &spec.name, now)
@@ -361,7 +343,7 @@ impl Service {
         let planned = self.plan_pool(txn, &spec, now, Some(&row), false).await?;
         let placed = match planned.plan.placed(row.id) {
             Some(decision) => {
-                self.store_placement(txn, row.clone(), &planned.snapshot, decision, now)
+                self.store_placement(&w, row.clone(), &planned.snapshot, decision, now)
                     .await?
             }
             None => None,
@@ -415,15 +397,15 @@ impl Service {
     /// Checks that allocation `id` may be asked for again, and releases it
     /// when it still holds its lost capacity (in the caller's transaction).
     /// Returns the release's event.
-    async fn take_over<C: ConnectionTrait>(
-        txn: &C,
+    async fn take_over(
+        w: &Write,
         actor: &TenantActor,
         id: i64,
         now: DateTime<Utc>,
     ) -> Result<Option<DomainEvent>, ServiceError> {
         let old = allocation::Entity::find_by_id(id)
             .filter(allocation::Column::TenantId.eq(actor.tenant_id))
-            .one(txn)
+            .one(w.db())
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
         let state = old.lifecycle()?;
@@ -449,9 +431,9 @@ impl Service {
         let mut a: allocation::ActiveModel = old.into();
         set_state(&mut a, &next, now);
         if let Some(h) = host_id {
-            a.generation = Set(Some(Self::bump_generation(txn, h).await?));
+            a.generation = Set(Some(w.bump_generation(h).await?));
         }
-        if !update_if_state(txn, id, before, a).await? {
+        if !update_if_state(w.db(), id, before, a).await? {
             return Err(ServiceError::Conflict(format!(
                 "allocation {id} is changing right now; try again"
             )));

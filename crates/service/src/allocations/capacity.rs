@@ -72,12 +72,11 @@ impl Service {
         w: &mut Write,
         rows: Vec<(allocation::Model, Option<String>)>,
         now: DateTime<Utc>,
-    ) -> Result<bool, ServiceError> {
-        let mut desired_changed = false;
+    ) -> Result<(), ServiceError> {
         for (row, loss) in rows {
             match (loss, row.capacity_lost_at.is_some()) {
                 (Some(reason), false) => {
-                    desired_changed |= self.lose_capacity(w, row, reason, now).await?;
+                    self.lose_capacity(w, row, reason, now).await?;
                 }
                 (None, true) => {
                     let lost = row.capacity_lost_reason.clone().unwrap_or_default();
@@ -92,18 +91,18 @@ impl Service {
                 _ => {}
             }
         }
-        Ok(desired_changed)
+        Ok(())
     }
 
     /// One slice lost its capacity: a placed one goes back to the queue, one
-    /// on its GPU is marked. Returns whether its host's desired state changed.
+    /// on its GPU is marked.
     pub(crate) async fn lose_capacity(
         &self,
         w: &mut Write,
         row: allocation::Model,
         reason: String,
         now: DateTime<Utc>,
-    ) -> Result<bool, ServiceError> {
+    ) -> Result<(), ServiceError> {
         let before = row.state;
         let alloc = AllocationRef::of(&row);
         match before {
@@ -122,10 +121,10 @@ impl Service {
                 a.mig_device_uuid = Set(None);
                 if !update_if_state(w.db(), id, before, a).await? {
                     // The agent took it meanwhile; the next pass looks again.
-                    return Ok(false);
+                    return Ok(());
                 }
                 if let Some(h) = host_id {
-                    Self::bump_generation(w.db(), h).await?;
+                    w.bump_generation(h).await?;
                 }
                 w.emit(DomainEvent::AllocationCapacityLost {
                     alloc,
@@ -133,7 +132,7 @@ impl Service {
                     state: next,
                     reason,
                 });
-                Ok(true)
+                Ok(())
             }
             AllocationPhase::Provisioning | AllocationPhase::Active => {
                 let state = row.lifecycle()?;
@@ -143,7 +142,7 @@ impl Service {
                 a.capacity_lost_reason = Set(Some(reason.clone()));
                 a.updated_at = Set(now);
                 if !update_if_state(w.db(), id, before, a).await? {
-                    return Ok(false);
+                    return Ok(());
                 }
                 w.emit(DomainEvent::AllocationCapacityLost {
                     alloc,
@@ -151,10 +150,10 @@ impl Service {
                     state,
                     reason,
                 });
-                Ok(false)
+                Ok(())
             }
             // Already going away, or not on a GPU.
-            _ => Ok(false),
+            _ => Ok(()),
         }
     }
 
@@ -196,11 +195,8 @@ impl Service {
                 .map(|a| (a, Some(reason.clone())))
                 .collect::<Vec<_>>();
             n += u32::try_from(rows.len()).unwrap_or(u32::MAX);
-            let changed = self.settle_capacity(&mut w, rows, now).await?;
+            self.settle_capacity(&mut w, rows, now).await?;
             w.commit(self, &Actor::System).await?;
-            if changed {
-                self.desired_changed(Some(h.id));
-            }
         }
         Ok(n)
     }

@@ -1,7 +1,7 @@
 //! The desired state of a host, derived from its open allocations and the
 //! pools' policies, and delivered to the agent by long poll.
 
-use super::snapshot::{observed_of, occupancy, unmanaged_instances};
+use super::snapshot::{occupancy, unmanaged_instances};
 use super::stored::{set_state, AllocationRow};
 use crate::audit::Actor;
 use crate::entity::{allocation, gpu, host};
@@ -79,9 +79,7 @@ impl Service {
             let Some(pool) = pool_of(&pools, &hostname, &g.model) else {
                 continue;
             };
-            let Ok(index) = u32::try_from(g.idx) else {
-                continue;
-            };
+            let index = g.index()?;
             let owned = taken.get(&g.uuid).map(Vec::as_slice).unwrap_or(&[]);
             let mut releasing = Vec::new();
             let mut live = Vec::new();
@@ -116,7 +114,7 @@ impl Service {
                         }
                     }
                     // Instances Tessera did not create stay as they are.
-                    let observed = observed_of(g)?;
+                    let observed = g.observed().cloned();
                     for m in unmanaged_instances(observed.as_ref(), owned) {
                         if let Some(o) = observed
                             .as_ref()

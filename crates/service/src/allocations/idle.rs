@@ -9,7 +9,7 @@
 
 use super::access::TenantActor;
 use super::scheduler::Ender;
-use super::{observed_of, AllocationRow};
+use super::AllocationRow;
 use crate::audit::Actor;
 use crate::entity::{allocation, gpu, gpu_rollup};
 use crate::events::{AllocationRef, DomainEvent};
@@ -97,8 +97,8 @@ impl Service {
             .all(&self.db)
             .await?
             .iter()
-            .map(|g| Ok((g.uuid.clone(), observed_of(g)?)))
-            .collect::<Result<_, ServiceError>>()?;
+            .map(|g| (g.uuid.clone(), g.observed().cloned()))
+            .collect();
         for a in active {
             let (Some(policy), Some(started)) = (policies.get(&a.pool), a.active_at) else {
                 continue;

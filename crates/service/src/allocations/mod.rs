@@ -28,5 +28,5 @@ pub use access::TenantActor;
 pub(crate) use capacity::{drain_of, gpu_loss, live_on_host};
 pub(crate) use desired::DESIRED_RECHECK;
 pub use scheduler::TickReport;
-pub(crate) use snapshot::{observed_of, occupancy, Occupancy, View};
+pub(crate) use snapshot::{occupancy, Occupancy, View};
 pub(crate) use stored::AllocationRow;

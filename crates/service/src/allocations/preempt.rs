@@ -111,7 +111,7 @@ impl Service {
         let mut claimants = Vec::new();
         for id in &no_room {
             let Some(row) = queued.get(id) else { continue };
-            let Ok(request) = Self::placement_request_of(spec, row) else {
+            let Some(request) = Self::placement_request_of(spec, row)? else {
                 continue;
             };
             claimants.push(Claimant {

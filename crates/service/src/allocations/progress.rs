@@ -28,16 +28,16 @@ struct Change {
 
 impl Service {
     /// Advances the host's allocations from a report, inside the report's
-    /// transaction. Returns whether the host's desired state changed.
+    /// transaction.
     pub(crate) async fn apply_agent_report(
         &self,
         w: &mut Write,
         who: &AuthenticatedHost,
         report: &HostReport,
         now: DateTime<Utc>,
-    ) -> Result<bool, ServiceError> {
+    ) -> Result<(), ServiceError> {
         let Some(applied) = report.applied_generation else {
-            return Ok(false);
+            return Ok(());
         };
         host::Entity::update_many()
             .col_expr(host::Column::AppliedGeneration, Expr::value(applied))
@@ -61,7 +61,6 @@ impl Service {
             .filter(allocation::Column::Generation.lte(applied))
             .all(w.db())
             .await?;
-        let mut desired_changed = false;
         for row in rows {
             let Some(placement) = row.stored_placement()? else {
                 continue;
@@ -147,9 +146,9 @@ impl Service {
                 }
                 _ => continue,
             };
-            desired_changed |= Self::write_change(w, who, row, change, now).await?;
+            Self::write_change(w, who, row, change, now).await?;
         }
-        Ok(desired_changed)
+        Ok(())
     }
 
     async fn write_change(
@@ -158,13 +157,13 @@ impl Service {
         row: allocation::Model,
         change: Change,
         now: DateTime<Utc>,
-    ) -> Result<bool, ServiceError> {
+    ) -> Result<(), ServiceError> {
         let mut state = change.state;
         if let (Some(reason), AllocationState::Releasing { teardown_error, .. }) =
             (&change.teardown_error, &mut state)
         {
             if teardown_error.as_deref() == Some(reason.as_str()) {
-                return Ok(false);
+                return Ok(());
             }
             *teardown_error = Some(reason.clone());
         }
@@ -179,13 +178,11 @@ impl Service {
             a.mig_device_uuid = Set(change.mig_device_uuid);
         }
         // Failing a slice removes it from the desired state: a new generation.
-        let mut desired_changed = false;
         if matches!(state, AllocationState::Releasing { .. })
             && before != AllocationPhase::Releasing
         {
             if let Some(h) = host_id {
-                a.generation = Set(Some(Self::bump_generation(w.db(), h).await?));
-                desired_changed = true;
+                a.generation = Set(Some(w.bump_generation(h).await?));
             }
         }
         a.update(w.db()).await?;
@@ -215,7 +212,7 @@ impl Service {
                 state,
             },
         });
-        Ok(desired_changed)
+        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@ use super::snapshot::{PoolSnapshot, View};
 use super::stored::{set_state, AllocationRow};
 use crate::entity::{allocation, tenant};
 use crate::pools::PoolSpec;
+use crate::write::Write;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -87,7 +88,8 @@ impl Service {
         pool: &str,
     ) -> Result<(u64, u64), ServiceError> {
         let now = self.now();
-        let spec = self.pool_spec(conn, "pool", pool).await.ok();
+        let pools = self.pools(conn).await?;
+        let spec = pools.iter().find(|p| p.name == pool);
         let half_life = spec
             .as_ref()
             .map_or(0, |s| i64::from(s.usage_half_life_hours) * 3_600_000);
@@ -190,7 +192,7 @@ impl Service {
         for row in queued.iter().chain(extra) {
             // A shape the pool no longer offers cannot be placed; it stays
             // queued (its page says so) and does not stop the others.
-            let Ok(request) = Self::placement_request_of(spec, row) else {
+            let Some(request) = Self::placement_request_of(spec, row)? else {
                 continue;
             };
             queue.push(Waiting {
@@ -212,9 +214,9 @@ impl Service {
     /// Stores the placement of `row` (requested or queued) that `decision`
     /// in `snapshot` chose. `None` when the decision names a host or GPU
     /// the snapshot does not know (nothing is written then).
-    pub(crate) async fn store_placement<C: ConnectionTrait>(
+    pub(crate) async fn store_placement(
         &self,
-        conn: &C,
+        w: &Write,
         row: allocation::Model,
         snapshot: &PoolSnapshot,
         decision: &Decision,
@@ -225,7 +227,7 @@ impl Service {
         };
         let state = transition(&row.lifecycle()?, &AllocationEvent::Place)
             .map_err(|e| ServiceError::Conflict(e.to_string()))?;
-        let generation = Self::bump_generation(conn, host_id).await?;
+        let generation = w.bump_generation(host_id).await?;
         let mut a: allocation::ActiveModel = row.into();
         set_state(&mut a, &state, now);
         a.host_id = Set(Some(host_id));
@@ -233,6 +235,6 @@ impl Service {
         a.generation = Set(Some(generation));
         a.placed_at = Set(Some(now));
         a.updated_at = Set(now);
-        Ok(Some(a.update(conn).await?))
+        Ok(Some(a.update(w.db()).await?))
     }
 }

@@ -82,16 +82,6 @@ impl Service {
             preempt_notices: queue.preempt_notices,
             preempted,
         };
-        if report.expired
-            + report.timed_out
-            + report.placed
-            + report.drained
-            + report.reclaimed
-            + report.preempted
-            > 0
-        {
-            self.desired_changed(None);
-        }
         Ok(report)
     }
 
@@ -203,7 +193,7 @@ impl Service {
         mark(&mut a);
         if matches!(next, AllocationState::Releasing { .. }) || state == AllocationState::Placed {
             if let Some(h) = host_id {
-                a.generation = Set(Some(Self::bump_generation(w.db(), h).await?));
+                a.generation = Set(Some(w.bump_generation(h).await?));
             }
         }
         if !update_if_state(w.db(), id, before, a).await? {
@@ -288,7 +278,7 @@ impl Service {
                     continue;
                 };
                 if let Some(row) = self
-                    .store_placement(w.db(), row, &planned.snapshot, decision, now)
+                    .store_placement(&w, row, &planned.snapshot, decision, now)
                     .await?
                 {
                     pass.placed += 1;

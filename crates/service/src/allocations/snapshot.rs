@@ -71,29 +71,12 @@ impl PoolSnapshot {
 }
 
 /// NVLink group of a GPU: the smallest index among it and its peers.
-fn nvlink_group(idx: u32, peers: &serde_json::Value) -> Option<u32> {
-    let peers: Vec<u32> = serde_json::from_value(peers.clone()).unwrap_or_default();
+fn nvlink_group(idx: u32, peers: &[u32]) -> Option<u32> {
     if peers.is_empty() {
         None
     } else {
-        peers.into_iter().chain([idx]).min()
+        peers.iter().copied().chain([idx]).min()
     }
-}
-
-/// The observed sharing state a GPU last reported (`None` before its first
-/// report); a stored state that does not read back is an error.
-pub fn observed_of(g: &gpu::Model) -> Result<Option<GpuObserved>, ServiceError> {
-    g.sharing
-        .as_ref()
-        .map(|s| {
-            serde_json::from_value(s.clone()).map_err(|e| {
-                ServiceError::Database(sea_orm::DbErr::Custom(format!(
-                    "GPU {}: stored sharing state is unreadable: {e}",
-                    g.uuid
-                )))
-            })
-        })
-        .transpose()
 }
 
 /// When an open allocation is expected to give its capacity back: at its
@@ -221,14 +204,12 @@ impl Service {
                 {
                     continue;
                 }
-                let Ok(index) = u32::try_from(g.idx) else {
-                    continue;
-                };
+                let index = g.index()?;
                 let memory = MemMiB(u64::try_from(g.memory_mib).unwrap_or(0));
                 let model = catalogue::lookup(&g.model, memory.0);
                 let owned: &[(allocation::Model, StoredPlacement)] =
                     taken.get(&g.uuid).map(Vec::as_slice).unwrap_or(&[]);
-                let observed = observed_of(g)?;
+                let observed = g.observed().cloned();
                 for (a, p) in owned {
                     held.entry(a.id).or_insert((Vec::new(), a, p)).0.push(index);
                 }
@@ -283,7 +264,7 @@ impl Service {
                     },
                     memory,
                     pool: pool.name.clone(),
-                    nvlink_group: nvlink_group(index, &g.nvlink_peers),
+                    nvlink_group: nvlink_group(index, &g.nvlink_peers.0),
                     mode,
                     allocated,
                     tenants: owned.iter().map(|(a, _)| a.tenant_id.to_string()).collect(),

@@ -70,7 +70,8 @@ impl Service {
         &self,
         row: &allocation::Model,
     ) -> Result<(String, Option<DateTime<Utc>>), ServiceError> {
-        let Ok(spec) = self.pool_spec(&self.db, "pool", &row.pool).await else {
+        let pools = self.pools(&self.db).await?;
+        let Some(spec) = pools.iter().find(|p| p.name == row.pool) else {
             return Ok((
                 format!(
                     "pool '{}' is no longer offered; cancel the request",
@@ -80,7 +81,7 @@ impl Service {
             ));
         };
         let now = self.now();
-        let plan = self.plan_pool(&self.db, &spec, now, None, true).await?.plan;
+        let plan = self.plan_pool(&self.db, spec, now, None, true).await?.plan;
         if plan.placed(row.id).is_some() {
             return Ok((
                 "it fits now and is placed within seconds".to_string(),
@@ -356,7 +357,7 @@ impl Service {
             let mut a: allocation::ActiveModel = row.into();
             set_state(&mut a, &next, now);
             if let Some(h) = host_id {
-                a.generation = Set(Some(Self::bump_generation(txn, h).await?));
+                a.generation = Set(Some(w.bump_generation(h).await?));
             }
             if update_if_state(txn, id, before, a).await? {
                 let row = allocation::Entity::find_by_id(id)

@@ -646,11 +646,11 @@ pub enum DomainEvent {
     },
 }
 
-/// What happens after a write commits, because of one of its events.
+/// What happens after a write commits, because of one of its events. (The
+/// agents a write wakes follow from the desired generations it bumped, see
+/// [`crate::write`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AfterCommit {
-    /// The host whose desired state changed: its agent's long poll wakes.
-    pub wakes_host: Option<i64>,
     /// The quota in force grew: requests waiting in the queues are tried
     /// again at once, not at the next tick.
     pub retries_queue: bool,
@@ -662,22 +662,11 @@ pub struct AfterCommit {
 impl DomainEvent {
     /// What the commit of this event sets off.
     pub fn after_commit(&self) -> AfterCommit {
-        let wakes = |alloc: &AllocationRef| AfterCommit {
-            wakes_host: alloc.host_id,
-            ..AfterCommit::default()
-        };
         let grows = AfterCommit {
             retries_queue: true,
             ..AfterCommit::default()
         };
         match self {
-            Self::AllocationRequested { alloc, .. }
-            | Self::AllocationPlaced { alloc }
-            | Self::AllocationFailed { alloc, .. }
-            | Self::AllocationExpired { alloc, .. }
-            | Self::AllocationReclaimed { alloc, .. }
-            | Self::AllocationPreempted { alloc, .. }
-            | Self::AllocationReleased { alloc, .. } => wakes(alloc),
             // An admin raised it; a quota seeded from the configuration at
             // start-up has nothing waiting for it yet.
             Self::QuotaSet { by, .. } => AfterCommit {
@@ -688,13 +677,7 @@ impl DomainEvent {
             // A placed slice went back to the queue (its host's desired
             // state loses it), or a running one stopped counting against
             // the quota: either way the queue may move.
-            Self::AllocationCapacityLost { alloc, state, .. } => AfterCommit {
-                wakes_host: (*state == AllocationState::Queued)
-                    .then_some(alloc.host_id)
-                    .flatten(),
-                retries_queue: true,
-                ..AfterCommit::default()
-            },
+            Self::AllocationCapacityLost { .. } => grows,
             // Capacity came back into service.
             Self::FleetOperated {
                 after: Some(OpsMode::Available),
@@ -707,7 +690,14 @@ impl DomainEvent {
                 forgets_token: Some(*token_id),
                 ..AfterCommit::default()
             },
-            Self::AllocationProvisioning { .. }
+            Self::AllocationRequested { .. }
+            | Self::AllocationPlaced { .. }
+            | Self::AllocationFailed { .. }
+            | Self::AllocationExpired { .. }
+            | Self::AllocationReclaimed { .. }
+            | Self::AllocationPreempted { .. }
+            | Self::AllocationReleased { .. }
+            | Self::AllocationProvisioning { .. }
             | Self::AllocationActivated { .. }
             | Self::AllocationTeardownFailed { .. }
             | Self::AllocationEnded { .. }

@@ -9,16 +9,27 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use tessera_protocol::agent::{EnrollRequest, EnrollResponse};
 
-/// A host that authenticated with its credential.
+/// A host that authenticated with its credential: a proof, only made by
+/// [`Service::authenticate_host`] (and enrolment in tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthenticatedHost {
     /// Host id.
-    pub id: i64,
+    pub(crate) id: i64,
     /// The host name the credential was issued for.
-    pub hostname: String,
+    pub(crate) hostname: String,
 }
 
 impl AuthenticatedHost {
+    /// Host id.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The host name the credential was issued for.
+    pub fn hostname(&self) -> &str {
+        &self.hostname
+    }
+
     /// The host as the actor of what its agent does.
     pub(crate) fn actor(&self) -> Actor<'static> {
         Actor::Host {

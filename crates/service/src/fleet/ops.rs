@@ -95,17 +95,13 @@ impl Service {
     ) -> Result<Option<OpsView>, ServiceError> {
         let mut w = self.begin_write().await?;
         let by = admin.principal().name().to_owned();
-        let (view, desired_changed) = self.operate_in(&mut w, &by, host_id, index, req).await?;
+        let view = self.operate_in(&mut w, &by, host_id, index, req).await?;
         w.commit(self, &Actor::User(admin.principal())).await?;
-        if desired_changed {
-            self.desired_changed(Some(host_id));
-        }
         Ok(view)
     }
 
     /// The decision inside the caller's write, made by `by`. Returns the
-    /// decision after it (`None`: decommissioned) and whether the host's
-    /// desired state changed (a placed slice went elsewhere).
+    /// decision after it (`None`: decommissioned).
     pub(crate) async fn operate_in(
         &self,
         w: &mut Write,
@@ -113,7 +109,7 @@ impl Service {
         host_id: i64,
         index: Option<u32>,
         req: &OpsRequest,
-    ) -> Result<(Option<OpsView>, bool), ServiceError> {
+    ) -> Result<Option<OpsView>, ServiceError> {
         let now = self.now();
         let h = host::Entity::find_by_id(host_id)
             .one(w.db())
@@ -156,9 +152,10 @@ impl Service {
             .map_err(|e| refused(&what, e))?;
         let reason = req.reason.trim().to_owned();
         let by = by.to_owned();
-        let gpu_ref = g
-            .as_ref()
-            .map(|g| (u32::try_from(g.idx).unwrap_or(0), g.uuid.clone()));
+        let gpu_ref = match &g {
+            Some(g) => Some((g.index()?, g.uuid.clone())),
+            None => None,
+        };
         let hostname = h.hostname.clone();
         let after = match outcome {
             OpsOutcome::Removed => {
@@ -175,7 +172,7 @@ impl Service {
                     reason,
                     drain_deadline: None,
                 });
-                return Ok((None, false));
+                return Ok(None);
             }
             OpsOutcome::Mode(m) => m,
         };
@@ -214,14 +211,13 @@ impl Service {
             reason: reason.clone(),
             drain_deadline: deadline,
         });
-        let mut desired_changed = false;
         if let Some(deadline) = deadline {
             for a in live {
                 match a.state {
                     // Nothing on the GPU yet: placed elsewhere at once.
                     AllocationPhase::Placed => {
                         let why = format!("{what} is being drained: {reason}");
-                        desired_changed |= self.lose_capacity(w, a, why, now).await?;
+                        self.lose_capacity(w, a, why, now).await?;
                     }
                     AllocationPhase::Provisioning | AllocationPhase::Active => {
                         w.emit(DomainEvent::AllocationDraining {
@@ -235,6 +231,6 @@ impl Service {
                 }
             }
         }
-        Ok((Some(view), desired_changed))
+        Ok(Some(view))
     }
 }

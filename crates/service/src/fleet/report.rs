@@ -3,14 +3,13 @@
 
 use super::{validate_hostname, AuthenticatedHost};
 use crate::allocations::{gpu_loss, live_on_host, AllocationRow};
-use crate::entity::gpu::HealthFindings;
+use crate::entity::gpu::{HealthFindings, MigDevices, NvlinkPeers, ObservedSharing};
 use crate::entity::{gpu, host};
 use crate::events::DomainEvent;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
-use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::health::{assess, HealthVerdict};
 use tessera_protocol::agent::{GpuReport, HostReport, ReportAck};
@@ -213,9 +212,10 @@ impl Service {
             } else {
                 model.name.to_owned()
             };
-            let peers = json!(r.nvlink_peers);
-            let sharing = r.sharing.as_ref().map(|o| json!(o));
-            let mig_devices = (!r.mig_devices.is_empty()).then(|| json!(r.mig_devices));
+            let peers = NvlinkPeers(r.nvlink_peers.clone());
+            let sharing = r.sharing.clone().map(ObservedSharing);
+            let mig_devices =
+                (!r.mig_devices.is_empty()).then(|| MigDevices(r.mig_devices.clone()));
             let apply_error = report
                 .errors
                 .iter()
@@ -302,7 +302,7 @@ impl Service {
                 }
             }
         }
-        let mut desired_changed = self.apply_agent_report(&mut w, who, report, now).await?;
+        self.apply_agent_report(&mut w, who, report, now).await?;
         // Slices on GPUs that turned unhealthy or went missing lose their
         // capacity; those whose GPU (or whole host) came back get it back.
         let gpus: BTreeMap<String, gpu::Model> = gpu::Entity::find()
@@ -320,7 +320,7 @@ impl Service {
             };
             rows.push((a, loss));
         }
-        desired_changed |= self.settle_capacity(&mut w, rows, now).await?;
+        self.settle_capacity(&mut w, rows, now).await?;
         if first_report {
             w.emit(DomainEvent::HostFirstReport {
                 host_id: who.id,
@@ -329,9 +329,6 @@ impl Service {
             });
         }
         w.commit(self, &who.actor()).await?;
-        if desired_changed {
-            self.desired_changed(Some(who.id));
-        }
         Ok(self.report_ack())
     }
 

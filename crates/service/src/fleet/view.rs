@@ -1,7 +1,6 @@
 //! The fleet page: hosts with derived status, their GPUs, and who holds
 //! each MIG instance or shared GPU.
 
-use crate::allocations::observed_of;
 use crate::allocations::View;
 use crate::entity::{gpu, host};
 use crate::{pools, PlatformAdmin, Service, ServiceError};
@@ -126,7 +125,7 @@ impl Service {
                             },
                             ops: super::gpu_ops(g),
                             live_slices: live_by_gpu.get(&g.uuid).copied().unwrap_or(0),
-                            mig_map: observed_of(g)?.filter(|o| o.mig_enabled).and_then(|o| {
+                            mig_map: g.observed().filter(|o| o.mig_enabled).and_then(|o| {
                                 let layout: Vec<_> =
                                     o.instances.iter().map(|i| i.placement.clone()).collect();
                                 tessera_core::mig::mig_map(
@@ -137,9 +136,9 @@ impl Service {
                                     &layout,
                                 )
                             }),
-                            mps: observed_of(g)?.and_then(|o| o.mps),
+                            mps: g.observed().and_then(|o| o.mps.clone()),
                             mig_instances: mig_instances(
-                                observed_of(g)?,
+                                g.observed().cloned(),
                                 holders.get(&g.uuid).unwrap_or(&no_holders),
                             ),
                             holders: holders

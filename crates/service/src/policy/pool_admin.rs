@@ -54,14 +54,16 @@ impl Fleet {
             .map_or("", |h| h.hostname.as_str())
     }
 
-    fn as_core(&self) -> Vec<FleetGpu> {
+    fn as_core(&self) -> Result<Vec<FleetGpu>, ServiceError> {
         self.gpus
             .iter()
-            .map(|g| FleetGpu {
-                host: self.hostname(g).to_owned(),
-                index: u32::try_from(g.idx).unwrap_or(0),
-                model: g.model.clone(),
-                live_slices: self.live(g),
+            .map(|g| {
+                Ok(FleetGpu {
+                    host: self.hostname(g).to_owned(),
+                    index: g.index()?,
+                    model: g.model.clone(),
+                    live_slices: self.live(g),
+                })
             })
             .collect()
     }
@@ -73,9 +75,9 @@ impl Fleet {
     }
 
     fn gpu_of(&self, m: &GpuMove) -> Option<&gpu::Model> {
-        self.gpus.iter().find(|g| {
-            self.hostname(g) == m.host && u32::try_from(g.idx).unwrap_or(u32::MAX) == m.index
-        })
+        self.gpus
+            .iter()
+            .find(|g| self.hostname(g) == m.host && g.index().is_ok_and(|i| i == m.index))
     }
 }
 
@@ -94,7 +96,7 @@ impl Service {
         let rows = pool_rows(&self.db).await?;
         let fleet = Fleet::load(&self.db).await?;
         let specs: Vec<PoolSpec> = rows.iter().map(|r| r.spec.0.clone()).collect();
-        let core = fleet.as_core();
+        let core = fleet.as_core()?;
         let pools = rows
             .into_iter()
             .map(|r| {
@@ -177,7 +179,7 @@ impl Service {
         let name = rows.iter().any(|r| r.name == name).then_some(name);
         let fleet = Fleet::load(&self.db).await?;
         let (before, after, old) = self.proposal(&self.db, &rows, name, edit).await?;
-        let core = fleet.as_core();
+        let core = fleet.as_core()?;
         let moved = moves(&before, &after, &core);
         let tenants: BTreeMap<i64, String> = tenant::Entity::find()
             .all(&self.db)
@@ -277,7 +279,7 @@ impl Service {
         let rows = pool_rows(w.db()).await?;
         let (before, after, _) = self.proposal(w.db(), &rows, None, edit).await?;
         let fleet = Fleet::load(w.db()).await?;
-        if moves(&before, &after, &fleet.as_core())
+        if moves(&before, &after, &fleet.as_core()?)
             .iter()
             .any(GpuMove::needs_drain)
         {
@@ -301,8 +303,9 @@ impl Service {
         w.emit(DomainEvent::PoolCreated {
             spec: edit.spec.clone(),
         });
+        // Every host's desired state follows the pools' policies.
+        w.bump_all_generations().await?;
         w.commit(self, &Actor::User(admin.principal())).await?;
-        self.desired_changed(None);
         self.pool_admin_view(admin, &name).await
     }
 
@@ -340,7 +343,7 @@ impl Service {
             )));
         }
         let fleet = Fleet::load(w.db()).await?;
-        let moved = moves(&before, &after, &fleet.as_core());
+        let moved = moves(&before, &after, &fleet.as_core()?);
         if !moved.is_empty() {
             if let Some(other) = rows.iter().find(|r| r.pending_spec.is_some()) {
                 return Err(ServiceError::Conflict(format!(
@@ -422,8 +425,8 @@ impl Service {
                 planned_by: None,
             });
         }
+        w.bump_all_generations().await?;
         w.commit(self, &Actor::User(admin.principal())).await?;
-        self.desired_changed(None);
         self.pool_admin_view(admin, name).await
     }
 
@@ -503,11 +506,9 @@ impl Service {
                 after: next.0,
                 planned_by: Some(planned_by),
             });
+            w.bump_all_generations().await?;
             w.commit(self, &Actor::System).await?;
             done += 1;
-        }
-        if done > 0 {
-            self.desired_changed(None);
         }
         Ok(done)
     }
@@ -556,8 +557,8 @@ impl Service {
                 action: OpsAction::Resume,
                 reason: why.to_owned(),
             };
-            let index = u32::try_from(g.idx).unwrap_or(0);
-            self.operate_in(w, by, g.host_id, Some(index), &req).await?;
+            self.operate_in(w, by, g.host_id, Some(g.index()?), &req)
+                .await?;
         }
         Ok(())
     }

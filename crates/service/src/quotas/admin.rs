@@ -301,10 +301,7 @@ impl Service {
     /// After quota grew: places what waits in the queues now rather than at
     /// the next tick.
     pub(crate) async fn retry_waiting(&self) -> Result<(), ServiceError> {
-        let pass = self.place_queued(self.now()).await?;
-        if pass.placed > 0 {
-            self.desired_changed(None);
-        }
+        self.place_queued(self.now()).await?;
         Ok(())
     }
 }

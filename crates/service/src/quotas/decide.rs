@@ -202,9 +202,6 @@ impl Service {
         let Some(slice) = &row.slice else {
             return Ok(());
         };
-        let Ok(slice) = serde_json::from_value::<NewAllocation>(slice.clone()) else {
-            return Ok(());
-        };
         let actor = TenantActor {
             tenant_id: t.id,
             tenant_slug: t.slug.clone(),
@@ -215,7 +212,18 @@ impl Service {
             user_id: row.slice_user_id,
             can_request: true,
         };
-        let outcome = self.request_allocation(&actor, &slice).await;
+        // A stored slice that does not read back is refused like one that
+        // does not fit: the requester learns why, and the approval stands.
+        let outcome = match serde_json::from_value::<NewAllocation>(slice.clone()) {
+            Ok(slice) => self.request_allocation(&actor, &slice).await,
+            Err(e) => {
+                tracing::error!(quota_request = row.id, error = %e, "the stored waiting slice is unreadable");
+                Err(ServiceError::Conflict(format!(
+                    "the slice stored with quota request {} can no longer be read; ask for it again",
+                    row.id
+                )))
+            }
+        };
         let (allocation_id, error) = match outcome {
             Ok(a) => (Some(a.id), None),
             Err(e) => {

@@ -1,6 +1,6 @@
 //! A slice's activity since it started, for its page and the REST API.
 
-use super::rollup::rollup_of;
+use super::rollup::{rollup_of, sample_of};
 use crate::allocations::TenantActor;
 use crate::entity::{gpu_rollup, gpu_sample};
 use crate::{Service, ServiceError};
@@ -85,7 +85,7 @@ impl Service {
             .await?;
         let mut by_start: BTreeMap<i64, Vec<Rollup>> = BTreeMap::new();
         for r in &rolled {
-            by_start.entry(r.start_ms).or_default().push(rollup_of(r));
+            by_start.entry(r.start_ms).or_default().push(rollup_of(r)?);
         }
         // What the rollups do not have yet: the samples of the periods after
         // the last one rolled up, rolled up here the same way.
@@ -97,18 +97,15 @@ impl Service {
             .await?;
         let mut by_device: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
         for s in &raw {
-            let Some(util) = s.util_pct.and_then(|u| u8::try_from(u).ok()) else {
+            let Some(sample) = sample_of(s)? else {
                 continue;
             };
             by_device
                 .entry(s.device_uuid.as_str())
                 .or_default()
                 .push(Sample {
-                    at_ms: s.at_ms,
-                    util_pct: util,
-                    mem_used_mib: u64::try_from(s.mem_used_mib).unwrap_or(0),
-                    covered_ms: u32::try_from(s.covered_ms).unwrap_or(0),
                     weight_milli: 0,
+                    ..sample
                 });
         }
         for samples in by_device.values() {
@@ -141,16 +138,13 @@ impl Service {
         let mut period_s = 10;
         let mut by_at: BTreeMap<i64, Vec<Rollup>> = BTreeMap::new();
         for s in &raw {
-            let Some(util) = s.util_pct.and_then(|u| u8::try_from(u).ok()) else {
+            let Some(sample) = sample_of(s)? else {
                 continue;
             };
             period_s = u32::try_from(s.covered_ms / 1000).unwrap_or(10).max(1);
             let sample = Sample {
-                at_ms: s.at_ms,
-                util_pct: util,
-                mem_used_mib: u64::try_from(s.mem_used_mib).unwrap_or(0),
-                covered_ms: u32::try_from(s.covered_ms).unwrap_or(0),
                 weight_milli: 0,
+                ..sample
             };
             if let Some(mut r) = roll_up(&[sample], 1).pop() {
                 r.start_ms = s.at_ms;

@@ -6,7 +6,6 @@ use crate::entity::{allocation, gpu, gpu_sample, host, tenant};
 use crate::{Service, ServiceError};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
 use std::collections::BTreeMap;
-use tessera_protocol::agent::MigDevice;
 
 /// Older rounds are stale: the host stopped sending.
 const FRESH_MS: i64 = 3 * 60_000;
@@ -95,15 +94,10 @@ impl Service {
                 };
                 let mig = (s.device_uuid != s.gpu_uuid)
                     .then(|| {
-                        let devices: Vec<MigDevice> = g
-                            .mig_devices
-                            .clone()
-                            .and_then(|j| serde_json::from_value(j).ok())
-                            .unwrap_or_default();
-                        devices
-                            .into_iter()
+                        g.mig_devices()
+                            .iter()
                             .find(|d| d.uuid == s.device_uuid)
-                            .map(|d| (d.profile, d.gi_start))
+                            .map(|d| (d.profile.clone(), d.gi_start))
                     })
                     .flatten();
                 let slice = s.allocation_id.and_then(|id| slices.get(&id));
@@ -120,7 +114,7 @@ impl Service {
                     tenant: slice.and_then(|a| tenants.get(&a.tenant_id).cloned()),
                     pool: slice.map(|a| a.pool.clone()),
                     allocation: s.allocation_id,
-                    util_pct: s.util_pct.and_then(|u| u8::try_from(u).ok()),
+                    util_pct: super::rollup::util_of(&s)?,
                     mem_used_mib: u64::try_from(s.mem_used_mib).unwrap_or(0),
                     power_w: s.power_mw.map(|p| f64::from(p) / 1000.0),
                     temp_c: s.temp_c,

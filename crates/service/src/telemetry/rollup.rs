@@ -38,31 +38,50 @@ pub struct RollupReport {
     pub expired: u64,
 }
 
-fn sample_of(s: &gpu_sample::Model) -> Option<Sample> {
-    Some(Sample {
+/// A stored percentage (0–100); anything else does not read back.
+fn stored_pct(what: &str, v: i16) -> Result<u8, ServiceError> {
+    match u8::try_from(v) {
+        Ok(p) if p <= 100 => Ok(p),
+        _ => Err(ServiceError::Database(sea_orm::DbErr::Custom(format!(
+            "stored {what} {v} is not a percentage"
+        )))),
+    }
+}
+
+/// A stored sample's utilisation (`None` where the driver did not tell).
+pub(crate) fn util_of(s: &gpu_sample::Model) -> Result<Option<u8>, ServiceError> {
+    s.util_pct
+        .map(|u| stored_pct("gpu_samples.util_pct", u))
+        .transpose()
+}
+
+/// A stored sample in core's terms (`None` where its utilisation is
+/// unknown: such a sample says nothing about activity).
+pub(crate) fn sample_of(s: &gpu_sample::Model) -> Result<Option<Sample>, ServiceError> {
+    Ok(util_of(s)?.map(|util_pct| Sample {
         at_ms: s.at_ms,
-        util_pct: u8::try_from(s.util_pct?).ok()?,
+        util_pct,
         mem_used_mib: u64::try_from(s.mem_used_mib).unwrap_or(0),
         covered_ms: u32::try_from(s.covered_ms).unwrap_or(0),
         weight_milli: u32::try_from(s.weight_milli).unwrap_or(0),
-    })
+    }))
 }
 
-pub(crate) fn rollup_of(r: &gpu_rollup::Model) -> Rollup {
-    let pct = |v: i16| u8::try_from(v).unwrap_or(0);
+pub(crate) fn rollup_of(r: &gpu_rollup::Model) -> Result<Rollup, ServiceError> {
+    let pct = |v: i16| stored_pct("gpu_rollups.util", v);
     let n = |v: i64| u64::try_from(v).unwrap_or(0);
-    Rollup {
+    Ok(Rollup {
         start_ms: r.start_ms,
         samples: u32::try_from(r.samples).unwrap_or(0),
-        util_min: pct(r.util_min),
-        util_avg: pct(r.util_avg),
-        util_max: pct(r.util_max),
-        util_p95: pct(r.util_p95),
+        util_min: pct(r.util_min)?,
+        util_avg: pct(r.util_avg)?,
+        util_max: pct(r.util_max)?,
+        util_p95: pct(r.util_p95)?,
         busy_ms: n(r.busy_ms),
         covered_ms: n(r.covered_ms),
         used_milli_ms: n(r.used_milli_ms),
         mem_max_mib: n(r.mem_max_mib),
-    }
+    })
 }
 
 fn row_of(
@@ -234,7 +253,7 @@ impl Service {
             let host_id = samples.first().map_or(0, |s| s.host_id);
             let mut by_slice: BTreeMap<Option<i64>, Vec<Sample>> = BTreeMap::new();
             for s in samples {
-                if let Some(sample) = sample_of(s) {
+                if let Some(sample) = sample_of(s)? {
                     by_slice.entry(s.allocation_id).or_default().push(sample);
                 }
             }
@@ -285,7 +304,7 @@ impl Service {
                 by_slice
                     .entry(m.allocation_id)
                     .or_default()
-                    .push(rollup_of(m));
+                    .push(rollup_of(m)?);
             }
             for (alloc, minutes) in &by_slice {
                 if let Some(r) = combine(minutes, *hour) {

@@ -145,7 +145,7 @@ impl Agent {
         applied: Option<i64>,
         errors: Vec<GpuApplyError>,
     ) {
-        let mut r = report(&self.host.hostname, gpus, applied);
+        let mut r = report(self.host.hostname(), gpus, applied);
         r.errors = errors;
         f.service.record_report(&self.host, &r).await.unwrap();
     }
