@@ -18,6 +18,7 @@ pub mod placement;
 pub mod plan;
 pub mod pool;
 pub mod quota;
+pub mod role;
 pub mod schedule;
 pub mod sharing;
 pub mod slice;

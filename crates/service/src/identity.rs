@@ -253,16 +253,16 @@ impl Service {
             .into_iter()
             .map(|t| (t.slug, t.id))
             .collect();
-        let old: BTreeMap<i64, String> = membership::Entity::find()
+        let old: BTreeMap<i64, TenantRole> = membership::Entity::find()
             .filter(membership::Column::UserId.eq(user_id))
             .all(w.db())
             .await?
             .into_iter()
             .map(|m| (m.tenant_id, m.role))
             .collect();
-        let new: BTreeMap<i64, String> = roles
+        let new: BTreeMap<i64, TenantRole> = roles
             .iter()
-            .filter_map(|(slug, role)| tenants.get(slug).map(|id| (*id, role.as_str().to_owned())))
+            .filter_map(|(slug, role)| tenants.get(slug).map(|id| (*id, *role)))
             .collect();
 
         let actor_name = match &claims.email {
@@ -278,7 +278,7 @@ impl Service {
                 membership::ActiveModel {
                     user_id: Set(user_id),
                     tenant_id: Set(*tenant_id),
-                    role: Set(role.clone()),
+                    role: Set(*role),
                     ..Default::default()
                 }
                 .insert(w.db())
@@ -330,7 +330,7 @@ impl Service {
             .into_iter()
             .filter_map(|t| {
                 let m = ms.iter().find(|m| m.tenant_id == t.id)?;
-                let role = TenantRole::parse(&m.role)?;
+                let role = m.role;
                 Some((
                     t.id,
                     MembershipView {

@@ -33,7 +33,7 @@ impl Service {
                 Some(MemberView {
                     name: u.name.clone(),
                     email: u.email.clone(),
-                    role: TenantRole::parse(&m.role)?,
+                    role: m.role,
                     last_login_at: u.last_login_at,
                 })
             })

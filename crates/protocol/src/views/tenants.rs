@@ -5,34 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::AllocationView;
 
-/// A tenant role.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TenantRole {
-    /// Uses the tenant's quota.
-    Member,
-    /// Also manages the tenant (quota requests, API tokens).
-    TenantAdmin,
-}
-
-impl TenantRole {
-    /// The stored and displayed name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Member => "member",
-            Self::TenantAdmin => "tenant-admin",
-        }
-    }
-
-    /// Parses the stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "member" => Some(Self::Member),
-            "tenant-admin" => Some(Self::TenantAdmin),
-            _ => None,
-        }
-    }
-}
+pub use tessera_core::role::TenantRole;
 
 /// The signed-in user as the layout shows them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ pub struct Model {
     pub id: i64,
     pub user_id: i64,
     pub tenant_id: i64,
-    pub role: String,
+    pub role: tessera_core::role::TenantRole,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

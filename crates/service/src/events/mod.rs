@@ -120,8 +120,8 @@ impl QuotaRequestRef {
 pub struct Roles {
     /// Platform admin?
     pub platform_admin: bool,
-    /// Role name per tenant id.
-    pub memberships: BTreeMap<i64, String>,
+    /// Role per tenant id.
+    pub memberships: BTreeMap<i64, tessera_core::role::TenantRole>,
 }
 
 /// Something that happened, with what the audit log, the notifications and

@@ -24,7 +24,7 @@ pub(crate) async fn tenant_admins<C: ConnectionTrait>(
 ) -> Result<Vec<i64>, DbErr> {
     Ok(membership::Entity::find()
         .filter(membership::Column::TenantId.eq(tenant_id))
-        .filter(membership::Column::Role.eq(TenantRole::TenantAdmin.as_str()))
+        .filter(membership::Column::Role.eq(TenantRole::TenantAdmin))
         .all(conn)
         .await?
         .into_iter()
