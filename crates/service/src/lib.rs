@@ -100,6 +100,8 @@ pub struct Service {
     desired_tx: tokio::sync::broadcast::Sender<i64>,
     /// API tokens verified in the last second, and uses not yet written.
     token_checks: Arc<token_auth::TokenChecks>,
+    /// Tenants' allocation lists, kept between the writes that change them.
+    lists: Arc<allocations::ListCache<tessera_protocol::views::AllocationView>>,
     /// The minute telemetry retention last ran in (ms).
     telemetry_minute: Arc<std::sync::atomic::AtomicI64>,
     /// This process's counters for `/metrics`.
@@ -128,6 +130,7 @@ impl Service {
             sqlite_writer,
             desired_tx: tokio::sync::broadcast::channel(4096).0,
             token_checks: Arc::default(),
+            lists: Arc::default(),
             telemetry_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             metrics: Arc::default(),
             idle_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),

@@ -22,6 +22,7 @@
 //!
 //! On SQLite there is one process: it always leads and has no peers.
 
+use crate::allocations::Touched;
 use crate::{Service, ServiceError};
 use sea_orm::sqlx::{self, Connection};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend};
@@ -41,6 +42,8 @@ pub(crate) enum PeerNotice {
     Desired(Option<i64>),
     /// An API token was revoked.
     TokenRevoked(i64),
+    /// A tenant's allocations changed (`None`: every tenant's).
+    Lists(Option<i64>),
 }
 
 impl PeerNotice {
@@ -50,6 +53,8 @@ impl PeerNotice {
             Self::Desired(Some(host)) => format!("{replica:x} desired {host}"),
             Self::Desired(None) => format!("{replica:x} desired *"),
             Self::TokenRevoked(token) => format!("{replica:x} token {token}"),
+            Self::Lists(Some(tenant)) => format!("{replica:x} lists {tenant}"),
+            Self::Lists(None) => format!("{replica:x} lists *"),
         }
     }
 
@@ -61,6 +66,8 @@ impl PeerNotice {
             ("desired", "*") => Self::Desired(None),
             ("desired", host) => Self::Desired(Some(host.parse().ok()?)),
             ("token", token) => Self::TokenRevoked(token.parse().ok()?),
+            ("lists", "*") => Self::Lists(None),
+            ("lists", tenant) => Self::Lists(Some(tenant.parse().ok()?)),
             _ => return None,
         };
         parts.next().is_none().then_some((replica, notice))
@@ -221,9 +228,6 @@ impl Service {
     /// background; a notice that cannot be sent is covered by their
     /// periodic re-checks.
     pub(crate) fn tell_peers(&self, notice: PeerNotice) {
-        if std::env::var_os("XX_MUTANT").is_some() {
-            return;
-        }
         let Some(pool) = postgres_pool(&self.db) else {
             return;
         };
@@ -262,20 +266,41 @@ impl Service {
         }
     }
 
+    /// Forgets the kept lists a committed write may have changed, here and
+    /// on the other replicas.
+    pub(crate) fn lists_touched(&self, touched: &Touched) {
+        self.lists.touch(touched);
+        match touched {
+            Touched::Nothing => {}
+            Touched::Tenants(ts) => {
+                for t in ts {
+                    self.tell_peers(PeerNotice::Lists(Some(*t)));
+                }
+            }
+            Touched::All => self.tell_peers(PeerNotice::Lists(None)),
+        }
+    }
+
     async fn listen_once(&self, pool: &sqlx::PgPool) -> Result<(), ServiceError> {
         let err = |e: sqlx::Error| ServiceError::Database(sea_orm::DbErr::Custom(e.to_string()));
         let mut listener = sqlx::postgres::PgListener::connect_with(pool)
             .await
             .map_err(err)?;
         listener.listen(CHANNEL).await.map_err(err)?;
-        // Whatever changed while nobody listened: every long poll re-reads.
+        // Whatever changed while nobody listened: every long poll re-reads,
+        // every kept list is read again.
         self.wake_local(None);
+        self.lists.touch(&Touched::All);
         loop {
             let n = listener.recv().await.map_err(err)?;
             match PeerNotice::parse(n.payload()) {
                 Some((from, _)) if from == self.replica.id => {}
                 Some((_, PeerNotice::Desired(host))) => self.wake_local(host),
                 Some((_, PeerNotice::TokenRevoked(token))) => self.token_checks.forget(token),
+                Some((_, PeerNotice::Lists(tenant))) => self.lists.touch(&match tenant {
+                    Some(t) => Touched::Tenants([t].into()),
+                    None => Touched::All,
+                }),
                 None => tracing::debug!(payload = n.payload(), "unknown replica notice"),
             }
         }
@@ -292,6 +317,8 @@ mod tests {
             PeerNotice::Desired(Some(42)),
             PeerNotice::Desired(None),
             PeerNotice::TokenRevoked(7),
+            PeerNotice::Lists(Some(3)),
+            PeerNotice::Lists(None),
         ] {
             assert_eq!(PeerNotice::parse(&n.payload(0xbeef)), Some((0xbeef, n)));
         }
@@ -304,6 +331,7 @@ mod tests {
             "beef token *",
             "beef other 1",
             "beef desired 1 2",
+            "beef lists x",
         ] {
             assert_eq!(PeerNotice::parse(bad), None, "{bad:?}");
         }

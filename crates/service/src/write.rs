@@ -190,8 +190,13 @@ impl Write {
         let bumped = bumped
             .into_inner()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The tenants whose allocation lists this write may change: those
+        // its events name, or all of them for an event that names none.
+        let mut touched = crate::allocations::Touched::default();
         for event in &events {
-            if let Some(entry) = event.audit() {
+            let audit = event.audit();
+            touched.add(audit.as_ref().and_then(|a| a.tenant_id));
+            if let Some(entry) = audit {
                 let (actor_user_id, actor_name) = actor.parts();
                 audit_event::ActiveModel {
                     at: Set(now),
@@ -215,6 +220,7 @@ impl Write {
         }
         txn.commit().await?;
         drop(turn);
+        service.lists_touched(&touched);
         if bumped.all {
             service.desired_changed(None);
         } else {

@@ -1981,6 +1981,19 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
         "{woke:?}"
     );
 
+    // A list kept on another replica is read again after a write to its
+    // tenant here: the test clock stands still, so only the notice can.
+    let kept = b.list_allocations(&bob).await.unwrap();
+    f.service
+        .db()
+        .execute_unprepared(&format!(
+            "UPDATE allocations SET purpose = 'probe' WHERE id = {}",
+            placed.id
+        ))
+        .await
+        .unwrap();
+    assert_eq!(b.list_allocations(&bob).await.unwrap(), kept);
+
     // A revocation on one replica: the others forget their belief at once.
     let lead = f.login("l", &["vision-leads"]).await;
     let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
@@ -1989,6 +2002,15 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
         .create_api_token(&lead, &lead_actor, "ci", None)
         .await
         .unwrap();
+    let mut reread = false;
+    for _ in 0..50 {
+        if b.list_allocations(&bob).await.unwrap()[0].purpose == "probe" {
+            reread = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(reread, "the kept list was forgotten on the other replica");
     for s in [&b, &c] {
         assert!(s.authenticate_api_token(&token.secret).await.is_ok());
     }
@@ -2126,4 +2148,100 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
     f.clock.advance(Duration::seconds(31));
     send(other.clone(), Some(d.generation)).await;
     assert!(!tampered().await, "a host coming back is processed in full");
+}
+
+/// A tenant's list is kept between the writes that touch it: a change
+/// behind the service's back shows only after a second (the probe), while
+/// every write through the service shows at once; another tenant's write
+/// leaves it kept, and a list with a queued slice is never kept.
+#[tokio::test]
+async fn kept_lists_follow_every_write() {
+    use sea_orm::ConnectionTrait;
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-11a0"), h100(1, "GPU-11a1")]).await;
+    let bob = actor(&f, "bob", &["vision"], "vision").await;
+    let nora = actor(&f, "nora", &["nlp"], "nlp").await;
+    let behind_the_back = |id: i64, purpose: &'static str| {
+        let db = f.service.db().clone();
+        async move {
+            db.execute_unprepared(&format!(
+                "UPDATE allocations SET purpose = '{purpose}' WHERE id = {id}"
+            ))
+            .await
+            .unwrap();
+        }
+    };
+    let purposes = |views: Vec<AllocationView>| -> Vec<(i64, String)> {
+        views.into_iter().map(|v| (v.id, v.purpose)).collect()
+    };
+    let a = f
+        .service
+        .request_allocation(&bob, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    let first = f.service.list_allocations(&bob).await.unwrap();
+    assert_eq!(purposes(first.clone()), [(a.id, "integration test".into())]);
+
+    // Kept: a change that no write announced is not seen...
+    behind_the_back(a.id, "probe").await;
+    let kept = f.service.list_allocations(&bob).await.unwrap();
+    assert_eq!(kept, first, "the kept list");
+    // ... nor after another tenant's write ...
+    f.service
+        .request_allocation(&nora, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(f.service.list_allocations(&bob).await.unwrap(), kept);
+    // ... until a second has passed (its `as_of` is always the time asked).
+    f.clock.advance(Duration::milliseconds(999));
+    let later = f.service.list_allocations(&bob).await.unwrap();
+    assert_eq!(later[0].purpose, "integration test");
+    assert_eq!(later[0].as_of, f.clock.now());
+    f.clock.advance(Duration::milliseconds(1));
+    let fresh = f.service.list_allocations(&bob).await.unwrap();
+    assert_eq!(purposes(fresh), [(a.id, "probe".into())]);
+
+    // Every write of the tenant shows at once, without the clock moving.
+    behind_the_back(a.id, "second probe").await;
+    let b = f
+        .service
+        .request_allocation(&bob, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    let both = f.service.list_allocations(&bob).await.unwrap();
+    assert_eq!(
+        purposes(both),
+        [
+            (b.id, "integration test".into()),
+            (a.id, "second probe".into())
+        ]
+    );
+    f.service.release_allocation(&bob, a.id).await.unwrap();
+    let after = f.service.list_allocations(&bob).await.unwrap();
+    assert_ne!(
+        after.iter().find(|v| v.id == a.id).unwrap().state,
+        AllocationPhase::Placed,
+        "{after:?}"
+    );
+    // The agent's reports are writes too.
+    agent.converge(&f).await;
+    let active = f.service.list_allocations(&bob).await.unwrap();
+    assert_eq!(
+        active.iter().find(|v| v.id == b.id).unwrap().state,
+        AllocationPhase::Active
+    );
+
+    // With a queued slice (the host went silent), nothing is kept.
+    f.clock.advance(Duration::seconds(31));
+    let q = f
+        .service
+        .request_allocation(&bob, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    assert_eq!(q.state, AllocationPhase::Queued);
+    let with_queue = f.service.list_allocations(&bob).await.unwrap();
+    assert_eq!(with_queue[0].queue_position, Some(1));
+    behind_the_back(q.id, "third probe").await;
+    let listed = f.service.list_allocations(&bob).await.unwrap();
+    assert_eq!(listed[0].purpose, "third probe");
 }

@@ -6,7 +6,9 @@ use crate::entity::{allocation, gpu, tenant};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::{Principal, Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
 
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, ReleaseOutcome};
@@ -267,20 +269,50 @@ impl Service {
         &self,
         actor: &TenantActor,
     ) -> Result<Vec<AllocationView>, ServiceError> {
-        let rows = allocation::Entity::find()
-            .filter(allocation::Column::TenantId.eq(actor.tenant_id))
+        let tenant = actor.tenant_id;
+        let now = self.now();
+        if let Some(kept) = self.lists.get(tenant, now) {
+            return Ok(kept
+                .iter()
+                .map(|v| AllocationView {
+                    as_of: now,
+                    ..v.clone()
+                })
+                .collect());
+        }
+        let stamp = self.lists.stamp(tenant);
+        // The open slices, and the latest 100 that ended.
+        let open = allocation::Entity::find()
+            .filter(allocation::Column::TenantId.eq(tenant))
+            .filter(allocation::Column::State.is_in(AllocationPhase::OPEN.iter().copied()))
             .order_by_desc(allocation::Column::Id)
             .all(&self.db)
             .await?;
-        let queues = self.queues(&self.db).await?;
+        let ended = allocation::Entity::find()
+            .filter(allocation::Column::TenantId.eq(tenant))
+            .filter(allocation::Column::State.is_not_in(AllocationPhase::OPEN.iter().copied()))
+            .order_by_desc(allocation::Column::Id)
+            .limit(100)
+            .all(&self.db)
+            .await?;
+        // Queue positions only where a slice waits.
+        let queued = open.iter().any(|r| r.state == AllocationPhase::Queued);
+        let queues = if queued {
+            self.queues(&self.db).await?
+        } else {
+            Default::default()
+        };
         let pools = self.pools(&self.db).await?;
-        let (open, ended): (Vec<_>, Vec<_>) = rows
+        let views = open
             .into_iter()
-            .partition(|r| AllocationPhase::OPEN.contains(&r.state));
-        open.into_iter()
-            .chain(ended.into_iter().take(100))
+            .chain(ended)
             .map(|r| self.view_with(r, &actor.tenant_slug, &queues, &pools))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        // A queue position moves with other tenants' requests: not kept.
+        if !queued {
+            self.lists.put(tenant, stamp, now, &views);
+        }
+        Ok(views)
     }
 
     pub(crate) async fn own_row(
