@@ -98,6 +98,8 @@ pub struct Service {
     /// Bumped after every commit that changes some host's desired state;
     /// wakes the agents' long polls.
     desired_tx: tokio::sync::broadcast::Sender<i64>,
+    /// The generations of the hosts whose long polls wait here.
+    generations: Arc<allocations::Generations>,
     /// API tokens verified in the last second, and uses not yet written.
     token_checks: Arc<token_auth::TokenChecks>,
     /// Tenants' allocation lists, kept between the writes that change them.
@@ -129,6 +131,7 @@ impl Service {
             clock,
             sqlite_writer,
             desired_tx: tokio::sync::broadcast::channel(4096).0,
+            generations: Arc::default(),
             token_checks: Arc::default(),
             lists: Arc::default(),
             telemetry_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),

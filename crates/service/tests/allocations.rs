@@ -2245,3 +2245,49 @@ async fn kept_lists_follow_every_write() {
     let listed = f.service.list_allocations(&bob).await.unwrap();
     assert_eq!(listed[0].purpose, "third probe");
 }
+
+/// The re-check under the notices: generations changed behind the
+/// service's back (no notice) reach every waiting long poll, through the
+/// one read of all waiting hosts' generations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiting_long_polls_see_unannounced_changes_at_their_recheck() {
+    use sea_orm::ConnectionTrait;
+    let f = fixture().await;
+    let service = tessera_service::Service::new(
+        f.service.db().clone(),
+        f.service.settings().clone(),
+        f.clock.clone(),
+    )
+    .with_desired_recheck(std::time::Duration::from_millis(200));
+    let mut agents = Vec::new();
+    for (i, uuid) in ["GPU-12a0", "GPU-12b0", "GPU-12c0"].into_iter().enumerate() {
+        let mut agent = Agent::enrol(&f, &format!("gpu-{i}"), vec![h100(0, uuid)]).await;
+        let seen = agent.converge(&f).await.generation;
+        agents.push((agent, seen));
+    }
+    let polls: Vec<_> = agents
+        .iter()
+        .map(|(agent, seen)| {
+            let (service, host, seen) = (service.clone(), agent.host.clone(), *seen);
+            tokio::spawn(async move {
+                service
+                    .wait_desired(&host, Some(seen), std::time::Duration::from_secs(20))
+                    .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    f.service
+        .db()
+        .execute_unprepared("UPDATE hosts SET desired_generation = desired_generation + 5")
+        .await
+        .unwrap();
+    for (poll, (_, seen)) in polls.into_iter().zip(&agents) {
+        let d = tokio::time::timeout(std::time::Duration::from_secs(5), poll)
+            .await
+            .expect("the re-check saw the change well before the 20 s wait ended")
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.generation, seen + 5);
+    }
+}

@@ -196,21 +196,34 @@ impl Service {
         let wait = wait.min(Duration::from_secs(DESIRED_MAX_WAIT_S));
         let deadline = tokio::time::Instant::now() + wait;
         let mut rx = self.desired_tx.subscribe();
+        let _waiting = self.generations.wait(who.id);
+        // The first look, and every one after a notice, reads this host's
+        // generation; a periodic re-check shares one read of every waiting
+        // host's (see `generations`).
+        let mut current = Self::generation_of(&self.db, who.id).await?;
         loop {
-            let current = Self::generation_of(&self.db, who.id).await?;
             let now = tokio::time::Instant::now();
             if Some(current) != after || now >= deadline {
                 break;
             }
             // Sleep until this host's change is announced, or the re-check is due.
             let nap_until = (now + self.desired_recheck).min(deadline);
-            loop {
+            let noticed = loop {
                 match tokio::time::timeout_at(nap_until, rx.recv()).await {
                     Ok(Ok(host)) if host != who.id && host != ALL_HOSTS => continue,
-                    // Ours, missed messages (lagged), or the re-check is due.
-                    _ => break,
+                    // Ours, or missed messages (lagged).
+                    Ok(_) => break true,
+                    // The re-check is due (or the deadline).
+                    Err(_) => break false,
                 }
-            }
+            };
+            current = if noticed {
+                Self::generation_of(&self.db, who.id).await?
+            } else {
+                self.generations
+                    .current(&self.db, who.id, self.desired_recheck)
+                    .await?
+            };
         }
         self.take_desired(who.id).await
     }
