@@ -62,12 +62,26 @@ impl Service {
         conn: &C,
         host_id: i64,
     ) -> Result<DesiredState, ServiceError> {
+        Ok(self.desired_state_read(conn, host_id).await?.0)
+    }
+
+    /// The desired state of `host` now, and whether it carries a slice
+    /// still `placed` (not yet taken by the agent).
+    async fn desired_state_read<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        host_id: i64,
+    ) -> Result<(DesiredState, bool), ServiceError> {
         let generation = Self::generation_of(conn, host_id).await?;
         let gpus = gpu::Entity::find()
             .filter(gpu::Column::HostId.eq(host_id))
             .all(conn)
             .await?;
         let taken = occupancy(conn, None, Some(host_id)).await?;
+        let carries_placed = taken
+            .values()
+            .flatten()
+            .any(|(a, _)| a.state == AllocationPhase::Placed);
         let pools = self.pools(conn).await?;
         let hostname = host::Entity::find_by_id(host_id)
             .one(conn)
@@ -178,10 +192,13 @@ impl Service {
             });
         }
         entries.sort_by_key(|e| e.index);
-        Ok(DesiredState {
-            generation,
-            gpus: entries,
-        })
+        Ok((
+            DesiredState {
+                generation,
+                gpus: entries,
+            },
+            carries_placed,
+        ))
     }
 
     /// The agent's long poll: answers at once when the host's generation is
@@ -233,6 +250,14 @@ impl Service {
     /// release could end a slice in between as never sent (`placed` →
     /// `released`) while the agent creates it, leaving an instance nobody owns.
     async fn take_desired(&self, host_id: i64) -> Result<DesiredState, ServiceError> {
+        // Most answers carry no slice waiting to be taken: then nothing
+        // moves, and the state is read without a write. (A slice placed
+        // after the generation was read either shows here as `placed`,
+        // which takes the write path, or arrives with the next generation.)
+        let (state, carries_placed) = self.desired_state_read(&self.db, host_id).await?;
+        if !carries_placed {
+            return Ok(state);
+        }
         let now = self.now();
         let mut w = self.begin_write().await?;
         // Placing or releasing on this host bumps its generation, so they
