@@ -119,6 +119,7 @@ pub async fn build_state(
             oidc,
             limits,
             config: Arc::new(config),
+            list_bodies: Arc::default(),
             leptos_options,
             shutdown: Arc::new(tokio::sync::watch::Sender::new(false)),
         },

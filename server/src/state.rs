@@ -18,6 +18,8 @@ pub struct AppState {
     pub limits: Arc<crate::security::limits::Limits>,
     /// The configuration.
     pub config: Arc<Config>,
+    /// Encoded allocation lists, kept with the service's kept lists.
+    pub list_bodies: Arc<crate::routes::list_bodies::ListBodies>,
     /// Leptos rendering options.
     pub leptos_options: LeptosOptions,
     /// Set to `true` once the server is shutting down: long polls answer at

@@ -687,6 +687,33 @@ async fn rest_api_allocation_lifecycle_with_a_tenant_token() {
     // Listed for the tenant; invisible to another tenant's token.
     let (_, list) = app.get_json("/api/v1/allocations", Some(&token)).await;
     assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["state"], "active", "the list follows the report");
+    // Sent compressed when asked, encoded once: the same JSON.
+    for (accept, coding) in [("gzip, deflate, br", "br"), ("gzip", "gzip")] {
+        let req = Request::get("/api/v1/allocations")
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(header::ACCEPT_ENCODING, accept)
+            .body(Body::empty())
+            .unwrap();
+        let resp = app.router.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(resp.headers()[header::CONTENT_ENCODING], coding);
+        assert_eq!(resp.headers()[header::VARY], "accept-encoding");
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        let mut json = Vec::new();
+        use std::io::Read as _;
+        match coding {
+            "br" => brotli::Decompressor::new(&body[..], 4096)
+                .read_to_end(&mut json)
+                .unwrap(),
+            _ => flate2::read::GzDecoder::new(&body[..])
+                .read_to_end(&mut json)
+                .unwrap(),
+        };
+        let decoded: Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(decoded[0]["id"], list[0]["id"]);
+        assert_eq!(decoded[0]["state"], "active");
+    }
     let other = app.api_token("nlp").await;
     let (status, body) = app
         .get_json(&format!("/api/v1/allocations/{id}"), Some(&other))

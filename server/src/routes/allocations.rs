@@ -35,9 +35,21 @@ pub async fn list_allocations(
     State(state): State<AppState>,
     caller: ApiCaller,
     Query(q): Query<TenantQuery>,
-) -> Result<Json<Vec<AllocationView>>, ApiError> {
+    headers: axum::http::HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
+    use super::list_bodies::{json_response, Coding};
     let actor = caller.in_tenant(&state, q.tenant.as_deref()).await?;
-    Ok(Json(state.service.list_allocations(&actor).await?))
+    let list = state.service.kept_allocations(&actor).await?;
+    let coding = Coding::preferred(&headers);
+    let body = state
+        .list_bodies
+        .body(actor.tenant_id(), &list, coding)
+        .map_err(|e| {
+            ApiError(tessera_service::ServiceError::Database(
+                sea_orm::DbErr::Custom(format!("encoding the list: {e}")),
+            ))
+        })?;
+    Ok(json_response(body, coding))
 }
 
 /// Request a slice: placed at once within quota and capacity, otherwise queued.

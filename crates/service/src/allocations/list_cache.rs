@@ -133,11 +133,18 @@ impl<V: Clone> ListCache<V> {
     }
 
     /// Keeps `views`, read under `stamp` at `now`, unless a write touched
-    /// the tenant meanwhile.
-    pub(crate) fn put(&self, tenant: i64, stamp: Stamp, now: DateTime<Utc>, views: &[V]) {
+    /// the tenant meanwhile; returns them shared.
+    pub(crate) fn put(
+        &self,
+        tenant: i64,
+        stamp: Stamp,
+        now: DateTime<Utc>,
+        views: Vec<V>,
+    ) -> Arc<[V]> {
+        let views: Arc<[V]> = views.into();
         let mut state = self.lock();
         if state.stamp(tenant) != stamp {
-            return;
+            return views;
         }
         if state.lists.len() >= MAX_KEPT {
             state.lists.clear();
@@ -147,9 +154,10 @@ impl<V: Clone> ListCache<V> {
             Kept {
                 stamp,
                 built_at: now,
-                views: views.into(),
+                views: Arc::clone(&views),
             },
         );
+        views
     }
 
     /// Forgets what a committed write may have changed.
@@ -181,7 +189,7 @@ mod tests {
         let cache = ListCache::<i64>::default();
         let t0 = chrono::DateTime::UNIX_EPOCH;
         let stamp = cache.stamp(1);
-        cache.put(1, stamp, t0, &[7]);
+        cache.put(1, stamp, t0, vec![7]);
         assert_eq!(cache.get(1, t0).as_deref(), Some(&[7][..]));
         assert!(cache.get(2, t0).is_none(), "another tenant's is not there");
         // Old enough: read again.
@@ -191,7 +199,7 @@ mod tests {
         assert!(cache.get(1, t0).is_some());
         cache.touch(&Touched::Tenants([1].into()));
         assert!(cache.get(1, t0).is_none());
-        cache.put(1, cache.stamp(1), t0, &[7]);
+        cache.put(1, cache.stamp(1), t0, vec![7]);
         cache.touch(&Touched::All);
         assert!(cache.get(1, t0).is_none());
     }
@@ -203,11 +211,11 @@ mod tests {
         let stamp = cache.stamp(1);
         // ... the database is read; meanwhile a write commits ...
         cache.touch(&Touched::Tenants([1].into()));
-        cache.put(1, stamp, t0, &[7]);
+        cache.put(1, stamp, t0, vec![7]);
         assert!(cache.get(1, t0).is_none());
         let stamp = cache.stamp(1);
         cache.touch(&Touched::All);
-        cache.put(1, stamp, t0, &[7]);
+        cache.put(1, stamp, t0, vec![7]);
         assert!(cache.get(1, t0).is_none());
     }
 

@@ -269,16 +269,30 @@ impl Service {
         &self,
         actor: &TenantActor,
     ) -> Result<Vec<AllocationView>, ServiceError> {
+        let now = self.now();
+        Ok(self
+            .kept_allocations(actor)
+            .await?
+            .iter()
+            .map(|v| AllocationView {
+                as_of: now,
+                ..v.clone()
+            })
+            .collect())
+    }
+
+    /// [`Service::list_allocations`] as kept between the writes that change
+    /// it (see `list_cache`): the same shared list until then, each view's
+    /// `as_of` the time it was read. The REST list serves these, so it can
+    /// encode a list once.
+    pub async fn kept_allocations(
+        &self,
+        actor: &TenantActor,
+    ) -> Result<std::sync::Arc<[AllocationView]>, ServiceError> {
         let tenant = actor.tenant_id;
         let now = self.now();
         if let Some(kept) = self.lists.get(tenant, now) {
-            return Ok(kept
-                .iter()
-                .map(|v| AllocationView {
-                    as_of: now,
-                    ..v.clone()
-                })
-                .collect());
+            return Ok(kept);
         }
         let stamp = self.lists.stamp(tenant);
         // The open slices, and the latest 100 that ended.
@@ -309,10 +323,11 @@ impl Service {
             .map(|r| self.view_with(r, &actor.tenant_slug, &queues, &pools))
             .collect::<Result<Vec<_>, _>>()?;
         // A queue position moves with other tenants' requests: not kept.
-        if !queued {
-            self.lists.put(tenant, stamp, now, &views);
-        }
-        Ok(views)
+        Ok(if queued {
+            views.into()
+        } else {
+            self.lists.put(tenant, stamp, now, views)
+        })
     }
 
     pub(crate) async fn own_row(
