@@ -136,7 +136,7 @@ impl Service {
                                     &layout,
                                 )
                             }),
-                            mps: g.observed().and_then(|o| o.mps.clone()),
+                            mps: g.observed().and_then(|o| o.mps),
                             mig_instances: mig_instances(
                                 g.observed().cloned(),
                                 holders.get(&g.uuid).unwrap_or(&no_holders),
