@@ -118,15 +118,7 @@ impl Write {
     /// next report is processed in full), and its agent's long poll wakes
     /// once this write commits. The one place a host's generation moves.
     pub async fn bump_generation(&self, host_id: i64) -> Result<i64, ServiceError> {
-        host::Entity::update_many()
-            .col_expr(
-                host::Column::DesiredGeneration,
-                Expr::col(host::Column::DesiredGeneration).add(1),
-            )
-            .col_expr(
-                host::Column::ReportDigest,
-                Expr::value(Option::<String>::None),
-            )
+        new_generation()
             .filter(host::Column::Id.eq(host_id))
             .exec(&self.txn)
             .await?;
@@ -141,17 +133,7 @@ impl Write {
     /// Changes the desired state of every host (a pool's policy, which
     /// every host's desired state is computed from, changed).
     pub async fn bump_all_generations(&self) -> Result<(), ServiceError> {
-        host::Entity::update_many()
-            .col_expr(
-                host::Column::DesiredGeneration,
-                Expr::col(host::Column::DesiredGeneration).add(1),
-            )
-            .col_expr(
-                host::Column::ReportDigest,
-                Expr::value(Option::<String>::None),
-            )
-            .exec(&self.txn)
-            .await?;
+        new_generation().exec(&self.txn).await?;
         self.bumped().all = true;
         Ok(())
     }
@@ -238,6 +220,20 @@ impl Write {
         }
         Ok(retries_queue)
     }
+}
+
+/// The update that gives hosts a new desired generation; their next
+/// reports are processed in full (the digest of the last one is cleared).
+fn new_generation() -> sea_orm::UpdateMany<host::Entity> {
+    host::Entity::update_many()
+        .col_expr(
+            host::Column::DesiredGeneration,
+            Expr::col(host::Column::DesiredGeneration).add(1),
+        )
+        .col_expr(
+            host::Column::ReportDigest,
+            Expr::value(Option::<String>::None),
+        )
 }
 
 /// Writes `notice` for each recipient (deduplicated, sparing `spare`) and
