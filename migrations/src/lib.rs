@@ -21,6 +21,7 @@ mod m20261207_000013_create_admission_refusals;
 mod m20261208_000014_add_idle_reclaim;
 mod m20261209_000015_add_qos_and_preemption;
 mod m20261210_000016_add_host_report_digest;
+mod m20261211_000017_add_pool_capacity_epoch;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261208_000014_add_idle_reclaim::Migration),
             Box::new(m20261209_000015_add_qos_and_preemption::Migration),
             Box::new(m20261210_000016_add_host_report_digest::Migration),
+            Box::new(m20261211_000017_add_pool_capacity_epoch::Migration),
         ]
     }
 }

@@ -104,6 +104,8 @@ pub struct Service {
     token_checks: Arc<token_auth::TokenChecks>,
     /// Tenants' allocation lists, kept between the writes that change them.
     lists: Arc<allocations::ListCache<tessera_protocol::views::AllocationView>>,
+    /// Each pool's fleet, indexed for the placer between admissions.
+    fleet_index: Arc<allocations::fleet_index::FleetIndex>,
     /// The minute telemetry retention last ran in (ms).
     telemetry_minute: Arc<std::sync::atomic::AtomicI64>,
     /// This process's counters for `/metrics`.
@@ -134,6 +136,7 @@ impl Service {
             generations: Arc::default(),
             token_checks: Arc::default(),
             lists: Arc::default(),
+            fleet_index: Arc::default(),
             telemetry_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             metrics: Arc::default(),
             idle_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),

@@ -8,9 +8,10 @@
 //! agents' long polls to wake. Dropping a `Write` without committing rolls
 //! everything back.
 
+use crate::allocations::fleet_index::{bump_epochs, swap_epoch, Carried, Indexed};
 use crate::audit::Actor;
 use crate::entity::{audit_event, host, notification, tenant, webhook, webhook_delivery};
-use crate::events::{DomainEvent, Link, NoticeDraft, Recipients};
+use crate::events::{CapacityEffect, DomainEvent, Link, NoticeDraft, Recipients};
 use crate::{Service, ServiceError, WriterTurn};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -36,6 +37,11 @@ pub(crate) struct Write {
     /// Hosts whose desired state this write changed (behind a lock so that
     /// a bump needs only `&self` while the transaction is borrowed).
     bumped: std::sync::Mutex<Bumped>,
+    /// Pool indexes this write planned on, with its placements in them.
+    carried: Vec<Carried>,
+    /// Something every pool's placer sees changed (a host's GPUs, said by
+    /// the report that changed them; events say the rest).
+    capacity_changed: bool,
 }
 
 /// Whose desired generation a write bumped.
@@ -71,6 +77,8 @@ impl Service {
             events: Vec::new(),
             now: self.now(),
             bumped: std::sync::Mutex::default(),
+            carried: Vec::new(),
+            capacity_changed: false,
         })
     }
 
@@ -138,6 +146,19 @@ impl Write {
         Ok(())
     }
 
+    /// Carries a pool's index forward: kept once this write commits, if
+    /// nothing else changed the pool meantime (see
+    /// [`crate::allocations::fleet_index`]).
+    pub fn carry_index(&mut self, carried: Carried) {
+        self.carried.push(carried);
+    }
+
+    /// Records that what the placer sees changed in a way no event names
+    /// (a host's GPUs or resources): every pool's index is rebuilt.
+    pub fn capacity_changed(&mut self) {
+        self.capacity_changed = true;
+    }
+
     fn bumped(&self) -> std::sync::MutexGuard<'_, Bumped> {
         self.bumped
             .lock()
@@ -168,6 +189,8 @@ impl Write {
             events,
             now,
             bumped,
+            carried,
+            capacity_changed,
         } = self;
         let bumped = bumped
             .into_inner()
@@ -200,6 +223,12 @@ impl Write {
                 send(&txn, notice, spare, now).await?;
             }
         }
+        let kept = capacity_epochs(&txn, &events, carried, capacity_changed).await?;
+        for next in kept {
+            // Safe before the commit: should it fail, the stored epoch is
+            // not the one this index names.
+            service.keep_index(next);
+        }
         txn.commit().await?;
         drop(turn);
         service.lists_touched(&touched);
@@ -220,6 +249,55 @@ impl Write {
         }
         Ok(retries_queue)
     }
+}
+
+/// Writes the capacity epochs of the pools whose placer view this write
+/// changed, and returns the indexes it carried forward that stay true.
+async fn capacity_epochs(
+    txn: &DatabaseTransaction,
+    events: &[DomainEvent],
+    carried: Vec<Carried>,
+    all: bool,
+) -> Result<Vec<Indexed>, ServiceError> {
+    let mut all = all;
+    let (mut placed, mut changed) = (BTreeSet::new(), BTreeSet::new());
+    for event in events {
+        match event.capacity() {
+            CapacityEffect::Unchanged => {}
+            CapacityEffect::Placed(pool) => {
+                placed.insert(pool);
+            }
+            CapacityEffect::Pool(pool) => {
+                changed.insert(pool);
+            }
+            CapacityEffect::All => all = true,
+        }
+    }
+    if all {
+        bump_epochs(txn, None).await?;
+        return Ok(Vec::new());
+    }
+    let mut kept = Vec::new();
+    for Carried {
+        from_epoch,
+        mut next,
+    } in carried
+    {
+        let pool = next.spec.name.clone();
+        if changed.contains(&pool) {
+            continue;
+        }
+        if placed.remove(&pool) {
+            match swap_epoch(txn, &pool, from_epoch).await? {
+                Some(epoch) => next.epoch = epoch,
+                None => continue,
+            }
+        }
+        kept.push(next);
+    }
+    let bumped: Vec<String> = changed.into_iter().chain(placed).collect();
+    bump_epochs(txn, Some(&bumped)).await?;
+    Ok(kept)
 }
 
 /// The update that gives hosts a new desired generation; their next

@@ -2291,3 +2291,115 @@ async fn waiting_long_polls_see_unannounced_changes_at_their_recheck() {
         assert_eq!(d.generation, seen + 5);
     }
 }
+
+/// Admissions plan on each pool's fleet index, kept in memory between
+/// them. It agrees with a fresh read of the pool after every write
+/// (placements, the agents' reports of the instances they made, another
+/// replica's release), and a host that went silent with nothing written is
+/// caught when a placement chooses it: the request waits rather than going
+/// there, and starts there once the host is back.
+#[tokio::test]
+async fn admissions_plan_on_a_kept_index_that_stays_true() {
+    let f = fixture().await;
+    let mut agents = BTreeMap::new();
+    for (host, uuid) in [("gpu-1", "GPU-1d0"), ("gpu-2", "GPU-2d0")] {
+        let mut a = Agent::enrol(&f, host, vec![h100(0, uuid)]).await;
+        a.converge(&f).await;
+        agents.insert(host.to_owned(), a);
+    }
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let stats = || f.service.fleet_index_stats();
+    let agrees = || async { f.service.fleet_index_agrees("h100-mig").await.unwrap() };
+    let request = |shape: &'static str| {
+        let (f, alice) = (&f, &alice);
+        async move {
+            f.service
+                .request_allocation(alice, &ask("h100-mig", mig(shape), 4))
+                .await
+                .unwrap()
+        }
+    };
+
+    // The first admission reads the pool; the next ones plan on the index.
+    let start = stats();
+    let small = request("1g.10gb").await;
+    assert_eq!(small.state, AllocationPhase::Placed);
+    assert_eq!(stats().rebuilt, start.rebuilt + 1);
+    assert_eq!(agrees().await, Some(true));
+    for a in agents.values_mut() {
+        a.converge(&f).await;
+    }
+    assert_eq!(
+        agrees().await,
+        Some(true),
+        "the agent's report of the instance it made keeps the index"
+    );
+    let second = request("1g.10gb").await;
+    assert_eq!(second.state, AllocationPhase::Placed);
+    assert_eq!(second.host, small.host, "pack fills the GPU in use first");
+    assert_eq!(
+        (stats().rebuilt, stats().reused),
+        (start.rebuilt + 1, start.reused + 1)
+    );
+    assert_eq!(agrees().await, Some(true));
+
+    // Another replica's release: the index is no longer current, and the
+    // next admission reads the pool again.
+    let replica = tessera_service::Service::new(
+        f.service.db().clone(),
+        f.service.settings().clone(),
+        f.clock.clone(),
+    );
+    replica.release_allocation(&alice, second.id).await.unwrap();
+    assert_eq!(agrees().await, None);
+    f.service
+        .release_allocation(&alice, small.id)
+        .await
+        .unwrap();
+    for a in agents.values_mut() {
+        a.converge(&f).await;
+    }
+    let whole = request("7g.80gb").await;
+    assert_eq!(whole.state, AllocationPhase::Placed);
+    assert_eq!(agrees().await, Some(true));
+    let busy = whole.host.clone().unwrap();
+    let silent = if busy == "gpu-1" { "gpu-2" } else { "gpu-1" };
+    for a in agents.values_mut() {
+        a.converge(&f).await;
+    }
+    assert_eq!(
+        get(&f, &alice, whole.id).await.state,
+        AllocationPhase::Active
+    );
+
+    // The other host goes silent; the busy one repeats its report, which
+    // writes only when it was seen. The index still has the silent host.
+    for _ in 0..2 {
+        f.clock.advance(Duration::seconds(18));
+        agents.get_mut(&busy).unwrap().converge(&f).await;
+    }
+    assert_eq!(
+        agrees().await,
+        Some(false),
+        "time alone took a host offline"
+    );
+    let before = stats();
+    let waiting = request("7g.80gb").await;
+    assert_eq!(
+        waiting.state,
+        AllocationPhase::Queued,
+        "a silent host takes nothing"
+    );
+    assert_eq!(stats().stale, before.stale + 1);
+    assert_eq!(agrees().await, Some(true));
+
+    // Back: its report changes what the placer sees, and the queue moves.
+    agents.get_mut(silent).unwrap().converge(&f).await;
+    assert_eq!(agrees().await, None);
+    assert_eq!(f.service.tick().await.unwrap().placed, 1);
+    let placed = get(&f, &alice, waiting.id).await;
+    assert_eq!(placed.state, AllocationPhase::Placed);
+    assert_eq!(placed.host.as_deref(), Some(silent));
+    assert_eq!(agrees().await, Some(true));
+    check_invariants(&f).await;
+}

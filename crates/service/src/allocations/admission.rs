@@ -2,7 +2,7 @@
 //! transaction that admissions take in turn.
 
 use super::access::TenantActor;
-use super::snapshot::View;
+use super::snapshot::{holding_of, View};
 use super::stored::{set_state, state_json, update_if_state, AllocationRow};
 use crate::entity::allocation;
 use crate::events::{AllocationRef, DomainEvent};
@@ -340,15 +340,34 @@ impl Service {
         // The new request takes its turn in the pool's queue: it starts now
         // if the queue lets it (requests ahead of it placed first; a host
         // kept for a request that waited too long respected), else it waits.
-        let planned = self.plan_pool(txn, &spec, now, Some(&row), false).await?;
-        let placed = match planned.plan.placed(row.id) {
-            Some(decision) => {
-                self.store_placement(&w, row.clone(), &planned.snapshot, decision, now)
-                    .await?
+        let mut planned = self
+            .plan_pool_indexed(txn, &spec, now, Some(&row), false)
+            .await?;
+        if let Some(decision) = planned.plan.placed(row.id) {
+            if planned.index.as_ref().is_some_and(|i| i.reused)
+                && !self.recheck_host(txn, &spec, decision, now).await?
+            {
+                // The kept index no longer matches the chosen host (it went
+                // silent, or changed without a commit naming it): plan again
+                // on the pool as stored.
+                self.fleet_index.count_stale();
+                planned = self
+                    .plan_pool_indexed(txn, &spec, now, Some(&row), true)
+                    .await?;
             }
+        }
+        let placed = match planned.plan.placed(row.id).cloned() {
+            Some(decision) => self
+                .store_placement(&w, row.clone(), &planned.snapshot, &decision, now)
+                .await?
+                .map(|placed| (placed, decision)),
             None => None,
         };
-        let row = match placed {
+        let stored = placed
+            .as_ref()
+            .map(|(placed, decision)| (placed.id, holding_of(placed, decision.clone(), now)));
+        let carried = planned.carry(stored.into_iter().collect());
+        let row = match placed.map(|(placed, _)| placed) {
             Some(placed) => placed,
             None => {
                 // Refuse what could never fit, rather than queueing it forever.
@@ -379,6 +398,9 @@ impl Service {
                 a.update(txn).await?
             }
         };
+        if let Some(carried) = carried {
+            w.carry_index(carried);
+        }
         if let Some(event) = replaced {
             w.emit(event);
         }

@@ -3,6 +3,7 @@
 //! through [`Service::plan_pool`], so they agree on who starts, who waits
 //! and why.
 
+use super::fleet_index::{capacity_epoch, IndexBasis, Indexed};
 use super::snapshot::{PoolSnapshot, View};
 use super::stored::{set_state, AllocationRow};
 use crate::entity::{allocation, tenant};
@@ -25,6 +26,9 @@ use tessera_core::schedule::{
 pub(crate) struct PlannedPool {
     pub snapshot: PoolSnapshot,
     pub plan: QueuePlan,
+    /// Set when planned for a write on the pool's index (see
+    /// [`Service::plan_pool_indexed`]), which it may carry forward.
+    pub index: Option<IndexBasis>,
 }
 
 /// The pool's queueing rules in core's terms.
@@ -178,14 +182,109 @@ impl Service {
         estimate: bool,
     ) -> Result<PlannedPool, ServiceError> {
         let workload = self.pool_workload(conn, spec).await?;
-        let mut snapshot = self
+        let snapshot = self
             .pool_snapshot(conn, spec, now, View::Live, &workload)
             .await?;
-        let queued = allocation::Entity::find()
-            .filter(allocation::Column::Pool.eq(&spec.name))
+        let queued = Self::queued_in(conn, &spec.name).await?;
+        self.plan_on(conn, spec, snapshot, &queued, extra, now, estimate, None)
+            .await
+    }
+
+    /// [`Service::plan_pool`] for a write in the admission turn, on the
+    /// pool's kept index when its capacity epoch still matches (else on a
+    /// fresh one, kept once the write commits). With `fresh`, the index is
+    /// rebuilt regardless (a placement from it was refused).
+    pub(crate) async fn plan_pool_indexed<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        spec: &PoolSpec,
+        now: DateTime<Utc>,
+        extra: Option<&allocation::Model>,
+        fresh: bool,
+    ) -> Result<PlannedPool, ServiceError> {
+        // The epoch first: a change committed while the pool is read below
+        // leaves the index older than its epoch says, never newer.
+        let epoch = capacity_epoch(conn, &spec.name).await?;
+        let queued = Self::queued_in(conn, &spec.name).await?;
+        let mut kept = if fresh {
+            None
+        } else {
+            self.fleet_index.take(spec, epoch)
+        };
+        if let Some(ix) = kept.as_mut() {
+            // Lease ends matter only to requests that wait.
+            if !queued.is_empty()
+                && !Self::refresh_holdings(conn, &spec.name, &mut ix.snapshot, now).await?
+            {
+                kept = None;
+            }
+        }
+        let (snapshot, workload, reused) = match kept {
+            Some(mut ix) => {
+                if let Some(row) = extra {
+                    // The stored workload already holds a request made in
+                    // this write only when the index was built in it.
+                    if let Ok(request) =
+                        Self::pool_offer(spec).placement_request(&row.slice_shape()?)
+                    {
+                        ix.add_request(request);
+                    }
+                }
+                (ix.snapshot, ix.workload, true)
+            }
+            None => {
+                let workload = self.pool_workload(conn, spec).await?;
+                let snapshot = self
+                    .pool_snapshot(conn, spec, now, View::Live, &workload)
+                    .await?;
+                (snapshot, workload, false)
+            }
+        };
+        self.fleet_index.count(reused);
+        let basis = IndexBasis {
+            epoch,
+            spec: spec.clone(),
+            workload,
+            reused,
+        };
+        self.plan_on(
+            conn,
+            spec,
+            snapshot,
+            &queued,
+            extra,
+            now,
+            false,
+            Some(basis),
+        )
+        .await
+    }
+
+    /// The pool's queued requests.
+    async fn queued_in<C: ConnectionTrait>(
+        conn: &C,
+        pool: &str,
+    ) -> Result<Vec<allocation::Model>, ServiceError> {
+        Ok(allocation::Entity::find()
+            .filter(allocation::Column::Pool.eq(pool))
             .filter(allocation::Column::State.eq(AllocationPhase::Queued))
             .all(conn)
-            .await?;
+            .await?)
+    }
+
+    /// Plans `queued` and `extra` on `snapshot`.
+    #[allow(clippy::too_many_arguments)]
+    async fn plan_on<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        spec: &PoolSpec,
+        mut snapshot: PoolSnapshot,
+        queued: &[allocation::Model],
+        extra: Option<&allocation::Model>,
+        now: DateTime<Utc>,
+        estimate: bool,
+        index: Option<IndexBasis>,
+    ) -> Result<PlannedPool, ServiceError> {
         let mut shares = Shares::new();
         let rank = several_tenants(queued.iter().chain(extra));
         let mut queue = Vec::with_capacity(queued.len() + 1);
@@ -208,7 +307,33 @@ impl Service {
             now.timestamp_millis(),
             &queue_policy(spec, estimate),
         );
-        Ok(PlannedPool { snapshot, plan })
+        Ok(PlannedPool {
+            snapshot,
+            plan,
+            index,
+        })
+    }
+
+    /// Whether `decision`, chosen on a kept index, still fits the chosen
+    /// host as stored now; the placement to store when it does (its GPUs
+    /// as stored now).
+    pub(crate) async fn recheck_host<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        spec: &PoolSpec,
+        decision: &Decision,
+        now: DateTime<Utc>,
+    ) -> Result<bool, ServiceError> {
+        let Ok(host_id) = decision.host.parse::<i64>() else {
+            return Ok(false);
+        };
+        let mut fresh = self.host_snapshot(conn, spec, now, host_id).await?;
+        Ok(fresh.fleet.apply(decision).is_ok())
+    }
+
+    /// Keeps the index a committed write carried forward.
+    pub(crate) fn keep_index(&self, next: Indexed) {
+        self.fleet_index.put(next);
     }
 
     /// Stores the placement of `row` (requested or queued) that `decision`

@@ -2,6 +2,7 @@
 //! marks the slices of hosts silent too long, fails provisioning that never
 //! finished, and places queued requests as capacity frees.
 
+use super::snapshot::holding_of;
 use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::audit::Actor;
 use crate::entity::allocation;
@@ -265,7 +266,21 @@ impl Service {
             let Ok(spec) = self.pool_spec(w.db(), "pool", &pool).await else {
                 continue;
             };
-            let planned = self.plan_pool(w.db(), &spec, now, None, false).await?;
+            let mut planned = self
+                .plan_pool_indexed(w.db(), &spec, now, None, false)
+                .await?;
+            if planned.index.as_ref().is_some_and(|i| i.reused) {
+                for (_, decision) in &planned.plan.placed {
+                    if !self.recheck_host(w.db(), &spec, decision, now).await? {
+                        self.fleet_index.count_stale();
+                        planned = self
+                            .plan_pool_indexed(w.db(), &spec, now, None, true)
+                            .await?;
+                        break;
+                    }
+                }
+            }
+            let mut stored = Vec::new();
             for (id, decision) in &planned.plan.placed {
                 // Locked, and still queued: a release may have ended it
                 // since the queue was read.
@@ -282,12 +297,16 @@ impl Service {
                     .await?
                 {
                     pass.placed += 1;
+                    stored.push((row.id, holding_of(&row, decision.clone(), now)));
                     w.emit(DomainEvent::AllocationPlaced {
                         alloc: AllocationRef::of(&row),
                     });
                 }
             }
             pass.preempt_notices += self.preempt_for_queue(&mut w, &spec, &planned, now).await?;
+            if let Some(carried) = planned.carry(stored) {
+                w.carry_index(carried);
+            }
         }
         w.commit_without_retry(self, &Actor::System).await?;
         Ok(pass)

@@ -82,12 +82,25 @@ fn nvlink_group(idx: u32, peers: &[u32]) -> Option<u32> {
 /// When an open allocation is expected to give its capacity back: at its
 /// lease end once active, a full lease from now before that, now when it
 /// is being released.
-fn holds_until(a: &allocation::Model, now: DateTime<Utc>) -> DateTime<Utc> {
-    let full_lease = now + chrono::Duration::hours(i64::from(a.lease_hours));
-    match a.state {
+pub(crate) fn holds_until(
+    state: AllocationPhase,
+    lease_ends_at: Option<DateTime<Utc>>,
+    lease_hours: i32,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    let full_lease = now + chrono::Duration::hours(i64::from(lease_hours));
+    match state {
         AllocationPhase::Releasing => now,
-        AllocationPhase::Active => a.lease_ends_at.unwrap_or(full_lease),
+        AllocationPhase::Active => lease_ends_at.unwrap_or(full_lease),
         _ => full_lease,
+    }
+}
+
+/// What allocation `a`, placed by `decision`, holds in the fleet and until when.
+pub(crate) fn holding_of(a: &allocation::Model, decision: Decision, now: DateTime<Utc>) -> Holding {
+    Holding {
+        decision,
+        until: holds_until(a.state, a.lease_ends_at, a.lease_hours, now).timestamp_millis(),
     }
 }
 
@@ -156,10 +169,74 @@ impl Service {
         view: View,
         workload_from: &[PlacementRequest],
     ) -> Result<PoolSnapshot, ServiceError> {
-        let hosts = host::Entity::find()
-            .order_by_asc(host::Column::Hostname)
-            .all(conn)
-            .await?;
+        self.snapshot_of(conn, pool, now, view, workload_from, None)
+            .await
+    }
+
+    /// The live view of one host of `pool` as stored now: what a placement
+    /// chosen on a kept index is checked against before it is stored.
+    pub(crate) async fn host_snapshot<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        pool: &PoolSpec,
+        now: DateTime<Utc>,
+        host_id: i64,
+    ) -> Result<PoolSnapshot, ServiceError> {
+        self.snapshot_of(conn, pool, now, View::Live, &[], Some(host_id))
+            .await
+    }
+
+    /// Re-reads when the slices held in `snapshot` give their capacity back
+    /// (activations and extensions move lease ends without touching the
+    /// pool's index). `false` when one of them no longer holds capacity:
+    /// the index is stale.
+    pub(crate) async fn refresh_holdings<C: ConnectionTrait>(
+        conn: &C,
+        pool: &str,
+        snapshot: &mut PoolSnapshot,
+        now: DateTime<Utc>,
+    ) -> Result<bool, ServiceError> {
+        use sea_orm::QuerySelect;
+        let rows: BTreeMap<i64, (AllocationPhase, Option<DateTime<Utc>>, i32)> =
+            allocation::Entity::find()
+                .select_only()
+                .columns([
+                    allocation::Column::Id,
+                    allocation::Column::State,
+                    allocation::Column::LeaseEndsAt,
+                    allocation::Column::LeaseHours,
+                ])
+                .filter(allocation::Column::Pool.eq(pool))
+                .filter(allocation::Column::State.is_in(AllocationPhase::CAPACITY))
+                .into_tuple::<(i64, AllocationPhase, Option<DateTime<Utc>>, i32)>()
+                .all(conn)
+                .await?
+                .into_iter()
+                .map(|(id, state, ends, hours)| (id, (state, ends, hours)))
+                .collect();
+        for (id, holding) in snapshot.holders.iter().zip(snapshot.holdings.iter_mut()) {
+            let Some(&(state, ends, hours)) = rows.get(id) else {
+                return Ok(false);
+            };
+            holding.until = holds_until(state, ends, hours, now).timestamp_millis();
+        }
+        Ok(true)
+    }
+
+    async fn snapshot_of<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        pool: &PoolSpec,
+        now: DateTime<Utc>,
+        view: View,
+        workload_from: &[PlacementRequest],
+        only_host: Option<i64>,
+    ) -> Result<PoolSnapshot, ServiceError> {
+        let mut hosts = host::Entity::find().order_by_asc(host::Column::Hostname);
+        if let Some(id) = only_host {
+            hosts = hosts.filter(host::Column::Id.eq(id));
+        }
+        let hosts = hosts.all(conn).await?;
         let online: Vec<&host::Model> = hosts
             .iter()
             .filter(|h| {
@@ -185,7 +262,7 @@ impl Service {
             .all(conn)
             .await?;
         let taken = match view {
-            View::Live => occupancy(conn, Some(&pool.name), None).await?,
+            View::Live => occupancy(conn, Some(&pool.name), only_host).await?,
             View::Empty => Occupancy::new(),
         };
         let policy = pool.policy();
@@ -293,16 +370,13 @@ impl Service {
             .into_iter()
             .filter_map(|(id, (gpus, a, p))| {
                 let host = a.host_id?;
-                let holding = Holding {
-                    decision: Decision::held(
-                        host.to_string(),
-                        gpus,
-                        p.slice.clone(),
-                        Some(a.tenant_id.to_string()),
-                    ),
-                    until: holds_until(a, now).timestamp_millis(),
-                };
-                Some((id, holding))
+                let decision = Decision::held(
+                    host.to_string(),
+                    gpus,
+                    p.slice.clone(),
+                    Some(a.tenant_id.to_string()),
+                );
+                Some((id, holding_of(a, decision, now)))
             })
             .unzip();
         let workload = Workload::from_requests(workload_from, DEFAULT_MAX_CLASSES);

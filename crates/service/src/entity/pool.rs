@@ -31,6 +31,9 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
     /// Who changed it last (`None`: seeded from the configuration).
     pub updated_by: Option<String>,
+    /// A fresh random value at every commit that changes what the placer
+    /// sees in the pool (see `allocations::fleet_index`).
+    pub capacity_epoch: i64,
 }
 
 /// A pool's definition, as stored.

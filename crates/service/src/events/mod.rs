@@ -659,6 +659,85 @@ pub struct AfterCommit {
     pub forgets_token: Option<i64>,
 }
 
+/// What an event changes in the placer's view of the pools (see
+/// `allocations::fleet_index`: a commit writes a new capacity epoch for
+/// each pool named, so indexes built before it are no longer trusted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CapacityEffect {
+    /// Nothing the placer sees.
+    Unchanged,
+    /// A slice was requested or placed in the pool: the admission or queue
+    /// pass that wrote it may carry the pool's index forward itself.
+    Placed(String),
+    /// What the pool holds changed otherwise (a slice ended, lost or got
+    /// back its capacity).
+    Pool(String),
+    /// Hosts, GPUs or pools changed: every pool.
+    All,
+}
+
+impl DomainEvent {
+    /// What this event changes in the placer's view of the pools.
+    pub fn capacity(&self) -> CapacityEffect {
+        use CapacityEffect::{All, Placed, Pool, Unchanged};
+        match self {
+            Self::AllocationRequested { alloc, .. } | Self::AllocationPlaced { alloc } => {
+                Placed(alloc.pool.clone())
+            }
+            Self::AllocationFailed { alloc, .. }
+            | Self::AllocationTeardownFailed { alloc, .. }
+            | Self::AllocationEnded { alloc, .. }
+            | Self::AllocationExpired { alloc, .. }
+            | Self::AllocationReleased { alloc, .. }
+            | Self::AllocationReclaimed { alloc, .. }
+            | Self::AllocationPreempted { alloc, .. }
+            | Self::AllocationDraining { alloc, .. }
+            | Self::AllocationCapacityLost { alloc, .. }
+            | Self::AllocationCapacityRestored { alloc, .. } => Pool(alloc.pool.clone()),
+            Self::HostEnrolled { .. }
+            | Self::HostFirstReport { .. }
+            | Self::FleetOperated { .. }
+            | Self::GpuHealthChanged { .. }
+            | Self::PoolCreated { .. }
+            | Self::PoolChanged { .. }
+            | Self::PoolChangePlanned { .. }
+            | Self::PoolChangeCancelled { .. } => All,
+            // The lease's end moves (the queue re-reads ends when it plans
+            // with a queue), or nothing the placer sees changes.
+            Self::AllocationProvisioning { .. }
+            | Self::AllocationActivated { .. }
+            | Self::AllocationExtended { .. }
+            | Self::AllocationLeaseEnding { .. }
+            | Self::AllocationIdle { .. }
+            | Self::AllocationIdleCleared { .. }
+            | Self::AllocationKept { .. }
+            | Self::AllocationPreempting { .. }
+            | Self::AllocationPreemptLifted { .. }
+            | Self::WaitingSliceRefused { .. }
+            | Self::QuotaSet { .. }
+            | Self::QuotaGranted { .. }
+            | Self::QuotaGrantEnded { .. }
+            | Self::QuotaRequestFiled { .. }
+            | Self::QuotaRequestSubmitted { .. }
+            | Self::QuotaRequestWithdrawn { .. }
+            | Self::QuotaRequestApproved { .. }
+            | Self::QuotaRequestRejected { .. }
+            | Self::ApiTokenCreated { .. }
+            | Self::ApiTokenRevoked { .. }
+            | Self::JoinTokenCreated { .. }
+            | Self::JoinTokenRevoked { .. }
+            | Self::TenantCreated { .. }
+            | Self::TenantUpdated { .. }
+            | Self::PriceSet { .. }
+            | Self::UserLoggedIn { .. }
+            | Self::UserRolesChanged { .. }
+            | Self::WebhookSet { .. }
+            | Self::WebhookDeleted { .. }
+            | Self::WebhookTested { .. } => Unchanged,
+        }
+    }
+}
+
 impl DomainEvent {
     /// What the commit of this event sets off.
     pub fn after_commit(&self) -> AfterCommit {

@@ -175,6 +175,16 @@ impl Service {
             .await?
             .ok_or(ServiceError::InvalidCredential)?;
         let first_report = h.last_seen_at.is_none();
+        // What the placer sees of the host: whether it is online, its CPU
+        // and memory, and (below) its GPUs.
+        let back_online = h
+            .last_seen_at
+            .is_some_and(|seen| now - seen > self.settings.host_offline_after);
+        let resources_changed = h.cpu_milli != i64::try_from(report.cpu_milli).unwrap_or(i64::MAX)
+            || h.memory_mib != i64::try_from(report.memory_mib).unwrap_or(i64::MAX);
+        if back_online || resources_changed {
+            w.capacity_changed();
+        }
         let mut active: host::ActiveModel = h.into();
         active.cpu_milli = Set(i64::try_from(report.cpu_milli).unwrap_or(i64::MAX));
         active.memory_mib = Set(i64::try_from(report.memory_mib).unwrap_or(i64::MAX));
@@ -200,6 +210,7 @@ impl Service {
             .map(|g| g.id)
             .collect();
         if !gone.is_empty() {
+            w.capacity_changed();
             gpu::Entity::delete_many()
                 .filter(Condition::all().add(gpu::Column::Id.is_in(gone)))
                 .exec(w.db())
@@ -255,6 +266,17 @@ impl Service {
                         && g.mig_devices == mig_devices
                         && g.apply_error == apply_error;
                     if !unchanged {
+                        let placer_facts_changed = g.idx != idx
+                            || g.model != model_name
+                            || g.memory_mib != memory
+                            || g.mig_enabled != r.mig_enabled
+                            || g.nvlink_peers != peers;
+                        if placer_facts_changed
+                            || (g.sharing != sharing
+                                && unmanaged_changed(w.db(), g, sharing.as_ref()).await?)
+                        {
+                            w.capacity_changed();
+                        }
                         let mut a: gpu::ActiveModel = g.clone().into();
                         a.idx = Set(idx);
                         a.name = Set(r.name.clone());
@@ -273,6 +295,7 @@ impl Service {
                     }
                 }
                 None => {
+                    w.capacity_changed();
                     // Free the index first if a replaced GPU still holds it.
                     gpu::Entity::delete_many()
                         .filter(gpu::Column::HostId.eq(who.id))
@@ -366,6 +389,21 @@ impl Service {
         w.commit(self, &who.actor()).await?;
         Ok(seen)
     }
+}
+
+/// Whether the MIG instances on GPU `g` that no open allocation owns (the
+/// placer counts them as taken) differ between what was stored and `now`.
+async fn unmanaged_changed<C: sea_orm::ConnectionTrait>(
+    conn: &C,
+    g: &gpu::Model,
+    now: Option<&ObservedSharing>,
+) -> Result<bool, ServiceError> {
+    use crate::allocations::{occupancy, unmanaged_instances};
+    let held = occupancy(conn, None, Some(g.host_id)).await?;
+    let owned = held.get(&g.uuid).map(Vec::as_slice).unwrap_or(&[]);
+    let before = unmanaged_instances(g.observed(), owned);
+    let after = unmanaged_instances(now.map(|s| &s.0), owned);
+    Ok(before != after)
 }
 
 /// A report that repeats the last one is still processed in full this often.

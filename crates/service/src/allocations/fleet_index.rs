@@ -1,0 +1,304 @@
+//! Each pool's fleet, indexed for the placer, kept in memory between
+//! admissions, so an admission reads only what it needs rather than every
+//! host, GPU and open allocation of the pool.
+//!
+//! Trust comes from the database, not from this process: every pool row
+//! has a capacity epoch, and every commit that changes what the placer sees
+//! in a pool writes a fresh random one (`Write::commit` derives which pools
+//! from its events: slices placed or ended, hosts and GPUs joining, leaving
+//! or changing health, pool edits; a report that changes a host's GPUs says
+//! so itself). An index is used only while the epoch it was built at is
+//! still the stored one, read inside the admission's serialized turn.
+//!
+//! An admission or queue pass that planned on an index carries it forward
+//! with what it placed, and its commit swaps the epoch from the one it read
+//! to a new one (compare-and-set: if anything else changed the pool in the
+//! meantime, the swap fails and the index is dropped). A host that went
+//! silent or changed without a commit (time alone makes a host offline) is
+//! caught by re-reading the chosen host before a placement from an index is
+//! stored: a stale index costs a rebuild, never a double placement.
+
+use super::queue::PlannedPool;
+use super::snapshot::PoolSnapshot;
+use crate::entity::pool;
+use crate::pools::PoolSpec;
+use crate::ServiceError;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use tessera_core::placement::{PlacementRequest, Workload, DEFAULT_MAX_CLASSES};
+use tessera_core::schedule::Holding;
+
+/// One pool's fleet as indexed at a capacity epoch.
+pub(crate) struct Indexed {
+    /// The pool's capacity epoch this index reflects.
+    pub epoch: i64,
+    /// The pool's definition it was built for.
+    pub spec: PoolSpec,
+    /// The requests of the pool's open allocations (the workload mix the
+    /// placer judges fragmentation against).
+    pub workload: Vec<PlacementRequest>,
+    /// The fleet, what holds it, and the facts to store a placement.
+    pub snapshot: PoolSnapshot,
+}
+
+impl Indexed {
+    /// Adds a request to the workload mix and re-derives the fleet's
+    /// fragmentation caches from it.
+    pub fn add_request(&mut self, request: PlacementRequest) {
+        self.workload.push(request);
+        self.snapshot
+            .fleet
+            .set_workload(Workload::from_requests(&self.workload, DEFAULT_MAX_CLASSES));
+    }
+}
+
+/// What a plan made on a pool's index starts from.
+pub(crate) struct IndexBasis {
+    /// The capacity epoch read before planning.
+    pub epoch: i64,
+    /// The pool's definition.
+    pub spec: PoolSpec,
+    /// The workload mix (with the request being made, if any).
+    pub workload: Vec<PlacementRequest>,
+    /// Whether the fleet came from a kept index (its placements are checked
+    /// against the chosen hosts' fresh state before they are stored).
+    pub reused: bool,
+}
+
+/// What a planning pass carries forward once its writes commit.
+pub(crate) struct Carried {
+    /// The epoch the pass read (and planned on).
+    pub from_epoch: i64,
+    /// The index with the pass's placements in it.
+    pub next: Indexed,
+}
+
+/// How often admissions found their pool indexed, and rebuilt it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Plans made on a kept index.
+    pub reused: u64,
+    /// Plans that (re)built the pool's index from the database.
+    pub rebuilt: u64,
+    /// Placements from a kept index that the chosen host's fresh state
+    /// refused (the index was rebuilt and the plan made again).
+    pub stale: u64,
+}
+
+/// The indexed pools of this process.
+#[derive(Default)]
+pub(crate) struct FleetIndex {
+    pools: Mutex<HashMap<String, Indexed>>,
+    reused: AtomicU64,
+    rebuilt: AtomicU64,
+    stale: AtomicU64,
+}
+
+impl std::fmt::Debug for FleetIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetIndex")
+            .field("pools", &self.pools().keys().collect::<Vec<_>>())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl FleetIndex {
+    fn pools(&self) -> std::sync::MutexGuard<'_, HashMap<String, Indexed>> {
+        self.pools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes the pool's index if it was built at `epoch` for `spec` (an
+    /// index of another epoch is dropped: it can never be trusted again).
+    pub fn take(&self, spec: &PoolSpec, epoch: i64) -> Option<Indexed> {
+        let kept = self.pools().remove(&spec.name)?;
+        (kept.epoch == epoch && kept.spec == *spec).then_some(kept)
+    }
+
+    /// Keeps `indexed` for the next plan of its pool.
+    pub fn put(&self, indexed: Indexed) {
+        self.pools().insert(indexed.spec.name.clone(), indexed);
+    }
+
+    /// Counts a plan on a kept index (`true`) or a rebuilt one.
+    pub fn count(&self, reused: bool) {
+        let counter = if reused { &self.reused } else { &self.rebuilt };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a placement that a host's fresh state refused.
+    pub fn count_stale(&self) {
+        self.stale.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> IndexStats {
+        IndexStats {
+            reused: self.reused.load(Ordering::Relaxed),
+            rebuilt: self.rebuilt.load(Ordering::Relaxed),
+            stale: self.stale.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A holding as compared: allocation, host, GPUs, slice.
+type HeldKey = (i64, String, Vec<u32>, tessera_core::placement::Slice);
+
+/// A snapshot in a canonical order: hosts, their GPUs (MIG instances and
+/// tenants sorted), and each holding's allocation, host, GPUs and slice.
+fn normalised(s: &PoolSnapshot) -> (Vec<tessera_core::placement::HostState>, Vec<HeldKey>) {
+    use tessera_core::placement::GpuMode;
+    let mut hosts = s.fleet.hosts().to_vec();
+    for g in hosts.iter_mut().flat_map(|h| h.gpus.iter_mut()) {
+        if let GpuMode::Mig { layout } = &mut g.mode {
+            layout.sort_by(|a, b| (a.start, &a.profile).cmp(&(b.start, &b.profile)));
+        }
+        g.tenants.sort();
+    }
+    let mut held: Vec<_> = s
+        .holders
+        .iter()
+        .zip(&s.holdings)
+        .map(|(id, h)| {
+            let mut gpus = h.decision.gpus.clone();
+            gpus.sort_unstable();
+            (*id, h.decision.host.clone(), gpus, h.decision.slice.clone())
+        })
+        .collect();
+    held.sort_by_key(|h| h.0);
+    (hosts, held)
+}
+
+/// A new capacity epoch: random, so an epoch that was written by a
+/// transaction that rolled back (or by another replica) is never mistaken
+/// for one this process built an index at.
+pub(crate) fn fresh_epoch() -> i64 {
+    rand::random::<i64>()
+}
+
+/// The stored capacity epoch of `pool` (0 for a pool not stored).
+pub(crate) async fn capacity_epoch<C: ConnectionTrait>(
+    conn: &C,
+    pool: &str,
+) -> Result<i64, ServiceError> {
+    Ok(pool::Entity::find()
+        .select_only()
+        .column(pool::Column::CapacityEpoch)
+        .filter(pool::Column::Name.eq(pool))
+        .into_tuple::<i64>()
+        .one(conn)
+        .await?
+        .unwrap_or(0))
+}
+
+/// Writes a fresh capacity epoch for `pools` (every pool when `None`).
+pub(crate) async fn bump_epochs<C: ConnectionTrait>(
+    conn: &C,
+    pools: Option<&[String]>,
+) -> Result<(), ServiceError> {
+    let mut update = pool::Entity::update_many().col_expr(
+        pool::Column::CapacityEpoch,
+        sea_orm::sea_query::Expr::value(fresh_epoch()),
+    );
+    if let Some(names) = pools {
+        if names.is_empty() {
+            return Ok(());
+        }
+        update = update.filter(pool::Column::Name.is_in(names.iter().cloned()));
+    }
+    update.exec(conn).await?;
+    Ok(())
+}
+
+/// Swaps the capacity epoch of `pool` from `from` to a fresh one; the new
+/// epoch when nothing else changed it meanwhile (else a fresh epoch is
+/// written anyway and `None` returned).
+pub(crate) async fn swap_epoch<C: ConnectionTrait>(
+    conn: &C,
+    pool: &str,
+    from: i64,
+) -> Result<Option<i64>, ServiceError> {
+    let next = fresh_epoch();
+    let swapped = pool::Entity::update_many()
+        .col_expr(
+            pool::Column::CapacityEpoch,
+            sea_orm::sea_query::Expr::value(next),
+        )
+        .filter(pool::Column::Name.eq(pool))
+        .filter(pool::Column::CapacityEpoch.eq(from))
+        .exec(conn)
+        .await?
+        .rows_affected
+        == 1;
+    if swapped {
+        return Ok(Some(next));
+    }
+    bump_epochs(conn, Some(&[pool.to_owned()])).await?;
+    Ok(None)
+}
+
+impl PlannedPool {
+    /// Carries the pool's index forward when this plan was made on one
+    /// (`index` set) and every decision it applied was stored or could be
+    /// taken back: `stored` lists the allocations whose placements were
+    /// written, with the holding each keeps.
+    pub fn carry(self, stored: Vec<(i64, Holding)>) -> Option<Carried> {
+        let PlannedPool {
+            mut snapshot,
+            plan,
+            index,
+        } = self;
+        let index = index?;
+        for (id, decision) in &plan.placed {
+            if !stored.iter().any(|(s, _)| s == id) && snapshot.fleet.release(decision).is_err() {
+                return None;
+            }
+        }
+        for (id, holding) in stored {
+            snapshot.holders.push(id);
+            snapshot.holdings.push(holding);
+        }
+        Some(Carried {
+            from_epoch: index.epoch,
+            next: Indexed {
+                epoch: index.epoch,
+                spec: index.spec,
+                workload: index.workload,
+                snapshot,
+            },
+        })
+    }
+}
+
+impl crate::Service {
+    /// Whether the index this process keeps for `pool` holds what a fresh
+    /// read of the pool gives (`None`: no index is kept, or it is no longer
+    /// current). For tests and diagnosis: the hosts, GPUs and what holds
+    /// them, and the workload mix.
+    pub async fn fleet_index_agrees(&self, pool: &str) -> Result<Option<bool>, ServiceError> {
+        let spec = self.pool_spec(&self.db, "pool", pool).await?;
+        let epoch = capacity_epoch(&self.db, pool).await?;
+        let Some(kept) = self.fleet_index.take(&spec, epoch) else {
+            return Ok(None);
+        };
+        let now = self.now();
+        let workload = self.pool_workload(&self.db, &spec).await?;
+        let fresh = self
+            .pool_snapshot(&self.db, &spec, now, super::View::Live, &workload)
+            .await?;
+        let agrees = normalised(&kept.snapshot) == normalised(&fresh)
+            && kept.snapshot.fleet.workload() == fresh.fleet.workload();
+        self.fleet_index.put(kept);
+        Ok(Some(agrees))
+    }
+
+    /// How often this process's admissions and queue passes planned on a
+    /// kept index, rebuilt it, or found it stale at the chosen host.
+    pub fn fleet_index_stats(&self) -> IndexStats {
+        self.fleet_index.stats()
+    }
+}
