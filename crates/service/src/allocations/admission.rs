@@ -19,6 +19,7 @@ use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::placement::{PlacementRequest, Policy};
 use tessera_core::quota::Usage;
 use tessera_core::schedule::QosClass;
+use tessera_core::units::{ComputeMilli, MemMiB};
 use tessera_core::slice::{label, PoolOffer, PoolShapeError};
 use tessera_protocol::views::{AllocationView, NewAllocation};
 
@@ -51,21 +52,6 @@ impl Service {
         }
     }
 
-    /// The tenant's allocations in a pool that are in one of `phases`.
-    pub(crate) async fn tenant_rows_in<C: ConnectionTrait>(
-        conn: &C,
-        tenant_id: i64,
-        pool: &str,
-        phases: &[AllocationPhase],
-    ) -> Result<Vec<allocation::Model>, ServiceError> {
-        Ok(allocation::Entity::find()
-            .filter(allocation::Column::TenantId.eq(tenant_id))
-            .filter(allocation::Column::Pool.eq(pool))
-            .filter(allocation::Column::State.is_in(phases.iter().copied()))
-            .all(conn)
-            .await?)
-    }
-
     /// What the tenant's open guaranteed allocations hold against its quota
     /// in a pool (those that lost their capacity do not count; burstable
     /// and best-effort slices draw on no quota of its own).
@@ -84,15 +70,38 @@ impl Service {
         pool: &str,
         qos: QosClass,
     ) -> Result<Usage, ServiceError> {
-        let rows = Self::tenant_rows_in(conn, tenant_id, pool, &AllocationPhase::QUOTA).await?;
-        // A slice that lost its GPU or host no longer counts: its owner may
-        // ask for it again at once (see `capacity`).
-        let demands: Vec<_> = rows
-            .iter()
-            .filter(|a| a.capacity_lost_at.is_none() && a.qos == qos)
-            .map(AllocationRow::demand)
-            .collect();
-        Ok(Usage::from_demands(&demands))
+        use sea_orm::sea_query::{Alias, Func, SimpleExpr};
+        use sea_orm::QuerySelect;
+        // Summed by the database: a tenant may hold thousands of slices.
+        // (PostgreSQL sums BIGINT as NUMERIC: cast back.)
+        let total = |c: allocation::Column| -> SimpleExpr {
+            SimpleExpr::from(Func::coalesce([
+                SimpleExpr::from(Func::sum(Expr::col(c))),
+                Expr::value(0),
+            ]))
+            .cast_as(Alias::new("BIGINT"))
+        };
+        let (compute, memory, slices) = allocation::Entity::find()
+            .select_only()
+            .column_as(total(allocation::Column::DemandComputeMilli), "compute")
+            .column_as(total(allocation::Column::DemandMemoryMib), "memory")
+            .column_as(total(allocation::Column::DemandSlices), "slices")
+            .filter(allocation::Column::TenantId.eq(tenant_id))
+            .filter(allocation::Column::Pool.eq(pool))
+            .filter(allocation::Column::State.is_in(AllocationPhase::QUOTA))
+            .filter(allocation::Column::Qos.eq(qos))
+            // A slice that lost its GPU or host no longer counts: its owner
+            // may ask for it again at once (see `capacity`).
+            .filter(allocation::Column::CapacityLostAt.is_null())
+            .into_tuple::<(i64, i64, i64)>()
+            .one(conn)
+            .await?
+            .unwrap_or_default();
+        Ok(Usage {
+            compute: ComputeMilli(u32::try_from(compute).unwrap_or(u32::MAX)),
+            memory: MemMiB(u64::try_from(memory).unwrap_or(0)),
+            slices: u32::try_from(slices).unwrap_or(u32::MAX),
+        })
     }
 
     /// Placement requests of the pool's open allocations: the workload mix
