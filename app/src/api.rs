@@ -16,8 +16,8 @@ use tessera_protocol::quotas::{
 use tessera_protocol::views::NewAllocation;
 use tessera_protocol::views::{
     AllocationActivity, AllocationView, ApiTokenView, AuditPage, AuditQuery, CreatedApiToken,
-    CreatedJoinToken, FleetInsights, FleetView, JoinTokenView, QuotaView, RequestOptions,
-    TenantView, ViewerView,
+    CreatedJoinToken, FleetInsights, FleetQuery, FleetView, JoinTokenView, QuotaView,
+    RequestOptions, TenantView, ViewerView,
 };
 
 /// A view with the server's time when it was read, so relative times ("3 h
@@ -109,12 +109,24 @@ pub async fn get_tenant(slug: String) -> Result<TenantView, AppError> {
     Ok(service.tenant_view(viewer.require()?, &slug).await?)
 }
 
-/// Hosts and GPUs (platform admins).
+/// One page of the hosts that match `query`, the fleet's numbers and the
+/// pools (platform admins).
 #[server(prefix = "/api/ui", endpoint = "get_fleet")]
-pub async fn get_fleet() -> Result<FleetView, AppError> {
+pub async fn get_fleet(query: FleetQuery) -> Result<FleetView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
-    Ok(service.fleet_view(&admin).await?)
+    let filter = query
+        .filter()
+        .map_err(|(field, message)| AppError::invalid(field, message))?;
+    Ok(service.fleet_view(&admin, &filter).await?)
+}
+
+/// The names of every enrolled host (platform admins).
+#[server(prefix = "/api/ui", endpoint = "list_host_names")]
+pub async fn list_host_names() -> Result<Vec<String>, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    Ok(service.enrolled_host_names(&admin).await?)
 }
 
 /// The fleet's insights over the last `days` days (platform admins).
@@ -326,11 +338,9 @@ pub async fn revoke_api_token(slug: String, id: i64) -> Result<ApiTokenView, App
 #[server(prefix = "/api/ui", endpoint = "get_audit")]
 pub async fn get_audit(query: AuditQuery) -> Result<AuditPage, AppError> {
     let (service, viewer) = ssr::ctx().await?;
-    let filter = query.filter().map_err(|(field, message)| AppError {
-        status: 400,
-        code: "invalid_request".to_owned(),
-        message: format!("{field}: {message}"),
-    })?;
+    let filter = query
+        .filter()
+        .map_err(|(field, message)| AppError::invalid(field, message))?;
     Ok(service.audit_log(viewer.require()?, &filter).await?)
 }
 

@@ -17,6 +17,15 @@ pub struct AppError {
 }
 
 impl AppError {
+    /// A 400 naming the field of a page's query that does not parse.
+    pub fn invalid(field: &str, message: impl std::fmt::Display) -> Self {
+        Self {
+            status: 400,
+            code: "invalid_request".to_owned(),
+            message: format!("{field}: {message}"),
+        }
+    }
+
     /// Is this a "not allowed" answer?
     pub fn is_forbidden(&self) -> bool {
         self.status == 403

@@ -515,7 +515,7 @@ async fn callback_without_a_pending_login_is_400_and_starts_no_session() {
 #[tokio::test]
 async fn server_functions_refuse_anonymous_callers() {
     let app = app().await;
-    let req = Request::post("/api/ui/get_fleet")
+    let req = Request::post("/api/ui/list_host_names")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Body::empty())
         .unwrap();
@@ -1222,6 +1222,35 @@ async fn every_mutating_endpoint_leaves_exactly_one_audit_event() {
     let (status, fleet) = app.send("GET", "/api/v1/fleet", &admin, None).await;
     assert_eq!(status, StatusCode::OK, "{fleet}");
     let host = fleet["hosts"][0]["id"].as_i64().unwrap();
+    // Filters: typed, and a bad one is a 400 that names it.
+    let name = fleet["hosts"][0]["hostname"]
+        .as_str()
+        .unwrap()
+        .to_uppercase();
+    let (status, found) = app
+        .send(
+            "GET",
+            &format!("/api/v1/fleet?q={name}&page=1"),
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    assert_eq!(found["hosts"][0]["id"].as_i64(), Some(host), "{found}");
+    assert_eq!(found["matching"], 1, "{found}");
+    for (query, field) in [
+        ("status=sick", "query"),
+        ("page=0", "page"),
+        ("pool=nope", "pool"),
+        ("colour=red", "query"),
+    ] {
+        let (status, body) = app
+            .send("GET", &format!("/api/v1/fleet?{query}"), &admin, None)
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with(&format!("{field}: ")), "{query}: {body}");
+    }
     for (action, path, body) in [
         (
             "host.drain",

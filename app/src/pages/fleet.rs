@@ -7,9 +7,12 @@ use crate::components::error_panel::ErrorPanel;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
 use tessera_core::availability::{OpsMode, MAX_DRAIN_MINUTES, MAX_REASON_CHARS};
 use tessera_core::health::HealthVerdict;
-use tessera_protocol::views::{FleetView, HostStatus, HostView, OpsView};
+use tessera_protocol::views::{
+    FleetQuery, FleetView, HostFilter, HostStatus, HostView, OpsView, HOSTS_PER_PAGE,
+};
 
 /// How often an open fleet page refreshes itself.
 const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
@@ -20,9 +23,18 @@ const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
 pub fn FleetPage() -> impl IntoView {
     let (tick, set_tick) = signal(0u64);
     let operate = ServerAction::<OperateFleet>::new();
+    let query = use_query_map();
+    let current = move || {
+        query.with(|q| FleetQuery {
+            q: q.get("q").unwrap_or_default(),
+            pool: q.get("pool").unwrap_or_default(),
+            status: q.get("status").unwrap_or_default(),
+            page: q.get("page").unwrap_or_default(),
+        })
+    };
     let fleet = Resource::new(
-        move || (tick.get(), operate.version().get()),
-        |_| get_fleet(),
+        move || (current(), tick.get(), operate.version().get()),
+        |(q, _, _)| get_fleet(q),
     );
     // Effects run only in the browser: no timers during server rendering.
     // An open "Operate" panel holds the refresh, so what is typed stays.
@@ -47,8 +59,9 @@ pub fn FleetPage() -> impl IntoView {
         <Title text="Fleet"/>
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
+                let q = current();
                 match fleet.await {
-                    Ok(f) => view! { <Fleet f operate/> }.into_any(),
+                    Ok(f) => view! { <Fleet f q operate/> }.into_any(),
                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                 }
             })}
@@ -57,27 +70,26 @@ pub fn FleetPage() -> impl IntoView {
 }
 
 #[component]
-fn Fleet(f: FleetView, operate: ServerAction<OperateFleet>) -> impl IntoView {
-    let hosts = f.hosts.len();
-    let online = f
-        .hosts
-        .iter()
-        .filter(|h| h.status == HostStatus::Online)
-        .count();
-    let gpus: usize = f.hosts.iter().map(|h| h.gpus.len()).sum();
-    let mig = f
-        .hosts
-        .iter()
-        .flat_map(|h| &h.gpus)
-        .filter(|g| g.mig_enabled)
-        .count();
-    let memory: i64 = f
-        .hosts
-        .iter()
-        .flat_map(|h| &h.gpus)
-        .map(|g| g.memory_mib)
-        .sum();
+fn Fleet(f: FleetView, q: FleetQuery, operate: ServerAction<OperateFleet>) -> impl IntoView {
+    let s = &f.summary;
+    let (hosts, online, gpus, mig, memory) =
+        (s.hosts, s.hosts_online, s.gpus, s.gpus_mig, s.memory_mib);
+    let attention = s.hosts_attention;
     let now = f.as_of;
+    let page_link = |page: u32| format!("/fleet?{}", q.to_query_string(page));
+    let prev = (f.page > 1).then(|| page_link(f.page - 1));
+    let next = (f.page < f.pages).then(|| page_link(f.page + 1));
+    let filtered = !(q.q.is_empty() && q.pool.is_empty() && q.status.is_empty());
+    let first = (f.page - 1) * HOSTS_PER_PAGE + 1;
+    let shown = format!(
+        "{}–{} of {} host{}{}",
+        first.min(f.matching),
+        (first + u32::try_from(f.hosts.len()).unwrap_or(0)).saturating_sub(1),
+        f.matching,
+        if f.matching == 1 { "" } else { "s" },
+        if filtered { " matching" } else { "" }
+    );
+    let pool_names: Vec<String> = f.pools.iter().map(|p| p.name.clone()).collect();
     view! {
         <section class="page-head">
             <p class="eyebrow">"Platform"</p>
@@ -89,6 +101,7 @@ fn Fleet(f: FleetView, operate: ServerAction<OperateFleet>) -> impl IntoView {
             <div class="stat card"><span class="stat-value" data-test="stat-gpus">{gpus}</span><span class="stat-label">"GPUs"</span></div>
             <div class="stat card"><span class="stat-value">{mig}</span><span class="stat-label">"in MIG mode"</span></div>
             <div class="stat card"><span class="stat-value">{format::mib(memory)}</span><span class="stat-label">"GPU memory"</span></div>
+            <a class="stat card" href="/fleet?status=attention" data-test="stat-attention"><span class="stat-value">{attention}</span><span class="stat-label">"need attention"</span></a>
         </section>
         {(!f.pools.is_empty()).then(|| view! {
             <section>
@@ -124,8 +137,48 @@ fn Fleet(f: FleetView, operate: ServerAction<OperateFleet>) -> impl IntoView {
                 <p><a class="button" href="/admin/join-tokens">"Create a join token"</a></p>
             </div>
         })}
+        {(hosts > 0).then(|| view! {
+            <form class="card form-row" method="get" action="/fleet" role="search" data-test="fleet-filters">
+                <label class="field grow">
+                    <span>"Host name"</span>
+                    <input type="search" name="q" value=q.q.clone() maxlength="253" placeholder="gpu-node-17" data-test="filter-host"/>
+                </label>
+                <label class="field">
+                    <span>"Pool"</span>
+                    <select name="pool" data-test="filter-pool">
+                        <option value="">"All"</option>
+                        {pool_names.into_iter().map(|name| {
+                            let selected = name == q.pool;
+                            view! { <option value=name.clone() selected=selected>{name.clone()}</option> }
+                        }).collect_view()}
+                    </select>
+                </label>
+                <label class="field">
+                    <span>"Status"</span>
+                    <select name="status" data-test="filter-status">
+                        <option value="">"All"</option>
+                        {HostFilter::ALL.into_iter().map(|status| {
+                            let selected = status.as_str() == q.status;
+                            view! { <option value=status.as_str() selected=selected>{status.label()}</option> }
+                        }).collect_view()}
+                    </select>
+                </label>
+                <button class="button primary" type="submit" data-test="filter-apply">"Filter"</button>
+                {filtered.then(|| view! { <a class="button ghost" href="/fleet" data-test="filter-clear">"Clear"</a> })}
+            </form>
+            <p class="muted small" data-test="fleet-total">{format!("{shown} · page {} of {}", f.page, f.pages)}</p>
+        })}
+        {(hosts > 0 && f.matching == 0).then(|| view! {
+            <div class="card empty" data-test="fleet-none-match"><p>"No hosts match these filters."</p></div>
+        })}
         {move || operate.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="ops-error" role="alert">{e.message}</p> })}
         {f.hosts.into_iter().map(|h| view! { <Host h now operate/> }).collect_view()}
+        {(prev.is_some() || next.is_some()).then(|| view! {
+            <nav class="pager" aria-label="Pages of hosts">
+                {prev.map(|h| view! { <a class="button ghost" href=h data-test="fleet-prev">"← Previous"</a> })}
+                {next.map(|h| view! { <a class="button ghost" href=h data-test="fleet-next">"Next →"</a> })}
+            </nav>
+        })}
     }
 }
 

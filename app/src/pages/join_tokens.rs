@@ -1,6 +1,6 @@
 //! Join tokens: create (secret shown once) and revoke.
 
-use crate::api::{get_fleet, list_join_tokens, CreateJoinToken, RevokeJoinToken};
+use crate::api::{list_host_names, list_join_tokens, CreateJoinToken, RevokeJoinToken};
 use crate::components::error_panel::ErrorPanel;
 use crate::format;
 use leptos::prelude::*;
@@ -17,7 +17,7 @@ pub fn JoinTokensPage() -> impl IntoView {
         |_| list_join_tokens(),
     );
     // Enrolled hosts, for re-enrolment tokens.
-    let hosts = Resource::new(|| (), |_| get_fleet());
+    let hosts = Resource::new(|| (), |_| list_host_names());
     view! {
         <Title text="Join tokens"/>
         <section class="page-head">
@@ -42,19 +42,14 @@ pub fn JoinTokensPage() -> impl IntoView {
                 </label>
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {
-                        let names: Vec<String> = hosts
-                            .await
-                            .map(|f| f.hosts.into_iter().map(|h| h.hostname).collect())
-                            .unwrap_or_default();
+                        let names: Vec<String> = hosts.await.unwrap_or_default();
                         (!names.is_empty()).then(|| view! {
-                            <label class="field" title="A plain token enrols a new host only. To give an enrolled host a new credential (a reinstalled machine, a lost credential file), make a token for that host.">
-                                <span>"Enrols"</span>
-                                <select name="for_host" data-test="token-for-host">
-                                    <option value="" selected>"a new host"</option>
-                                    {names.into_iter().map(|n| view! {
-                                        <option value=n.clone()>{format!("re-enrol {n}")}</option>
-                                    }).collect_view()}
-                                </select>
+                            <label class="field" title="Empty: the token enrols a new host only. To give an enrolled host a new credential (a reinstalled machine, a lost credential file), name that host.">
+                                <span>"Re-enrol host (optional)"</span>
+                                <input type="text" name="for_host" list="enrolled-hosts" maxlength="253" placeholder="a new host" autocomplete="off" data-test="token-for-host"/>
+                                <datalist id="enrolled-hosts">
+                                    {names.into_iter().map(|n| view! { <option value=n/> }).collect_view()}
+                                </datalist>
                             </label>
                         })
                     })}

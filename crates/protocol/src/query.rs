@@ -118,6 +118,167 @@ impl AuditQuery {
     }
 }
 
+/// Which hosts the fleet page lists.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostFilter {
+    /// Reported within the grace period.
+    Online,
+    /// Silent for longer than the grace period.
+    Offline,
+    /// Needs an admin's eye: offline, a GPU not healthy, or cordoned,
+    /// draining or in maintenance (the host or one of its GPUs).
+    Attention,
+}
+
+impl HostFilter {
+    /// Every filter, in the order the page offers them.
+    pub const ALL: [Self; 3] = [Self::Online, Self::Offline, Self::Attention];
+
+    /// Its name in URLs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Online => "online",
+            Self::Offline => "offline",
+            Self::Attention => "attention",
+        }
+    }
+
+    /// What the page calls it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Online => "Online",
+            Self::Offline => "Offline",
+            Self::Attention => "Needs attention",
+        }
+    }
+}
+
+/// `GET /api/v1/fleet`: which hosts, and which page of them (all optional).
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetFilter {
+    /// Part of the host name (case-insensitive).
+    #[serde(default)]
+    pub q: Option<String>,
+    /// Hosts with a GPU in this pool.
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// online, offline or attention.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub status: Option<HostFilter>,
+    /// Page, from 1 (hosts by name, 50 a page).
+    #[serde(default)]
+    pub page: Option<u32>,
+}
+
+/// The fleet page's filters as its query string carries them
+/// (`?q=&pool=&status=&page=`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetQuery {
+    /// Part of the host name.
+    #[serde(default)]
+    pub q: String,
+    /// Pool name.
+    #[serde(default)]
+    pub pool: String,
+    /// online, offline or attention.
+    #[serde(default)]
+    pub status: String,
+    /// Page, from 1.
+    #[serde(default)]
+    pub page: String,
+}
+
+impl FleetQuery {
+    /// The filter, or the field that does not parse and why.
+    pub fn filter(&self) -> Result<FleetFilter, (&'static str, String)> {
+        let text = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+        let status = match self.status.trim() {
+            "" => None,
+            s => Some(
+                HostFilter::ALL
+                    .into_iter()
+                    .find(|f| f.as_str() == s)
+                    .ok_or((
+                        "status",
+                        format!("'{s}' is not one of online, offline, attention"),
+                    ))?,
+            ),
+        };
+        let page = match self.page.trim() {
+            "" => None,
+            p => Some(
+                p.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or(("page", format!("'{p}' is not a page number")))?,
+            ),
+        };
+        Ok(FleetFilter {
+            q: text(&self.q),
+            pool: text(&self.pool),
+            status,
+            page,
+        })
+    }
+
+    /// The same query for another page, as a query string.
+    pub fn to_query_string(&self, page: u32) -> String {
+        let enc = encode_component;
+        format!(
+            "q={}&pool={}&status={}&page={page}",
+            enc(&self.q),
+            enc(&self.pool),
+            enc(&self.status)
+        )
+    }
+}
+
+#[cfg(test)]
+mod fleet_query_tests {
+    use super::*;
+
+    #[test]
+    fn filters_parse_and_bad_input_names_the_field() {
+        let q = FleetQuery {
+            q: " gpu-0 ".into(),
+            status: "attention".into(),
+            page: "3".into(),
+            ..Default::default()
+        };
+        let f = q.filter().unwrap();
+        assert_eq!(f.q.as_deref(), Some("gpu-0"));
+        assert_eq!(f.pool, None);
+        assert_eq!(f.status, Some(HostFilter::Attention));
+        assert_eq!(f.page, Some(3));
+        let bad = |status: &str, page: &str| {
+            FleetQuery {
+                status: status.into(),
+                page: page.into(),
+                ..Default::default()
+            }
+            .filter()
+            .unwrap_err()
+            .0
+        };
+        assert_eq!(bad("sick", ""), "status");
+        assert_eq!(bad("", "0"), "page");
+        assert_eq!(bad("", "two"), "page");
+        assert_eq!(
+            FleetQuery {
+                q: "rack b".into(),
+                ..Default::default()
+            }
+            .to_query_string(2),
+            "q=rack%20b&pool=&status=&page=2"
+        );
+    }
+}
+
 #[cfg(test)]
 mod audit_query_tests {
     use super::*;

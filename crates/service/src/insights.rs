@@ -219,7 +219,7 @@ impl Service {
     /// today included.
     pub async fn fleet_insights(
         &self,
-        admin: &PlatformAdmin<'_>,
+        _admin: &PlatformAdmin<'_>,
         days: u32,
     ) -> Result<FleetInsights, ServiceError> {
         if !INSIGHT_DAYS.contains(&days) {
@@ -232,7 +232,7 @@ impl Service {
         let now_ms = now.timestamp_millis();
         let from_ms = (now_ms.div_euclid(DAY_MS) - i64::from(days) + 1) * DAY_MS;
         let from = at(from_ms);
-        let fleet = self.fleet_view(admin).await?;
+        let fleet = self.whole_fleet_view().await?;
         let devices = self.latest_telemetry().await?;
         let held = allocation::Entity::find()
             .filter(allocation::Column::ActiveAt.is_not_null())

@@ -58,7 +58,10 @@ async fn notices(f: &Fixture, kind: NotificationKind) -> Vec<notification::Model
 async fn fleet(f: &Fixture) -> tessera_protocol::views::FleetView {
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    f.service.fleet_view(&proof).await.unwrap()
+    f.service
+        .fleet_view(&proof, &Default::default())
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -605,4 +608,126 @@ async fn an_mps_gpus_daemon_defaults_follow_the_largest_grant_of_its_clients() {
         "no clients: open"
     );
     assert_eq!(daemon(&d).default_pinned_mem_limit, None);
+}
+
+/// The fleet page at size: one page of 50 hosts by name, a search on the
+/// name, a pool filter and a status filter (online, offline, needs
+/// attention), the whole fleet's numbers whatever the filters, and a 400
+/// that names the field for a bad filter.
+#[tokio::test]
+async fn the_fleet_pages_filters_and_searches_its_hosts() {
+    use tessera_protocol::views::{FleetFilter, HostFilter};
+    let f = fixture().await;
+    let mut nodes = Vec::new();
+    for i in 0..52 {
+        let name = format!("node-{i:02}");
+        nodes.push(Agent::enrol(&f, &name, vec![h100(0, &format!("GPU-a{i:02}"))]).await);
+    }
+    let edge = Agent::enrol(&f, "edge-1", vec![l4(0, "GPU-e1")]).await;
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    let view = |filter: FleetFilter| {
+        let (f, proof) = (&f, &proof);
+        async move { f.service.fleet_view(proof, &filter).await }
+    };
+    let names = |v: &tessera_protocol::views::FleetView| -> Vec<String> {
+        v.hosts.iter().map(|h| h.hostname.clone()).collect()
+    };
+
+    let first = view(FleetFilter::default()).await.unwrap();
+    assert_eq!((first.matching, first.page, first.pages), (53, 1, 2));
+    assert_eq!(first.hosts.len(), 50);
+    assert_eq!(first.hosts[0].hostname, "edge-1", "hosts by name");
+    assert_eq!(
+        (
+            first.summary.hosts,
+            first.summary.hosts_online,
+            first.summary.gpus
+        ),
+        (53, 53, 53)
+    );
+    assert_eq!(first.summary.gpus_mig, 52, "the H100s are in MIG mode");
+    let h100s = first.pools.iter().find(|p| p.name == "h100-mig").unwrap();
+    assert_eq!(
+        (h100s.gpus, h100s.gpus_online, h100s.gpus_schedulable),
+        (52, 52, 52)
+    );
+    let second = view(FleetFilter {
+        page: Some(2),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(names(&second), ["node-49", "node-50", "node-51"]);
+    assert_eq!(second.summary, first.summary, "the numbers are the fleet's");
+
+    let search = view(FleetFilter {
+        q: Some("NODE-1".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(search.matching, 10, "node-10 … node-19");
+    let pool = view(FleetFilter {
+        pool: Some("l4-shared".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(names(&pool), ["edge-1"]);
+
+    // A cordoned host needs attention; so does one gone silent.
+    let attention = |f: FleetFilter| async move { names(&view(f).await.unwrap()) };
+    let only = |status| FleetFilter {
+        status: Some(status),
+        ..Default::default()
+    };
+    assert!(attention(only(HostFilter::Attention)).await.is_empty());
+    operate(
+        &f,
+        nodes[7].host.id(),
+        None,
+        req(OpsAction::Cordon, "rack work"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(attention(only(HostFilter::Attention)).await, ["node-07"]);
+    f.clock.advance(Duration::seconds(31));
+    edge.send(&f, vec![l4(0, "GPU-e1")], None, vec![]).await;
+    assert_eq!(attention(only(HostFilter::Online)).await, ["edge-1"]);
+    let offline = view(only(HostFilter::Offline)).await.unwrap();
+    assert_eq!(
+        (offline.matching, offline.summary.hosts_attention),
+        (52, 52)
+    );
+
+    // Bad filters name the field and change nothing.
+    for (filter, field) in [
+        (
+            FleetFilter {
+                pool: Some("nope".into()),
+                ..Default::default()
+            },
+            "pool",
+        ),
+        (
+            FleetFilter {
+                page: Some(0),
+                ..Default::default()
+            },
+            "page",
+        ),
+        (
+            FleetFilter {
+                q: Some("x".repeat(254)),
+                ..Default::default()
+            },
+            "q",
+        ),
+    ] {
+        match view(filter).await {
+            Err(ServiceError::Invalid { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
 }

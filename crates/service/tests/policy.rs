@@ -47,7 +47,11 @@ async fn update(f: &Fixture, name: &str, e: &PoolEdit) -> Result<PoolAdminView, 
 async fn gpu_mode(f: &Fixture, host: &str, index: u32) -> OpsMode {
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let fleet = f.service.fleet_view(&proof).await.unwrap();
+    let fleet = f
+        .service
+        .fleet_view(&proof, &Default::default())
+        .await
+        .unwrap();
     let h = fleet.hosts.iter().find(|h| h.hostname == host).unwrap();
     h.gpus
         .iter()

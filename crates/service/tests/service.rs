@@ -524,7 +524,11 @@ async fn reports_replace_gpus_and_only_for_the_own_host() {
         .record_report(&creds[0], &report("gpu-a", 3, "aaaa"))
         .await
         .unwrap();
-    let fleet = f.service.fleet_view(&proof).await.unwrap();
+    let fleet = f
+        .service
+        .fleet_view(&proof, &Default::default())
+        .await
+        .unwrap();
     let a = fleet.hosts.iter().find(|h| h.hostname == "gpu-a").unwrap();
     assert_eq!(a.gpus.len(), 3);
     assert_eq!(
@@ -599,7 +603,12 @@ async fn hosts_turn_offline_after_the_grace_period() {
     let status = |fleet: tessera_protocol::views::FleetView| fleet.hosts[0].status;
 
     assert_eq!(
-        status(f.service.fleet_view(&proof).await.unwrap()),
+        status(
+            f.service
+                .fleet_view(&proof, &Default::default())
+                .await
+                .unwrap()
+        ),
         HostStatus::Offline,
         "never reported"
     );
@@ -608,17 +617,32 @@ async fn hosts_turn_offline_after_the_grace_period() {
         .await
         .unwrap();
     assert_eq!(
-        status(f.service.fleet_view(&proof).await.unwrap()),
+        status(
+            f.service
+                .fleet_view(&proof, &Default::default())
+                .await
+                .unwrap()
+        ),
         HostStatus::Online
     );
     f.clock.advance(Duration::seconds(30));
     assert_eq!(
-        status(f.service.fleet_view(&proof).await.unwrap()),
+        status(
+            f.service
+                .fleet_view(&proof, &Default::default())
+                .await
+                .unwrap()
+        ),
         HostStatus::Online
     );
     f.clock.advance(Duration::seconds(1));
     assert_eq!(
-        status(f.service.fleet_view(&proof).await.unwrap()),
+        status(
+            f.service
+                .fleet_view(&proof, &Default::default())
+                .await
+                .unwrap()
+        ),
         HostStatus::Offline
     );
 }
@@ -715,7 +739,11 @@ async fn reported_mig_instances_show_on_the_fleet() {
         ..GpuObserved::default()
     });
     f.service.record_report(&host, &r).await.unwrap();
-    let fleet = f.service.fleet_view(&proof).await.unwrap();
+    let fleet = f
+        .service
+        .fleet_view(&proof, &Default::default())
+        .await
+        .unwrap();
     let shown: Vec<(String, u8, bool)> = fleet.hosts[0].gpus[0]
         .mig_instances
         .iter()

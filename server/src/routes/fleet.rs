@@ -11,7 +11,9 @@ use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use tessera_protocol::views::{FleetInsights, FleetView, InsightsQuery, OpsRequest, OpsView};
+use tessera_protocol::views::{
+    FleetFilter, FleetInsights, FleetView, InsightsQuery, OpsRequest, OpsView,
+};
 use tessera_service::ServiceError;
 
 /// A YAML document as a download named `filename`.
@@ -35,20 +37,23 @@ pub fn yaml<T: serde::Serialize>(doc: &T, filename: &str) -> Result<Response, Ap
         .into_response())
 }
 
-/// Hosts with their status, admins' decisions and GPUs (health, MIG
-/// instances, who holds what), and the pools.
+/// One page (50, by name) of the hosts that match the filters, with their
+/// status, admins' decisions and GPUs (health, MIG instances, who holds
+/// what); the whole fleet's numbers; and the pools.
 #[utoipa::path(
     get, path = "/fleet", tag = "fleet",
+    params(FleetFilter),
     responses((status = 200, description = "The fleet", body = FleetView),
-              Unauthorized, Forbidden),
+              BadRequest, Unauthorized, Forbidden),
     security(("session" = [])),
 )]
 pub async fn get_fleet(
     State(state): State<AppState>,
+    QueryParams(filter): QueryParams<FleetFilter>,
     Person(p): Person,
 ) -> Result<Json<FleetView>, ApiError> {
     let admin = p.require_platform_admin()?;
-    Ok(Json(state.service.fleet_view(&admin).await?))
+    Ok(Json(state.service.fleet_view(&admin, &filter).await?))
 }
 
 /// The fleet's insights over the last 7, 30 (default) or 90 days: a

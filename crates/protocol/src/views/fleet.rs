@@ -24,16 +24,45 @@ impl HostStatus {
     }
 }
 
+/// Hosts on one page of the fleet.
+pub const HOSTS_PER_PAGE: u32 = 50;
+
 /// The fleet page.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetView {
     /// Pools with their GPU counts.
     pub pools: Vec<PoolView>,
-    /// Hosts, by name.
+    /// The whole fleet, whatever the filters.
+    pub summary: FleetSummary,
+    /// One page of the hosts that match the filters, by name.
     pub hosts: Vec<HostView>,
+    /// Hosts that match the filters.
+    pub matching: u32,
+    /// This page, from 1.
+    pub page: u32,
+    /// Pages of matching hosts (at least 1).
+    pub pages: u32,
     /// When the view was computed (server clock).
     pub as_of: DateTime<Utc>,
+}
+
+/// The whole fleet in numbers.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetSummary {
+    /// Hosts enrolled.
+    pub hosts: u32,
+    /// Of those, online.
+    pub hosts_online: u32,
+    /// Hosts that need an admin's eye (see the `attention` filter).
+    pub hosts_attention: u32,
+    /// GPUs.
+    pub gpus: u32,
+    /// Of those, in MIG mode.
+    pub gpus_mig: u32,
+    /// GPU memory, all GPUs together.
+    pub memory_mib: i64,
 }
 
 /// A GPU pool as the fleet page shows it.

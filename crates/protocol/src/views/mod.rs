@@ -20,8 +20,8 @@ pub use allocations::{
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
 pub use audit::{AuditEventView, AuditPage};
 pub use fleet::{
-    CreatedJoinToken, FleetView, GpuView, HostStatus, HostView, JoinTokenStatus, JoinTokenView,
-    MigInstanceView, OpsRequest, OpsView, PoolView,
+    CreatedJoinToken, FleetSummary, FleetView, GpuView, HostStatus, HostView, JoinTokenStatus,
+    JoinTokenView, MigInstanceView, OpsRequest, OpsView, PoolView, HOSTS_PER_PAGE,
 };
 pub use insights::{
     CapacityDay, FleetInsights, FullProjection, HeatCell, HeatHost, InsightsQuery, PoolCapacity,
@@ -37,7 +37,7 @@ pub use usage::{
     UsageReport, UsageRow, UsageTotal,
 };
 
-pub use crate::query::{AuditFilter, AuditQuery};
+pub use crate::query::{AuditFilter, AuditQuery, FleetFilter, FleetQuery, HostFilter};
 pub use crate::requests::{ExtendLease, NewAllocation};
 
 /// The heading an error page shows for an HTTP status (shared by the server's

@@ -19,8 +19,8 @@ use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::placement::{PlacementRequest, Policy};
 use tessera_core::quota::Usage;
 use tessera_core::schedule::QosClass;
-use tessera_core::units::{ComputeMilli, MemMiB};
 use tessera_core::slice::{label, PoolOffer, PoolShapeError};
+use tessera_core::units::{ComputeMilli, MemMiB};
 use tessera_protocol::views::{AllocationView, NewAllocation};
 
 /// Longest purpose text.

@@ -77,7 +77,7 @@ impl Service {
             .filter(gpu::Column::HostId.eq(host_id))
             .all(conn)
             .await?;
-        let taken = occupancy(conn, None, Some(host_id)).await?;
+        let taken = occupancy(conn, None, Some(&[host_id])).await?;
         let carries_placed = taken
             .values()
             .flatten()

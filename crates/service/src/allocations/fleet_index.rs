@@ -275,6 +275,29 @@ impl PlannedPool {
 }
 
 impl crate::Service {
+    /// The pool's index for a read: the kept one when current, else one
+    /// built now (the caller hands it back with `keep_index`).
+    pub(crate) async fn indexed_pool(
+        &self,
+        spec: &PoolSpec,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Indexed, ServiceError> {
+        let epoch = capacity_epoch(&self.db, &spec.name).await?;
+        if let Some(kept) = self.fleet_index.take(spec, epoch) {
+            return Ok(kept);
+        }
+        let workload = self.pool_workload(&self.db, spec).await?;
+        let snapshot = self
+            .pool_snapshot(&self.db, spec, now, super::View::Live, &workload)
+            .await?;
+        Ok(Indexed {
+            epoch,
+            spec: spec.clone(),
+            workload,
+            snapshot,
+        })
+    }
+
     /// Whether the index this process keeps for `pool` holds what a fresh
     /// read of the pool gives (`None`: no index is kept, or it is no longer
     /// current). For tests and diagnosis: the hosts, GPUs and what holds

@@ -107,19 +107,20 @@ pub(crate) fn holding_of(a: &allocation::Model, decision: Decision, now: DateTim
 /// Open allocations that occupy capacity, by GPU UUID.
 pub type Occupancy = BTreeMap<String, Vec<(allocation::Model, StoredPlacement)>>;
 
-/// Loads the open allocations of `pool` (all pools when `None`) that hold capacity.
+/// Loads the open allocations that hold capacity, of `pool` (all pools when
+/// `None`) on `hosts` (all hosts when `None`).
 pub async fn occupancy<C: ConnectionTrait>(
     conn: &C,
     pool: Option<&str>,
-    host_id: Option<i64>,
+    hosts: Option<&[i64]>,
 ) -> Result<Occupancy, ServiceError> {
     let mut q = allocation::Entity::find()
         .filter(allocation::Column::State.is_in(AllocationPhase::CAPACITY));
     if let Some(p) = pool {
         q = q.filter(allocation::Column::Pool.eq(p));
     }
-    if let Some(h) = host_id {
-        q = q.filter(allocation::Column::HostId.eq(h));
+    if let Some(ids) = hosts {
+        q = q.filter(allocation::Column::HostId.is_in(ids.iter().copied()));
     }
     let mut by_gpu: Occupancy = BTreeMap::new();
     for a in q.order_by_asc(allocation::Column::Id).all(conn).await? {
@@ -262,7 +263,14 @@ impl Service {
             .all(conn)
             .await?;
         let taken = match view {
-            View::Live => occupancy(conn, Some(&pool.name), only_host).await?,
+            View::Live => {
+                occupancy(
+                    conn,
+                    Some(&pool.name),
+                    only_host.as_ref().map(std::slice::from_ref),
+                )
+                .await?
+            }
             View::Empty => Occupancy::new(),
         };
         let policy = pool.policy();

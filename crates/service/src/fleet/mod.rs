@@ -12,5 +12,5 @@ mod view;
 pub use enrol::{validate_hostname, AuthenticatedHost};
 pub use join_tokens::{NewJoinToken, MAX_JOIN_TOKEN_TTL};
 pub use metrics::FleetCounts;
-pub(crate) use ops::{gpu_ops, host_ops, takes_placements};
+pub(crate) use ops::{gpu_ops, gpu_takes_placements, host_ops, takes_placements};
 pub use report::validate_report;

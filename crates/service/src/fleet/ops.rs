@@ -10,6 +10,7 @@ use crate::write::Write;
 use crate::{PlatformAdmin, Service, ServiceError};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use tessera_core::availability::{apply, OpsAction, OpsError, OpsMode, OpsOutcome, OpsTarget};
+use tessera_core::health::HealthVerdict;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::views::{OpsRequest, OpsView};
 
@@ -17,7 +18,12 @@ use tessera_protocol::views::{OpsRequest, OpsView};
 /// the caller's): not unhealthy, and neither it nor its host cordoned,
 /// draining or in maintenance.
 pub(crate) fn takes_placements(h: &host::Model, g: &gpu::Model) -> bool {
-    g.health.takes_placements() && OpsMode::effective(h.ops_mode, g.ops_mode).takes_placements()
+    gpu_takes_placements(h, g.health, g.ops_mode)
+}
+
+/// [`takes_placements`] from a GPU's verdict and admin decision.
+pub(crate) fn gpu_takes_placements(h: &host::Model, health: HealthVerdict, ops: OpsMode) -> bool {
+    health.takes_placements() && OpsMode::effective(h.ops_mode, ops).takes_placements()
 }
 
 /// The admin decision stored on a host row.

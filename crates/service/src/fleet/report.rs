@@ -399,7 +399,7 @@ async fn unmanaged_changed<C: sea_orm::ConnectionTrait>(
     now: Option<&ObservedSharing>,
 ) -> Result<bool, ServiceError> {
     use crate::allocations::{occupancy, unmanaged_instances};
-    let held = occupancy(conn, None, Some(g.host_id)).await?;
+    let held = occupancy(conn, None, Some(&[g.host_id])).await?;
     let owned = held.get(&g.uuid).map(Vec::as_slice).unwrap_or(&[]);
     let before = unmanaged_instances(g.observed(), owned);
     let after = unmanaged_instances(now.map(|s| &s.0), owned);

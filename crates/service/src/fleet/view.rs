@@ -1,16 +1,17 @@
 //! The fleet page: hosts with derived status, their GPUs, and who holds
 //! each MIG instance or shared GPU.
 
-use crate::allocations::View;
 use crate::entity::{gpu, host};
 use crate::{pools, PlatformAdmin, Service, ServiceError};
-use sea_orm::{EntityTrait, QueryOrder};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::{BTreeMap, BTreeSet};
-use tessera_core::health::GpuHealth;
+use tessera_core::availability::OpsMode;
+use tessera_core::health::{GpuHealth, HealthVerdict};
 use tessera_core::placement::{FragmentationReport, Policy};
 use tessera_core::slice::label;
 use tessera_protocol::views::{
-    FleetView, GpuView, HostStatus, HostView, MigInstanceView, PoolView,
+    FleetFilter, FleetSummary, FleetView, GpuView, HostFilter, HostStatus, HostView,
+    MigInstanceView, PoolView, HOSTS_PER_PAGE,
 };
 
 /// Tenants holding capacity on a GPU: (MIG start or none, tenant slug, shape label).
@@ -41,21 +42,189 @@ fn mig_instances(
     list
 }
 
+/// What the listing needs of every GPU (no JSON columns).
+#[derive(Debug, sea_orm::FromQueryResult)]
+struct GpuFacts {
+    host_id: i64,
+    model: String,
+    memory_mib: i64,
+    mig_enabled: bool,
+    health: HealthVerdict,
+    ops_mode: OpsMode,
+}
+
 impl Service {
-    /// Hosts with derived status and their GPUs.
-    pub async fn fleet_view(&self, _admin: &PlatformAdmin<'_>) -> Result<FleetView, ServiceError> {
+    /// One page of the hosts that match `filter` (by name, with derived
+    /// status and their GPUs), the whole fleet's numbers and the pools.
+    /// Only the page's hosts are read in full; the pools' free capacity
+    /// comes from their fleet indexes.
+    pub async fn fleet_view(
+        &self,
+        _admin: &PlatformAdmin<'_>,
+        filter: &FleetFilter,
+    ) -> Result<FleetView, ServiceError> {
+        self.fleet_listing(filter, Some(HOSTS_PER_PAGE)).await
+    }
+
+    /// Every host, one page (the insights' heat map).
+    pub(crate) async fn whole_fleet_view(&self) -> Result<FleetView, ServiceError> {
+        self.fleet_listing(&FleetFilter::default(), None).await
+    }
+
+    async fn fleet_listing(
+        &self,
+        filter: &FleetFilter,
+        per_page: Option<u32>,
+    ) -> Result<FleetView, ServiceError> {
+        if filter.page == Some(0) {
+            return Err(ServiceError::invalid("page", "pages start at 1"));
+        }
+        if filter.q.as_ref().is_some_and(|q| q.chars().count() > 253) {
+            return Err(ServiceError::invalid(
+                "q",
+                "must be at most 253 characters (a host name is no longer)",
+            ));
+        }
         let now = self.now();
-        let hosts = host::Entity::find()
+        let specs = self.pools(&self.db).await?;
+        if let Some(pool) = &filter.pool {
+            Self::pool_named(&specs, "pool", pool)?;
+        }
+        let all_hosts = host::Entity::find()
             .order_by_asc(host::Column::Hostname)
             .all(&self.db)
             .await?;
+        let facts = gpu::Entity::find()
+            .select_only()
+            .columns([
+                gpu::Column::HostId,
+                gpu::Column::Model,
+                gpu::Column::MemoryMib,
+                gpu::Column::MigEnabled,
+                gpu::Column::Health,
+                gpu::Column::OpsMode,
+            ])
+            .into_model::<GpuFacts>()
+            .all(&self.db)
+            .await?;
+        let mut facts_of: BTreeMap<i64, Vec<&GpuFacts>> = BTreeMap::new();
+        for g in &facts {
+            facts_of.entry(g.host_id).or_default().push(g);
+        }
+        let offline_after = self.settings.host_offline_after;
+        let online = |h: &host::Model| {
+            h.last_seen_at
+                .is_some_and(|seen| now - seen <= offline_after)
+        };
+        let no_gpus = Vec::new();
+        let gpus_of = |h: &host::Model| facts_of.get(&h.id).unwrap_or(&no_gpus);
+        let attention = |h: &host::Model| {
+            !online(h)
+                || h.ops_mode != OpsMode::Available
+                || gpus_of(h)
+                    .iter()
+                    .any(|g| g.health != HealthVerdict::Healthy || g.ops_mode != OpsMode::Available)
+        };
+        let pool_of = |h: &host::Model, g: &GpuFacts| {
+            pools::pool_of(&specs, &h.hostname, &g.model).map(|p| p.name.as_str())
+        };
+
+        let summary = FleetSummary {
+            hosts: count(all_hosts.len()),
+            hosts_online: count(all_hosts.iter().filter(|h| online(h)).count()),
+            hosts_attention: count(all_hosts.iter().filter(|h| attention(h)).count()),
+            gpus: count(facts.len()),
+            gpus_mig: count(facts.iter().filter(|g| g.mig_enabled).count()),
+            memory_mib: facts.iter().map(|g| g.memory_mib).sum(),
+        };
+        let mut pools = Vec::with_capacity(specs.len());
+        for p in &specs {
+            let (mut gpus, mut up, mut takes) = (0, 0, 0);
+            for h in &all_hosts {
+                for g in gpus_of(h)
+                    .iter()
+                    .filter(|g| pool_of(h, g) == Some(p.name.as_str()))
+                {
+                    gpus += 1;
+                    if online(h) {
+                        up += 1;
+                        if super::gpu_takes_placements(h, g.health, g.ops_mode) {
+                            takes += 1;
+                        }
+                    }
+                }
+            }
+            let (frag, unplaceable) = self.pool_shape(p, now).await?;
+            pools.push(PoolView {
+                name: p.name.clone(),
+                description: p.description.clone(),
+                sharing: p.sharing,
+                isolation: p.isolation,
+                gpus: count(gpus),
+                gpus_online: count(up),
+                gpus_schedulable: count(takes),
+                free_gpu_milli: frag.free_gpu_milli,
+                fragmented_gpu_milli: frag.fragmented_gpu_milli.round().max(0.0) as u64,
+                unplaceable,
+            });
+        }
+
+        let needle = filter.q.as_deref().map(str::to_lowercase);
+        let matching: Vec<host::Model> = all_hosts
+            .iter()
+            .filter(|h| {
+                needle
+                    .as_deref()
+                    .is_none_or(|n| h.hostname.to_lowercase().contains(n))
+                    && filter
+                        .pool
+                        .as_deref()
+                        .is_none_or(|pool| gpus_of(h).iter().any(|g| pool_of(h, g) == Some(pool)))
+                    && match filter.status {
+                        None => true,
+                        Some(HostFilter::Online) => online(h),
+                        Some(HostFilter::Offline) => !online(h),
+                        Some(HostFilter::Attention) => attention(h),
+                    }
+            })
+            .cloned()
+            .collect();
+        let per_page = per_page.map_or(matching.len().max(1), |n| n as usize);
+        let pages = matching.len().div_ceil(per_page).max(1);
+        let page = (filter.page.unwrap_or(1).max(1) as usize).min(pages);
+        let shown: Vec<host::Model> = matching
+            .iter()
+            .skip((page - 1) * per_page)
+            .take(per_page)
+            .cloned()
+            .collect();
+        let hosts = self.host_views(&specs, shown, now).await?;
+        Ok(FleetView {
+            pools,
+            summary,
+            hosts,
+            matching: count(matching.len()),
+            page: count(page),
+            pages: count(pages),
+            as_of: now,
+        })
+    }
+
+    /// `hosts` with their GPUs and who holds what on them.
+    async fn host_views(
+        &self,
+        specs: &[crate::pools::PoolSpec],
+        hosts: Vec<host::Model>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<HostView>, ServiceError> {
+        let ids: Vec<i64> = hosts.iter().map(|h| h.id).collect();
         let gpus = gpu::Entity::find()
+            .filter(gpu::Column::HostId.is_in(ids.iter().copied()))
             .order_by_asc(gpu::Column::HostId)
             .order_by_asc(gpu::Column::Idx)
             .all(&self.db)
             .await?;
         let offline_after = self.settings.host_offline_after;
-        let specs = self.pools(&self.db).await?;
         let slugs: BTreeMap<i64, String> = crate::entity::tenant::Entity::find()
             .all(&self.db)
             .await?
@@ -63,7 +232,7 @@ impl Service {
             .map(|t| (t.id, t.slug))
             .collect();
         let mut holders: BTreeMap<String, Holders> = BTreeMap::new();
-        let occupancy = crate::allocations::occupancy(&self.db, None, None).await?;
+        let occupancy = crate::allocations::occupancy(&self.db, None, Some(&ids)).await?;
         for (uuid, list) in &occupancy {
             for (a, p) in list {
                 let start = match &p.slice {
@@ -87,78 +256,57 @@ impl Service {
                     live_by_host.entry(h).or_default().insert(a.id);
                 }
             }
-            live_by_gpu.insert(uuid.clone(), u32::try_from(list.len()).unwrap_or(u32::MAX));
+            live_by_gpu.insert(uuid.clone(), count(list.len()));
         }
-        let schedulable: BTreeSet<String> = gpus
-            .iter()
-            .filter(|g| {
-                hosts.iter().any(|h| {
-                    h.id == g.host_id
-                        && h.last_seen_at
-                            .is_some_and(|seen| now - seen <= offline_after)
-                        && super::takes_placements(h, g)
-                })
-            })
-            .map(|g| g.uuid.clone())
-            .collect();
-        let hosts = hosts
+        hosts
             .into_iter()
             .map(|h| {
                 let host_gpus = gpus
                     .iter()
                     .filter(|g| g.host_id == h.id)
-                    .map(|g| {
-                        Ok(GpuView {
-                            index: g.idx,
-                            uuid: g.uuid.clone(),
-                            model: g.model.clone(),
-                            memory_mib: g.memory_mib,
-                            mig_capable: g.mig_capable,
-                            mig_enabled: g.mig_enabled,
-                            health: GpuHealth {
-                                verdict: g.health,
-                                findings: g
-                                    .health_findings
-                                    .clone()
-                                    .map(|f| f.0)
-                                    .unwrap_or_default(),
-                            },
-                            ops: super::gpu_ops(g),
-                            live_slices: live_by_gpu.get(&g.uuid).copied().unwrap_or(0),
-                            mig_map: g.observed().filter(|o| o.mig_enabled).and_then(|o| {
-                                let layout: Vec<_> =
-                                    o.instances.iter().map(|i| i.placement.clone()).collect();
-                                tessera_core::mig::mig_map(
-                                    &tessera_core::catalogue::lookup(
-                                        &g.model,
-                                        u64::try_from(g.memory_mib).unwrap_or(0),
-                                    ),
-                                    &layout,
-                                )
-                            }),
-                            mps: g.observed().and_then(|o| o.mps),
-                            mig_instances: mig_instances(
-                                g.observed().cloned(),
-                                holders.get(&g.uuid).unwrap_or(&no_holders),
-                            ),
-                            holders: holders
-                                .get(&g.uuid)
-                                .unwrap_or(&no_holders)
-                                .iter()
-                                .filter(|(start, _, _)| start.is_none())
-                                .map(|(_, t, label)| format!("{t}: {label}"))
-                                .collect(),
-                            pool: pools::pool_of(&specs, &h.hostname, &g.model)
-                                .map(|p| p.name.clone()),
-                        })
+                    .map(|g| GpuView {
+                        index: g.idx,
+                        uuid: g.uuid.clone(),
+                        model: g.model.clone(),
+                        memory_mib: g.memory_mib,
+                        mig_capable: g.mig_capable,
+                        mig_enabled: g.mig_enabled,
+                        health: GpuHealth {
+                            verdict: g.health,
+                            findings: g.health_findings.clone().map(|f| f.0).unwrap_or_default(),
+                        },
+                        ops: super::gpu_ops(g),
+                        live_slices: live_by_gpu.get(&g.uuid).copied().unwrap_or(0),
+                        mig_map: g.observed().filter(|o| o.mig_enabled).and_then(|o| {
+                            let layout: Vec<_> =
+                                o.instances.iter().map(|i| i.placement.clone()).collect();
+                            tessera_core::mig::mig_map(
+                                &tessera_core::catalogue::lookup(
+                                    &g.model,
+                                    u64::try_from(g.memory_mib).unwrap_or(0),
+                                ),
+                                &layout,
+                            )
+                        }),
+                        mps: g.observed().and_then(|o| o.mps),
+                        mig_instances: mig_instances(
+                            g.observed().cloned(),
+                            holders.get(&g.uuid).unwrap_or(&no_holders),
+                        ),
+                        holders: holders
+                            .get(&g.uuid)
+                            .unwrap_or(&no_holders)
+                            .iter()
+                            .filter(|(start, _, _)| start.is_none())
+                            .map(|(_, t, label)| format!("{t}: {label}"))
+                            .collect(),
+                        pool: pools::pool_of(specs, &h.hostname, &g.model).map(|p| p.name.clone()),
                     })
-                    .collect::<Result<Vec<_>, ServiceError>>()?;
+                    .collect();
                 Ok(HostView {
                     id: h.id,
                     ops: super::host_ops(&h),
-                    live_slices: live_by_host
-                        .get(&h.id)
-                        .map_or(0, |s| u32::try_from(s.len()).unwrap_or(u32::MAX)),
+                    live_slices: live_by_host.get(&h.id).map_or(0, |s| count(s.len())),
                     status: match h.last_seen_at {
                         Some(seen) if now - seen <= offline_after => HostStatus::Online,
                         _ => HostStatus::Offline,
@@ -173,48 +321,13 @@ impl Service {
                     gpus: host_gpus,
                 })
             })
-            .collect::<Result<Vec<HostView>, ServiceError>>()?;
-        let mut shape_of_pools = Vec::new();
-        for p in &specs {
-            shape_of_pools.push(self.pool_shape(p, now).await?);
-        }
-        let pools = specs
-            .iter()
-            .zip(shape_of_pools)
-            .map(|(p, (frag, unplaceable))| {
-                let members = || {
-                    hosts
-                        .iter()
-                        .flat_map(|h| h.gpus.iter().map(move |g| (h, g)))
-                };
-                let mine = |g: &GpuView| g.pool.as_deref() == Some(p.name.as_str());
-                let gpus = members().filter(|(_, g)| mine(g)).count();
-                let online = members()
-                    .filter(|(h, g)| mine(g) && h.status == HostStatus::Online)
-                    .count();
-                let takes = members()
-                    .filter(|(_, g)| mine(g) && schedulable.contains(&g.uuid))
-                    .count();
-                PoolView {
-                    name: p.name.clone(),
-                    description: p.description.clone(),
-                    sharing: p.sharing,
-                    isolation: p.isolation,
-                    gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
-                    gpus_online: u32::try_from(online).unwrap_or(u32::MAX),
-                    gpus_schedulable: u32::try_from(takes).unwrap_or(u32::MAX),
-                    free_gpu_milli: frag.free_gpu_milli,
-                    fragmented_gpu_milli: frag.fragmented_gpu_milli.round().max(0.0) as u64,
-                    unplaceable,
-                }
-            })
-            .collect();
-        Ok(FleetView {
-            pools,
-            hosts,
-            as_of: now,
-        })
+            .collect()
     }
+}
+
+/// A count as the views carry it.
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 impl Service {
@@ -225,10 +338,8 @@ impl Service {
         spec: &crate::pools::PoolSpec,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<(FragmentationReport, Vec<String>), ServiceError> {
-        let workload = self.pool_workload(&self.db, spec).await?;
-        let snapshot = self
-            .pool_snapshot(&self.db, spec, now, View::Live, &workload)
-            .await?;
+        let indexed = self.indexed_pool(spec, now).await?;
+        let snapshot = &indexed.snapshot;
         let offer = Self::pool_offer(spec);
         let unplaceable = offer
             .probe_shapes()
@@ -240,6 +351,24 @@ impl Service {
             })
             .map(label)
             .collect();
-        Ok((snapshot.fleet.fragmentation(), unplaceable))
+        let shape = (snapshot.fleet.fragmentation(), unplaceable);
+        self.keep_index(indexed);
+        Ok(shape)
+    }
+}
+
+impl Service {
+    /// The names of every enrolled host, in order (for choosing one).
+    pub async fn enrolled_host_names(
+        &self,
+        _admin: &PlatformAdmin<'_>,
+    ) -> Result<Vec<String>, ServiceError> {
+        Ok(host::Entity::find()
+            .select_only()
+            .column(host::Column::Hostname)
+            .order_by_asc(host::Column::Hostname)
+            .into_tuple::<String>()
+            .all(&self.db)
+            .await?)
     }
 }
