@@ -195,6 +195,35 @@ describe('fleet operations', () => {
     await context.close();
   });
 
+  it('the fleet page searches its hosts by name and filters them by pool and status, in the URL', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/fleet');
+    await hydrated(page);
+    const shown = async () => page.locator('[data-test=host]').evaluateAll((hosts) => hosts.map((h) => h.dataset.hostname));
+    assert.deepEqual(await shown(), ['gpu-ops-a', 'gpu-ops-b', 'gpu-ops-mps']);
+    await page.fill('[data-test=filter-host]', 'OPS-M');
+    await Promise.all([page.waitForURL(/q=OPS-M/), page.click('[data-test=filter-apply]')]);
+    await waitFor(async () => (await shown()).join() === 'gpu-ops-mps', { what: 'the search applied' });
+    assert.match(await page.textContent('[data-test=fleet-total]'), /1–1 of 1 host matching · page 1 of 1/);
+    // The fleet's numbers stay the fleet's.
+    assert.equal(await page.textContent('[data-test=stat-hosts]'), '3/3');
+    await page.goto(`${stack.appUrl}/fleet?pool=h100-mig`);
+    await hydrated(page);
+    assert.deepEqual(await shown(), ['gpu-ops-a', 'gpu-ops-b']);
+    assert.equal(await page.inputValue('[data-test=filter-pool]'), 'h100-mig');
+    await page.goto(`${stack.appUrl}/fleet?q=nothing-like-this`);
+    await page.waitForSelector('[data-test=fleet-none-match]');
+    await Promise.all([page.waitForURL((u) => u.search === ''), page.click('[data-test=filter-clear]')]);
+    await waitFor(async () => (await shown()).length === 3, { what: 'the filters cleared' });
+    // A bad filter is a clear error, not a broken page.
+    await page.goto(`${stack.appUrl}/fleet?status=sick`);
+    assert.match(await page.textContent('main'), /status: 'sick' is not one of online, offline, attention/);
+    await context.close();
+    await looks(stack, '/fleet?pool=h100-mig', '51-fleet-filtered', async (p) => {
+      await p.waitForSelector('[data-test=fleet-filters]');
+    });
+  });
+
   it('the REST API drains and resumes for a platform admin only; a tenant token gets a 403', async () => {
     const hosts = (await stack.api(token, 'GET', '/fleet'));
     assert.equal(hosts.status, 403);

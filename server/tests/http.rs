@@ -1249,7 +1249,10 @@ async fn every_mutating_endpoint_leaves_exactly_one_audit_event() {
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
         let message = body["message"].as_str().unwrap_or_default();
-        assert!(message.starts_with(&format!("{field}: ")), "{query}: {body}");
+        assert!(
+            message.starts_with(&format!("{field}: ")),
+            "{query}: {body}"
+        );
     }
     for (action, path, body) in [
         (

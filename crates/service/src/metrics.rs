@@ -61,6 +61,7 @@ pub struct ServiceMetrics {
     admissions: IntCounterVec,
     deliveries: IntCounterVec,
     telemetry_rounds: IntCounterVec,
+    fleet_index: IntCounterVec,
     leader: IntGauge,
 }
 
@@ -102,6 +103,12 @@ impl Default for ServiceMetrics {
                 "Agents' telemetry rounds received, by what became of them (stored, duplicate, expired).",
                 &["result"],
             ),
+            fleet_index: counter(
+                &registry,
+                "tessera_fleet_index_plans_total",
+                "Admissions' and queue passes' plans by the pool index they used: reused (kept in memory), rebuilt (read from the database), stale (a kept one the chosen host's fresh state refused).",
+                &["outcome"],
+            ),
             leader: {
                 let g = IntGauge::new(
                     "tessera_scheduler_leader",
@@ -128,6 +135,17 @@ impl ServiceMetrics {
         self.admissions
             .with_label_values(&[pool, outcome.as_str()])
             .inc();
+    }
+
+    /// Counts a plan on a kept pool index (`reused`), a rebuilt one
+    /// (`rebuilt`), or one found stale at the chosen host (`stale`).
+    pub(crate) fn fleet_index(&self, outcome: &'static str) {
+        self.fleet_index.with_label_values(&[outcome]).inc();
+    }
+
+    /// The count of [`Self::fleet_index`] `outcome`s so far.
+    pub(crate) fn fleet_index_count(&self, outcome: &'static str) -> u64 {
+        self.fleet_index.with_label_values(&[outcome]).get()
     }
 
     pub(crate) fn set_leader(&self, leads: bool) {

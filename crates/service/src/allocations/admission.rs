@@ -359,7 +359,7 @@ impl Service {
                 // The kept index no longer matches the chosen host (it went
                 // silent, or changed without a commit naming it): plan again
                 // on the pool as stored.
-                self.fleet_index.count_stale();
+                self.count_stale();
                 planned = self
                     .plan_pool_indexed(txn, &spec, now, Some(&row), true)
                     .await?;

@@ -25,7 +25,6 @@ use crate::pools::PoolSpec;
 use crate::ServiceError;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use tessera_core::placement::{PlacementRequest, Workload, DEFAULT_MAX_CLASSES};
 use tessera_core::schedule::Holding;
@@ -75,6 +74,11 @@ pub(crate) struct Carried {
     pub next: Indexed,
 }
 
+/// The outcomes `tessera_fleet_index_plans_total` counts.
+const REUSED: &str = "reused";
+const REBUILT: &str = "rebuilt";
+const STALE: &str = "stale";
+
 /// How often admissions found their pool indexed, and rebuilt it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IndexStats {
@@ -91,16 +95,12 @@ pub struct IndexStats {
 #[derive(Default)]
 pub(crate) struct FleetIndex {
     pools: Mutex<HashMap<String, Indexed>>,
-    reused: AtomicU64,
-    rebuilt: AtomicU64,
-    stale: AtomicU64,
 }
 
 impl std::fmt::Debug for FleetIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FleetIndex")
             .field("pools", &self.pools().keys().collect::<Vec<_>>())
-            .field("stats", &self.stats())
             .finish()
     }
 }
@@ -122,26 +122,6 @@ impl FleetIndex {
     /// Keeps `indexed` for the next plan of its pool.
     pub fn put(&self, indexed: Indexed) {
         self.pools().insert(indexed.spec.name.clone(), indexed);
-    }
-
-    /// Counts a plan on a kept index (`true`) or a rebuilt one.
-    pub fn count(&self, reused: bool) {
-        let counter = if reused { &self.reused } else { &self.rebuilt };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts a placement that a host's fresh state refused.
-    pub fn count_stale(&self) {
-        self.stale.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The counts so far.
-    pub fn stats(&self) -> IndexStats {
-        IndexStats {
-            reused: self.reused.load(Ordering::Relaxed),
-            rebuilt: self.rebuilt.load(Ordering::Relaxed),
-            stale: self.stale.load(Ordering::Relaxed),
-        }
     }
 }
 
@@ -322,6 +302,21 @@ impl crate::Service {
     /// How often this process's admissions and queue passes planned on a
     /// kept index, rebuilt it, or found it stale at the chosen host.
     pub fn fleet_index_stats(&self) -> IndexStats {
-        self.fleet_index.stats()
+        IndexStats {
+            reused: self.metrics.fleet_index_count(REUSED),
+            rebuilt: self.metrics.fleet_index_count(REBUILT),
+            stale: self.metrics.fleet_index_count(STALE),
+        }
+    }
+
+    /// Counts a plan on a kept index (`true`) or a rebuilt one.
+    pub(crate) fn count_plan(&self, reused: bool) {
+        self.metrics
+            .fleet_index(if reused { REUSED } else { REBUILT });
+    }
+
+    /// Counts a placement from a kept index that the chosen host refused.
+    pub(crate) fn count_stale(&self) {
+        self.metrics.fleet_index(STALE);
     }
 }

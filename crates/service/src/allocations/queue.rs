@@ -240,7 +240,7 @@ impl Service {
                 (snapshot, workload, false)
             }
         };
-        self.fleet_index.count(reused);
+        self.count_plan(reused);
         let basis = IndexBasis {
             epoch,
             spec: spec.clone(),

@@ -272,7 +272,7 @@ impl Service {
             if planned.index.as_ref().is_some_and(|i| i.reused) {
                 for (_, decision) in &planned.plan.placed {
                     if !self.recheck_host(w.db(), &spec, decision, now).await? {
-                        self.fleet_index.count_stale();
+                        self.count_stale();
                         planned = self
                             .plan_pool_indexed(w.db(), &spec, now, None, true)
                             .await?;
