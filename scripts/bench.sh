@@ -3,8 +3,9 @@
 #   1. placement: trace replay (all policies) and per-decision criterion benches
 #   1b. queue: discrete-event replay of the queue disciplines, and of the
 #       quota policies (QoS, preemption, idle reclaim) (`make bench-queue`)
-#   2. slices: request → active latency with 100 simulated hosts, and
-#      admissions per second through the REST API (set
+#   2. slices: request → active latency, and admissions per second through
+#      the REST API with 16 and 64 clients, at 100 and at 1,000 simulated
+#      hosts (TESSERA_SLICES_HOSTS="100 1000"; set
 #      TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)
 #   3. load: `oha` lists and creates allocations at fixed rates for two
 #      minutes while 100 simulated hosts report; zero errors expected
@@ -45,7 +46,9 @@ fi
 if [ "$what" = all ] || [ "$what" = slices ]; then
   ensure_tools
   build_release
-  (cd end2end && node bench/slices-bench.mjs --hosts 100 --latency 200 --requests 1000 --clients 16)
+  for hosts in ${TESSERA_SLICES_HOSTS:-100 1000}; do
+    (cd end2end && node bench/slices-bench.mjs --hosts "$hosts" --latency 200 --requests 1000 --clients 16,64)
+  done
 fi
 if [ "$what" = load ]; then
   ensure_tools

@@ -103,7 +103,7 @@ fn intern_model(models: &mut Vec<ModelEntry>, gpu: &GpuState) -> Result<u8, Flee
             limit: MAX_IDS,
         });
     }
-    let mig = MigTable::build(&model)?;
+    let mig = MigTable::shared(&model)?;
     models.push(ModelEntry { name, model, mig });
     Ok((models.len() - 1) as u8)
 }

@@ -17,7 +17,7 @@ pub(crate) struct ModelEntry {
     /// for models the catalogue does not know).
     pub name: String,
     pub model: GpuModel,
-    pub mig: Option<MigTable>,
+    pub mig: Option<std::sync::Arc<MigTable>>,
 }
 
 /// How a slot is shared.

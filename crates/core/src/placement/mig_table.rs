@@ -55,7 +55,36 @@ fn layout_of(spec: &MigSpec, entries: &[(u8, u8)]) -> Vec<MigPlacement> {
         .collect()
 }
 
+/// The tables built so far, by the address of their (static) MIG spec.
+type Tables = std::sync::Mutex<std::collections::HashMap<usize, std::sync::Arc<MigTable>>>;
+
 impl MigTable {
+    /// The table of `model`, built once per MIG spec for the process: it
+    /// depends on nothing else, and building it (enumerating and checking
+    /// every reachable layout) costs far more than indexing a fleet.
+    pub(crate) fn shared(model: &GpuModel) -> Result<Option<std::sync::Arc<Self>>, FleetError> {
+        static TABLES: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
+        let Some(spec) = model.mig else {
+            return Ok(None);
+        };
+        let key = std::ptr::from_ref(spec) as usize;
+        let tables = TABLES.get_or_init(Tables::default);
+        let lock = || {
+            tables
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(table) = lock().get(&key) {
+            return Ok(Some(std::sync::Arc::clone(table)));
+        }
+        // Built outside the lock; two first builds at once both succeed alike.
+        let built = Self::build(model)?.map(std::sync::Arc::new);
+        if let Some(table) = &built {
+            lock().insert(key, std::sync::Arc::clone(table));
+        }
+        Ok(built)
+    }
+
     /// Enumerates all layouts of `model` reachable from the empty GPU.
     pub(crate) fn build(model: &GpuModel) -> Result<Option<Self>, FleetError> {
         let Some(spec) = model.mig else {
