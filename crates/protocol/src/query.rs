@@ -18,6 +18,24 @@ pub fn encode_component(s: &str) -> String {
     utf8_percent_encode(s, COMPONENT).to_string()
 }
 
+/// A page number from a query string: empty is none, else a number from 1.
+fn page_of(s: &str) -> Result<Option<u32>, (&'static str, String)> {
+    match s.trim() {
+        "" => Ok(None),
+        p => p
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .map(Some)
+            .ok_or(("page", format!("'{p}' is not a page number"))),
+    }
+}
+
+/// A text filter from a query string: trimmed, and none when empty.
+fn text_of(s: &str) -> Option<String> {
+    Some(s.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
 /// Filters of the audit log (all optional).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditFilter {
@@ -84,20 +102,11 @@ impl AuditQuery {
                     )
                 })
         };
-        let page = match self.page.trim() {
-            "" => None,
-            p => Some(
-                p.parse::<u32>()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or(("page", format!("'{p}' is not a page number")))?,
-            ),
-        };
-        let text = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+        let page = page_of(&self.page)?;
         Ok(AuditFilter {
-            tenant: text(&self.tenant),
-            actor: text(&self.actor),
-            action: text(&self.action),
+            tenant: text_of(&self.tenant),
+            actor: text_of(&self.actor),
+            action: text_of(&self.action),
             from: day("from", &self.from, 0)?,
             until: day("until", &self.until, 1)?,
             page,
@@ -196,7 +205,6 @@ pub struct FleetQuery {
 impl FleetQuery {
     /// The filter, or the field that does not parse and why.
     pub fn filter(&self) -> Result<FleetFilter, (&'static str, String)> {
-        let text = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
         let status = match self.status.trim() {
             "" => None,
             s => Some(
@@ -209,18 +217,10 @@ impl FleetQuery {
                     ))?,
             ),
         };
-        let page = match self.page.trim() {
-            "" => None,
-            p => Some(
-                p.parse::<u32>()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or(("page", format!("'{p}' is not a page number")))?,
-            ),
-        };
+        let page = page_of(&self.page)?;
         Ok(FleetFilter {
-            q: text(&self.q),
-            pool: text(&self.pool),
+            q: text_of(&self.q),
+            pool: text_of(&self.pool),
             status,
             page,
         })
