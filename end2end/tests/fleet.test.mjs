@@ -217,7 +217,7 @@ describe('fleet operations', () => {
     await waitFor(async () => (await shown()).length === 3, { what: 'the filters cleared' });
     // A bad filter is a clear error, not a broken page.
     await page.goto(`${stack.appUrl}/fleet?status=sick`);
-    assert.match(await page.textContent('main'), /status: 'sick' is not one of online, offline, attention/);
+    assert.match(await page.textContent('main'), /status: 'sick' is not one of online, offline, attention/i);
     await context.close();
     await looks(stack, '/fleet?pool=h100-mig', '51-fleet-filtered', async (p) => {
       await p.waitForSelector('[data-test=fleet-filters]');
