@@ -222,8 +222,8 @@ impl Service {
         let (snapshot, workload, reused) = match kept {
             Some(mut ix) => {
                 if let Some(row) = extra {
-                    // The stored workload already holds a request made in
-                    // this write only when the index was built in it.
+                    // A kept index predates the request being made; an
+                    // index built in this write has read it already.
                     if let Ok(request) =
                         Self::pool_offer(spec).placement_request(&row.slice_shape()?)
                     {
@@ -315,8 +315,8 @@ impl Service {
     }
 
     /// Whether `decision`, chosen on a kept index, still fits the chosen
-    /// host as stored now; the placement to store when it does (its GPUs
-    /// as stored now).
+    /// host as stored now (online, taking placements, its slices and
+    /// unmanaged MIG instances as they are).
     pub(crate) async fn recheck_host<C: ConnectionTrait>(
         &self,
         conn: &C,
