@@ -55,8 +55,8 @@ pub struct HostAgent {
     /// Fetch the desired state, apply it, report once and return (for scripts
     /// and tests).
     pub once: bool,
-    /// Sample and send GPU telemetry this often (`None`: off).
-    pub telemetry_interval: Option<Duration>,
+    /// Sample GPU telemetry and send it this often (`None`: off).
+    pub telemetry: Option<crate::telemetry::Cadence>,
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -187,7 +187,9 @@ impl HostAgent {
             interval.as_secs().clamp(1, DESIRED_MAX_WAIT_S)
         };
         match self.client.desired(credential, after, wait_s).await {
-            Ok(d) => {
+            // Still generation `after`: what the agent has.
+            Ok(None) => Ok(Fetch::Got),
+            Ok(Some(d)) => {
                 if after != Some(d.generation) {
                     tracing::debug!(host = %self.hostname, generation = d.generation, gpus = d.gpus.len(), "new desired state");
                 }
@@ -305,13 +307,13 @@ impl HostAgent {
             let wait = match self.client.report(&credential, &report).await {
                 Ok(ack) => {
                     tracing::debug!(host = %self.hostname, "reported {} GPUs", report.gpus.len());
-                    if let (None, Some(every)) = (&telemetry.0, self.telemetry_interval) {
+                    if let (None, Some(cadence)) = (&telemetry.0, self.telemetry) {
                         let run = TelemetryLoop {
                             backend: Arc::clone(&self.backend),
                             client: self.client.clone(),
                             credential: credential.clone(),
                             hostname: self.hostname.clone(),
-                            interval: every,
+                            cadence,
                             held: held_rx.clone(),
                         }
                         .run();

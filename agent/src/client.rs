@@ -109,13 +109,14 @@ impl ServerClient {
     /// Fetches the host's desired state. With `after` (the generation the agent
     /// has), the server holds the request until the generation differs or
     /// `wait_s` seconds (at most `DESIRED_MAX_WAIT_S`) pass, then answers the
-    /// current state.
+    /// new state, or `None` when it is still generation `after` (asked with
+    /// `Prefer: return=minimal`: an idle host's poll carries no body).
     pub async fn desired(
         &self,
         credential: &str,
         after: Option<i64>,
         wait_s: u64,
-    ) -> Result<DesiredState, ClientError> {
+    ) -> Result<Option<DesiredState>, ClientError> {
         let wait_s = wait_s.min(DESIRED_MAX_WAIT_S);
         let mut url = format!("{}/desired?wait_s={wait_s}", self.base);
         if let Some(after) = after {
@@ -125,12 +126,18 @@ impl ServerClient {
             .http
             .get(url)
             .bearer_auth(credential)
+            .header("prefer", "return=minimal")
             // The server may hold the request for `wait_s`: the client's own
             // timeout must not cut a healthy long poll short.
             .timeout(Duration::from_secs(wait_s) + LONG_POLL_SLACK)
             .send()
             .await;
-        decode(resp).await
+        if let Ok(r) = &resp {
+            if r.status() == StatusCode::NO_CONTENT && after.is_some() {
+                return Ok(None);
+            }
+        }
+        decode(resp).await.map(Some)
     }
 }
 

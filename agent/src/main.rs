@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use telemetry::Cadence;
 use tessera_core::plan::GpuDesired;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -98,6 +99,15 @@ struct Cli {
         global = true
     )]
     telemetry_interval_seconds: u64,
+    /// Seconds between telemetry sends (what was sampled since the last
+    /// one goes in one batch).
+    #[arg(
+        long = "telemetry-send-seconds",
+        env = "TESSERA_TELEMETRY_SEND_SECONDS",
+        default_value_t = 60,
+        global = true
+    )]
+    telemetry_send_seconds: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -323,8 +333,15 @@ async fn main() -> ExitCode {
             // A join token is one-time: with several hosts, each needs its own enrolment.
             join_token: join_token.clone(),
             once: cli.once,
-            telemetry_interval: (cli.telemetry_interval_seconds > 0 && !cli.once)
-                .then(|| std::time::Duration::from_secs(cli.telemetry_interval_seconds.min(600))),
+            telemetry: (cli.telemetry_interval_seconds > 0 && !cli.once).then(|| {
+                let sample =
+                    std::time::Duration::from_secs(cli.telemetry_interval_seconds.min(600));
+                Cadence {
+                    sample,
+                    send: std::time::Duration::from_secs(cli.telemetry_send_seconds.min(3600))
+                        .max(sample),
+                }
+            }),
         };
         tasks.spawn(agent.run());
     }

@@ -83,6 +83,28 @@ impl Buffer {
     }
 }
 
+/// How often a host samples its GPUs, and how often it sends what it
+/// sampled: every 10 s and every minute by default, so that an idle fleet's
+/// telemetry costs the server one small write per host a minute while usage
+/// keeps its 10 s resolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cadence {
+    /// Between samples.
+    pub sample: Duration,
+    /// Between sends (at least one sample).
+    pub send: Duration,
+}
+
+impl Cadence {
+    /// Whether rounds sampled since a send `since` ago are due now: a send
+    /// period (less half a sample, for timer jitter) has passed, or a batch
+    /// is full.
+    pub fn due(&self, since: Option<Duration>, waiting: usize) -> bool {
+        since.is_none_or(|since| since + self.sample / 2 >= self.send)
+            || waiting >= ROUNDS_PER_BATCH
+    }
+}
+
 /// One host's telemetry loop.
 pub struct TelemetryLoop {
     /// Where samples come from.
@@ -93,8 +115,8 @@ pub struct TelemetryLoop {
     pub credential: String,
     /// The host name.
     pub hostname: String,
-    /// Sampling interval.
-    pub interval: Duration,
+    /// Sampling and sending intervals.
+    pub cadence: Cadence,
     /// The GPUs slices hold outside MIG (from the desired state).
     pub held: tokio::sync::watch::Receiver<BTreeSet<u32>>,
 }
@@ -108,12 +130,13 @@ fn now_ms() -> i64 {
 impl TelemetryLoop {
     /// Samples and sends until the server refuses the credential.
     pub async fn run(self) -> Result<(), ClientError> {
-        let interval_ms = u32::try_from(self.interval.as_millis() / 100 * 100)
+        let interval_ms = u32::try_from(self.cadence.sample.as_millis() / 100 * 100)
             .unwrap_or(600_000)
             .clamp(1000, 600_000);
         let mut buffer = Buffer::new(BUFFER_ROUNDS);
         let mut tick = tokio::time::interval(Duration::from_millis(u64::from(interval_ms)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut sent_at: Option<tokio::time::Instant> = None;
         loop {
             tick.tick().await;
             let at_ms = now_ms();
@@ -125,7 +148,10 @@ impl TelemetryLoop {
                 Ok(Err(e)) => tracing::warn!(host = %self.hostname, "sampling failed: {e}"),
                 Err(e) => tracing::warn!(host = %self.hostname, "sampling failed: {e}"),
             }
-            self.send(&mut buffer, interval_ms).await?;
+            if self.cadence.due(sent_at.map(|t| t.elapsed()), buffer.len()) {
+                sent_at = Some(tokio::time::Instant::now());
+                self.send(&mut buffer, interval_ms).await?;
+            }
         }
     }
 
@@ -172,6 +198,28 @@ mod tests {
             at_ms,
             gpus: vec![],
         }
+    }
+
+    #[test]
+    fn rounds_are_sent_once_a_send_period_has_passed_or_a_batch_is_full() {
+        let s = Duration::from_secs;
+        let c = Cadence {
+            sample: s(10),
+            send: s(60),
+        };
+        assert!(c.due(None, 1), "the first round goes at once");
+        assert!(!c.due(Some(s(10)), 1));
+        assert!(!c.due(Some(s(50)), 5));
+        // The sixth tick, a little early.
+        assert!(c.due(Some(Duration::from_millis(59_990)), 6));
+        assert!(c.due(Some(s(61)), 6));
+        assert!(c.due(Some(s(1)), ROUNDS_PER_BATCH), "a full batch goes");
+        // Sending every sample.
+        let every = Cadence {
+            sample: s(2),
+            send: s(2),
+        };
+        assert!(every.due(Some(Duration::from_millis(1_990)), 1));
     }
 
     #[test]

@@ -139,7 +139,7 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
   const hostFile = (host) => (host.includes('/') ? host : path.join(ROOT, 'demo', 'hosts', `${host}.toml`));
   const hostName = (host) => path.basename(host, '.toml');
   const agentArgs = (host) => ['--server', appUrl, '--backend', 'sim', '--sim-host', hostFile(host),
-    '--state-dir', path.join(dir, 'agents'), '--telemetry-interval-seconds', '2'];
+    '--state-dir', path.join(dir, 'agents'), '--telemetry-interval-seconds', '2', '--telemetry-send-seconds', '2'];
   const cli = (...args) => execFileSync(SERVER_BIN, ['--config', config, ...args], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
     .toString()
     .trim();

@@ -291,18 +291,22 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         .routes(routes!(quotas::test_webhook))
 }
 
-/// Writes the API tokens' last uses this process noted (a failure is logged;
-/// the uses are kept for the next round).
-async fn flush_token_uses(service: &Service) {
+/// Writes the API tokens' last uses and the hosts' sightings this process
+/// noted (a failure is logged; they are kept for the next round).
+async fn flush_noted(service: &Service) {
     if let Err(e) = service.flush_token_uses().await {
         tracing::warn!("recording API tokens' last use: {e:?}");
+    }
+    if let Err(e) = service.flush_heartbeats().await {
+        tracing::warn!("recording when hosts were last seen: {e:?}");
     }
 }
 
 /// Runs the allocation timer (lease ends, provisioning timeouts, the queue)
-/// on the replica that leads, and writes the API tokens' last uses on every
-/// replica, until `stop` turns `true` (a round in progress is finished
-/// first, the last uses are written, and the lead is given up).
+/// on the replica that leads, and writes the API tokens' last uses and the
+/// hosts' sightings on every replica, until `stop` turns `true` (a round in
+/// progress is finished first, what was noted is written, and the lead is
+/// given up).
 pub async fn run_scheduler(
     service: Service,
     every: std::time::Duration,
@@ -314,13 +318,13 @@ pub async fn run_scheduler(
         tokio::select! {
             _ = interval.tick() => {}
             () = stopped(&mut stop) => {
-                flush_token_uses(&service).await;
+                flush_noted(&service).await;
                 service.resign().await;
                 return;
             }
         }
-        // Every replica writes the token uses it noted; one runs the rest.
-        flush_token_uses(&service).await;
+        // Every replica writes what it noted; one runs the rest.
+        flush_noted(&service).await;
         if !service.lead().await {
             continue;
         }

@@ -912,7 +912,44 @@ async fn desired_state_long_poll_wakes_on_a_change() {
         .await
         .expect("the long poll woke up")
         .unwrap();
-    assert!(answer["generation"].as_i64().unwrap() > before, "{answer}");
+    let after = answer["generation"].as_i64().unwrap();
+    assert!(after > before, "{answer}");
+
+    // Still that generation at the end of the hold: an agent that prefers
+    // it gets no body (nothing is read for it), any other the state again.
+    let poll = |prefer: Option<&'static str>| {
+        let router = app.router.clone();
+        let host = host.clone();
+        async move {
+            let mut req = Request::get(format!("/api/agent/v1/desired?after={after}&wait_s=0"))
+                .header(header::AUTHORIZATION, format!("Bearer {host}"));
+            if let Some(p) = prefer {
+                req = req.header("prefer", p);
+            }
+            let resp = router
+                .oneshot(req.body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            let (status, applied) = (
+                resp.status(),
+                resp.headers().get("preference-applied").cloned(),
+            );
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            (status, applied, bytes)
+        }
+    };
+    let (status, applied, body) = poll(Some("respond-async, return=minimal")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(applied.unwrap(), "return=minimal");
+    assert!(body.is_empty());
+    let (status, _, body) = poll(None).await;
+    assert_eq!(status, StatusCode::OK);
+    let again: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(again, answer, "the same state, read again");
+    let (status, _, body) = poll(Some("return=representation")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.is_empty());
+
     let (status, _) = app
         .get_json("/api/agent/v1/desired", Some("tsh_forged"))
         .await;

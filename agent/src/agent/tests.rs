@@ -328,7 +328,7 @@ fn agent(url: &str, backend: Arc<SimBackend>, once: bool, test: &str) -> HostAge
         credential_path,
         join_token: None,
         once,
-        telemetry_interval: None,
+        telemetry: None,
     }
 }
 

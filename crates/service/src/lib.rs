@@ -18,6 +18,7 @@ pub mod fleet;
 pub mod identity;
 pub mod insights;
 pub mod k8s;
+mod memo;
 pub mod metrics;
 pub mod notifications;
 mod policy;
@@ -102,6 +103,9 @@ pub struct Service {
     generations: Arc<allocations::Generations>,
     /// API tokens verified in the last second, and uses not yet written.
     token_checks: Arc<token_auth::TokenChecks>,
+    /// Host credentials verified in the last second, the last report each
+    /// host's agent sent here, and sightings not yet written.
+    host_checks: Arc<fleet::HostChecks>,
     /// Tenants' allocation lists, kept between the writes that change them.
     lists: Arc<allocations::ListCache<tessera_protocol::views::AllocationView>>,
     /// Each pool's fleet, indexed for the placer between admissions.
@@ -135,6 +139,7 @@ impl Service {
             desired_tx: tokio::sync::broadcast::channel(4096).0,
             generations: Arc::default(),
             token_checks: Arc::default(),
+            host_checks: Arc::default(),
             lists: Arc::default(),
             fleet_index: Arc::default(),
             telemetry_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),

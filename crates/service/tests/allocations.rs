@@ -2100,11 +2100,21 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
         async move { agent.send(f, gpus, applied, vec![]).await }
     };
 
-    // Repeated: only the time it was seen moves.
+    // Repeated: only the time it was seen moves, and that is written with
+    // every other host's in the next round, not at each report.
     tamper().await;
+    let before = seen().await;
+    f.clock.advance(Duration::seconds(5));
+    let r = report(agent.host.hostname(), same.clone(), Some(d.generation));
+    f.service.record_report(&agent.host, &r).await.unwrap();
+    assert!(tampered().await, "a repeated report is not processed again");
+    assert_eq!(seen().await, before, "nothing is written per report");
+    assert_eq!(f.service.flush_heartbeats().await.unwrap(), 1);
+    assert_eq!(seen().await, Some(f.clock.now()));
+    assert_eq!(f.service.flush_heartbeats().await.unwrap(), 0);
     f.clock.advance(Duration::seconds(5));
     send(same.clone(), Some(d.generation)).await;
-    assert!(tampered().await, "a repeated report is not processed again");
+    assert!(tampered().await);
     assert_eq!(seen().await, Some(f.clock.now()));
 
     // A different report is processed in full.

@@ -7,11 +7,13 @@ use crate::auth::extract::Host;
 use crate::error::ApiError;
 use crate::state::{stopped, AppState};
 use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
+use std::time::Duration;
 use tessera_protocol::agent::{
-    DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck, TelemetryAck,
-    TelemetryBatch,
+    EnrollRequest, EnrollResponse, HostReport, ReportAck, TelemetryAck, TelemetryBatch,
 };
 
 /// Trades a join token for a host credential.
@@ -50,21 +52,42 @@ pub struct DesiredQuery {
     wait_s: u64,
 }
 
-/// The host's desired state, held until it changes from `after` or `wait_s` passes.
+/// The host's desired state, held until it changes from `after` or `wait_s`
+/// passes. An agent that sends `Prefer: return=minimal` (RFC 7240) gets
+/// `204 No Content` when the generation is still `after`: it has that state.
 pub async fn get_desired_state(
     State(state): State<AppState>,
     Host(host): Host,
     Query(q): Query<DesiredQuery>,
-) -> Result<Json<DesiredState>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let minimal = headers
+        .get_all(header::HeaderName::from_static("prefer"))
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim().eq_ignore_ascii_case("return=minimal"));
     // A shutting-down server answers held polls at once, so that finishing
     // the requests in flight does not take a whole poll.
     let mut stop = state.shutdown.subscribe();
-    let wait = std::time::Duration::from_secs(q.wait_s);
+    let wait = Duration::from_secs(q.wait_s);
+    let service = &state.service;
     let desired = tokio::select! {
-        desired = state.service.wait_desired(&host, q.after, wait) => desired?,
+        desired = service.wait_desired_change(&host, q.after, wait) => desired?,
         () = stopped(&mut stop) => {
-            state.service.wait_desired(&host, q.after, std::time::Duration::ZERO).await?
+            service.wait_desired_change(&host, q.after, Duration::ZERO).await?
         }
     };
-    Ok(Json(desired))
+    Ok(match desired {
+        Some(desired) => Json(desired).into_response(),
+        None if minimal => (
+            StatusCode::NO_CONTENT,
+            [(
+                header::HeaderName::from_static("preference-applied"),
+                "return=minimal",
+            )],
+        )
+            .into_response(),
+        None => Json(service.wait_desired(&host, q.after, Duration::ZERO).await?).into_response(),
+    })
 }

@@ -40,7 +40,9 @@ impl Service {
     }
 
     /// Wakes this process's long polls for `host_id` (`None`: every host's).
+    /// Its next report is processed in full here (see `fleet::heartbeat`).
     pub(crate) fn wake_local(&self, host_id: Option<i64>) {
+        self.host_checks.forget_report(host_id);
         // No receiver (no agent waiting) is not an error.
         let _ = self.desired_tx.send(host_id.unwrap_or(ALL_HOSTS));
     }
@@ -210,6 +212,23 @@ impl Service {
         after: Option<i64>,
         wait: Duration,
     ) -> Result<DesiredState, ServiceError> {
+        match self.wait_desired_change(who, after, wait).await? {
+            Some(state) => Ok(state),
+            None => self.take_desired(who.id).await,
+        }
+    }
+
+    /// [`Service::wait_desired`], answering `None` when the generation is
+    /// still `after` at the end: the agent has that state already, and an
+    /// idle fleet's polls then read nothing more. (Nothing placed for the
+    /// host waits to be taken: placing bumps the generation, and the answer
+    /// that carried generation `after` took what was placed up to it.)
+    pub async fn wait_desired_change(
+        &self,
+        who: &AuthenticatedHost,
+        after: Option<i64>,
+        wait: Duration,
+    ) -> Result<Option<DesiredState>, ServiceError> {
         let wait = wait.min(Duration::from_secs(DESIRED_MAX_WAIT_S));
         let deadline = tokio::time::Instant::now() + wait;
         let mut rx = self.desired_tx.subscribe();
@@ -242,7 +261,10 @@ impl Service {
                     .await?
             };
         }
-        self.take_desired(who.id).await
+        if Some(current) == after {
+            return Ok(None);
+        }
+        self.take_desired(who.id).await.map(Some)
     }
 
     /// The desired state, with the allocations it carries moved from

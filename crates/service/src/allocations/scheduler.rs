@@ -61,6 +61,8 @@ pub struct TickReport {
 impl Service {
     /// One pass of the timer.
     pub async fn tick(&self) -> Result<TickReport, ServiceError> {
+        // What this process saw of hosts first: the lost-host check reads it.
+        self.flush_heartbeats().await?;
         let now = self.now();
         let expired = self.end_leases(now).await?;
         let drained = self.end_drains(now).await?;

@@ -166,6 +166,13 @@ impl Service {
             },
         )
         .await?;
+        if reenrolled {
+            // The old credential stops working here at once (on other
+            // replicas within a second), and the next report is processed
+            // in full.
+            self.host_checks.forget_credentials(host_id);
+            self.host_checks.forget_report(Some(host_id));
+        }
         Ok(EnrollResponse {
             host_id,
             credential,
@@ -177,14 +184,22 @@ impl Service {
         &self,
         credential: &str,
     ) -> Result<AuthenticatedHost, ServiceError> {
+        let hash = secret::hash(credential.trim());
+        let now = self.now();
+        if let Some(host) = self.host_checks.credential(&hash, now) {
+            return Ok(host);
+        }
         let h = host::Entity::find()
-            .filter(host::Column::CredentialHash.eq(secret::hash(credential.trim())))
+            .filter(host::Column::CredentialHash.eq(hash.as_str()))
             .one(&self.db)
             .await?
             .ok_or(ServiceError::InvalidCredential)?;
-        Ok(AuthenticatedHost {
+        let host = AuthenticatedHost {
             id: h.id,
             hostname: h.hostname,
-        })
+        };
+        self.host_checks
+            .remember_credential(hash, host.clone(), now);
+        Ok(host)
     }
 }

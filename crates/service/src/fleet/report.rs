@@ -1,6 +1,7 @@
 //! Agents' reports: checked for consistency, then the host's facts and GPUs
 //! are stored and its allocations advanced, in one write.
 
+use super::REPORT_FULL_EVERY;
 use super::{validate_hostname, AuthenticatedHost};
 use crate::allocations::{gpu_loss, live_on_host, AllocationRow};
 use crate::entity::gpu::{HealthFindings, MigDevices, NvlinkPeers, ObservedSharing};
@@ -153,7 +154,10 @@ impl Service {
         let now = self.now();
         let digest = report_digest(report);
         if let Some(d) = &digest {
-            if self.record_repeat(who, d, now).await? {
+            let offline_after = self.settings.host_offline_after;
+            if self.host_checks.repeats(who.id, d, now, offline_after)
+                || self.record_repeat(who, d, now).await?
+            {
                 return Ok(self.report_ack());
             }
         }
@@ -193,7 +197,7 @@ impl Service {
         active.driver_version = Set(report.driver_version.clone());
         active.last_seen_at = Set(Some(now));
         // Cleared again below if processing it changes the desired state.
-        active.report_digest = Set(digest);
+        active.report_digest = Set(digest.clone());
         active.report_full_at = Set(Some(now));
         active.update(w.db()).await?;
 
@@ -351,8 +355,53 @@ impl Service {
                 backend: report.backend.clone(),
             });
         }
-        w.commit(self, &who.actor()).await?;
+        // Remembered before the commit: a commit that changes the host's
+        // desired state forgets it again (`wake_local`).
+        if let Some(d) = digest {
+            self.host_checks.processed(who.id, d, now);
+        }
+        if let Err(e) = w.commit(self, &who.actor()).await {
+            self.host_checks.forget_report(Some(who.id));
+            return Err(e);
+        }
         Ok(self.report_ack())
+    }
+
+    /// Writes the sightings of hosts whose reports repeated the last one
+    /// (see `heartbeat`), in one statement per 500 hosts, as the earliest
+    /// of them: a host's `last_seen_at` may read up to a round early, never
+    /// late, and never moves back. A failure keeps them for the next round.
+    /// How many hosts it wrote.
+    pub async fn flush_heartbeats(&self) -> Result<usize, ServiceError> {
+        let seen = self.host_checks.take_seen();
+        let Some(at) = seen.values().min().copied() else {
+            return Ok(0);
+        };
+        let hosts: Vec<i64> = seen.keys().copied().collect();
+        let written = async {
+            let w = self.begin_write().await?;
+            for chunk in hosts.chunks(500) {
+                host::Entity::update_many()
+                    .col_expr(host::Column::LastSeenAt, Expr::value(at))
+                    .filter(host::Column::Id.is_in(chunk.iter().copied()))
+                    .filter(
+                        Condition::any()
+                            .add(host::Column::LastSeenAt.is_null())
+                            .add(host::Column::LastSeenAt.lt(at)),
+                    )
+                    .exec(w.db())
+                    .await?;
+            }
+            w.commit(self, &crate::audit::Actor::System).await
+        }
+        .await;
+        match written {
+            Ok(()) => Ok(seen.len()),
+            Err(e) => {
+                self.host_checks.restore_seen(seen);
+                Err(e)
+            }
+        }
     }
 
     fn report_ack(&self) -> ReportAck {
@@ -405,9 +454,6 @@ async fn unmanaged_changed<C: sea_orm::ConnectionTrait>(
     let after = unmanaged_instances(now.map(|s| &s.0), owned);
     Ok(before != after)
 }
-
-/// A report that repeats the last one is still processed in full this often.
-pub const REPORT_FULL_EVERY: chrono::Duration = chrono::Duration::seconds(60);
 
 /// SHA-256 (hex) of a report as JSON: equal reports, equal digests (`None`
 /// if it does not serialize, which plain data always does).

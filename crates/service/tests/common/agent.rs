@@ -148,6 +148,8 @@ impl Agent {
         let mut r = report(self.host.hostname(), gpus, applied);
         r.errors = errors;
         f.service.record_report(&self.host, &r).await.unwrap();
+        // As the server's round does, about a second later.
+        f.service.flush_heartbeats().await.unwrap();
     }
 }
 

@@ -1,0 +1,184 @@
+//! What an idle fleet costs. Each agent reports every few seconds, and
+//! almost every report repeats the last one; each agent request also
+//! presents the host's credential. Per process, so that neither costs the
+//! database a thing:
+//! - a credential that verified is believed for a second (the agent's
+//!   report follows its long poll at once);
+//! - a report that repeats the last one this process processed in full —
+//!   the same digest, less than [`REPORT_FULL_EVERY`] ago, the host not
+//!   offline since, its desired state not changed since (every change of it
+//!   forgets the host here, on every replica: see
+//!   [`crate::Service::wake_local`]) — is only noted as the host being seen;
+//! - those notes are written in one statement by
+//!   [`crate::Service::flush_heartbeats`], which the server runs every round
+//!   (about a second) and at shutdown, and [`crate::Service::tick`] runs
+//!   first. A host's `last_seen_at` may lag by that much; an offline host
+//!   is one not seen for tens of seconds.
+//!
+//! A report this process has not processed in full falls back to the
+//! stored digest (another replica may have), with a write.
+
+use super::AuthenticatedHost;
+use crate::memo::{lock, Believed, Unwritten};
+use chrono::{DateTime, Duration, Utc};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// A report that repeats the last one is still processed in full this often.
+pub const REPORT_FULL_EVERY: Duration = Duration::seconds(60);
+
+/// The last report of a host processed in full here, and when the host was
+/// last seen here.
+#[derive(Debug, Clone)]
+struct LastReport {
+    digest: String,
+    full_at: DateTime<Utc>,
+    seen_at: DateTime<Utc>,
+}
+
+/// Credentials believed, last reports and unwritten sightings, per process.
+#[derive(Debug, Default)]
+pub(crate) struct HostChecks {
+    /// By the credential's hash.
+    credentials: Believed<AuthenticatedHost>,
+    /// By host id.
+    reports: Mutex<HashMap<i64, LastReport>>,
+    /// Host id → latest sighting not yet written.
+    seen: Unwritten,
+}
+
+impl HostChecks {
+    /// The host whose credential has this hash, if it verified less than a
+    /// second ago.
+    pub(crate) fn credential(&self, hash: &str, now: DateTime<Utc>) -> Option<AuthenticatedHost> {
+        self.credentials.cached(hash, now)
+    }
+
+    /// Remembers a credential that verified at `now`.
+    pub(crate) fn remember_credential(
+        &self,
+        hash: String,
+        host: AuthenticatedHost,
+        now: DateTime<Utc>,
+    ) {
+        self.credentials.remember(hash, host, now);
+    }
+
+    /// Forgets every credential of `host` (it enrolled again here).
+    pub(crate) fn forget_credentials(&self, host: i64) {
+        self.credentials.forget(|h| h.id == host);
+    }
+
+    /// Whether a report with `digest` repeats the last one processed in full
+    /// here (see the module's rules); if it does, notes the host seen at `now`.
+    pub(crate) fn repeats(
+        &self,
+        host: i64,
+        digest: &str,
+        now: DateTime<Utc>,
+        offline_after: Duration,
+    ) -> bool {
+        let mut reports = lock(&self.reports);
+        let Some(last) = reports.get_mut(&host) else {
+            return false;
+        };
+        let repeat = last.digest == digest
+            && now >= last.full_at
+            && now - last.full_at < REPORT_FULL_EVERY
+            && now >= last.seen_at
+            && now - last.seen_at < offline_after;
+        if repeat {
+            last.seen_at = now;
+            self.seen.note(host, now);
+        }
+        repeat
+    }
+
+    /// Remembers the report of `host` with `digest`, processed in full at `now`.
+    pub(crate) fn processed(&self, host: i64, digest: String, now: DateTime<Utc>) {
+        lock(&self.reports).insert(
+            host,
+            LastReport {
+                digest,
+                full_at: now,
+                seen_at: now,
+            },
+        );
+    }
+
+    /// Forgets the last report of `host` (`None`: of every host), so that
+    /// the next one is processed in full.
+    pub(crate) fn forget_report(&self, host: Option<i64>) {
+        let mut reports = lock(&self.reports);
+        match host {
+            Some(host) => {
+                reports.remove(&host);
+            }
+            None => reports.clear(),
+        }
+    }
+
+    /// Takes the sightings to write them.
+    pub(crate) fn take_seen(&self) -> HashMap<i64, DateTime<Utc>> {
+        self.seen.take()
+    }
+
+    /// Puts back sightings that could not be written.
+    pub(crate) fn restore_seen(&self, seen: HashMap<i64, DateTime<Utc>>) {
+        self.seen.restore(seen);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn a_repeat_is_the_same_digest_within_a_minute_from_a_host_not_offline() {
+        let offline = Duration::seconds(30);
+        let at = |s: i64| t0() + Duration::seconds(s);
+        let c = HostChecks::default();
+        assert!(!c.repeats(1, "d", t0(), offline), "nothing processed yet");
+        c.processed(1, "d".into(), t0());
+        assert!(!c.repeats(1, "other", at(5), offline));
+        assert!(!c.repeats(2, "d", at(5), offline), "another host");
+        // Every 25 s: seen each time, never offline, until the minute is up.
+        assert!(c.repeats(1, "d", at(25), offline));
+        assert!(c.repeats(1, "d", at(50), offline));
+        assert!(!c.repeats(1, "d", at(60), offline), "in full once a minute");
+        assert_eq!(c.take_seen(), HashMap::from([(1, at(50))]));
+        assert!(c.take_seen().is_empty());
+
+        // Silent longer than `offline`: in full.
+        c.processed(1, "d".into(), at(100));
+        assert!(!c.repeats(1, "d", at(130), offline));
+        assert!(c.repeats(1, "d", at(129), offline));
+        // A clock that went back is no repeat.
+        assert!(!c.repeats(1, "d", at(90), offline));
+
+        // Forgotten (its desired state changed): in full.
+        c.forget_report(Some(1));
+        assert!(!c.repeats(1, "d", at(131), offline));
+        c.processed(1, "d".into(), at(140));
+        c.processed(2, "e".into(), at(140));
+        c.forget_report(None);
+        assert!(!c.repeats(1, "d", at(141), offline));
+        assert!(!c.repeats(2, "e", at(141), offline));
+    }
+
+    #[test]
+    fn sightings_survive_a_failed_write() {
+        let c = HostChecks::default();
+        c.processed(3, "d".into(), t0());
+        assert!(c.repeats(3, "d", t0() + Duration::seconds(5), Duration::seconds(30)));
+        let taken = c.take_seen();
+        c.restore_seen(taken.clone());
+        assert_eq!(c.take_seen(), taken);
+    }
+}
