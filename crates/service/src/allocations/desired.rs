@@ -233,10 +233,24 @@ impl Service {
         let deadline = tokio::time::Instant::now() + wait;
         let mut rx = self.desired_tx.subscribe();
         let _waiting = self.generations.wait(who.id);
-        // The first look, and every one after a notice, reads this host's
-        // generation; a periodic re-check shares one read of every waiting
-        // host's (see `generations`).
-        let mut current = Self::generation_of(&self.db, who.id).await?;
+        // A periodic re-check shares one read of every waiting host's
+        // generation (see `generations`); so does the first look when that
+        // read says the agent is up to date (an idle fleet's polls, back to
+        // back: a change since wakes it with its notice, or the re-check).
+        // Any other first look, and every one after a notice, reads this
+        // host's own.
+        let shared = match after {
+            Some(_) => Some(
+                self.generations
+                    .current(&self.db, who.id, self.desired_recheck)
+                    .await?,
+            ),
+            None => None,
+        };
+        let mut current = match shared {
+            Some(g) if Some(g) == after => g,
+            _ => Self::generation_of(&self.db, who.id).await?,
+        };
         loop {
             let now = tokio::time::Instant::now();
             if Some(current) != after || now >= deadline {
