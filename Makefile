@@ -1,5 +1,5 @@
 # The two commands: `make demo` runs everything locally; `make test` runs every test.
-.PHONY: demo test bench bench-queue bench-slices bench-load bench-reads bench-ingest bench-idle fmt lint
+.PHONY: demo test bench bench-queue bench-slices bench-load bench-reads bench-ingest bench-idle bench-pages fmt lint
 
 demo:
 	bash scripts/demo.sh
@@ -27,6 +27,9 @@ bench-ingest:
 
 bench-idle:
 	bash scripts/bench.sh idle
+
+bench-pages:
+	bash scripts/bench.sh pages
 
 fmt:
 	cargo fmt --all

@@ -16,6 +16,11 @@
 #   6. idle: what an idle fleet of TESSERA_IDLE_HOSTS (1,000) simulated
 #      hosts costs server and database, over 60 s (`make bench-idle`; not
 #      part of `all`)
+#   7. pages: the service time of the fleet page (first, middle, search,
+#      needs attention), fleet insights and the audit log with
+#      TESSERA_PAGES_HOSTS (1000 5000) hosts (`make bench-pages`; not part
+#      of `all`; TESSERA_BENCH_DATABASE_URL names an EMPTY database, else a
+#      throwaway SQLite file per size)
 #   4. reads: the authenticated allocation list at full speed against an
 #      axum hello-world in the same run (`make bench-reads`; set
 #      TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)
@@ -74,5 +79,13 @@ if [ "$what" = idle ]; then
   build_release
   for hosts in ${TESSERA_IDLE_HOSTS:-1000}; do
     (cd end2end && node bench/idle-bench.mjs --hosts "$hosts" --seconds "${TESSERA_IDLE_SECONDS:-60}")
+  done
+fi
+if [ "$what" = pages ]; then
+  for hosts in ${TESSERA_PAGES_HOSTS:-1000 5000}; do
+    tmp="$(mktemp -d)"
+    cargo run --release -q -p tessera-service --example pages_bench -- \
+      "${TESSERA_BENCH_DATABASE_URL:-sqlite://$tmp/pages.db?mode=rwc}" "$hosts" 30
+    rm -rf "$tmp"
   done
 fi

@@ -7,82 +7,14 @@
 //! (`make bench-ingest`; the database should be empty).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{enrol_fleet, gpus, pct, GPUS};
 use futures::stream::{self, StreamExt};
 use std::sync::Arc;
 use std::time::Instant;
-use tessera_protocol::agent::{
-    EnrollRequest, GpuReport, GpuSample, HostReport, TelemetryBatch, TelemetryRound,
-};
-use tessera_service::audit::Actor;
-use tessera_service::fleet::{AuthenticatedHost, NewJoinToken};
-use tessera_service::{Directory, Service, Settings, SystemClock};
-
-const GPUS: u32 = 8;
-
-fn gpus(host: usize) -> Vec<GpuReport> {
-    (0..GPUS)
-        .map(|g| GpuReport {
-            index: g,
-            uuid: format!("GPU-{host:08x}-{g:04x}"),
-            name: "NVIDIA H100 80GB HBM3".into(),
-            memory_mib: 81_559,
-            mig_capable: true,
-            mig_enabled: false,
-            nvlink_peers: Vec::new(),
-            health: Default::default(),
-            sharing: None,
-            mig_devices: Vec::new(),
-        })
-        .collect()
-}
-
-async fn enrol(service: &Service, i: usize) -> AuthenticatedHost {
-    let hostname = format!("bench-{i:05}");
-    let token = service
-        .create_join_token_as(
-            Actor::System,
-            &NewJoinToken {
-                description: "ingest benchmark".into(),
-                ttl_minutes: 60,
-                for_host: None,
-            },
-        )
-        .await
-        .unwrap()
-        .secret;
-    let credential = service
-        .enroll(&EnrollRequest {
-            join_token: token,
-            hostname: hostname.clone(),
-        })
-        .await
-        .unwrap()
-        .credential;
-    let host = service.authenticate_host(&credential).await.unwrap();
-    service
-        .record_report(
-            &host,
-            &HostReport {
-                hostname,
-                agent_version: "bench".into(),
-                cpu_milli: 96_000,
-                memory_mib: 1 << 20,
-                backend: "simulated".into(),
-                driver_version: None,
-                gpus: gpus(i),
-                applied_generation: None,
-                errors: Vec::new(),
-            },
-        )
-        .await
-        .unwrap();
-    host
-}
-
-fn pct(xs: &mut [f64], p: usize) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[(xs.len() * p / 100).min(xs.len() - 1)]
-}
+use tessera_protocol::agent::{GpuSample, TelemetryBatch, TelemetryRound};
+use tessera_service::Directory;
 
 #[tokio::main]
 async fn main() {
@@ -93,34 +25,10 @@ async fn main() {
     let hosts: usize = args.get(2).map_or(1000, |a| a.parse().unwrap());
     let rounds: i64 = args.get(3).map_or(6, |a| a.parse().unwrap());
     let clients: usize = args.get(4).map_or(32, |a| a.parse().unwrap());
-    let db = tessera_service::connect(url).await.unwrap();
-    tessera_service::migrate(&db).await.unwrap();
-    let directory = Directory::default();
-    let settings = Settings {
-        priority_classes: tessera_service::pools::priority_classes(Vec::new(), &[], &directory)
-            .unwrap(),
-        directory,
-        host_offline_after: chrono::Duration::seconds(30),
-        host_lost_after: chrono::Duration::seconds(300),
-        report_interval: chrono::Duration::seconds(5),
-        pools: Vec::new(),
-        provision_timeout: chrono::Duration::seconds(300),
-        four_eyes: true,
-        webhook_egress: Default::default(),
-        api_tokens: Default::default(),
-        telemetry: Default::default(),
-    };
-    let service = Arc::new(Service::new(db, settings, Arc::new(SystemClock)));
+    let service = common::service(url, Directory::default(), Vec::new()).await;
 
     let started = Instant::now();
-    let fleet: Vec<AuthenticatedHost> = stream::iter(0..hosts)
-        .map(|i| {
-            let s = Arc::clone(&service);
-            async move { enrol(&s, i).await }
-        })
-        .buffered(16)
-        .collect()
-        .await;
+    let fleet = enrol_fleet(&service, hosts).await;
     let enrol_s = started.elapsed().as_secs_f64();
 
     // Rounds of the last minute(s), oldest first, as the agents would send.
