@@ -103,6 +103,19 @@ impl Cadence {
         since.is_none_or(|since| since + self.sample / 2 >= self.send)
             || waiting >= ROUNDS_PER_BATCH
     }
+
+    /// Where in the send period this host sends: spread over the period by
+    /// its name (FNV-1a), so that a fleet started at once does not send at
+    /// once, every minute.
+    pub fn offset(&self, hostname: &str) -> Duration {
+        let hash = hostname.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let period = u64::try_from(self.send.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        Duration::from_millis(hash % period)
+    }
 }
 
 /// One host's telemetry loop.
@@ -136,7 +149,12 @@ impl TelemetryLoop {
         let mut buffer = Buffer::new(BUFFER_ROUNDS);
         let mut tick = tokio::time::interval(Duration::from_millis(u64::from(interval_ms)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut sent_at: Option<tokio::time::Instant> = None;
+        // As if the last send was that long ago (none yet: at once).
+        let mut sent_at = tokio::time::Instant::now().checked_sub(
+            self.cadence
+                .send
+                .saturating_sub(self.cadence.offset(&self.hostname)),
+        );
         loop {
             tick.tick().await;
             let at_ms = now_ms();
@@ -220,6 +238,24 @@ mod tests {
             send: s(2),
         };
         assert!(every.due(Some(Duration::from_millis(1_990)), 1));
+    }
+
+    #[test]
+    fn hosts_send_at_different_points_of_the_period() {
+        let c = Cadence {
+            sample: Duration::from_secs(10),
+            send: Duration::from_secs(60),
+        };
+        let offsets: BTreeSet<Duration> =
+            (0..100).map(|i| c.offset(&format!("sim-{i:04}"))).collect();
+        assert!(offsets.iter().all(|o| *o < c.send));
+        assert!(offsets.len() > 90, "spread: {} distinct", offsets.len());
+        let first_half = offsets.iter().filter(|o| **o < c.send / 2).count();
+        assert!(
+            (25..=75).contains(&first_half),
+            "{first_half} of 100 in the first half"
+        );
+        assert_eq!(c.offset("gpu-1"), c.offset("gpu-1"), "stable");
     }
 
     #[test]
