@@ -1,6 +1,6 @@
 // An idle fleet: what N simulated hosts (8 H100s each, one agent process,
-// each host with its own credential, reporting every 5 s and sending
-// telemetry every 10 s) cost the release server, and PostgreSQL when it is
+// each host with its own credential, reporting every 5 s, sampling
+// telemetry every 10 s and sending it every minute) cost the release server, and PostgreSQL when it is
 // the database, while nothing else happens. Measures, after the fleet has
 // settled, the CPU the server (and every postgres process) used over a
 // window, the server's resident memory, and the report round trip seen from
