@@ -623,7 +623,8 @@ async fn the_fleet_pages_filters_and_searches_its_hosts() {
         let name = format!("node-{i:02}");
         nodes.push(Agent::enrol(&f, &name, vec![h100(0, &format!("GPU-a{i:02}"))]).await);
     }
-    let edge = Agent::enrol(&f, "edge-1", vec![l4(0, "GPU-e1")]).await;
+    let edge_gpus = || vec![l4(0, "GPU-e1"), l4(1, "GPU-e2")];
+    let edge = Agent::enrol(&f, "edge-1", edge_gpus()).await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
     let view = |filter: FleetFilter| {
@@ -644,9 +645,15 @@ async fn the_fleet_pages_filters_and_searches_its_hosts() {
             first.summary.hosts_online,
             first.summary.gpus
         ),
-        (53, 53, 53)
+        (53, 53, 54)
     );
     assert_eq!(first.summary.gpus_mig, 52, "the H100s are in MIG mode");
+    assert_eq!(
+        u64::try_from(first.summary.memory_mib).unwrap(),
+        52 * h100(0, "GPU-x").memory_mib + 2 * l4(0, "GPU-x").memory_mib
+    );
+    let l4s = first.pools.iter().find(|p| p.name == "l4-shared").unwrap();
+    assert_eq!((l4s.gpus, l4s.gpus_online, l4s.gpus_schedulable), (2, 2, 2));
     let h100s = first.pools.iter().find(|p| p.name == "h100-mig").unwrap();
     assert_eq!(
         (h100s.gpus, h100s.gpus_online, h100s.gpus_schedulable),
@@ -693,7 +700,7 @@ async fn the_fleet_pages_filters_and_searches_its_hosts() {
     .unwrap();
     assert_eq!(attention(only(HostFilter::Attention)).await, ["node-07"]);
     f.clock.advance(Duration::seconds(31));
-    edge.send(&f, vec![l4(0, "GPU-e1")], None, vec![]).await;
+    edge.send(&f, edge_gpus(), None, vec![]).await;
     assert_eq!(attention(only(HostFilter::Online)).await, ["edge-1"]);
     let offline = view(only(HostFilter::Offline)).await.unwrap();
     assert_eq!(

@@ -3,6 +3,7 @@
 
 use crate::entity::{gpu, host};
 use crate::{pools, PlatformAdmin, Service, ServiceError};
+use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::availability::OpsMode;
@@ -42,15 +43,20 @@ fn mig_instances(
     list
 }
 
-/// What the listing needs of every GPU (no JSON columns).
+/// What the listing needs of every GPU, counted in the database by host
+/// and by what it needs (a host's GPUs are usually one group): the GPUs of
+/// a 5,000-host fleet are 40,000 rows, their groups 5,000.
 #[derive(Debug, sea_orm::FromQueryResult)]
 struct GpuFacts {
     host_id: i64,
     model: String,
-    memory_mib: i64,
     mig_enabled: bool,
     health: HealthVerdict,
     ops_mode: OpsMode,
+    /// GPUs in the group.
+    gpus: i64,
+    /// Their memory together.
+    memory_mib: i64,
 }
 
 impl Service {
@@ -99,11 +105,18 @@ impl Service {
             .columns([
                 gpu::Column::HostId,
                 gpu::Column::Model,
-                gpu::Column::MemoryMib,
                 gpu::Column::MigEnabled,
                 gpu::Column::Health,
                 gpu::Column::OpsMode,
             ])
+            .column_as(Expr::cust("COUNT(*)"), "gpus")
+            // PostgreSQL's SUM of a bigint is a numeric.
+            .column_as(Expr::cust("CAST(SUM(memory_mib) AS BIGINT)"), "memory_mib")
+            .group_by(gpu::Column::HostId)
+            .group_by(gpu::Column::Model)
+            .group_by(gpu::Column::MigEnabled)
+            .group_by(gpu::Column::Health)
+            .group_by(gpu::Column::OpsMode)
             .into_model::<GpuFacts>()
             .all(&self.db)
             .await?;
@@ -133,8 +146,14 @@ impl Service {
             hosts: count(all_hosts.len()),
             hosts_online: count(all_hosts.iter().filter(|h| online(h)).count()),
             hosts_attention: count(all_hosts.iter().filter(|h| attention(h)).count()),
-            gpus: count(facts.len()),
-            gpus_mig: count(facts.iter().filter(|g| g.mig_enabled).count()),
+            gpus: count(facts.iter().map(|g| g.gpus).sum::<i64>()),
+            gpus_mig: count(
+                facts
+                    .iter()
+                    .filter(|g| g.mig_enabled)
+                    .map(|g| g.gpus)
+                    .sum::<i64>(),
+            ),
             memory_mib: facts.iter().map(|g| g.memory_mib).sum(),
         };
         let mut pools = Vec::with_capacity(specs.len());
@@ -145,11 +164,11 @@ impl Service {
                     .iter()
                     .filter(|g| pool_of(h, g) == Some(p.name.as_str()))
                 {
-                    gpus += 1;
+                    gpus += g.gpus;
                     if online(h) {
-                        up += 1;
+                        up += g.gpus;
                         if super::gpu_takes_placements(h, g.health, g.ops_mode) {
-                            takes += 1;
+                            takes += g.gpus;
                         }
                     }
                 }
@@ -326,8 +345,8 @@ impl Service {
 }
 
 /// A count as the views carry it.
-fn count(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
+fn count<N: TryInto<u32>>(n: N) -> u32 {
+    n.try_into().unwrap_or(u32::MAX)
 }
 
 impl Service {
