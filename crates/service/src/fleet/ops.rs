@@ -18,12 +18,13 @@ use tessera_protocol::views::{OpsRequest, OpsView};
 /// the caller's): not unhealthy, and neither it nor its host cordoned,
 /// draining or in maintenance.
 pub(crate) fn takes_placements(h: &host::Model, g: &gpu::Model) -> bool {
-    gpu_takes_placements(h, g.health, g.ops_mode)
+    gpu_takes_placements(h.ops_mode, g.health, g.ops_mode)
 }
 
-/// [`takes_placements`] from a GPU's verdict and admin decision.
-pub(crate) fn gpu_takes_placements(h: &host::Model, health: HealthVerdict, ops: OpsMode) -> bool {
-    health.takes_placements() && OpsMode::effective(h.ops_mode, ops).takes_placements()
+/// [`takes_placements`] from the admin decisions on the host and the GPU,
+/// and the GPU's verdict.
+pub(crate) fn gpu_takes_placements(host: OpsMode, health: HealthVerdict, ops: OpsMode) -> bool {
+    health.takes_placements() && OpsMode::effective(host, ops).takes_placements()
 }
 
 /// The admin decision stored on a host row.

@@ -43,6 +43,15 @@ fn mig_instances(
     list
 }
 
+/// What the listing needs of every host (the page's are then read in full).
+#[derive(Debug, sea_orm::FromQueryResult)]
+struct HostFacts {
+    id: i64,
+    hostname: String,
+    last_seen_at: Option<chrono::DateTime<chrono::Utc>>,
+    ops_mode: OpsMode,
+}
+
 /// What the listing needs of every GPU, counted in the database by host
 /// and by what it needs (a host's GPUs are usually one group): the GPUs of
 /// a 5,000-host fleet are 40,000 rows, their groups 5,000.
@@ -97,7 +106,15 @@ impl Service {
             Self::pool_named(&specs, "pool", pool)?;
         }
         let all_hosts = host::Entity::find()
+            .select_only()
+            .columns([
+                host::Column::Id,
+                host::Column::Hostname,
+                host::Column::LastSeenAt,
+                host::Column::OpsMode,
+            ])
             .order_by_asc(host::Column::Hostname)
+            .into_model::<HostFacts>()
             .all(&self.db)
             .await?;
         let facts = gpu::Entity::find()
@@ -125,20 +142,20 @@ impl Service {
             facts_of.entry(g.host_id).or_default().push(g);
         }
         let offline_after = self.settings.host_offline_after;
-        let online = |h: &host::Model| {
+        let online = |h: &HostFacts| {
             h.last_seen_at
                 .is_some_and(|seen| now - seen <= offline_after)
         };
         let no_gpus = Vec::new();
-        let gpus_of = |h: &host::Model| facts_of.get(&h.id).unwrap_or(&no_gpus);
-        let attention = |h: &host::Model| {
+        let gpus_of = |h: &HostFacts| facts_of.get(&h.id).unwrap_or(&no_gpus);
+        let attention = |h: &HostFacts| {
             !online(h)
                 || h.ops_mode != OpsMode::Available
                 || gpus_of(h)
                     .iter()
                     .any(|g| g.health != HealthVerdict::Healthy || g.ops_mode != OpsMode::Available)
         };
-        let pool_of = |h: &host::Model, g: &GpuFacts| {
+        let pool_of = |h: &HostFacts, g: &GpuFacts| {
             pools::pool_of(&specs, &h.hostname, &g.model).map(|p| p.name.as_str())
         };
 
@@ -167,7 +184,7 @@ impl Service {
                     gpus += g.gpus;
                     if online(h) {
                         up += g.gpus;
-                        if super::gpu_takes_placements(h, g.health, g.ops_mode) {
+                        if super::gpu_takes_placements(h.ops_mode, g.health, g.ops_mode) {
                             takes += g.gpus;
                         }
                     }
@@ -189,7 +206,7 @@ impl Service {
         }
 
         let needle = filter.q.as_deref().map(str::to_lowercase);
-        let matching: Vec<host::Model> = all_hosts
+        let matching: Vec<&HostFacts> = all_hosts
             .iter()
             .filter(|h| {
                 needle
@@ -206,17 +223,29 @@ impl Service {
                         Some(HostFilter::Attention) => attention(h),
                     }
             })
-            .cloned()
             .collect();
         let per_page = per_page.map_or(matching.len().max(1), |n| n as usize);
         let pages = matching.len().div_ceil(per_page).max(1);
         let page = (filter.page.unwrap_or(1).max(1) as usize).min(pages);
-        let shown: Vec<host::Model> = matching
+        let ids: Vec<i64> = matching
             .iter()
             .skip((page - 1) * per_page)
             .take(per_page)
-            .cloned()
+            .map(|h| h.id)
             .collect();
+        let mut shown = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            shown.extend(
+                host::Entity::find()
+                    .filter(host::Column::Id.is_in(chunk.iter().copied()))
+                    .all(&self.db)
+                    .await?,
+            );
+        }
+        // In the listing's order (the database's collation).
+        let position: BTreeMap<i64, usize> =
+            ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        shown.sort_by_key(|h| position.get(&h.id).copied());
         let hosts = self.host_views(&specs, shown, now).await?;
         Ok(FleetView {
             pools,
