@@ -62,11 +62,16 @@ try {
     times.push(performance.now() - start);
     await sleep(100);
   }
+  // What became of the reports (this process's counters since it started).
+  const metrics = await (await fetch(`${fleet.url}/metrics`)).text();
+  const reports = Object.fromEntries([...metrics
+    .matchAll(/^tessera_agent_reports_total\{outcome="(\w+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]));
   console.log(JSON.stringify({
     database: fleet.database, hosts: HOSTS, gpus: HOSTS * 8, window_s: Math.round(wall),
     server_cores: +server.toFixed(3), postgres_cores: +postgres.toFixed(3),
     together_cores: +(server + postgres).toFixed(3), server_rss_mib: Math.round(rssMiB(pid)),
     report_p50_ms: +pct(times, 50).toFixed(2), report_p99_ms: +pct(times, 99).toFixed(2),
+    reports,
   }));
 } finally {
   fleet.stop();

@@ -1,6 +1,6 @@
 //! The process's own counters for `/metrics` (each replica counts what it
 //! did; Prometheus adds them up): admissions by outcome, webhook deliveries
-//! by outcome, telemetry rounds by what became of them. The server
+//! by outcome, telemetry rounds and agents' reports by what became of them. The server
 //! registers its request latency histogram in the same registry. Figures
 //! that must agree across replicas (queue depth, ingest lag) are read from
 //! the database at scrape time instead ([`crate::fleet::FleetCounts`]).
@@ -28,6 +28,28 @@ impl AdmissionOutcome {
             Self::Queued => "queued",
             Self::RefusedQuota => "refused_quota",
             Self::Refused => "refused",
+        }
+    }
+}
+
+/// What became of an agent's report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportOutcome {
+    /// Processed in full (stored, allocations advanced).
+    Processed,
+    /// It repeated the last one processed here: only noted in memory.
+    Repeated,
+    /// It repeated the last one stored (another replica's): one `UPDATE`.
+    RepeatedStored,
+}
+
+impl ReportOutcome {
+    /// Label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Processed => "processed",
+            Self::Repeated => "repeated",
+            Self::RepeatedStored => "repeated_stored",
         }
     }
 }
@@ -62,6 +84,7 @@ pub struct ServiceMetrics {
     deliveries: IntCounterVec,
     telemetry_rounds: IntCounterVec,
     fleet_index: IntCounterVec,
+    reports: IntCounterVec,
     leader: IntGauge,
 }
 
@@ -109,6 +132,12 @@ impl Default for ServiceMetrics {
                 "Admissions' and queue passes' plans by the pool index they used: reused (kept in memory), rebuilt (read from the database), stale (a kept one the chosen host's fresh state refused).",
                 &["outcome"],
             ),
+            reports: counter(
+                &registry,
+                "tessera_agent_reports_total",
+                "Agents' reports by what became of them: processed (in full), repeated (the last one processed on this replica: noted in memory), repeated_stored (the last one stored: one UPDATE).",
+                &["outcome"],
+            ),
             leader: {
                 let g = IntGauge::new(
                     "tessera_scheduler_leader",
@@ -146,6 +175,10 @@ impl ServiceMetrics {
     /// The count of [`Self::fleet_index`] `outcome`s so far.
     pub(crate) fn fleet_index_count(&self, outcome: &'static str) -> u64 {
         self.fleet_index.with_label_values(&[outcome]).get()
+    }
+
+    pub(crate) fn reported(&self, outcome: ReportOutcome) {
+        self.reports.with_label_values(&[outcome.as_str()]).inc();
     }
 
     pub(crate) fn set_leader(&self, leads: bool) {

@@ -2100,18 +2100,48 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
         async move { agent.send(f, gpus, applied, vec![]).await }
     };
 
+    // What /metrics counts of the reports, on a replica.
+    let counted = |service: &tessera_service::Service, outcome: &str| {
+        service
+            .metrics()
+            .registry()
+            .gather()
+            .iter()
+            .filter(|m| m.name() == "tessera_agent_reports_total")
+            .flat_map(|m| m.get_metric())
+            .filter(|m| m.get_label().iter().any(|l| l.value() == outcome))
+            .map(|m| m.get_counter().get_value() as u64)
+            .sum::<u64>()
+    };
+
     // Repeated: only the time it was seen moves, and that is written with
     // every other host's in the next round, not at each report.
     tamper().await;
     let before = seen().await;
+    let repeats = counted(&f.service, "repeated");
     f.clock.advance(Duration::seconds(5));
     let r = report(agent.host.hostname(), same.clone(), Some(d.generation));
     f.service.record_report(&agent.host, &r).await.unwrap();
     assert!(tampered().await, "a repeated report is not processed again");
     assert_eq!(seen().await, before, "nothing is written per report");
+    assert_eq!(counted(&f.service, "repeated"), repeats + 1);
     assert_eq!(f.service.flush_heartbeats().await.unwrap(), 1);
     assert_eq!(seen().await, Some(f.clock.now()));
     assert_eq!(f.service.flush_heartbeats().await.unwrap(), 0);
+
+    // Another replica has not processed it: it goes by the stored digest,
+    // and writes at once.
+    let replica = tessera_service::Service::new(
+        f.service.db().clone(),
+        f.service.settings().clone(),
+        f.clock.clone(),
+    );
+    f.clock.advance(Duration::seconds(5));
+    replica.record_report(&agent.host, &r).await.unwrap();
+    assert!(tampered().await);
+    assert_eq!(seen().await, Some(f.clock.now()));
+    assert_eq!(counted(&replica, "repeated_stored"), 1);
+    assert_eq!(counted(&replica, "processed"), 0);
     f.clock.advance(Duration::seconds(5));
     send(same.clone(), Some(d.generation)).await;
     assert!(tampered().await);

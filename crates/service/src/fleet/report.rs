@@ -7,6 +7,7 @@ use crate::allocations::{gpu_loss, live_on_host, AllocationRow};
 use crate::entity::gpu::{HealthFindings, MigDevices, NvlinkPeers, ObservedSharing};
 use crate::entity::{gpu, host};
 use crate::events::DomainEvent;
+use crate::metrics::ReportOutcome;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -155,9 +156,15 @@ impl Service {
         let digest = report_digest(report);
         if let Some(d) = &digest {
             let offline_after = self.settings.host_offline_after;
-            if self.host_checks.repeats(who.id, d, now, offline_after)
-                || self.record_repeat(who, d, now).await?
-            {
+            let repeated = if self.host_checks.repeats(who.id, d, now, offline_after) {
+                Some(ReportOutcome::Repeated)
+            } else if self.record_repeat(who, d, now).await? {
+                Some(ReportOutcome::RepeatedStored)
+            } else {
+                None
+            };
+            if let Some(outcome) = repeated {
+                self.metrics.reported(outcome);
                 return Ok(self.report_ack());
             }
         }
@@ -364,6 +371,7 @@ impl Service {
             self.host_checks.forget_report(Some(who.id));
             return Err(e);
         }
+        self.metrics.reported(ReportOutcome::Processed);
         Ok(self.report_ack())
     }
 
