@@ -70,17 +70,21 @@ pub async fn get_desired_state(
     // A shutting-down server answers held polls at once, so that finishing
     // the requests in flight does not take a whole poll.
     let mut stop = state.shutdown.subscribe();
-    let wait = Duration::from_secs(q.wait_s);
-    let service = &state.service;
-    let desired = tokio::select! {
-        desired = service.wait_desired_change(&host, q.after, wait) => desired?,
-        () = stopped(&mut stop) => {
-            service.wait_desired_change(&host, q.after, Duration::ZERO).await?
+    let (service, host, after) = (&state.service, &host, q.after);
+    let poll = |wait: Duration| async move {
+        if minimal {
+            service.wait_desired_change(host, after, wait).await
+        } else {
+            service.wait_desired(host, after, wait).await.map(Some)
         }
+    };
+    let desired = tokio::select! {
+        desired = poll(Duration::from_secs(q.wait_s)) => desired?,
+        () = stopped(&mut stop) => poll(Duration::ZERO).await?,
     };
     Ok(match desired {
         Some(desired) => Json(desired).into_response(),
-        None if minimal => (
+        None => (
             StatusCode::NO_CONTENT,
             [(
                 header::HeaderName::from_static("preference-applied"),
@@ -88,6 +92,5 @@ pub async fn get_desired_state(
             )],
         )
             .into_response(),
-        None => Json(service.wait_desired(&host, q.after, Duration::ZERO).await?).into_response(),
     })
 }
