@@ -82,7 +82,11 @@ if [ "$what" = idle ]; then
   done
 fi
 if [ "$what" = pages ]; then
-  for hosts in ${TESSERA_PAGES_HOSTS:-1000 5000}; do
+  sizes="${TESSERA_PAGES_HOSTS:-1000 5000}"
+  if [ -n "${TESSERA_BENCH_DATABASE_URL:-}" ] && [ "$(echo $sizes | wc -w)" -gt 1 ]; then
+    die "one empty database serves one fleet size: set TESSERA_PAGES_HOSTS to one size (e.g. 1000)"
+  fi
+  for hosts in $sizes; do
     tmp="$(mktemp -d)"
     cargo run --release -q -p tessera-service --example pages_bench -- \
       "${TESSERA_BENCH_DATABASE_URL:-sqlite://$tmp/pages.db?mode=rwc}" "$hosts" 30
