@@ -123,12 +123,15 @@ struct Control {
     /// The generation last applied, and that pass's errors (what is reported).
     applied_generation: Option<i64>,
     errors: Vec<GpuApplyError>,
+    /// The last report the server took, and its name for it (`ReportAck::digest`).
+    last_report: Option<(HostReport, String)>,
 }
 
 /// How fetching the desired state went in one pass.
 enum Fetch {
-    /// The server answered (possibly after holding the request).
-    Got,
+    /// The server answered (possibly after holding the request); whether the
+    /// poll stood for the last report (the agent need not send it again).
+    Got { report_noted: bool },
     /// Could not fetch it this time; apply the last one known and back off.
     Failed,
 }
@@ -186,15 +189,22 @@ impl HostAgent {
         } else {
             interval.as_secs().clamp(1, DESIRED_MAX_WAIT_S)
         };
-        match self.client.desired(credential, after, wait_s).await {
-            // Still generation `after`: what the agent has.
-            Ok(None) => Ok(Fetch::Got),
-            Ok(Some(d)) => {
-                if after != Some(d.generation) {
-                    tracing::debug!(host = %self.hostname, generation = d.generation, gpus = d.gpus.len(), "new desired state");
+        let report = match &control.last_report {
+            Some((_, digest)) if !self.once => Some(digest.as_str()),
+            _ => None,
+        };
+        match self.client.desired(credential, after, wait_s, report).await {
+            Ok(polled) => {
+                // `None`: still generation `after`, what the agent has.
+                if let Some(d) = polled.state {
+                    if after != Some(d.generation) {
+                        tracing::debug!(host = %self.hostname, generation = d.generation, gpus = d.gpus.len(), "new desired state");
+                    }
+                    control.desired = Some(d);
                 }
-                control.desired = Some(d);
-                Ok(Fetch::Got)
+                Ok(Fetch::Got {
+                    report_noted: polled.report_noted,
+                })
             }
             Err(
                 e @ ClientError::Refused {
@@ -246,6 +256,7 @@ impl HostAgent {
             desired: None,
             applied_generation: None,
             errors: Vec::new(),
+            last_report: None,
         };
         // The GPUs slices hold outside MIG, for the telemetry loop, which
         // starts after the first report (the server must know the GPUs).
@@ -292,7 +303,7 @@ impl HostAgent {
                 });
             }
 
-            // (c) Report.
+            // (c) Report, unless the poll stood for this very report.
             let report = HostReport {
                 hostname: self.hostname.clone(),
                 agent_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -304,6 +315,17 @@ impl HostAgent {
                 applied_generation: control.applied_generation,
                 errors: control.errors.clone(),
             };
+            let noted = matches!(fetch, Fetch::Got { report_noted: true })
+                && control
+                    .last_report
+                    .as_ref()
+                    .is_some_and(|(last, _)| *last == report);
+            if noted {
+                tracing::trace!(host = %self.hostname, "the poll stood for the report");
+                backoff = FIRST_BACKOFF;
+                // The next long poll is the wait.
+                continue;
+            }
             let wait = match self.client.report(&credential, &report).await {
                 Ok(ack) => {
                     tracing::debug!(host = %self.hostname, "reported {} GPUs", report.gpus.len());
@@ -325,8 +347,9 @@ impl HostAgent {
                         }));
                     }
                     interval = Duration::from_secs(ack.next_report_in_s.max(1));
+                    control.last_report = ack.digest.map(|digest| (report, digest));
                     match fetch {
-                        Fetch::Got => {
+                        Fetch::Got { .. } => {
                             backoff = FIRST_BACKOFF;
                             if self.once {
                                 return Ok(());

@@ -4,7 +4,8 @@ use reqwest::StatusCode;
 use std::time::Duration;
 use tessera_protocol::agent::{
     ApiErrorBody, DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck, TelemetryAck,
-    TelemetryBatch, AGENT_API_PREFIX, DESIRED_MAX_WAIT_S, TELEMETRY_ROUTE,
+    TelemetryBatch, AGENT_API_PREFIX, DESIRED_MAX_WAIT_S, REPORT_DIGEST_HEADER, REPORT_HEADER,
+    REPORT_NOTED, TELEMETRY_ROUTE,
 };
 use thiserror::Error;
 
@@ -110,35 +111,62 @@ impl ServerClient {
     /// has), the server holds the request until the generation differs or
     /// `wait_s` seconds (at most `DESIRED_MAX_WAIT_S`) pass, then answers the
     /// new state, or `None` when it is still generation `after` (asked with
-    /// `Prefer: return=minimal`: an idle host's poll carries no body).
+    /// `Prefer: return=minimal`: an idle host's poll carries no body). With
+    /// `report` (the digest of the last report, which the next one would
+    /// repeat), the poll may stand for that report: see [`Polled`].
     pub async fn desired(
         &self,
         credential: &str,
         after: Option<i64>,
         wait_s: u64,
-    ) -> Result<Option<DesiredState>, ClientError> {
+        report: Option<&str>,
+    ) -> Result<Polled, ClientError> {
         let wait_s = wait_s.min(DESIRED_MAX_WAIT_S);
         let mut url = format!("{}/desired?wait_s={wait_s}", self.base);
         if let Some(after) = after {
             url.push_str(&format!("&after={after}"));
         }
-        let resp = self
+        let mut request = self
             .http
             .get(url)
             .bearer_auth(credential)
             .header("prefer", "return=minimal")
             // The server may hold the request for `wait_s`: the client's own
             // timeout must not cut a healthy long poll short.
-            .timeout(Duration::from_secs(wait_s) + LONG_POLL_SLACK)
-            .send()
-            .await;
+            .timeout(Duration::from_secs(wait_s) + LONG_POLL_SLACK);
+        if let Some(digest) = report {
+            request = request.header(REPORT_DIGEST_HEADER, digest);
+        }
+        let resp = request.send().await;
+        let report_noted = resp.as_ref().is_ok_and(|r| {
+            r.status().is_success()
+                && r.headers()
+                    .get(REPORT_HEADER)
+                    .is_some_and(|v| v.as_bytes() == REPORT_NOTED.as_bytes())
+        });
         if let Ok(r) = &resp {
             if r.status() == StatusCode::NO_CONTENT && after.is_some() {
-                return Ok(None);
+                return Ok(Polled {
+                    state: None,
+                    report_noted,
+                });
             }
         }
-        decode(resp).await.map(Some)
+        decode(resp).await.map(|state| Polled {
+            state: Some(state),
+            report_noted,
+        })
     }
+}
+
+/// A desired-state poll's answer.
+#[derive(Debug)]
+pub struct Polled {
+    /// The desired state; `None`: still the generation the agent has.
+    pub state: Option<DesiredState>,
+    /// The poll stood for the report it named: if the agent's next report
+    /// is that one, it need not send it.
+    pub report_noted: bool,
 }
 
 async fn decode<T: serde::de::DeserializeOwned>(

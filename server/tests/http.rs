@@ -956,6 +956,72 @@ async fn desired_state_long_poll_wakes_on_a_change() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
+/// An agent whose next report repeats its last names it on the long poll
+/// (`Tessera-Report-Digest`, the ack's `digest`); the server says whether
+/// the poll stood for it.
+#[tokio::test]
+async fn a_poll_can_stand_for_an_unchanged_report() {
+    let app = app().await;
+    let credential = app.enroll("node-l4").await;
+    let body = report("node-l4").to_string();
+    let (status, ack) = app
+        .post_json("/api/agent/v1/report", Some(&credential), &body)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{ack}");
+    let digest = ack["digest"].as_str().unwrap().to_owned();
+    assert_eq!(digest.len(), 64, "{ack}");
+    let (_, again) = app
+        .post_json("/api/agent/v1/report", Some(&credential), &body)
+        .await;
+    assert_eq!(
+        again["digest"], ack["digest"],
+        "the same report, the same name"
+    );
+
+    let poll = |digest: Option<String>| {
+        let router = app.router.clone();
+        let credential = credential.clone();
+        async move {
+            let mut req = Request::get("/api/agent/v1/desired?wait_s=0")
+                .header(header::AUTHORIZATION, format!("Bearer {credential}"));
+            if let Some(d) = digest {
+                req = req.header("tessera-report-digest", d);
+            }
+            let resp = router
+                .oneshot(req.body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), StatusCode::OK);
+            resp.headers()
+                .get("tessera-report")
+                .map(|v| v.to_str().unwrap().to_owned())
+        }
+    };
+    assert_eq!(poll(Some(digest.clone())).await.as_deref(), Some("noted"));
+    assert_eq!(
+        poll(Some("0".repeat(64))).await.as_deref(),
+        Some("wanted"),
+        "not the report processed last"
+    );
+    assert_eq!(poll(None).await, None, "a poll that names none");
+
+    // A change of the host's desired state: the report is wanted again.
+    let token = app.api_token("vision").await;
+    let (status, placed) = app
+        .post_json("/api/v1/allocations", Some(&token), TIME_SLICE)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{placed}");
+    assert_eq!(poll(Some(digest.clone())).await.as_deref(), Some("wanted"));
+
+    let (_, _, metrics) = app
+        .call(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await;
+    assert!(
+        metrics.contains(r#"tessera_agent_reports_total{outcome="polled"} 1"#),
+        "{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn openapi_document_describes_the_routes() {
     let app = app().await;

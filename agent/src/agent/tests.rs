@@ -192,6 +192,11 @@ struct FakeState {
     polls: Vec<(Option<i64>, u64)>,
     /// `next_report_in_s` of every ack (1 when 0).
     interval_s: u64,
+    /// Whether a poll naming the last ack's digest stands for the report
+    /// (acks name their report `r<n>` either way).
+    note_polled: bool,
+    /// The digest each poll named.
+    polled_digests: Vec<Option<String>>,
 }
 
 impl Fake {
@@ -234,6 +239,7 @@ impl Fake {
             let target = line.split_whitespace().nth(1).unwrap_or("").to_owned();
             let mut length = 0;
             let mut auth = String::new();
+            let mut digest = None;
             loop {
                 let mut h = String::new();
                 reader.read_line(&mut h).unwrap();
@@ -245,6 +251,7 @@ impl Fake {
                 match name.to_ascii_lowercase().as_str() {
                     "content-length" => length = value.trim().parse().unwrap(),
                     "authorization" => auth = value.trim().to_owned(),
+                    "tessera-report-digest" => digest = Some(value.trim().to_owned()),
                     _ => {}
                 }
             }
@@ -258,9 +265,10 @@ impl Fake {
             } else {
                 self.route(&target, &body)
             };
+            let noted = self.note(&target, digest);
             let reason = if status == 200 { "OK" } else { "Error" };
             let head = format!(
-                "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{noted}content-length: {}\r\n\r\n",
                 answer.len()
             );
             if conn.write_all(head.as_bytes()).is_err()
@@ -269,6 +277,22 @@ impl Fake {
                 return;
             }
         }
+    }
+
+    /// The `tessera-report` header line of a poll that named `digest`.
+    fn note(&self, target: &str, digest: Option<String>) -> &'static str {
+        if !target.starts_with("/api/agent/v1/desired") {
+            return "";
+        }
+        let mut state = self.state.lock().unwrap();
+        let last = format!("r{}", state.reports.len());
+        let answer = match &digest {
+            None => "",
+            Some(d) if state.note_polled && *d == last => "tessera-report: noted\r\n",
+            Some(_) => "tessera-report: wanted\r\n",
+        };
+        state.polled_digests.push(digest);
+        answer
     }
 
     fn route(&self, target: &str, body: &[u8]) -> (u16, String) {
@@ -283,10 +307,12 @@ impl Fake {
         match path {
             "/api/agent/v1/report" => {
                 let report: HostReport = serde_json::from_slice(body).unwrap();
-                self.state.lock().unwrap().reports.push(report);
+                let mut state = self.state.lock().unwrap();
+                state.reports.push(report);
                 self.changed.notify_all();
                 let ack = ReportAck {
-                    next_report_in_s: self.state.lock().unwrap().interval_s.max(1),
+                    next_report_in_s: state.interval_s.max(1),
+                    digest: Some(format!("r{}", state.reports.len())),
                 };
                 (200, serde_json::to_string(&ack).unwrap())
             }
@@ -436,6 +462,54 @@ async fn without_changes_it_still_reports_every_interval() {
     assert!(reports
         .iter()
         .all(|r| r.applied_generation == Some(1) && r.errors.is_empty()));
+    // Each poll after a report named it; this server wanted them all.
+    let polled = fake.state.lock().unwrap().polled_digests.clone();
+    assert_eq!(polled[0], None, "nothing reported before the first poll");
+    assert_eq!(polled[1].as_deref(), Some("r1"));
+    assert_eq!(polled[2].as_deref(), Some("r2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_the_server_noted_stands_for_an_unchanged_report() {
+    let (fake, url) = Fake::start(FakeState {
+        desired: Some(desired("h", 1, vec![(0, mig_layout())])),
+        interval_s: 1,
+        note_polled: true,
+        ..FakeState::default()
+    });
+    let backend = Arc::new(sim("h", vec![]));
+    let task = tokio::spawn(agent(&url, Arc::clone(&backend), false, "noted").run());
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    {
+        let state = fake.state.lock().unwrap();
+        assert_eq!(state.reports.len(), 1, "only the first report is sent");
+        assert!(state.polls.len() >= 3, "{:?}", state.polls);
+        assert!(
+            state.polled_digests[1..]
+                .iter()
+                .all(|d| d.as_deref() == Some("r1")),
+            "{:?}",
+            state.polled_digests
+        );
+    }
+    // A report that changed is sent, although the poll was noted.
+    fake.set_desired(desired("h", 2, vec![(0, GpuDesired::default())]));
+    let second = tokio::task::spawn_blocking({
+        let fake = Arc::clone(&fake);
+        move || wait_for_report(&fake, |r| r.applied_generation == Some(2))
+    })
+    .await
+    .unwrap();
+    assert!(second.gpus[0].mig_devices.is_empty());
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    task.abort();
+    let state = fake.state.lock().unwrap();
+    assert_eq!(state.reports.len(), 2, "then quiet again");
+    assert_eq!(
+        state.polled_digests.last().unwrap().as_deref(),
+        Some("r2"),
+        "later polls name the new report"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

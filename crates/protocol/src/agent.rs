@@ -146,7 +146,29 @@ pub struct GpuReport {
 pub struct ReportAck {
     /// Seconds until the server expects the next report.
     pub next_report_in_s: u64,
+    /// The server's name for this report. An agent whose next report would
+    /// be the same sends this instead, as [`REPORT_DIGEST_HEADER`] on its
+    /// desired-state poll; absent from servers that do not take it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
+
+/// Request header of the desired-state poll: the [`ReportAck::digest`] of
+/// the agent's last report, which its next report would repeat. The poll
+/// then stands for that report when the server answers
+/// [`REPORT_HEADER`]`: `[`REPORT_NOTED`].
+pub const REPORT_DIGEST_HEADER: &str = "tessera-report-digest";
+
+/// Response header of the desired-state poll that carried
+/// [`REPORT_DIGEST_HEADER`]: [`REPORT_NOTED`] or [`REPORT_WANTED`].
+pub const REPORT_HEADER: &str = "tessera-report";
+
+/// The poll stood for the repeated report: the agent need not send it.
+pub const REPORT_NOTED: &str = "noted";
+
+/// The server wants the report itself (it did not process that one here
+/// lately, or the host's state changed since).
+pub const REPORT_WANTED: &str = "wanted";
 
 /// Error body of every API answer that is not a success.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -41,6 +41,9 @@ pub enum ReportOutcome {
     Repeated,
     /// It repeated the last one stored (another replica's): one `UPDATE`.
     RepeatedStored,
+    /// It would have repeated the last one processed here, and the agent
+    /// named it on its desired-state poll instead of sending it.
+    Polled,
 }
 
 impl ReportOutcome {
@@ -50,6 +53,7 @@ impl ReportOutcome {
             Self::Processed => "processed",
             Self::Repeated => "repeated",
             Self::RepeatedStored => "repeated_stored",
+            Self::Polled => "polled",
         }
     }
 }
@@ -135,7 +139,7 @@ impl Default for ServiceMetrics {
             reports: counter(
                 &registry,
                 "tessera_agent_reports_total",
-                "Agents' reports by what became of them: processed (in full), repeated (the last one processed on this replica: noted in memory), repeated_stored (the last one stored: one UPDATE).",
+                "Agents' reports by what became of them: processed (in full), repeated (the last one processed on this replica: noted in memory), repeated_stored (the last one stored: one UPDATE), polled (the agent named it on its desired-state poll instead of sending it: noted in memory).",
                 &["outcome"],
             ),
             leader: {

@@ -2121,7 +2121,13 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
     let repeats = counted(&f.service, "repeated");
     f.clock.advance(Duration::seconds(5));
     let r = report(agent.host.hostname(), same.clone(), Some(d.generation));
-    f.service.record_report(&agent.host, &r).await.unwrap();
+    let digest = f
+        .service
+        .record_report(&agent.host, &r)
+        .await
+        .unwrap()
+        .digest
+        .unwrap();
     assert!(tampered().await, "a repeated report is not processed again");
     assert_eq!(seen().await, before, "nothing is written per report");
     assert_eq!(counted(&f.service, "repeated"), repeats + 1);
@@ -2147,6 +2153,18 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
     assert!(tampered().await);
     assert_eq!(seen().await, Some(f.clock.now()));
 
+    // Named on a poll instead of sent: noted in memory where it was
+    // processed; elsewhere, or under another name, the report is wanted.
+    f.clock.advance(Duration::seconds(5));
+    assert!(f.service.note_polled_report(&agent.host, &digest));
+    assert!(!f.service.note_polled_report(&agent.host, &"0".repeat(64)));
+    assert!(!replica.note_polled_report(&agent.host, &digest));
+    assert_eq!(counted(&f.service, "polled"), 1);
+    assert_eq!(counted(&replica, "polled"), 0);
+    assert!(tampered().await);
+    assert_eq!(f.service.flush_heartbeats().await.unwrap(), 1);
+    assert_eq!(seen().await, Some(f.clock.now()));
+
     // A different report is processed in full.
     let mut other = same.clone();
     other[0].health.ecc_corrected = 1;
@@ -2156,13 +2174,27 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
     // After a change of the desired state, the same report again is
     // processed in full (the placement cleared the digest).
     tamper().await;
-    send(other.clone(), Some(d.generation)).await;
+    let other_digest = f
+        .service
+        .record_report(
+            &agent.host,
+            &report(agent.host.hostname(), other.clone(), Some(d.generation)),
+        )
+        .await
+        .unwrap()
+        .digest
+        .unwrap();
     assert!(tampered().await);
+    assert!(f.service.note_polled_report(&agent.host, &other_digest));
     let bob = actor(&f, "bob", &["vision"], "vision").await;
     f.service
         .request_allocation(&bob, &ask("h100-mig", mig("1g.10gb"), 4))
         .await
         .unwrap();
+    assert!(
+        !f.service.note_polled_report(&agent.host, &other_digest),
+        "after a placement, the report is wanted"
+    );
     send(other.clone(), Some(d.generation)).await;
     assert!(
         !tampered().await,

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use std::time::Duration;
 use tessera_protocol::agent::{
     EnrollRequest, EnrollResponse, HostReport, ReportAck, TelemetryAck, TelemetryBatch,
+    REPORT_DIGEST_HEADER, REPORT_HEADER, REPORT_NOTED, REPORT_WANTED,
 };
 
 /// Trades a join token for a host credential.
@@ -55,12 +56,24 @@ pub struct DesiredQuery {
 /// The host's desired state, held until it changes from `after` or `wait_s`
 /// passes. An agent that sends `Prefer: return=minimal` (RFC 7240) gets
 /// `204 No Content` when the generation is still `after`: it has that state.
+/// A poll with `Tessera-Report-Digest` may stand for the report it names
+/// (answered `Tessera-Report: noted` or `wanted`).
 pub async fn get_desired_state(
     State(state): State<AppState>,
     Host(host): Host,
     Query(q): Query<DesiredQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let report = headers
+        .get(REPORT_DIGEST_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|digest| {
+            if state.service.note_polled_report(&host, digest) {
+                REPORT_NOTED
+            } else {
+                REPORT_WANTED
+            }
+        });
     let minimal = headers
         .get_all(header::HeaderName::from_static("prefer"))
         .iter()
@@ -82,7 +95,7 @@ pub async fn get_desired_state(
         desired = poll(Duration::from_secs(q.wait_s)) => desired?,
         () = stopped(&mut stop) => poll(Duration::ZERO).await?,
     };
-    Ok(match desired {
+    let mut response = match desired {
         Some(desired) => Json(desired).into_response(),
         None => (
             StatusCode::NO_CONTENT,
@@ -92,5 +105,12 @@ pub async fn get_desired_state(
             )],
         )
             .into_response(),
-    })
+    };
+    if let Some(report) = report {
+        response.headers_mut().insert(
+            header::HeaderName::from_static(REPORT_HEADER),
+            header::HeaderValue::from_static(report),
+        );
+    }
+    Ok(response)
 }

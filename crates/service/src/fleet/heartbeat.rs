@@ -9,6 +9,9 @@
 //!   offline since, its desired state not changed since (every change of it
 //!   forgets the host here, on every replica: see
 //!   [`crate::Service::wake_local`]) — is only noted as the host being seen;
+//!   an agent whose next report would repeat its last names that report's
+//!   digest on its desired-state poll instead of sending it, and the poll
+//!   counts by the same rule ([`crate::Service::note_polled_report`]);
 //! - those notes are written in one statement by
 //!   [`crate::Service::flush_heartbeats`], which the server runs every round
 //!   (about a second) and at shutdown, and [`crate::Service::tick`] runs

@@ -165,7 +165,7 @@ impl Service {
             };
             if let Some(outcome) = repeated {
                 self.metrics.reported(outcome);
-                return Ok(self.report_ack());
+                return Ok(self.report_ack(Some(d.clone())));
             }
         }
         let mut w = self.begin_write().await?;
@@ -364,15 +364,15 @@ impl Service {
         }
         // Remembered before the commit: a commit that changes the host's
         // desired state forgets it again (`wake_local`).
-        if let Some(d) = digest {
-            self.host_checks.processed(who.id, d, now);
+        if let Some(d) = &digest {
+            self.host_checks.processed(who.id, d.clone(), now);
         }
         if let Err(e) = w.commit(self, &who.actor()).await {
             self.host_checks.forget_report(Some(who.id));
             return Err(e);
         }
         self.metrics.reported(ReportOutcome::Processed);
-        Ok(self.report_ack())
+        Ok(self.report_ack(digest))
     }
 
     /// Writes the sightings of hosts whose reports repeated the last one
@@ -412,13 +412,29 @@ impl Service {
         }
     }
 
-    fn report_ack(&self) -> ReportAck {
+    fn report_ack(&self, digest: Option<String>) -> ReportAck {
         let next = u64::try_from(self.settings.report_interval.num_seconds())
             .unwrap_or(10)
             .max(1);
         ReportAck {
             next_report_in_s: next,
+            digest,
         }
+    }
+
+    /// A desired-state poll that names the digest of the host's last report
+    /// ([`ReportAck::digest`]) stands for that report when it would be
+    /// [`ReportOutcome::Polled`]: the host is noted as seen, in memory, and
+    /// needs not send it. Whether it did (otherwise the agent sends the
+    /// report, which takes the usual path).
+    pub fn note_polled_report(&self, who: &AuthenticatedHost, digest: &str) -> bool {
+        let noted =
+            self.host_checks
+                .repeats(who.id, digest, self.now(), self.settings.host_offline_after);
+        if noted {
+            self.metrics.reported(ReportOutcome::Polled);
+        }
+        noted
     }
 
     /// Records only that the host was seen, when its report repeats the last
