@@ -1179,3 +1179,90 @@ async fn tokens_from_before_expiry_existed_get_the_default_lifetime() {
         "{expires}"
     );
 }
+
+/// Samples not yet counted when the rollup flags went away have their
+/// minutes and hours marked due; counted ones nothing; and going back down
+/// restores the flags from what is still due.
+#[tokio::test]
+async fn samples_not_rolled_up_become_due_rollups() {
+    use sea_orm::{ConnectionTrait, EntityTrait, Statement};
+    use tessera_migrations::{Migrator, MigratorTrait};
+    use tessera_service::entity::gpu_rollup_pending;
+    let db = common::fresh_db().await;
+    // The schema with flags on every sample (before migration 18).
+    Migrator::up(&db, Some(17)).await.unwrap();
+    let backend = db.get_database_backend();
+    // (device, at_ms, rolled, hour_rolled): d1's minute 1 has two samples
+    // not counted; d2's minute 2 is counted but not its hour; d3 is done.
+    for (device, at, rolled, hour) in [
+        ("d1", 60_500_i64, false, false),
+        ("d1", 61_500, false, false),
+        ("d2", 120_000, true, false),
+        ("d3", 180_000, true, true),
+    ] {
+        db.execute(Statement::from_string(
+            backend,
+            format!(
+                "INSERT INTO gpu_samples (host_id, at_ms, gpu_uuid, device_uuid, weight_milli, \
+                 mem_used_mib, covered_ms, rolled, hour_rolled) \
+                 VALUES (1, {at}, 'g', '{device}', 0, 0, 10000, {rolled}, {hour})"
+            ),
+        ))
+        .await
+        .unwrap();
+    }
+    Migrator::up(&db, None).await.unwrap();
+    let mut due: Vec<(i64, String, i64)> = gpu_rollup_pending::Entity::find()
+        .all(&db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.period_ms, p.device_uuid, p.start_ms))
+        .collect();
+    due.sort();
+    assert_eq!(
+        due,
+        vec![
+            (60_000, "d1".to_owned(), 60_000),
+            (3_600_000, "d1".to_owned(), 0),
+            (3_600_000, "d2".to_owned(), 0),
+        ]
+    );
+    // The samples read under the newest schema.
+    assert_eq!(
+        tessera_service::entity::gpu_sample::Entity::find()
+            .all(&db)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+
+    Migrator::down(&db, Some(1)).await.unwrap();
+    #[derive(sea_orm::FromQueryResult, Debug, PartialEq)]
+    struct Flags {
+        device_uuid: String,
+        rolled: bool,
+        hour_rolled: bool,
+    }
+    let flags = <Flags as sea_orm::FromQueryResult>::find_by_statement(Statement::from_string(
+        backend,
+        "SELECT device_uuid, rolled, hour_rolled FROM gpu_samples ORDER BY id",
+    ))
+    .all(&db)
+    .await
+    .unwrap();
+    let flags: Vec<(&str, bool, bool)> = flags
+        .iter()
+        .map(|f| (f.device_uuid.as_str(), f.rolled, f.hour_rolled))
+        .collect();
+    assert_eq!(
+        flags,
+        vec![
+            ("d1", false, false),
+            ("d1", false, false),
+            ("d2", true, false),
+            ("d3", true, true),
+        ]
+    );
+}

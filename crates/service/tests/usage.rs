@@ -357,8 +357,12 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
         (3, 9, t0 + 110_000)
     );
     assert_eq!(samples(&f).await, 24);
+    // The late rounds' minute is due again: recomputed from all its
+    // samples (its first three rounds and the late three, two rows each).
     let r = f.service.roll_up_telemetry().await.unwrap();
-    assert_eq!(r.samples, 6, "{r:?}");
+    assert_eq!((r.samples, r.minutes), (12, 2), "{r:?}");
+    let r = f.service.roll_up_telemetry().await.unwrap();
+    assert_eq!((r.samples, r.minutes), (0, 0), "nothing is due: {r:?}");
 
     let minutes: Vec<gpu_rollup::Model> = gpu_rollup::Entity::find()
         .filter(gpu_rollup::Column::DeviceUuid.eq(device.as_str()))

@@ -25,10 +25,6 @@ pub struct Model {
     pub sm_clock_mhz: Option<i32>,
     /// How long the sample stands for, ms.
     pub covered_ms: i32,
-    /// Counted in its minute's rollup.
-    pub rolled: bool,
-    /// Counted in its hour's rollup (done once the hour has ended).
-    pub hour_rolled: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -2,6 +2,7 @@
 //! the last round stored for the host, attributed to the slices that held
 //! each device at each moment, and written in one transaction.
 
+use super::rollup::mark_due;
 use crate::allocations::AllocationRow;
 use crate::audit::Actor;
 use crate::entity::{allocation, gpu, gpu_sample, host};
@@ -10,6 +11,7 @@ use crate::{Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
 use std::collections::BTreeSet;
+use tessera_core::telemetry::MINUTE_MS;
 use tessera_protocol::agent::{TelemetryAck, TelemetryBatch, MAX_TELEMETRY_ROUNDS};
 
 /// Rows per INSERT statement (SQLite allows 32,766 bound values).
@@ -297,8 +299,6 @@ impl Service {
                                 .sm_clock_mhz
                                 .map(|c| i32::try_from(c).unwrap_or(i32::MAX))),
                             covered_ms: Set(covered),
-                            rolled: Set(false),
-                            hour_rolled: Set(false),
                             ..Default::default()
                         }
                     };
@@ -327,11 +327,22 @@ impl Service {
                 }
             }
         }
+        // The minutes these samples fall in are due to be rolled up again.
+        let due: BTreeSet<(String, i64)> = rows
+            .iter()
+            .filter_map(|r| match (&r.device_uuid, &r.at_ms) {
+                (Set(device), Set(at)) => {
+                    Some((device.clone(), at.div_euclid(MINUTE_MS) * MINUTE_MS))
+                }
+                _ => None,
+            })
+            .collect();
         for chunk in rows.chunks(INSERT_CHUNK) {
             gpu_sample::Entity::insert_many(chunk.to_vec())
                 .exec_without_returning(w.db())
                 .await?;
         }
+        mark_due(w.db(), MINUTE_MS, &due).await?;
         w.commit(self, &Actor::System).await?;
         Ok(TelemetryAck {
             stored: u32::try_from(fresh.len()).unwrap_or(u32::MAX),

@@ -1,34 +1,41 @@
-//! Rollups and retention. Each scheduler round takes the raw samples not
-//! yet counted whose minute has ended and recomputes, from the raw samples,
-//! the minute rollups of every (device, minute) they touch; then, for
-//! samples whose hour has ended, the hour rollups of every (device, hour)
-//! from its minutes; and marks them counted. A sample arriving late (an
-//! agent replaying after an outage) is simply not counted yet, so its minute
-//! and hour are recomputed when it comes. Then samples and rollups past
-//! their windows are deleted. (The hour still running has minutes only;
-//! readers of recent periods use minutes.)
+//! Rollups and retention. Storing samples marks their (device, minute)
+//! pairs due (`gpu_rollup_pending`). Each scheduler round takes the due
+//! minutes that have ended and recomputes their rollups from the raw
+//! samples, which marks their hours due; then takes the due hours that have
+//! ended and recomputes them from their minutes. A sample arriving late (an
+//! agent replaying after an outage) marks its minute due again, so its
+//! minute and hour are recomputed when it comes. Then samples and rollups
+//! past their windows are deleted. (The hour still running has minutes
+//! only; readers of recent periods use minutes.)
+//!
+//! A round deletes the due marks it takes before it reads the samples: a
+//! batch stored concurrently either committed before that read (and is
+//! read), or marks its minute again after the delete (and is read next
+//! round); marking a pair that is due already updates its row, so it waits
+//! for a delete in flight rather than slipping under it.
 
 use crate::audit::Actor;
-use crate::entity::{gpu_rollup, gpu_sample};
+use crate::entity::{gpu_rollup, gpu_rollup_pending, gpu_sample};
 use crate::write::ROLLUP_LOCK;
 use crate::{Service, ServiceError};
-use sea_orm::sea_query::Expr;
+use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use tessera_core::metering::HOUR_MS;
 use tessera_core::telemetry::{combine, roll_up, Rollup, Sample, MINUTE_MS};
 
-/// Most raw samples one round counts (the rest wait for the next round).
-const SAMPLES_PER_ROUND: u64 = 100_000;
+/// Most (device, period) pairs one round rolls up per period (the rest
+/// wait for the next round).
+const PAIRS_PER_ROUND: u64 = 20_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
 
 /// What a rollup round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RollupReport {
-    /// Raw samples counted.
+    /// Raw samples read to recompute the minutes that were due.
     pub samples: u64,
     /// Minute rollups written.
     pub minutes: u64,
@@ -124,17 +131,13 @@ async fn replace<C: ConnectionTrait>(
     rows: Vec<gpu_rollup::ActiveModel>,
 ) -> Result<u64, ServiceError> {
     for chunk in pairs.chunks(CHUNK) {
-        let mut which = Condition::any();
-        for (device, start) in chunk {
-            which = which.add(
-                Condition::all()
-                    .add(gpu_rollup::Column::DeviceUuid.eq(device.as_str()))
-                    .add(gpu_rollup::Column::StartMs.eq(*start)),
-            );
-        }
         gpu_rollup::Entity::delete_many()
             .filter(gpu_rollup::Column::PeriodMs.eq(period_ms))
-            .filter(which)
+            .filter(pairs_condition(
+                chunk,
+                gpu_rollup::Column::DeviceUuid,
+                gpu_rollup::Column::StartMs,
+            ))
             .exec(conn)
             .await?;
     }
@@ -149,73 +152,119 @@ async fn replace<C: ConnectionTrait>(
     Ok(n)
 }
 
-/// The (device, period start) pairs `samples` fall in, with their host.
-fn touched(samples: &[gpu_sample::Model], period_ms: i64) -> BTreeMap<(String, i64), i64> {
-    samples
-        .iter()
-        .map(|s| {
-            (
-                (
-                    s.device_uuid.clone(),
-                    s.at_ms.div_euclid(period_ms) * period_ms,
-                ),
-                s.host_id,
-            )
-        })
-        .collect()
-}
-
-/// The devices of `pairs` and the range of periods they span.
-fn span(pairs: &BTreeMap<(String, i64), i64>, period_ms: i64) -> (Vec<String>, i64, i64) {
-    let devices: std::collections::BTreeSet<&String> = pairs.keys().map(|(d, _)| d).collect();
-    let lo = pairs.keys().map(|(_, t)| *t).min().unwrap_or(0);
-    let hi = pairs.keys().map(|(_, t)| *t).max().unwrap_or(0) + period_ms;
-    (devices.into_iter().cloned().collect(), lo, hi)
-}
-
-async fn mark<C: ConnectionTrait>(
+/// Marks the (device, period start) `pairs` of `period_ms` due to be rolled
+/// up, a few statements for the lot. A pair already due is updated (its
+/// `marks` counted up): that takes the row's lock, so a rollup deleting it
+/// concurrently waits for this transaction and then reads its samples.
+pub(crate) async fn mark_due<C: ConnectionTrait>(
     conn: &C,
-    samples: &[gpu_sample::Model],
-    column: gpu_sample::Column,
+    period_ms: i64,
+    pairs: &BTreeSet<(String, i64)>,
 ) -> Result<(), ServiceError> {
-    let ids: Vec<i64> = samples.iter().map(|s| s.id).collect();
-    for chunk in ids.chunks(CHUNK * 2) {
-        gpu_sample::Entity::update_many()
-            .col_expr(column, Expr::value(true))
-            .filter(gpu_sample::Column::Id.is_in(chunk.iter().copied()))
-            .exec(conn)
+    let rows: Vec<gpu_rollup_pending::ActiveModel> = pairs
+        .iter()
+        .map(|(device, start)| gpu_rollup_pending::ActiveModel {
+            period_ms: Set(period_ms),
+            device_uuid: Set(device.clone()),
+            start_ms: Set(*start),
+            marks: Set(1),
+        })
+        .collect();
+    for chunk in rows.chunks(CHUNK) {
+        gpu_rollup_pending::Entity::insert_many(chunk.to_vec())
+            .on_conflict(
+                OnConflict::columns([
+                    gpu_rollup_pending::Column::PeriodMs,
+                    gpu_rollup_pending::Column::DeviceUuid,
+                    gpu_rollup_pending::Column::StartMs,
+                ])
+                .value(
+                    gpu_rollup_pending::Column::Marks,
+                    Expr::col((
+                        gpu_rollup_pending::Entity,
+                        gpu_rollup_pending::Column::Marks,
+                    ))
+                    .add(1),
+                )
+                .to_owned(),
+            )
+            .exec_without_returning(conn)
             .await?;
     }
     Ok(())
 }
 
+/// Takes up to [`PAIRS_PER_ROUND`] due (device, start) pairs of `period_ms`
+/// whose period has ended by `ended_by`: reads them and deletes them, before
+/// the caller reads what they roll up (see [`mark_due`] for why this order).
+async fn take_due<C: ConnectionTrait>(
+    conn: &C,
+    period_ms: i64,
+    ended_by: i64,
+) -> Result<Vec<(String, i64)>, ServiceError> {
+    let pairs: Vec<(String, i64)> = gpu_rollup_pending::Entity::find()
+        .filter(gpu_rollup_pending::Column::PeriodMs.eq(period_ms))
+        .filter(gpu_rollup_pending::Column::StartMs.lte(ended_by - period_ms))
+        .order_by_asc(gpu_rollup_pending::Column::StartMs)
+        .limit(PAIRS_PER_ROUND)
+        .all(conn)
+        .await?
+        .into_iter()
+        .map(|p| (p.device_uuid, p.start_ms))
+        .collect();
+    for chunk in pairs.chunks(CHUNK) {
+        gpu_rollup_pending::Entity::delete_many()
+            .filter(gpu_rollup_pending::Column::PeriodMs.eq(period_ms))
+            .filter(pairs_condition(
+                chunk,
+                gpu_rollup_pending::Column::DeviceUuid,
+                gpu_rollup_pending::Column::StartMs,
+            ))
+            .exec(conn)
+            .await?;
+    }
+    Ok(pairs)
+}
+
+/// `(device = d AND start = s) OR …` over `pairs`.
+fn pairs_condition<C: ColumnTrait>(pairs: &[(String, i64)], device: C, start: C) -> Condition {
+    pairs.iter().fold(Condition::any(), |which, (d, s)| {
+        which.add(
+            Condition::all()
+                .add(device.eq(d.as_str()))
+                .add(start.eq(*s)),
+        )
+    })
+}
+
+/// The devices of `pairs` and the range of periods they span.
+fn span(pairs: &BTreeSet<(String, i64)>, period_ms: i64) -> (Vec<String>, i64, i64) {
+    let devices: BTreeSet<&String> = pairs.iter().map(|(d, _)| d).collect();
+    let lo = pairs.iter().map(|(_, t)| *t).min().unwrap_or(0);
+    let hi = pairs.iter().map(|(_, t)| *t).max().unwrap_or(0) + period_ms;
+    (devices.into_iter().cloned().collect(), lo, hi)
+}
+
 impl Service {
     /// One rollup and retention round (the scheduler runs it every round):
-    /// minutes that have ended and have samples not yet counted are
-    /// recomputed from their raw samples; hours that have ended and have
-    /// samples not yet counted in them, from their minutes. Reads and writes
-    /// go by batches of devices, not device by device.
+    /// the minutes that have ended and are due (new samples came for them)
+    /// are recomputed from their raw samples, which makes their hours due;
+    /// the hours that have ended and are due, from their minutes. Reads and
+    /// writes go by batches of devices, not device by device.
     pub async fn roll_up_telemetry(&self) -> Result<RollupReport, ServiceError> {
         let now_ms = self.now().timestamp_millis();
         let minute_now = now_ms.div_euclid(MINUTE_MS) * MINUTE_MS;
-        let hour_now = now_ms.div_euclid(HOUR_MS) * HOUR_MS;
         let mut report = RollupReport::default();
         // Most rounds find nothing to do: find that out without a write.
         // Retention runs once a minute.
         let retention_due = self.telemetry_minute.swap(minute_now, Ordering::Relaxed) != minute_now;
-        let pending_minutes = || {
-            gpu_sample::Entity::find()
-                .filter(gpu_sample::Column::Rolled.eq(false))
-                .filter(gpu_sample::Column::AtMs.lt(minute_now))
+        let due = |period_ms: i64| {
+            gpu_rollup_pending::Entity::find()
+                .filter(gpu_rollup_pending::Column::PeriodMs.eq(period_ms))
+                .filter(gpu_rollup_pending::Column::StartMs.lte(now_ms - period_ms))
         };
-        let pending_hours = || {
-            gpu_sample::Entity::find()
-                .filter(gpu_sample::Column::Rolled.eq(true))
-                .filter(gpu_sample::Column::HourRolled.eq(false))
-                .filter(gpu_sample::Column::AtMs.lt(hour_now))
-        };
-        let any = pending_minutes().one(&self.db).await?.is_some()
-            || pending_hours().one(&self.db).await?.is_some();
+        let any = due(MINUTE_MS).one(&self.db).await?.is_some()
+            || due(HOUR_MS).one(&self.db).await?.is_some();
         if !any && !retention_due {
             return Ok(report);
         }
@@ -223,28 +272,29 @@ impl Service {
         // replace its rows and leave them twice.
         let w = self.begin_locked(ROLLUP_LOCK).await?;
 
-        let pending = pending_minutes()
-            .order_by_asc(gpu_sample::Column::Id)
-            .limit(SAMPLES_PER_ROUND)
-            .all(w.db())
-            .await?;
-        let minutes = touched(&pending, MINUTE_MS);
+        let minutes: BTreeSet<(String, i64)> = take_due(w.db(), MINUTE_MS, now_ms)
+            .await?
+            .into_iter()
+            .collect();
         let (devices, lo, hi) = span(&minutes, MINUTE_MS);
         let mut raw: BTreeMap<(String, i64), Vec<gpu_sample::Model>> = BTreeMap::new();
-        for chunk in devices.chunks(CHUNK) {
-            for s in gpu_sample::Entity::find()
-                .filter(gpu_sample::Column::DeviceUuid.is_in(chunk.iter().map(String::as_str)))
-                .filter(gpu_sample::Column::AtMs.gte(lo))
-                .filter(gpu_sample::Column::AtMs.lt(hi))
-                .all(w.db())
-                .await?
-            {
-                let key = (
-                    s.device_uuid.clone(),
-                    s.at_ms.div_euclid(MINUTE_MS) * MINUTE_MS,
-                );
-                if minutes.contains_key(&key) {
-                    raw.entry(key).or_default().push(s);
+        if !minutes.is_empty() {
+            for chunk in devices.chunks(CHUNK) {
+                for s in gpu_sample::Entity::find()
+                    .filter(gpu_sample::Column::DeviceUuid.is_in(chunk.iter().map(String::as_str)))
+                    .filter(gpu_sample::Column::AtMs.gte(lo))
+                    .filter(gpu_sample::Column::AtMs.lt(hi))
+                    .all(w.db())
+                    .await?
+                {
+                    let key = (
+                        s.device_uuid.clone(),
+                        s.at_ms.div_euclid(MINUTE_MS) * MINUTE_MS,
+                    );
+                    if minutes.contains(&key) {
+                        report.samples += 1;
+                        raw.entry(key).or_default().push(s);
+                    }
                 }
             }
         }
@@ -263,36 +313,39 @@ impl Service {
                 }
             }
         }
-        let pairs: Vec<(String, i64)> = minutes.keys().cloned().collect();
+        let pairs: Vec<(String, i64)> = minutes.iter().cloned().collect();
         report.minutes += replace(w.db(), MINUTE_MS, &pairs, rows).await?;
-        mark(w.db(), &pending, gpu_sample::Column::Rolled).await?;
-        report.samples = pending.len() as u64;
+        let hours_due: BTreeSet<(String, i64)> = minutes
+            .iter()
+            .map(|(d, m)| (d.clone(), m.div_euclid(HOUR_MS) * HOUR_MS))
+            .collect();
+        mark_due(w.db(), HOUR_MS, &hours_due).await?;
 
         // Hours that have ended, from their minutes (just written above
         // when they were the last ones).
-        let pending = pending_hours()
-            .order_by_asc(gpu_sample::Column::Id)
-            .limit(SAMPLES_PER_ROUND)
-            .all(w.db())
-            .await?;
-        let hours = touched(&pending, HOUR_MS);
+        let hours: BTreeSet<(String, i64)> = take_due(w.db(), HOUR_MS, now_ms)
+            .await?
+            .into_iter()
+            .collect();
         let (devices, lo, hi) = span(&hours, HOUR_MS);
         let mut parts: BTreeMap<(String, i64), Vec<gpu_rollup::Model>> = BTreeMap::new();
-        for chunk in devices.chunks(CHUNK) {
-            for r in gpu_rollup::Entity::find()
-                .filter(gpu_rollup::Column::DeviceUuid.is_in(chunk.iter().map(String::as_str)))
-                .filter(gpu_rollup::Column::PeriodMs.eq(MINUTE_MS))
-                .filter(gpu_rollup::Column::StartMs.gte(lo))
-                .filter(gpu_rollup::Column::StartMs.lt(hi))
-                .all(w.db())
-                .await?
-            {
-                let key = (
-                    r.device_uuid.clone(),
-                    r.start_ms.div_euclid(HOUR_MS) * HOUR_MS,
-                );
-                if hours.contains_key(&key) {
-                    parts.entry(key).or_default().push(r);
+        if !hours.is_empty() {
+            for chunk in devices.chunks(CHUNK) {
+                for r in gpu_rollup::Entity::find()
+                    .filter(gpu_rollup::Column::DeviceUuid.is_in(chunk.iter().map(String::as_str)))
+                    .filter(gpu_rollup::Column::PeriodMs.eq(MINUTE_MS))
+                    .filter(gpu_rollup::Column::StartMs.gte(lo))
+                    .filter(gpu_rollup::Column::StartMs.lt(hi))
+                    .all(w.db())
+                    .await?
+                {
+                    let key = (
+                        r.device_uuid.clone(),
+                        r.start_ms.div_euclid(HOUR_MS) * HOUR_MS,
+                    );
+                    if hours.contains(&key) {
+                        parts.entry(key).or_default().push(r);
+                    }
                 }
             }
         }
@@ -312,17 +365,23 @@ impl Service {
                 }
             }
         }
-        let pairs: Vec<(String, i64)> = hours.keys().cloned().collect();
+        let pairs: Vec<(String, i64)> = hours.iter().cloned().collect();
         report.hours += replace(w.db(), HOUR_MS, &pairs, rows).await?;
-        mark(w.db(), &pending, gpu_sample::Column::HourRolled).await?;
 
-        // Retention. Raw samples not yet counted are kept until they are.
+        // Retention. Raw samples of minutes still due are kept until they
+        // are rolled up.
         let policy = self.settings.telemetry;
-        let raw_before = now_ms - i64::from(policy.raw_hours) * HOUR_MS;
+        let mut raw_before = now_ms - i64::from(policy.raw_hours) * HOUR_MS;
+        if let Some(oldest_due) = gpu_rollup_pending::Entity::find()
+            .filter(gpu_rollup_pending::Column::PeriodMs.eq(MINUTE_MS))
+            .order_by_asc(gpu_rollup_pending::Column::StartMs)
+            .one(w.db())
+            .await?
+        {
+            raw_before = raw_before.min(oldest_due.start_ms);
+        }
         report.expired += gpu_sample::Entity::delete_many()
             .filter(gpu_sample::Column::AtMs.lt(raw_before))
-            .filter(gpu_sample::Column::Rolled.eq(true))
-            .filter(gpu_sample::Column::HourRolled.eq(true))
             .exec(w.db())
             .await?
             .rows_affected;
