@@ -464,6 +464,62 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
     assert_eq!((ack.stored, ack.expired), (0, 1));
 }
 
+/// Hosts storing telemetry while rollups run (on PostgreSQL, on other
+/// connections at the same time): every sample ends up in its minute's
+/// rollup, none twice — a batch that lands during a rollup marks its minute
+/// due again.
+#[tokio::test]
+async fn samples_stored_during_rollups_are_all_rolled_up() {
+    let f = fixture().await;
+    let start = Utc.with_ymd_and_hms(2026, 11, 30, 22, 0, 0).unwrap();
+    f.clock.advance(start - f.service.now());
+    let mut agents = Vec::new();
+    for h in 0..4 {
+        let gpu = format!("GPU-c{h}");
+        agents.push(Agent::enrol(&f, &format!("gpu-{h}"), vec![h100(0, &gpu)]).await);
+    }
+    // Five ended minutes of rounds every 10 s, one round per batch.
+    let t0 = Utc
+        .with_ymd_and_hms(2026, 11, 30, 21, 0, 0)
+        .unwrap()
+        .timestamp_millis();
+    let senders = agents.iter().enumerate().map(|(h, agent)| {
+        let f = &f;
+        async move {
+            for i in 0..30 {
+                let one = vec![round(t0 + i * 10_000, &format!("GPU-c{h}"), 50, None)];
+                f.service
+                    .record_telemetry(&agent.host, &batch(&format!("gpu-{h}"), one))
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+    let rollups = async {
+        for _ in 0..40 {
+            f.service.roll_up_telemetry().await.unwrap();
+        }
+    };
+    futures::join!(futures::future::join_all(senders), rollups);
+    f.service.roll_up_telemetry().await.unwrap();
+
+    let minutes = gpu_rollup::Entity::find()
+        .filter(gpu_rollup::Column::PeriodMs.eq(60_000))
+        .all(f.service.db())
+        .await
+        .unwrap();
+    let mut counted: Vec<(String, i64, i32)> = minutes
+        .iter()
+        .map(|m| (m.device_uuid.clone(), (m.start_ms - t0) / 60_000, m.samples))
+        .collect();
+    counted.sort();
+    let expected: Vec<(String, i64, i32)> = (0..4)
+        .flat_map(|h| (0..5).map(move |m| (format!("GPU-c{h}"), m, 6)))
+        .collect();
+    assert_eq!(counted, expected);
+    assert_eq!(samples(&f).await, 4 * 30);
+}
+
 /// The fleet's insights: allocation per day against capacity with the
 /// trend and the day it fills, the queue (waits, queued, refused), the heat
 /// map from the latest telemetry, and the admission counters of `/metrics`.
