@@ -2148,6 +2148,14 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
     assert_eq!(seen().await, Some(f.clock.now()));
     assert_eq!(counted(&replica, "repeated_stored"), 1);
     assert_eq!(counted(&replica, "processed"), 0);
+    // From then on that replica remembers it: its next repeat writes nothing.
+    f.clock.advance(Duration::seconds(5));
+    let written = seen().await;
+    replica.record_report(&agent.host, &r).await.unwrap();
+    assert_eq!(counted(&replica, "repeated"), 1);
+    assert_eq!(seen().await, written);
+    assert_eq!(replica.flush_heartbeats().await.unwrap(), 1);
+    assert_eq!(seen().await, Some(f.clock.now()));
     f.clock.advance(Duration::seconds(5));
     send(same.clone(), Some(d.generation)).await;
     assert!(tampered().await);
@@ -2158,9 +2166,14 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
     f.clock.advance(Duration::seconds(5));
     assert!(f.service.note_polled_report(&agent.host, &digest));
     assert!(!f.service.note_polled_report(&agent.host, &"0".repeat(64)));
-    assert!(!replica.note_polled_report(&agent.host, &digest));
+    let third = tessera_service::Service::new(
+        f.service.db().clone(),
+        f.service.settings().clone(),
+        f.clock.clone(),
+    );
+    assert!(!third.note_polled_report(&agent.host, &digest));
     assert_eq!(counted(&f.service, "polled"), 1);
-    assert_eq!(counted(&replica, "polled"), 0);
+    assert_eq!(counted(&third, "polled"), 0);
     assert!(tampered().await);
     assert_eq!(f.service.flush_heartbeats().await.unwrap(), 1);
     assert_eq!(seen().await, Some(f.clock.now()));

@@ -19,7 +19,8 @@
 //!   is one not seen for tens of seconds.
 //!
 //! A report this process has not processed in full falls back to the
-//! stored digest (another replica may have), with a write.
+//! stored digest (another replica may have), with a write; this process
+//! then remembers it, with the time it was processed in full.
 
 use super::AuthenticatedHost;
 use crate::memo::{lock, Believed, Unwritten};
@@ -99,11 +100,23 @@ impl HostChecks {
 
     /// Remembers the report of `host` with `digest`, processed in full at `now`.
     pub(crate) fn processed(&self, host: i64, digest: String, now: DateTime<Utc>) {
+        self.processed_at(host, digest, now, now);
+    }
+
+    /// Remembers the report of `host` with `digest`, processed in full at
+    /// `full_at` (perhaps by another replica) and seen at `now`.
+    pub(crate) fn processed_at(
+        &self,
+        host: i64,
+        digest: String,
+        full_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) {
         lock(&self.reports).insert(
             host,
             LastReport {
                 digest,
-                full_at: now,
+                full_at,
                 seen_at: now,
             },
         );

@@ -438,7 +438,8 @@ impl Service {
     }
 
     /// Records only that the host was seen, when its report repeats the last
-    /// one processed in full: less than [`REPORT_FULL_EVERY`] ago, with the
+    /// one processed in full (on any replica; this one remembers it from
+    /// then on): less than [`REPORT_FULL_EVERY`] ago, with the
     /// host online since (a host coming back is processed in full, so its
     /// slices get their capacity back) and its desired state unchanged
     /// (every change of it clears the digest). Whether it did.
@@ -459,7 +460,24 @@ impl Service {
             .await?
             .rows_affected
             == 1;
-        w.commit(self, &who.actor()).await?;
+        // Remembered here too, so the host's next repeats cost this replica
+        // nothing; before the commit, like a full processing (a change of
+        // the host's desired state waits for this row and forgets it after).
+        let full_at = match seen {
+            true => host::Entity::find_by_id(who.id)
+                .one(w.db())
+                .await?
+                .and_then(|h| h.report_full_at),
+            false => None,
+        };
+        if let Some(full_at) = full_at {
+            self.host_checks
+                .processed_at(who.id, digest.to_owned(), full_at, now);
+        }
+        if let Err(e) = w.commit(self, &who.actor()).await {
+            self.host_checks.forget_report(Some(who.id));
+            return Err(e);
+        }
         Ok(seen)
     }
 }
