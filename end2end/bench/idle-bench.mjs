@@ -1,5 +1,6 @@
 // An idle fleet: what N simulated hosts (8 H100s each, one agent process,
-// each host with its own credential, reporting every 5 s, sampling
+// each host with its own credential, polling every 5 s (an unchanged report
+// rides on the poll), sampling
 // telemetry every 10 s and sending it every minute) cost the release server, and PostgreSQL when it is
 // the database, while nothing else happens. Measures, after the fleet has
 // settled, the CPU the server (and every postgres process) used over a
@@ -34,10 +35,12 @@ const fleet = await startFleet({ hosts: HOSTS });
 try {
   await sleep(SETTLE * 1000);
   const pid = fleet.server.pid;
-  const [server0, pg0, t0] = [cpuOf(pid), postgresCpu(), Date.now()];
+  const [server0, pg0, agent0, t0] = [cpuOf(pid), postgresCpu(), cpuOf(fleet.agent.pid), Date.now()];
   await sleep(SECONDS * 1000);
   const wall = (Date.now() - t0) / 1000;
   const server = (cpuOf(pid) - server0) / wall;
+  // The one process simulating every host (not part of the target).
+  const agent = (cpuOf(fleet.agent.pid) - agent0) / wall;
   const postgres = fleet.database === 'postgres' ? (postgresCpu() - pg0) / wall : 0;
   // Report round trips of one host, like an agent's, while the fleet idles.
   const token = fleet.cli('create-join-token');
@@ -70,6 +73,7 @@ try {
     database: fleet.database, hosts: HOSTS, gpus: HOSTS * 8, window_s: Math.round(wall),
     server_cores: +server.toFixed(3), postgres_cores: +postgres.toFixed(3),
     together_cores: +(server + postgres).toFixed(3), server_rss_mib: Math.round(rssMiB(pid)),
+    agents_cores: +agent.toFixed(3),
     report_p50_ms: +pct(times, 50).toFixed(2), report_p99_ms: +pct(times, 99).toFixed(2),
     reports,
   }));
