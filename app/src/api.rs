@@ -129,12 +129,16 @@ pub async fn list_host_names() -> Result<Vec<String>, AppError> {
     Ok(service.enrolled_host_names(&admin).await?)
 }
 
-/// The fleet's insights over the last `days` days (platform admins).
+/// The fleet's insights over the last `days` days, the heat map showing
+/// the hosts `heat` selects (platform admins).
 #[server(prefix = "/api/ui", endpoint = "get_fleet_insights")]
-pub async fn get_fleet_insights(days: u32) -> Result<FleetInsights, AppError> {
+pub async fn get_fleet_insights(days: u32, heat: FleetQuery) -> Result<FleetInsights, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
-    Ok(service.fleet_insights(&admin, days).await?)
+    let heat = heat
+        .filter()
+        .map_err(|(field, message)| AppError::invalid(field, message))?;
+    Ok(service.fleet_insights(&admin, days, &heat).await?)
 }
 
 /// Cordons, drains, puts into maintenance, resumes or decommissions a host

@@ -206,6 +206,22 @@ describe('self-service slices', () => {
     assert.equal(mig.capacity_gpus, 1);
     assert.ok(mig.days.at(-1).allocated_gpus > 0, JSON.stringify(mig.days.at(-1)));
     assert.equal((await page.request.get(`${stack.appUrl}/api/v1/fleet/insights?days=12`)).status(), 400);
+    // The heat map lists hosts as the fleet page does (50 a page, the same
+    // filters), in the page and in the API.
+    assert.equal(body.heat_matching, 1);
+    const none = await (await page.request.get(`${stack.appUrl}/api/v1/fleet/insights?days=7&q=zzz`)).json();
+    assert.deepEqual([none.heat.length, none.heat_matching, none.heat_page, none.heat_pages], [0, 0, 1, 1]);
+    assert.equal(none.pools.find((p) => p.pool === 'h100-mig').capacity_gpus, 1, 'capacity is the fleet\'s');
+    assert.equal((await page.request.get(`${stack.appUrl}/api/v1/fleet/insights?status=bogus`)).status(), 400);
+    assert.equal(await page.textContent('[data-test=heat-total]'), '1–1 of 1 host · page 1 of 1');
+    await page.fill('[data-test=heat-filters] [data-test=filter-host]', 'no-such-host');
+    await page.click('[data-test=heat-filters] [data-test=filter-apply]');
+    await page.waitForURL(/\/fleet\/insights\?days=7&q=no-such-host/);
+    await page.locator('[data-test=heat-none]').waitFor();
+    assert.match(await page.textContent('[data-test=heat-total]'), /of 0 hosts matching/);
+    await page.click('[data-test=heat-filters] [data-test=filter-clear]');
+    await page.waitForURL(`${stack.appUrl}/fleet/insights?days=7`);
+    await page.locator('[data-test=heat-host][data-host=gpu-h100-e2e]').waitFor();
     await screenshot(page, '27b-fleet-insights');
     await context.close();
     // A member is not shown the fleet's insights.

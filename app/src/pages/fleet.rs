@@ -4,15 +4,14 @@
 
 use crate::api::{get_fleet, OperateFleet};
 use crate::components::error_panel::ErrorPanel;
+use crate::components::host_filter::{shown_text, HostFilterForm, HostPager};
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use tessera_core::availability::{OpsMode, MAX_DRAIN_MINUTES, MAX_REASON_CHARS};
 use tessera_core::health::HealthVerdict;
-use tessera_protocol::views::{
-    FleetQuery, FleetView, HostFilter, HostStatus, HostView, OpsView, HOSTS_PER_PAGE,
-};
+use tessera_protocol::views::{FleetQuery, FleetView, HostStatus, HostView, OpsView};
 
 /// How often an open fleet page refreshes itself.
 const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
@@ -79,16 +78,7 @@ fn Fleet(f: FleetView, q: FleetQuery, operate: ServerAction<OperateFleet>) -> im
     let page_link = |page: u32| format!("/fleet?{}", q.to_query_string(page));
     let prev = (f.page > 1).then(|| page_link(f.page - 1));
     let next = (f.page < f.pages).then(|| page_link(f.page + 1));
-    let filtered = !(q.q.is_empty() && q.pool.is_empty() && q.status.is_empty());
-    let first = (f.page - 1) * HOSTS_PER_PAGE + 1;
-    let shown = format!(
-        "{}–{} of {} host{}{}",
-        first.min(f.matching),
-        (first + u32::try_from(f.hosts.len()).unwrap_or(0)).saturating_sub(1),
-        f.matching,
-        if f.matching == 1 { "" } else { "s" },
-        if filtered { " matching" } else { "" }
-    );
+    let shown = shown_text(&q, f.matching, f.page, f.pages, f.hosts.len());
     let pool_names: Vec<String> = f.pools.iter().map(|p| p.name.clone()).collect();
     view! {
         <section class="page-head">
@@ -138,47 +128,15 @@ fn Fleet(f: FleetView, q: FleetQuery, operate: ServerAction<OperateFleet>) -> im
             </div>
         })}
         {(hosts > 0).then(|| view! {
-            <form class="card form-row" method="get" action="/fleet" role="search" data-test="fleet-filters">
-                <label class="field grow">
-                    <span>"Host name"</span>
-                    <input type="search" name="q" value=q.q.clone() maxlength="253" placeholder="gpu-node-17" data-test="filter-host"/>
-                </label>
-                <label class="field">
-                    <span>"Pool"</span>
-                    <select name="pool" data-test="filter-pool">
-                        <option value="">"All"</option>
-                        {pool_names.into_iter().map(|name| {
-                            let selected = name == q.pool;
-                            view! { <option value=name.clone() selected=selected>{name.clone()}</option> }
-                        }).collect_view()}
-                    </select>
-                </label>
-                <label class="field">
-                    <span>"Status"</span>
-                    <select name="status" data-test="filter-status">
-                        <option value="">"All"</option>
-                        {HostFilter::ALL.into_iter().map(|status| {
-                            let selected = status.as_str() == q.status;
-                            view! { <option value=status.as_str() selected=selected>{status.label()}</option> }
-                        }).collect_view()}
-                    </select>
-                </label>
-                <button class="button primary" type="submit" data-test="filter-apply">"Filter"</button>
-                {filtered.then(|| view! { <a class="button ghost" href="/fleet" data-test="filter-clear">"Clear"</a> })}
-            </form>
-            <p class="muted small" data-test="fleet-total">{format!("{shown} · page {} of {}", f.page, f.pages)}</p>
+            <HostFilterForm action="/fleet" q=q.clone() pools=pool_names test="fleet-filters"/>
+            <p class="muted small" data-test="fleet-total">{shown}</p>
         })}
         {(hosts > 0 && f.matching == 0).then(|| view! {
             <div class="card empty" data-test="fleet-none-match"><p>"No hosts match these filters."</p></div>
         })}
         {move || operate.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="ops-error" role="alert">{e.message}</p> })}
         {f.hosts.into_iter().map(|h| view! { <Host h now operate/> }).collect_view()}
-        {(prev.is_some() || next.is_some()).then(|| view! {
-            <nav class="pager" aria-label="Pages of hosts">
-                {prev.map(|h| view! { <a class="button ghost" href=h data-test="fleet-prev">"← Previous"</a> })}
-                {next.map(|h| view! { <a class="button ghost" href=h data-test="fleet-next">"Next →"</a> })}
-            </nav>
-        })}
+        <HostPager prev next test="fleet"/>
     }
 }
 

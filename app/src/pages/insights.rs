@@ -1,17 +1,18 @@
 //! `/fleet/insights` (platform admins): how busy each GPU is now (a heat
-//! map, hosts × GPUs), each pool's daily allocation against its capacity
+//! map, hosts × GPUs, 50 hosts a page with the fleet's filters), each pool's daily allocation against its capacity
 //! with the trend and the day it would fill (capacity planning), and the
 //! queue per day (requests, how many waited and how long, refusals). The
 //! charts are SVG drawn on the server (see `tessera_core::chart`).
 
 use crate::api::get_fleet_insights;
 use crate::components::error_panel::ErrorPanel;
+use crate::components::host_filter::{filtered, shown_text, HostFilterForm, HostPager};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use tessera_core::chart::{area, nice_max, polyline, stacked_bars};
 use tessera_protocol::views::{
-    FleetInsights, FullProjection, HeatHost, PoolCapacity, QueueDay, INSIGHT_DAYS,
+    FleetInsights, FleetQuery, FullProjection, HeatHost, PoolCapacity, QueueDay, INSIGHT_DAYS,
 };
 
 const W: f64 = 600.0;
@@ -27,7 +28,18 @@ pub fn InsightsPage() -> impl IntoView {
             .and_then(|d| d.parse::<u32>().ok())
             .unwrap_or(30)
     };
-    let insights = Resource::new(days, get_fleet_insights);
+    let heat = move || {
+        query.with(|q| FleetQuery {
+            q: q.get("q").unwrap_or_default(),
+            pool: q.get("pool").unwrap_or_default(),
+            status: q.get("status").unwrap_or_default(),
+            page: q.get("page").unwrap_or_default(),
+        })
+    };
+    let insights = Resource::new(
+        move || (days(), heat()),
+        |(days, heat)| get_fleet_insights(days, heat),
+    );
     view! {
         <Title text="Fleet insights"/>
         <section class="page-head">
@@ -37,14 +49,14 @@ pub fn InsightsPage() -> impl IntoView {
         </section>
         <nav class="segmented" aria-label="Period" data-test="insights-period">
             {INSIGHT_DAYS.into_iter().map(|d| view! {
-                <a href=format!("/fleet/insights?days={d}") class:current=move || days() == d
+                <a href=move || period_link(d, &heat()) class:current=move || days() == d
                     aria-current=move || (days() == d).then_some("page")>{format!("{d} days")}</a>
             }).collect_view()}
         </nav>
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match insights.await {
-                    Ok(i) => view! { <Insights i/> }.into_any(),
+                    Ok(i) => view! { <Insights i heat=heat()/> }.into_any(),
                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                 }
             })}
@@ -52,10 +64,39 @@ pub fn InsightsPage() -> impl IntoView {
     }
 }
 
+/// The page for period `days`, keeping the heat map's filters (from its
+/// first page).
+fn period_link(days: u32, heat: &FleetQuery) -> String {
+    if filtered(heat) {
+        format!("/fleet/insights?days={days}&{}", heat.to_query_string(1))
+    } else {
+        format!("/fleet/insights?days={days}")
+    }
+}
+
 #[component]
-fn Insights(i: FleetInsights) -> impl IntoView {
+fn Insights(i: FleetInsights, heat: FleetQuery) -> impl IntoView {
+    let pools: Vec<String> = i.pools.iter().map(|p| p.pool.clone()).collect();
+    let page_link = |page: u32| {
+        format!(
+            "/fleet/insights?days={}&{}",
+            i.days,
+            heat.to_query_string(page)
+        )
+    };
+    let prev = (i.heat_page > 1).then(|| page_link(i.heat_page - 1));
+    let next = (i.heat_page < i.heat_pages).then(|| page_link(i.heat_page + 1));
+    let shown = shown_text(
+        &heat,
+        i.heat_matching,
+        i.heat_page,
+        i.heat_pages,
+        i.heat.len(),
+    );
     view! {
-        <HeatMap hosts=i.heat/>
+        <HeatMap hosts=i.heat shown filters=view! {
+            <HostFilterForm action="/fleet/insights" q=heat.clone() pools test="heat-filters" keep=("days", i.days.to_string())/>
+        }.into_any() pager=view! { <HostPager prev next test="heat"/> }.into_any()/>
         <section data-test="capacity">
             <h2 class="section-title">"Capacity"</h2>
             <p class="muted small">"GPUs allocated per day on average (a slice counts as its share of a GPU), against the pool's GPUs now; the dashed line is the least-squares trend since the first day with use."</p>
@@ -78,8 +119,10 @@ fn heat_step(util: Option<u8>) -> String {
     util.map_or_else(|| "none".to_owned(), |u| (u.min(100) / 10).to_string())
 }
 
+/// The heat map of one page of hosts, with the filters, what the page
+/// shows and the pager.
 #[component]
-fn HeatMap(hosts: Vec<HeatHost>) -> impl IntoView {
+fn HeatMap(hosts: Vec<HeatHost>, shown: String, filters: AnyView, pager: AnyView) -> impl IntoView {
     let cells: usize = hosts.iter().map(|h| h.gpus.len()).sum();
     let measured: Vec<u64> = hosts
         .iter()
@@ -91,11 +134,13 @@ fn HeatMap(hosts: Vec<HeatHost>) -> impl IntoView {
         <section class="card" data-test="heatmap">
             <h2 class="section-title">"Utilisation now"</h2>
             <p class="muted small">{match mean {
-                Some(m) => format!("{} of {cells} GPUs reporting, {m} % busy on average. A MIG GPU is as busy as its instances, weighted by their compute slices.", measured.len()),
-                None => format!("No recent telemetry from the {cells} GPUs: agents send it every few seconds."),
+                Some(m) => format!("On this page, {} of {cells} GPUs reporting, {m} % busy on average. A MIG GPU is as busy as its instances, weighted by their compute slices.", measured.len()),
+                None => format!("No recent telemetry from the {cells} GPUs on this page: agents send it every few seconds."),
             }}</p>
+            {filters}
+            <p class="muted small" data-test="heat-total">{shown}</p>
             {if hosts.is_empty() {
-                view! { <p class="muted">"No hosts yet."</p> }.into_any()
+                view! { <p class="muted" data-test="heat-none">"No hosts match."</p> }.into_any()
             } else {
                 view! {
                     <div class="heatmap" role="table" aria-label="GPU utilisation by host">
@@ -131,6 +176,7 @@ fn HeatMap(hosts: Vec<HeatHost>) -> impl IntoView {
                     </div>
                 }.into_any()
             }}
+            {pager}
         </section>
     }
 }

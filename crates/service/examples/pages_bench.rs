@@ -84,6 +84,7 @@ async fn main() {
         ..Default::default()
     };
     let everything = AuditFilter::default();
+    let all = FleetFilter::default();
     let out = serde_json::json!({
         "database": url.split(':').next(),
         "hosts": hosts,
@@ -92,9 +93,10 @@ async fn main() {
         "enrol_s": (enrol_s * 10.0).round() / 10.0,
         "fleet_first_page": time(runs, fleet(FleetFilter::default())).await,
         "fleet_middle_page": time(runs, fleet(middle)).await,
-        "fleet_search": time(runs, fleet(search)).await,
+        "fleet_search": time(runs, fleet(search.clone())).await,
         "fleet_attention": time(runs, fleet(attention)).await,
-        "fleet_insights_7d": time(runs, || service.fleet_insights(&proof, 7)).await,
+        "fleet_insights_7d": time(runs, || service.fleet_insights(&proof, 7, &all)).await,
+        "fleet_insights_search": time(runs, || service.fleet_insights(&proof, 7, &search)).await,
         "audit_log_first_page": time(runs, || service.audit_log(&admin, &everything)).await,
     });
     println!("{out}");

@@ -16,8 +16,8 @@ use tessera_core::capacity::{day_starts, project_full, Projection, Trend, DAY_MS
 use tessera_core::metering::meter;
 use tessera_core::telemetry::{percentile, weighted_busy_pct};
 use tessera_protocol::views::{
-    CapacityDay, FleetInsights, FleetView, FullProjection, HeatCell, HeatHost, PoolCapacity,
-    QueueDay, INSIGHT_DAYS,
+    CapacityDay, FleetFilter, FleetInsights, FleetView, FullProjection, HeatCell, HeatHost,
+    PoolCapacity, QueueDay, INSIGHT_DAYS,
 };
 
 /// How far ahead a pool's filling is projected.
@@ -33,7 +33,8 @@ fn pct(part: u64, whole: u64) -> Option<u8> {
         .map(|p| u8::try_from(p.min(100)).unwrap_or(100))
 }
 
-/// Hosts × GPUs with each GPU's latest utilisation and memory use.
+/// The listed hosts × their GPUs, with each GPU's latest utilisation and
+/// memory use.
 pub fn heat_map(fleet: &FleetView, devices: &[DeviceGauges]) -> Vec<HeatHost> {
     let mut by_gpu: BTreeMap<(&str, i32), Vec<&DeviceGauges>> = BTreeMap::new();
     for d in devices {
@@ -216,11 +217,14 @@ fn queue_days(
 
 impl Service {
     /// The fleet's insights over the last `days` days (7, 30 or 90),
-    /// today included.
+    /// today included; the heat map shows one page of the hosts `heat`
+    /// matches (the fleet listing's filters), and only their telemetry is
+    /// read.
     pub async fn fleet_insights(
         &self,
         _admin: &PlatformAdmin<'_>,
         days: u32,
+        heat: &FleetFilter,
     ) -> Result<FleetInsights, ServiceError> {
         if !INSIGHT_DAYS.contains(&days) {
             return Err(ServiceError::invalid(
@@ -232,8 +236,9 @@ impl Service {
         let now_ms = now.timestamp_millis();
         let from_ms = (now_ms.div_euclid(DAY_MS) - i64::from(days) + 1) * DAY_MS;
         let from = at(from_ms);
-        let fleet = self.whole_fleet_view().await?;
-        let devices = self.latest_telemetry().await?;
+        let fleet = self.fleet_listing(heat).await?;
+        let shown: Vec<String> = fleet.hosts.iter().map(|h| h.hostname.clone()).collect();
+        let devices = self.latest_telemetry_of(Some(&shown)).await?;
         let held = allocation::Entity::find()
             .filter(allocation::Column::ActiveAt.is_not_null())
             .filter(allocation::Column::ActiveAt.lt(now))
@@ -257,6 +262,9 @@ impl Service {
             as_of: now,
             days,
             heat: heat_map(&fleet, &devices),
+            heat_matching: fleet.matching,
+            heat_page: fleet.page,
+            heat_pages: fleet.pages,
             pools: pool_capacity(&fleet, &held, from_ms, now_ms),
             queue: queue_days(&created, &refusals, from_ms, now_ms),
         })

@@ -668,6 +668,98 @@ async fn the_fleet_pages_filters_and_searches_its_hosts() {
     assert_eq!(names(&second), ["node-49", "node-50", "node-51"]);
     assert_eq!(second.summary, first.summary, "the numbers are the fleet's");
 
+    // The insights' heat map lists hosts the same way and reads only the
+    // shown hosts' telemetry (node-03 is on the first page, node-50 on the
+    // second).
+    let now_ms = f.service.now().timestamp_millis();
+    for (i, util) in [(3usize, 40u8), (50, 70)] {
+        use tessera_protocol::agent::{GpuSample, TelemetryBatch, TelemetryRound};
+        let batch = TelemetryBatch {
+            hostname: format!("node-{i:02}"),
+            interval_ms: 10_000,
+            rounds: vec![TelemetryRound {
+                at_ms: now_ms - 5_000,
+                gpus: vec![GpuSample {
+                    uuid: format!("GPU-a{i:02}"),
+                    util_pct: util,
+                    mem_used_mib: 8_000,
+                    power_mw: None,
+                    temp_c: None,
+                    sm_clock_mhz: None,
+                    instances: vec![],
+                }],
+            }],
+        };
+        f.service
+            .record_telemetry(&nodes[i].host, &batch)
+            .await
+            .unwrap();
+    }
+    let insights = |heat: FleetFilter| {
+        let (f, proof) = (&f, &proof);
+        async move { f.service.fleet_insights(proof, 7, &heat).await }
+    };
+    let heat_of = |i: &tessera_protocol::views::FleetInsights| -> Vec<(String, Option<u8>)> {
+        i.heat
+            .iter()
+            .map(|h| (h.hostname.clone(), h.gpus[0].util_pct))
+            .collect()
+    };
+    let all = insights(FleetFilter::default()).await.unwrap();
+    assert_eq!(
+        (all.heat_matching, all.heat_page, all.heat_pages),
+        (53, 1, 2)
+    );
+    assert_eq!(all.heat.len(), 50);
+    assert_eq!(heat_of(&all)[4], ("node-03".to_owned(), Some(40)));
+    let h100_capacity = |i: &tessera_protocol::views::FleetInsights| {
+        i.pools
+            .iter()
+            .find(|p| p.pool == "h100-mig")
+            .map(|p| p.capacity_gpus)
+    };
+    assert_eq!(h100_capacity(&all), Some(52), "capacity is the pool's");
+    let later = insights(FleetFilter {
+        page: Some(2),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        heat_of(&later),
+        [
+            ("node-49".to_owned(), None),
+            ("node-50".to_owned(), Some(70)),
+            ("node-51".to_owned(), None)
+        ]
+    );
+    assert_eq!((later.heat_page, h100_capacity(&later)), (2, Some(52)));
+    let one = insights(FleetFilter {
+        q: Some("node-03".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(heat_of(&one), [("node-03".to_owned(), Some(40))]);
+    assert_eq!((one.heat_matching, one.heat_pages), (1, 1));
+    let none = insights(FleetFilter {
+        pool: Some("h100-mig".into()),
+        q: Some("edge".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(none.heat.is_empty() && none.heat_matching == 0);
+    match insights(FleetFilter {
+        page: Some(0),
+        ..Default::default()
+    })
+    .await
+    {
+        Err(ServiceError::Invalid { field, .. }) => assert_eq!(field, "page"),
+        other => panic!("{other:?}"),
+    }
+
     let search = view(FleetFilter {
         q: Some("NODE-1".into()),
         ..Default::default()

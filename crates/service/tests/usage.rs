@@ -12,7 +12,9 @@ use common::{fixture, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::agent::{GpuSample, InstanceSample, TelemetryBatch, TelemetryRound};
-use tessera_protocol::views::{FullProjection, NewPrice, TimelineStep, UsageGrouping, UsageQuery};
+use tessera_protocol::views::{
+    FleetFilter, FullProjection, NewPrice, TimelineStep, UsageGrouping, UsageQuery,
+};
 use tessera_service::entity::{gpu_rollup, gpu_sample};
 use tessera_service::ServiceError;
 
@@ -590,9 +592,14 @@ async fn insights_show_capacity_trend_queue_and_heat() {
 
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let err = f.service.fleet_insights(&proof, 12).await.unwrap_err();
+    let all = FleetFilter::default();
+    let err = f
+        .service
+        .fleet_insights(&proof, 12, &all)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::Invalid { ref field, .. } if field == "days"));
-    let i = f.service.fleet_insights(&proof, 7).await.unwrap();
+    let i = f.service.fleet_insights(&proof, 7, &all).await.unwrap();
     assert_eq!(i.days, 7);
     assert_eq!(i.from, Utc.with_ymd_and_hms(2026, 11, 25, 0, 0, 0).unwrap());
 

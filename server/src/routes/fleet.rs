@@ -59,7 +59,8 @@ pub async fn get_fleet(
 /// The fleet's insights over the last 7, 30 (default) or 90 days: a
 /// utilisation heat map (hosts × GPUs, latest telemetry), each pool's
 /// daily allocation against its capacity with the trend and the day it
-/// would fill, and the queue per day (requests, waits, refusals).
+/// would fill, and the queue per day (requests, waits, refusals). The heat
+/// map shows one page of 50 hosts, filtered as the fleet listing is.
 #[utoipa::path(
     get, path = "/fleet/insights", tag = "fleet",
     params(InsightsQuery),
@@ -76,7 +77,7 @@ pub async fn get_fleet_insights(
     Ok(Json(
         state
             .service
-            .fleet_insights(&admin, q.days.unwrap_or(30))
+            .fleet_insights(&admin, q.days.unwrap_or(30), &q.heat())
             .await?,
     ))
 }

@@ -2,13 +2,16 @@
 //! pool's allocation against its capacity with the trend and the day it
 //! would fill, and the queue (waits, queued and refused requests) per day.
 
+use crate::query::{FleetFilter, HostFilter};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Days of history the insights may cover.
 pub const INSIGHT_DAYS: [u32; 3] = [7, 30, 90];
 
-/// `GET /api/v1/fleet/insights`: how many days back (7, 30 or 90; default 30).
+/// `GET /api/v1/fleet/insights`: how many days back (7, 30 or 90; default
+/// 30), and which hosts the heat map shows (the fleet listing's filters,
+/// 50 hosts a page).
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -16,6 +19,31 @@ pub struct InsightsQuery {
     /// Days of history, today included.
     #[serde(default)]
     pub days: Option<u32>,
+    /// Heat map: part of the host name (case-insensitive).
+    #[serde(default)]
+    pub q: Option<String>,
+    /// Heat map: hosts with a GPU in this pool.
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// Heat map: online, offline or attention.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub status: Option<HostFilter>,
+    /// Heat map: page, from 1 (hosts by name, 50 a page).
+    #[serde(default)]
+    pub page: Option<u32>,
+}
+
+impl InsightsQuery {
+    /// Which hosts the heat map shows.
+    pub fn heat(&self) -> FleetFilter {
+        FleetFilter {
+            q: self.q.clone(),
+            pool: self.pool.clone(),
+            status: self.status,
+            page: self.page,
+        }
+    }
 }
 
 /// The fleet's insights over the last `days` days.
@@ -28,8 +56,15 @@ pub struct FleetInsights {
     pub as_of: DateTime<Utc>,
     /// Days covered (7, 30 or 90).
     pub days: u32,
-    /// Every host and its GPUs with their latest utilisation.
+    /// One page of the hosts the heat map's filters match, with their
+    /// GPUs' latest utilisation.
     pub heat: Vec<HeatHost>,
+    /// Hosts the heat map's filters match.
+    pub heat_matching: u32,
+    /// The page shown, from 1.
+    pub heat_page: u32,
+    /// Pages of matching hosts (at least 1).
+    pub heat_pages: u32,
     /// Each pool's allocation against its capacity.
     pub pools: Vec<PoolCapacity>,
     /// The queue, day by day.

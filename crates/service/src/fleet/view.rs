@@ -78,18 +78,13 @@ impl Service {
         _admin: &PlatformAdmin<'_>,
         filter: &FleetFilter,
     ) -> Result<FleetView, ServiceError> {
-        self.fleet_listing(filter, Some(HOSTS_PER_PAGE)).await
+        self.fleet_listing(filter).await
     }
 
-    /// Every host, one page (the insights' heat map).
-    pub(crate) async fn whole_fleet_view(&self) -> Result<FleetView, ServiceError> {
-        self.fleet_listing(&FleetFilter::default(), None).await
-    }
-
-    async fn fleet_listing(
+    /// The same without the proof (the insights' heat map lists hosts too).
+    pub(crate) async fn fleet_listing(
         &self,
         filter: &FleetFilter,
-        per_page: Option<u32>,
     ) -> Result<FleetView, ServiceError> {
         if filter.page == Some(0) {
             return Err(ServiceError::invalid("page", "pages start at 1"));
@@ -224,7 +219,7 @@ impl Service {
                     }
             })
             .collect();
-        let per_page = per_page.map_or(matching.len().max(1), |n| n as usize);
+        let per_page = HOSTS_PER_PAGE as usize;
         let pages = matching.len().div_ceil(per_page).max(1);
         let page = (filter.page.unwrap_or(1).max(1) as usize).min(pages);
         let ids: Vec<i64> = matching

@@ -45,11 +45,24 @@ pub struct DeviceGauges {
 impl Service {
     /// The last round of every host that sent one in the last three minutes.
     pub async fn latest_telemetry(&self) -> Result<Vec<DeviceGauges>, ServiceError> {
+        self.latest_telemetry_of(None).await
+    }
+
+    /// The same for the hosts named (all with `None`).
+    pub async fn latest_telemetry_of(
+        &self,
+        hostnames: Option<&[String]>,
+    ) -> Result<Vec<DeviceGauges>, ServiceError> {
         let now_ms = self.now().timestamp_millis();
-        let hosts = host::Entity::find()
-            .filter(host::Column::TelemetryLastAtMs.gte(now_ms - FRESH_MS))
-            .all(&self.db)
-            .await?;
+        let mut fresh =
+            host::Entity::find().filter(host::Column::TelemetryLastAtMs.gte(now_ms - FRESH_MS));
+        if let Some(names) = hostnames {
+            if names.is_empty() {
+                return Ok(Vec::new());
+            }
+            fresh = fresh.filter(host::Column::Hostname.is_in(names.iter().cloned()));
+        }
+        let hosts = fresh.all(&self.db).await?;
         let tenants: BTreeMap<i64, String> = tenant::Entity::find()
             .all(&self.db)
             .await?
