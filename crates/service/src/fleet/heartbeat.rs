@@ -12,11 +12,13 @@
 //!   an agent whose next report would repeat its last names that report's
 //!   digest on its desired-state poll instead of sending it, and the poll
 //!   counts by the same rule ([`crate::Service::note_polled_report`]);
-//! - those notes are written in one statement by
+//! - a host is noted for writing at most once a third of the offline grace
+//!   (10 s of the default 30 s), since the last time its sighting was
+//!   written; those notes are written in one statement by
 //!   [`crate::Service::flush_heartbeats`], which the server runs every round
 //!   (about a second) and at shutdown, and [`crate::Service::tick`] runs
-//!   first. A host's `last_seen_at` may lag by that much; an offline host
-//!   is one not seen for tens of seconds.
+//!   first. A host's `last_seen_at` may lag by that much (and a round); an
+//!   offline host is one not seen for the whole grace.
 //!
 //! A report this process has not processed in full falls back to the
 //! stored digest (another replica may have), with a write; this process
@@ -31,13 +33,14 @@ use std::sync::Mutex;
 /// A report that repeats the last one is still processed in full this often.
 pub const REPORT_FULL_EVERY: Duration = Duration::seconds(60);
 
-/// The last report of a host processed in full here, and when the host was
-/// last seen here.
+/// The last report of a host processed in full here, when the host was
+/// last seen here, and the last sighting noted for writing.
 #[derive(Debug, Clone)]
 struct LastReport {
     digest: String,
     full_at: DateTime<Utc>,
     seen_at: DateTime<Utc>,
+    noted_at: DateTime<Utc>,
 }
 
 /// Credentials believed, last reports and unwritten sightings, per process.
@@ -74,7 +77,9 @@ impl HostChecks {
     }
 
     /// Whether a report with `digest` repeats the last one processed in full
-    /// here (see the module's rules); if it does, notes the host seen at `now`.
+    /// here (see the module's rules); if it does, the host was seen at `now`,
+    /// which is noted for writing when the last note is a third of
+    /// `offline_after` old.
     pub(crate) fn repeats(
         &self,
         host: i64,
@@ -93,7 +98,10 @@ impl HostChecks {
             && now - last.seen_at < offline_after;
         if repeat {
             last.seen_at = now;
-            self.seen.note(host, now);
+            if now - last.noted_at >= offline_after / 3 {
+                last.noted_at = now;
+                self.seen.note(host, now);
+            }
         }
         repeat
     }
@@ -118,6 +126,8 @@ impl HostChecks {
                 digest,
                 full_at,
                 seen_at: now,
+                // Processing it wrote the sighting.
+                noted_at: now,
             },
         );
     }
@@ -189,10 +199,35 @@ mod tests {
     }
 
     #[test]
+    fn a_sighting_is_noted_for_writing_a_third_of_the_grace_at_a_time() {
+        let offline = Duration::seconds(30);
+        let at = |s: i64| t0() + Duration::seconds(s);
+        let c = HostChecks::default();
+        c.processed(1, "d".into(), t0());
+        // Seen every 5 s; noted at 10 s, then 20 s, then 30 s.
+        for s in [5, 10, 15, 20, 25, 30] {
+            assert!(c.repeats(1, "d", at(s), offline));
+            let noted = c.take_seen();
+            let expected = if s % 10 == 0 {
+                HashMap::from([(1, at(s))])
+            } else {
+                HashMap::new()
+            };
+            assert_eq!(noted, expected, "at {s} s");
+        }
+        // Processing in full wrote it: the next note is 10 s after that.
+        c.processed(1, "d".into(), at(32));
+        assert!(c.repeats(1, "d", at(40), offline));
+        assert!(c.take_seen().is_empty());
+        assert!(c.repeats(1, "d", at(42), offline));
+        assert_eq!(c.take_seen(), HashMap::from([(1, at(42))]));
+    }
+
+    #[test]
     fn sightings_survive_a_failed_write() {
         let c = HostChecks::default();
         c.processed(3, "d".into(), t0());
-        assert!(c.repeats(3, "d", t0() + Duration::seconds(5), Duration::seconds(30)));
+        assert!(c.repeats(3, "d", t0() + Duration::seconds(10), Duration::seconds(30)));
         let taken = c.take_seen();
         c.restore_seen(taken.clone());
         assert_eq!(c.take_seen(), taken);
