@@ -72,7 +72,7 @@ export async function startFleet({ hosts }) {
       writeFileSync(path.join(stateDir, `${name}.credential`), credential, { mode: 0o600 });
     }
     agent = start('agent', AGENT, ['--server', URL_, '--backend', 'sim', '--sim-hosts-dir', hostsDir, '--state-dir', stateDir]);
-    await until(async () => (await (await fetch(`${URL_}/metrics`)).text()).includes(`tessera_hosts{status="online"} ${hosts}`), `${hosts} hosts online`);
+    await until(async () => (await (await fetch(`${URL_}/metrics`)).text()).includes(`tessera_hosts{status="online"} ${hosts}`), `${hosts} hosts online`, Math.max(60_000, hosts * 40));
   } catch (e) {
     stop();
     throw e;

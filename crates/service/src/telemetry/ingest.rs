@@ -2,7 +2,7 @@
 //! the last round stored for the host, attributed to the slices that held
 //! each device at each moment, and written in one transaction.
 
-use super::rollup::mark_due;
+use super::rollup::{mark_due, Marker};
 use crate::allocations::AllocationRow;
 use crate::audit::Actor;
 use crate::entity::{allocation, gpu, gpu_sample, host};
@@ -342,7 +342,7 @@ impl Service {
                 .exec_without_returning(w.db())
                 .await?;
         }
-        mark_due(w.db(), MINUTE_MS, &due).await?;
+        mark_due(w.db(), Marker::Ingest, MINUTE_MS, &due).await?;
         w.commit(self, &Actor::System).await?;
         Ok(TelemetryAck {
             stored: u32::try_from(fresh.len()).unwrap_or(u32::MAX),

@@ -11,8 +11,9 @@
 //! A round deletes the due marks it takes before it reads the samples: a
 //! batch stored concurrently either committed before that read (and is
 //! read), or marks its minute again after the delete (and is read next
-//! round); marking a pair that is due already updates its row, so it waits
-//! for a delete in flight rather than slipping under it.
+//! round); storing marking a pair that is due already updates its row, so
+//! it waits for a delete in flight rather than slipping under it. (The
+//! rollup marks hours under its own lock, so it needs no such update.)
 
 use crate::audit::Actor;
 use crate::entity::{gpu_rollup, gpu_rollup_pending, gpu_sample};
@@ -152,12 +153,25 @@ async fn replace<C: ConnectionTrait>(
     Ok(n)
 }
 
+/// Who marks pairs due, which decides what marking a pair already due does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Marker {
+    /// Storing samples, concurrently with rollups: a pair already due is
+    /// updated (its `marks` counted up), which takes the row's lock, so a
+    /// rollup deleting it concurrently waits for this transaction and then
+    /// reads its samples.
+    Ingest,
+    /// The rollup marking the hours of the minutes it rolled up: it holds
+    /// the rollup lock, so no other transaction takes those marks meanwhile,
+    /// and a pair already due is left as it is (no write).
+    Rollup,
+}
+
 /// Marks the (device, period start) `pairs` of `period_ms` due to be rolled
-/// up, a few statements for the lot. A pair already due is updated (its
-/// `marks` counted up): that takes the row's lock, so a rollup deleting it
-/// concurrently waits for this transaction and then reads its samples.
+/// up, a few statements for the lot.
 pub(crate) async fn mark_due<C: ConnectionTrait>(
     conn: &C,
+    by: Marker,
     period_ms: i64,
     pairs: &BTreeSet<(String, i64)>,
 ) -> Result<(), ServiceError> {
@@ -170,26 +184,34 @@ pub(crate) async fn mark_due<C: ConnectionTrait>(
             marks: Set(1),
         })
         .collect();
+    let mut on_conflict = OnConflict::columns([
+        gpu_rollup_pending::Column::PeriodMs,
+        gpu_rollup_pending::Column::DeviceUuid,
+        gpu_rollup_pending::Column::StartMs,
+    ]);
+    match by {
+        Marker::Ingest => on_conflict.value(
+            gpu_rollup_pending::Column::Marks,
+            Expr::col((
+                gpu_rollup_pending::Entity,
+                gpu_rollup_pending::Column::Marks,
+            ))
+            .add(1),
+        ),
+        Marker::Rollup => on_conflict.do_nothing(),
+    };
     for chunk in rows.chunks(CHUNK) {
-        gpu_rollup_pending::Entity::insert_many(chunk.to_vec())
-            .on_conflict(
-                OnConflict::columns([
-                    gpu_rollup_pending::Column::PeriodMs,
-                    gpu_rollup_pending::Column::DeviceUuid,
-                    gpu_rollup_pending::Column::StartMs,
-                ])
-                .value(
-                    gpu_rollup_pending::Column::Marks,
-                    Expr::col((
-                        gpu_rollup_pending::Entity,
-                        gpu_rollup_pending::Column::Marks,
-                    ))
-                    .add(1),
-                )
-                .to_owned(),
-            )
-            .exec_without_returning(conn)
-            .await?;
+        let insert = gpu_rollup_pending::Entity::insert_many(chunk.to_vec())
+            .on_conflict(on_conflict.clone());
+        match by {
+            Marker::Ingest => insert.exec_without_returning(conn).await.map(drop)?,
+            // Every row may conflict: nothing inserted is no error here.
+            Marker::Rollup => insert
+                .do_nothing()
+                .exec_without_returning(conn)
+                .await
+                .map(drop)?,
+        }
     }
     Ok(())
 }
@@ -319,7 +341,7 @@ impl Service {
             .iter()
             .map(|(d, m)| (d.clone(), m.div_euclid(HOUR_MS) * HOUR_MS))
             .collect();
-        mark_due(w.db(), HOUR_MS, &hours_due).await?;
+        mark_due(w.db(), Marker::Rollup, HOUR_MS, &hours_due).await?;
 
         // Hours that have ended, from their minutes (just written above
         // when they were the last ones).
