@@ -24,7 +24,8 @@ pub fn shown_text(q: &FleetQuery, matching: u32, page: u32, pages: u32, on_page:
 }
 
 /// The filter form: a GET to `action`, carrying `keep` (another query
-/// parameter of the page, such as the insights' period) along.
+/// parameter of the page, such as the insights' period) along; `flat`
+/// inside another card.
 #[component]
 pub fn HostFilterForm(
     action: &'static str,
@@ -32,6 +33,7 @@ pub fn HostFilterForm(
     pools: Vec<String>,
     test: &'static str,
     #[prop(optional)] keep: Option<(&'static str, String)>,
+    #[prop(optional)] flat: bool,
 ) -> impl IntoView {
     let clear = match &keep {
         Some((name, value)) => format!("{action}?{name}={value}"),
@@ -39,7 +41,7 @@ pub fn HostFilterForm(
     };
     let is_filtered = filtered(&q);
     view! {
-        <form class="card form-row" method="get" action=action role="search" data-test=test>
+        <form class=if flat { "form-row" } else { "card form-row" } method="get" action=action role="search" data-test=test>
             {keep.map(|(name, value)| view! { <input type="hidden" name=name value=value/> })}
             <label class="field grow">
                 <span>"Host name"</span>

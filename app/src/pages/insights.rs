@@ -95,7 +95,7 @@ fn Insights(i: FleetInsights, heat: FleetQuery) -> impl IntoView {
     );
     view! {
         <HeatMap hosts=i.heat shown filters=view! {
-            <HostFilterForm action="/fleet/insights" q=heat.clone() pools test="heat-filters" keep=("days", i.days.to_string())/>
+            <HostFilterForm action="/fleet/insights" q=heat.clone() pools test="heat-filters" keep=("days", i.days.to_string()) flat=true/>
         }.into_any() pager=view! { <HostPager prev next test="heat"/> }.into_any()/>
         <section data-test="capacity">
             <h2 class="section-title">"Capacity"</h2>

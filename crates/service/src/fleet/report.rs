@@ -169,17 +169,32 @@ impl Service {
             }
         }
         let mut w = self.begin_write().await?;
-        let uuids: Vec<&str> = report.gpus.iter().map(|g| g.uuid.as_str()).collect();
-        if let Some(clash) = gpu::Entity::find()
-            .filter(gpu::Column::Uuid.is_in(uuids))
-            .filter(gpu::Column::HostId.ne(who.id))
-            .one(w.db())
+        let existing: BTreeMap<String, gpu::Model> = gpu::Entity::find()
+            .filter(gpu::Column::HostId.eq(who.id))
+            .all(w.db())
             .await?
-        {
-            return Err(ServiceError::Conflict(format!(
-                "GPU {} is already reported by another host; check the agent's configuration",
-                clash.uuid
-            )));
+            .into_iter()
+            .map(|g| (g.uuid.clone(), g))
+            .collect();
+        // Only a GPU new to this host can be another's (UUIDs are unique).
+        let new_uuids: Vec<&str> = report
+            .gpus
+            .iter()
+            .map(|g| g.uuid.as_str())
+            .filter(|u| !existing.contains_key(*u))
+            .collect();
+        if !new_uuids.is_empty() {
+            if let Some(clash) = gpu::Entity::find()
+                .filter(gpu::Column::Uuid.is_in(new_uuids))
+                .filter(gpu::Column::HostId.ne(who.id))
+                .one(w.db())
+                .await?
+            {
+                return Err(ServiceError::Conflict(format!(
+                    "GPU {} is already reported by another host; check the agent's configuration",
+                    clash.uuid
+                )));
+            }
         }
         let h = host::Entity::find_by_id(who.id)
             .one(w.db())
@@ -208,13 +223,6 @@ impl Service {
         active.report_full_at = Set(Some(now));
         active.update(w.db()).await?;
 
-        let existing: BTreeMap<String, gpu::Model> = gpu::Entity::find()
-            .filter(gpu::Column::HostId.eq(who.id))
-            .all(w.db())
-            .await?
-            .into_iter()
-            .map(|g| (g.uuid.clone(), g))
-            .collect();
         let gone: Vec<i64> = existing
             .values()
             .filter(|g| !report.gpus.iter().any(|r| r.uuid == g.uuid))
