@@ -158,9 +158,9 @@ impl HostAgent {
             match self.client.enroll(&req).await {
                 Ok(r) => break r,
                 Err(ClientError::Transient(e)) => {
-                    tracing::warn!(host = %self.hostname, "enrolment failed, retrying in {backoff:?}: {e}");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    let wait = next_backoff(&mut backoff);
+                    tracing::warn!(host = %self.hostname, "enrolment failed, retrying in {wait:?}: {e}");
+                    tokio::time::sleep(wait).await;
                 }
                 Err(e) => return Err(AgentError::Refused(e)),
             }
@@ -385,9 +385,12 @@ impl Drop for Background {
     }
 }
 
-/// The wait before the next try, doubling the next one (up to `MAX_BACKOFF`).
+/// The wait before the next try — between half the current backoff and
+/// all of it, at random, so that hosts that failed together (a server
+/// restart, an overloaded database) do not all come back in the same
+/// instant — doubling the next one (up to `MAX_BACKOFF`).
 fn next_backoff(backoff: &mut Duration) -> Duration {
-    let wait = *backoff;
+    let wait = backoff.mul_f64(rand::Rng::gen_range(&mut rand::thread_rng(), 0.5..=1.0));
     *backoff = (*backoff * 2).min(MAX_BACKOFF);
     wait
 }

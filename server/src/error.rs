@@ -55,7 +55,9 @@ fn auth_message(err: &AuthError) -> String {
 }
 
 fn log(err: &ServiceError) {
-    if err.status() >= 500 {
+    if err.is_busy() {
+        tracing::warn!("request refused: no database connection free in time (503)");
+    } else if err.status() >= 500 {
         tracing::error!(error = ?err, "request failed");
     } else {
         tracing::debug!(error = %err, "request refused");
@@ -70,9 +72,9 @@ impl IntoResponse for ApiError {
             message: self.0.public_message(),
         };
         let mut res = (status_of(&self.0), Json(body)).into_response();
-        if let ServiceError::RateLimited { retry_after_s, .. } = &self.0 {
+        if let Some(retry_after_s) = self.0.retry_after_s() {
             res.headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, (*retry_after_s).into());
+                .insert(axum::http::header::RETRY_AFTER, retry_after_s.into());
         }
         res
     }
@@ -242,6 +244,21 @@ mod tests {
         .into_response();
         assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(resp.headers()[axum::http::header::RETRY_AFTER], "7");
+    }
+
+    #[tokio::test]
+    async fn no_free_database_connection_is_503_with_retry_after() {
+        let resp = ApiError(ServiceError::Database(sea_orm::DbErr::ConnectionAcquire(
+            sea_orm::ConnAcquireErr::Timeout,
+        )))
+        .into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[axum::http::header::RETRY_AFTER], "2");
+        let text = body(resp).await;
+        assert!(
+            text.contains(r#""code":"busy""#) && text.contains("try again"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

@@ -550,3 +550,29 @@ async fn a_refused_credential_on_desired_stops_the_agent() {
     );
     assert!(fake.reports().is_empty());
 }
+
+/// Retries wait between half the backoff and all of it, the backoff
+/// doubling up to its ceiling, and hosts failing together spread out.
+#[test]
+fn retries_back_off_with_jitter() {
+    let mut backoff = FIRST_BACKOFF;
+    let mut ceiling = FIRST_BACKOFF;
+    for _ in 0..10 {
+        let wait = next_backoff(&mut backoff);
+        assert!(
+            wait >= ceiling / 2 && wait <= ceiling,
+            "{wait:?} of {ceiling:?}"
+        );
+        ceiling = (ceiling * 2).min(MAX_BACKOFF);
+        assert_eq!(backoff, ceiling);
+    }
+    assert_eq!(backoff, MAX_BACKOFF);
+    let waits: std::collections::BTreeSet<Duration> = (0..50)
+        .map(|_| next_backoff(&mut MAX_BACKOFF.clone()))
+        .collect();
+    assert!(
+        waits.len() > 40,
+        "50 hosts at once wait {} distinct times",
+        waits.len()
+    );
+}

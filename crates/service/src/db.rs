@@ -25,6 +25,9 @@ impl DbKind {
     }
 }
 
+/// The longest a request waits for a free database connection.
+const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Connects and, for SQLite, switches the file to WAL so readers don't block the writer.
 pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
     let kind = DbKind::of_url(url).ok_or_else(|| {
@@ -35,6 +38,9 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
     })?;
     let mut options = ConnectOptions::new(url.to_owned());
     options.sqlx_logging(false);
+    // A request that waits this long for a connection is answered 503
+    // with Retry-After (the server is overloaded), not held on.
+    options.acquire_timeout(ACQUIRE_TIMEOUT);
     if kind == DbKind::Sqlite {
         options.max_connections(8);
     }

@@ -65,6 +65,9 @@ pub enum ServiceError {
     Database(#[from] sea_orm::DbErr),
 }
 
+/// What a busy server asks clients to wait before retrying, seconds.
+pub const BUSY_RETRY_AFTER_S: u64 = 2;
+
 impl ServiceError {
     /// Shorthand for [`ServiceError::Invalid`].
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
@@ -95,7 +98,24 @@ impl ServiceError {
             Self::Conflict(_) => 409,
             Self::RateLimited { .. } => 429,
             Self::TooLarge(_) => 413,
+            Self::Database(_) if self.is_busy() => 503,
             Self::Database(_) => 500,
+        }
+    }
+
+    /// The database had no connection free in time: the server is
+    /// overloaded, not broken, and the request can be retried (503 with
+    /// `Retry-After`).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Self::Database(sea_orm::DbErr::ConnectionAcquire(_)))
+    }
+
+    /// Seconds a client should wait before retrying, where that is known.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited { retry_after_s, .. } => Some(*retry_after_s),
+            _ if self.is_busy() => Some(BUSY_RETRY_AFTER_S),
+            _ => None,
         }
     }
 
@@ -115,6 +135,7 @@ impl ServiceError {
             Self::QuotaExceeded(_) => "quota_exceeded",
             Self::RateLimited { .. } => "rate_limited",
             Self::TooLarge(_) => "too_large",
+            Self::Database(_) if self.is_busy() => "busy",
             Self::Database(_) => "internal",
         }
     }
@@ -122,6 +143,9 @@ impl ServiceError {
     /// The message a user sees. Internal failures say only that something went wrong.
     pub fn public_message(&self) -> String {
         match self {
+            Self::Database(_) if self.is_busy() => {
+                "the server is busy; try again in a few seconds".to_owned()
+            }
             Self::Database(_) => {
                 "something went wrong on our side; try again, and tell the platform team if it persists"
                     .to_owned()
@@ -168,6 +192,13 @@ mod tests {
                 "quota_exceeded",
             ),
             (ServiceError::TooLarge("x".into()), 413, "too_large"),
+            (
+                ServiceError::Database(sea_orm::DbErr::ConnectionAcquire(
+                    sea_orm::ConnAcquireErr::Timeout,
+                )),
+                503,
+                "busy",
+            ),
             (
                 ServiceError::RateLimited {
                     what: "x".into(),
