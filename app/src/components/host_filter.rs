@@ -2,7 +2,18 @@
 //! and the insights' heat map both list hosts.
 
 use leptos::prelude::*;
+use leptos_router::params::ParamsMap;
 use tessera_protocol::views::{FleetQuery, HostFilter, HOSTS_PER_PAGE};
+
+/// The host filters in a page's query string (`?q=&pool=&status=&page=`).
+pub fn host_query(params: &ParamsMap) -> FleetQuery {
+    FleetQuery {
+        q: params.get("q").unwrap_or_default(),
+        pool: params.get("pool").unwrap_or_default(),
+        status: params.get("status").unwrap_or_default(),
+        page: params.get("page").unwrap_or_default(),
+    }
+}
 
 /// Whether any filter is set.
 pub fn filtered(q: &FleetQuery) -> bool {

@@ -4,7 +4,7 @@
 
 use crate::api::{get_fleet, OperateFleet};
 use crate::components::error_panel::ErrorPanel;
-use crate::components::host_filter::{shown_text, HostFilterForm, HostPager};
+use crate::components::host_filter::{host_query, shown_text, HostFilterForm, HostPager};
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -23,14 +23,7 @@ pub fn FleetPage() -> impl IntoView {
     let (tick, set_tick) = signal(0u64);
     let operate = ServerAction::<OperateFleet>::new();
     let query = use_query_map();
-    let current = move || {
-        query.with(|q| FleetQuery {
-            q: q.get("q").unwrap_or_default(),
-            pool: q.get("pool").unwrap_or_default(),
-            status: q.get("status").unwrap_or_default(),
-            page: q.get("page").unwrap_or_default(),
-        })
-    };
+    let current = move || query.with(host_query);
     let fleet = Resource::new(
         move || (current(), tick.get(), operate.version().get()),
         |(q, _, _)| get_fleet(q),

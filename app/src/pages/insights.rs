@@ -6,7 +6,7 @@
 
 use crate::api::get_fleet_insights;
 use crate::components::error_panel::ErrorPanel;
-use crate::components::host_filter::{filtered, shown_text, HostFilterForm, HostPager};
+use crate::components::host_filter::{filtered, host_query, shown_text, HostFilterForm, HostPager};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -28,14 +28,7 @@ pub fn InsightsPage() -> impl IntoView {
             .and_then(|d| d.parse::<u32>().ok())
             .unwrap_or(30)
     };
-    let heat = move || {
-        query.with(|q| FleetQuery {
-            q: q.get("q").unwrap_or_default(),
-            pool: q.get("pool").unwrap_or_default(),
-            status: q.get("status").unwrap_or_default(),
-            page: q.get("page").unwrap_or_default(),
-        })
-    };
+    let heat = move || query.with(host_query);
     let insights = Resource::new(
         move || (days(), heat()),
         |(days, heat)| get_fleet_insights(days, heat),
