@@ -129,11 +129,18 @@ struct Control {
 
 /// How fetching the desired state went in one pass.
 enum Fetch {
-    /// The server answered (possibly after holding the request); whether the
+    /// The server answered (possibly after holding the request) with a new
+    /// desired state or `None` (still the one the agent has); whether the
     /// poll stood for the last report (the agent need not send it again).
-    Got { report_noted: bool },
+    Got {
+        state: Option<DesiredState>,
+        report_noted: bool,
+    },
     /// Could not fetch it this time; apply the last one known and back off.
     Failed,
+    /// The host changed while the poll was held: the poll was dropped to
+    /// send this report.
+    Changed(Box<HostReport>),
 }
 
 impl HostAgent {
@@ -176,36 +183,30 @@ impl HostAgent {
     }
 
     /// Long-polls the desired state (at once on the first pass, otherwise
-    /// held by the server for up to `interval` while nothing changes).
+    /// held by the server for up to `wait` while nothing changes), naming
+    /// the digest of the last report, which the poll may stand for.
     async fn fetch_desired(
         &self,
         credential: &str,
-        control: &mut Control,
-        interval: Duration,
+        control: &Control,
+        wait: Duration,
     ) -> Result<Fetch, AgentError> {
         let after = control.desired.as_ref().map(|d| d.generation);
         let wait_s = if self.once {
             0
         } else {
-            interval.as_secs().clamp(1, DESIRED_MAX_WAIT_S)
+            wait.as_secs().clamp(1, DESIRED_MAX_WAIT_S)
         };
         let report = match &control.last_report {
             Some((_, digest)) if !self.once => Some(digest.as_str()),
             _ => None,
         };
         match self.client.desired(credential, after, wait_s, report).await {
-            Ok(polled) => {
+            Ok(polled) => Ok(Fetch::Got {
                 // `None`: still generation `after`, what the agent has.
-                if let Some(d) = polled.state {
-                    if after != Some(d.generation) {
-                        tracing::debug!(host = %self.hostname, generation = d.generation, gpus = d.gpus.len(), "new desired state");
-                    }
-                    control.desired = Some(d);
-                }
-                Ok(Fetch::Got {
-                    report_noted: polled.report_noted,
-                })
-            }
+                state: polled.state,
+                report_noted: polled.report_noted,
+            }),
             Err(
                 e @ ClientError::Refused {
                     status: 401 | 403, ..
@@ -215,6 +216,93 @@ impl HostAgent {
                 tracing::warn!(host = %self.hostname, "fetching the desired state failed: {e}");
                 Ok(Fetch::Failed)
             }
+        }
+    }
+
+    /// [`HostAgent::fetch_desired`] held for up to `heartbeat`, observing
+    /// (and applying the known desired state) every `interval` meanwhile: a
+    /// report that changed drops the poll and is sent at once.
+    async fn poll_observing(
+        &self,
+        credential: &str,
+        control: &mut Control,
+        heartbeat: Duration,
+        interval: Duration,
+    ) -> Result<Fetch, AgentError> {
+        let watch = !self.once && control.last_report.is_some() && heartbeat > interval;
+        if !watch {
+            return self
+                .fetch_desired(credential, control, heartbeat.max(interval))
+                .await;
+        }
+        // The poll borrows what it names; the observations below work on a
+        // copy and hand it back.
+        let mut mine = Control {
+            desired: control.desired.clone(),
+            applied_generation: control.applied_generation,
+            errors: control.errors.clone(),
+            last_report: None,
+        };
+        let fetch = {
+            let last = control.last_report.as_ref().map(|(r, _)| r);
+            let poll = self.fetch_desired(credential, control, heartbeat);
+            tokio::pin!(poll);
+            let start = tokio::time::Instant::now() + interval;
+            let mut tick = tokio::time::interval_at(start, interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    fetched = &mut poll => break fetched?,
+                    _ = tick.tick() => {
+                        let (inventory, applied) =
+                            self.observe_and_apply(mine.desired.clone()).await?;
+                        self.note_applied(&mut mine, applied);
+                        let report = self.report_of(inventory, &mine);
+                        if last != Some(&report) {
+                            tracing::debug!(host = %self.hostname, "the host changed during the poll");
+                            break Fetch::Changed(Box::new(report));
+                        }
+                    }
+                }
+            }
+        };
+        control.applied_generation = mine.applied_generation;
+        control.errors = mine.errors;
+        Ok(fetch)
+    }
+
+    /// Records one apply pass in `control` (what the next report says).
+    fn note_applied(&self, control: &mut Control, applied: Option<Applied>) {
+        let (Some(applied), Some(desired)) = (applied, control.desired.as_ref()) else {
+            return;
+        };
+        let new_generation = control.applied_generation != Some(desired.generation);
+        if applied.ops > 0 {
+            tracing::info!(host = %self.hostname, generation = desired.generation, ops = applied.ops, errors = applied.errors.len(), "applied desired state");
+        } else if new_generation {
+            tracing::debug!(host = %self.hostname, generation = desired.generation, "desired state already in place");
+        }
+        if applied.errors != control.errors {
+            for e in &applied.errors {
+                tracing::warn!(host = %self.hostname, gpu = e.index, generation = desired.generation, "{}", e.message);
+            }
+        }
+        control.applied_generation = Some(desired.generation);
+        control.errors = applied.errors;
+    }
+
+    /// The report of what `inventory` shows and `control` applied.
+    fn report_of(&self, inventory: Inventory, control: &Control) -> HostReport {
+        HostReport {
+            hostname: self.hostname.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            cpu_milli: inventory.cpu_milli,
+            memory_mib: inventory.memory_mib,
+            backend: self.backend.name().to_owned(),
+            driver_version: inventory.driver_version,
+            gpus: inventory.gpus,
+            applied_generation: control.applied_generation,
+            errors: control.errors.clone(),
         }
     }
 
@@ -252,6 +340,7 @@ impl HostAgent {
         let credential = self.credential().await?;
         let mut backoff = FIRST_BACKOFF;
         let mut interval = DEFAULT_INTERVAL;
+        let mut heartbeat = DEFAULT_INTERVAL;
         let mut control = Control {
             desired: None,
             applied_generation: None,
@@ -263,30 +352,31 @@ impl HostAgent {
         let (held_tx, held_rx) = tokio::sync::watch::channel(BTreeSet::new());
         let mut telemetry = Background(None);
         loop {
-            // (a) The desired state; the long poll is also the wait between reports.
+            // (a) The desired state; the long poll is also the wait between
+            // reports, and the heartbeat.
             let fetch = self
-                .fetch_desired(&credential, &mut control, interval)
+                .poll_observing(&credential, &mut control, heartbeat, interval)
                 .await?;
 
             // (b) Apply it. Every pass, not only on a new generation: a pass
             // with nothing to do costs an observe and a plan, and this retries
-            // transient driver faults and repairs drift.
-            let (inventory, applied) = self.observe_and_apply(control.desired.clone()).await?;
-            if let (Some(applied), Some(desired)) = (applied, control.desired.as_ref()) {
-                let new_generation = control.applied_generation != Some(desired.generation);
-                if applied.ops > 0 {
-                    tracing::info!(host = %self.hostname, generation = desired.generation, ops = applied.ops, errors = applied.errors.len(), "applied desired state");
-                } else if new_generation {
-                    tracing::debug!(host = %self.hostname, generation = desired.generation, "desired state already in place");
-                }
-                if applied.errors != control.errors {
-                    for e in &applied.errors {
-                        tracing::warn!(host = %self.hostname, gpu = e.index, generation = desired.generation, "{}", e.message);
+            // transient driver faults and repairs drift. (A report that
+            // changed during the poll is already taken.)
+            let report = match &fetch {
+                Fetch::Changed(report) => (**report).clone(),
+                Fetch::Got { .. } | Fetch::Failed => {
+                    if let Fetch::Got { state: Some(d), .. } = &fetch {
+                        if control.desired.as_ref().map(|c| c.generation) != Some(d.generation) {
+                            tracing::debug!(host = %self.hostname, generation = d.generation, gpus = d.gpus.len(), "new desired state");
+                        }
+                        control.desired = Some(d.clone());
                     }
+                    let (inventory, applied) =
+                        self.observe_and_apply(control.desired.clone()).await?;
+                    self.note_applied(&mut control, applied);
+                    self.report_of(inventory, &control)
                 }
-                control.applied_generation = Some(desired.generation);
-                control.errors = applied.errors;
-            }
+            };
 
             // The GPUs slices hold outside MIG, for the simulated load.
             if let Some(d) = &control.desired {
@@ -304,22 +394,16 @@ impl HostAgent {
             }
 
             // (c) Report, unless the poll stood for this very report.
-            let report = HostReport {
-                hostname: self.hostname.clone(),
-                agent_version: env!("CARGO_PKG_VERSION").to_owned(),
-                cpu_milli: inventory.cpu_milli,
-                memory_mib: inventory.memory_mib,
-                backend: self.backend.name().to_owned(),
-                driver_version: inventory.driver_version,
-                gpus: inventory.gpus,
-                applied_generation: control.applied_generation,
-                errors: control.errors.clone(),
-            };
-            let noted = matches!(fetch, Fetch::Got { report_noted: true })
-                && control
-                    .last_report
-                    .as_ref()
-                    .is_some_and(|(last, _)| *last == report);
+            let noted = matches!(
+                fetch,
+                Fetch::Got {
+                    report_noted: true,
+                    ..
+                }
+            ) && control
+                .last_report
+                .as_ref()
+                .is_some_and(|(last, _)| *last == report);
             if noted {
                 tracing::trace!(host = %self.hostname, "the poll stood for the report");
                 backoff = FIRST_BACKOFF;
@@ -347,9 +431,13 @@ impl HostAgent {
                         }));
                     }
                     interval = Duration::from_secs(ack.next_report_in_s.max(1));
+                    heartbeat = match ack.heartbeat_s {
+                        0 => interval,
+                        s => Duration::from_secs(s),
+                    };
                     control.last_report = ack.digest.map(|digest| (report, digest));
                     match fetch {
-                        Fetch::Got { .. } => {
+                        Fetch::Got { .. } | Fetch::Changed(_) => {
                             backoff = FIRST_BACKOFF;
                             if self.once {
                                 return Ok(());

@@ -53,7 +53,13 @@ export async function startFleet({ hosts }) {
   let agent;
   try {
     cli('migrate');
-    server = start('server', SERVER, ['--config', config]);
+    // TESSERA_BENCH_SERVER_PREFIX: a profiler to run the server under (e.g.
+    // `heaptrack -o /tmp/server`); the CPU and memory figures are then the
+    // profiler's process, not the server's.
+    const prefix = (process.env.TESSERA_BENCH_SERVER_PREFIX || '').split(' ').filter(Boolean);
+    server = prefix.length
+      ? start('server', prefix[0], [...prefix.slice(1), SERVER, '--config', config])
+      : start('server', SERVER, ['--config', config]);
     await until(async () => (await fetch(`${URL_}/readyz`)).ok, 'server');
     const hostsDir = path.join(dir, 'hosts');
     const stateDir = path.join(dir, 'state');

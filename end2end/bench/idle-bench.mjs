@@ -1,7 +1,8 @@
 // An idle fleet: what N simulated hosts (8 H100s each, one agent process,
-// each host with its own credential, polling every 5 s (an unchanged report
-// rides on the poll), sampling
-// telemetry every 10 s and sending it every minute) cost the release server, and PostgreSQL when it is
+// each host with its own credential, observing every 5 s and polling every
+// 15 s (an unchanged report rides on the poll), sampling telemetry every
+// 10 s and sending it every minute) cost the release server, and PostgreSQL
+// when it is
 // the database, while nothing else happens. Measures, after the fleet has
 // settled, the CPU the server (and every postgres process) used over a
 // window, the server's resident memory, and the report round trip seen from
@@ -42,6 +43,9 @@ try {
   // The one process simulating every host (not part of the target).
   const agent = (cpuOf(fleet.agent.pid) - agent0) / wall;
   const postgres = fleet.database === 'postgres' ? (postgresCpu() - pg0) / wall : 0;
+  // Resident memory while idling, before the probe and the one scrape of
+  // /metrics below (which renders every GPU's series) add theirs.
+  const idleRss = rssMiB(pid);
   // Report round trips of one host, like an agent's, while the fleet idles.
   const token = fleet.cli('create-join-token');
   const enrolled = await (await fetch(`${fleet.url}/api/agent/v1/enroll`, {
@@ -77,7 +81,8 @@ try {
   console.log(JSON.stringify({
     database: fleet.database, hosts: HOSTS, gpus: HOSTS * 8, window_s: Math.round(wall),
     server_cores: +server.toFixed(3), postgres_cores: +postgres.toFixed(3),
-    together_cores: +(server + postgres).toFixed(3), server_rss_mib: Math.round(rssMiB(pid)),
+    together_cores: +(server + postgres).toFixed(3), server_rss_mib: Math.round(idleRss),
+    server_rss_after_scrape_mib: Math.round(rssMiB(pid)),
     agents_cores: +agent.toFixed(3),
     report_p50_ms: +pct(times, 50).toFixed(2), report_p99_ms: +pct(times, 99).toFixed(2),
     report_refused: refused, reports,

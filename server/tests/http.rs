@@ -345,6 +345,8 @@ async fn enrol_and_report() {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["next_report_in_s"], 5);
+    // Idle polls are held for half the offline grace (30 s).
+    assert_eq!(body["heartbeat_s"], 15);
 }
 
 #[tokio::test]
@@ -1004,6 +1006,30 @@ async fn a_poll_can_stand_for_an_unchanged_report() {
         "not the report processed last"
     );
     assert_eq!(poll(None).await, None, "a poll that names none");
+
+    // A held poll whose report is wanted is answered at once, so that the
+    // host is not left unseen for the whole poll.
+    let (_, state) = app
+        .get_json("/api/agent/v1/desired", Some(&credential))
+        .await;
+    let generation = state["generation"].as_i64().unwrap();
+    let held = Request::get(format!(
+        "/api/agent/v1/desired?wait_s=30&after={generation}"
+    ))
+    .header(header::AUTHORIZATION, format!("Bearer {credential}"))
+    .header("prefer", "return=minimal")
+    .header("tessera-report-digest", "1".repeat(64))
+    .body(Body::empty())
+    .unwrap();
+    let resp = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        app.router.clone().oneshot(held),
+    )
+    .await
+    .expect("answered at once, not held 30 s")
+    .unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    assert_eq!(resp.headers()["tessera-report"], "wanted");
 
     // A change of the host's desired state: the report is wanted again.
     let token = app.api_token("vision").await;

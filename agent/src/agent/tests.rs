@@ -192,6 +192,8 @@ struct FakeState {
     polls: Vec<(Option<i64>, u64)>,
     /// `next_report_in_s` of every ack (1 when 0).
     interval_s: u64,
+    /// `heartbeat_s` of every ack.
+    heartbeat_s: u64,
     /// Whether a poll naming the last ack's digest stands for the report
     /// (acks name their report `r<n>` either way).
     note_polled: bool,
@@ -312,6 +314,7 @@ impl Fake {
                 self.changed.notify_all();
                 let ack = ReportAck {
                     next_report_in_s: state.interval_s.max(1),
+                    heartbeat_s: state.heartbeat_s,
                     digest: Some(format!("r{}", state.reports.len())),
                 };
                 (200, serde_json::to_string(&ack).unwrap())
@@ -509,6 +512,72 @@ async fn a_poll_the_server_noted_stands_for_an_unchanged_report() {
         state.polled_digests.last().unwrap().as_deref(),
         Some("r2"),
         "later polls name the new report"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_poll_is_held_for_the_heartbeat_and_a_change_drops_it() {
+    // Observed every second, heartbeat every 30 s.
+    let (fake, url) = Fake::start(FakeState {
+        desired: Some(desired("h", 1, vec![(0, mig_layout())])),
+        interval_s: 1,
+        heartbeat_s: 30,
+        note_polled: true,
+        ..FakeState::default()
+    });
+    let dir = std::env::temp_dir().join(format!("tessera-agent-heartbeat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _ = std::fs::remove_file(dir.join("faults.toml"));
+    let host_file = dir.join("h.toml");
+    std::fs::write(
+        &host_file,
+        "hostname = \"h\"\ncpu_cores = 16\nmemory_gib = 128\nhealth_file = \"faults.toml\"\n\
+         [[gpus]]\nmodel = \"H100-80GB\"\ncount = 2\n",
+    )
+    .unwrap();
+    let backend = Arc::new(SimBackend::from_file(&host_file).unwrap());
+    let task = tokio::spawn(agent(&url, Arc::clone(&backend), false, "heartbeat").run());
+    tokio::task::spawn_blocking({
+        let fake = Arc::clone(&fake);
+        move || wait_for_report(&fake, |r| r.applied_generation == Some(1))
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    {
+        let state = fake.state.lock().unwrap();
+        assert_eq!(state.reports.len(), 1, "nothing changed, nothing sent");
+        // The first poll at once, then one held for the heartbeat (not one
+        // a second, though the host is observed that often).
+        assert_eq!(state.polls, vec![(None, 5), (Some(1), 30)]);
+    }
+    // A GPU throws an Xid while the poll is held: reported within about
+    // the observation interval, not the heartbeat.
+    let faulted = Instant::now();
+    std::fs::write(
+        dir.join("faults.toml"),
+        "[[gpu]]\nindex = 1\nxids = [{ xid = 79, count = 1 }]\n",
+    )
+    .unwrap();
+    let report = tokio::task::spawn_blocking({
+        let fake = Arc::clone(&fake);
+        move || wait_for_report(&fake, |r| !r.gpus[1].health.xids.is_empty())
+    })
+    .await
+    .unwrap();
+    let took = faulted.elapsed();
+    assert!(took < Duration::from_secs(5), "reported after {took:?}");
+    assert_eq!(report.applied_generation, Some(1));
+    // Then the next poll is held again (the dropped one is still the
+    // third: the fake answers, and records digests, only when it ends).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    task.abort();
+    let state = fake.state.lock().unwrap();
+    assert_eq!(state.reports.len(), 2);
+    assert_eq!(
+        state.polls,
+        vec![(None, 5), (Some(1), 30), (Some(1), 30)],
+        "one poll dropped for the report, then a new one"
     );
 }
 

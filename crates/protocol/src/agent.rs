@@ -144,13 +144,27 @@ pub struct GpuReport {
 /// The server's answer to a report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportAck {
-    /// Seconds until the server expects the next report.
+    /// How often the agent observes its GPUs, in seconds: a report that
+    /// changed is sent within this long.
     pub next_report_in_s: u64,
+    /// How long the agent's desired-state poll may be held, in seconds, when
+    /// nothing changes: the poll, naming the last report's digest, is the
+    /// host's heartbeat, so this is well inside the server's offline grace.
+    /// The agent keeps observing every [`ReportAck::next_report_in_s`]
+    /// meanwhile and drops the poll to send a report that changed. 0 (a
+    /// server that does not name one): the report interval.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub heartbeat_s: u64,
     /// The server's name for this report. An agent whose next report would
     /// be the same sends this instead, as [`REPORT_DIGEST_HEADER`] on its
     /// desired-state poll; absent from servers that do not take it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Request header of the desired-state poll: the [`ReportAck::digest`] of

@@ -57,7 +57,8 @@ pub struct DesiredQuery {
 /// passes. An agent that sends `Prefer: return=minimal` (RFC 7240) gets
 /// `204 No Content` when the generation is still `after`: it has that state.
 /// A poll with `Tessera-Report-Digest` may stand for the report it names
-/// (answered `Tessera-Report: noted` or `wanted`).
+/// (answered `Tessera-Report: noted`); when it does not, it is answered at
+/// once with `Tessera-Report: wanted`.
 pub async fn get_desired_state(
     State(state): State<AppState>,
     Host(host): Host,
@@ -74,6 +75,13 @@ pub async fn get_desired_state(
                 REPORT_WANTED
             }
         });
+    // A poll that did not stand for the report is answered at once: the
+    // host counts as seen only once the report arrives.
+    let wait_s = if report == Some(REPORT_WANTED) {
+        0
+    } else {
+        q.wait_s
+    };
     let minimal = headers
         .get_all(header::HeaderName::from_static("prefer"))
         .iter()
@@ -92,7 +100,7 @@ pub async fn get_desired_state(
         }
     };
     let desired = tokio::select! {
-        desired = poll(Duration::from_secs(q.wait_s)) => desired?,
+        desired = poll(Duration::from_secs(wait_s)) => desired?,
         () = stopped(&mut stop) => poll(Duration::ZERO).await?,
     };
     let mut response = match desired {

@@ -7,8 +7,8 @@
 //! database, and this process's counters and request latency histogram
 //! ([`HttpMetrics`], in the service's registry).
 //!
-//! Besides those, each GPU and MIG device's latest telemetry
-//! under the DCGM exporter's metric names and labels (`DCGM_FI_DEV_GPU_UTIL`,
+//! Besides those, each GPU and MIG device's latest telemetry ([`dcgm`],
+//! written without the crate) under the DCGM exporter's metric names and labels (`DCGM_FI_DEV_GPU_UTIL`,
 //! `DCGM_FI_DEV_FB_USED`, ... with `gpu`, `UUID`, `device`, `modelName`,
 //! `Hostname`, `GPU_I_PROFILE`, `GPU_I_ID`), so DCGM Grafana dashboards work
 //! unchanged, plus `tenant`, `pool` and `allocation` to filter per tenant.
@@ -28,19 +28,7 @@ use prometheus::{
 use tessera_service::fleet::FleetCounts;
 use tessera_service::telemetry::DeviceGauges;
 
-/// The labels of every DCGM series, in the exporter's spelling.
-const DCGM_LABELS: [&str; 10] = [
-    "gpu",
-    "UUID",
-    "device",
-    "modelName",
-    "Hostname",
-    "GPU_I_PROFILE",
-    "GPU_I_ID",
-    "tenant",
-    "pool",
-    "allocation",
-];
+mod dcgm;
 
 fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<GaugeVec> {
     let g = GaugeVec::new(Opts::new(name, help), labels)?;
@@ -159,88 +147,11 @@ pub fn render(
     pending.set(count(c.webhooks_pending));
     r.register(Box::new(pending))?;
 
-    let util = gauge(
-        &r,
-        "DCGM_FI_DEV_GPU_UTIL",
-        "GPU utilization (in %).",
-        &DCGM_LABELS,
-    )?;
-    let fb = gauge(
-        &r,
-        "DCGM_FI_DEV_FB_USED",
-        "Framebuffer memory used (in MiB).",
-        &DCGM_LABELS,
-    )?;
-    let power = gauge(
-        &r,
-        "DCGM_FI_DEV_POWER_USAGE",
-        "Power draw (in W).",
-        &DCGM_LABELS,
-    )?;
-    let temp = gauge(
-        &r,
-        "DCGM_FI_DEV_GPU_TEMP",
-        "GPU temperature (in C).",
-        &DCGM_LABELS,
-    )?;
-    let clock = gauge(
-        &r,
-        "DCGM_FI_DEV_SM_CLOCK",
-        "SM clock frequency (in MHz).",
-        &DCGM_LABELS,
-    )?;
-    let active = gauge(
-        &r,
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        "Ratio of time the graphics engine is active (MIG devices).",
-        &DCGM_LABELS,
-    )?;
-    for d in devices {
-        let index = d.gpu_index.to_string();
-        let device = format!("nvidia{index}");
-        let (profile, gi) = d
-            .mig
-            .as_ref()
-            .map_or((String::new(), String::new()), |(p, gi)| {
-                (p.clone(), gi.to_string())
-            });
-        let allocation = d.allocation.map(|a| a.to_string()).unwrap_or_default();
-        let labels: [&str; 10] = [
-            &index,
-            &d.gpu_uuid,
-            &device,
-            &d.model_name,
-            &d.hostname,
-            &profile,
-            &gi,
-            d.tenant.as_deref().unwrap_or(""),
-            d.pool.as_deref().unwrap_or(""),
-            &allocation,
-        ];
-        fb.with_label_values(&labels).set(d.mem_used_mib as f64);
-        match (&d.mig, d.util_pct) {
-            // DCGM reports MIG activity as a ratio, not GPU_UTIL.
-            (Some(_), Some(u)) => active.with_label_values(&labels).set(f64::from(u) / 100.0),
-            (Some(_), None) => {}
-            (None, u) => {
-                util.with_label_values(&labels)
-                    .set(f64::from(u.unwrap_or(0)));
-                if let Some(w) = d.power_w {
-                    power.with_label_values(&labels).set(w);
-                }
-                if let Some(t) = d.temp_c {
-                    temp.with_label_values(&labels).set(f64::from(t));
-                }
-                if let Some(mhz) = d.sm_clock_mhz {
-                    clock.with_label_values(&labels).set(f64::from(mhz));
-                }
-            }
-        }
-    }
     let mut families = r.gather();
     families.extend(own);
     let mut out = String::new();
     TextEncoder::new().encode_utf8(&families, &mut out)?;
+    dcgm::write_devices(&mut out, devices);
     Ok(out)
 }
 
@@ -302,7 +213,7 @@ mod tests {
         }
         assert!(exprs.len() >= 17);
         // Labels it groups by (`by (a, b)`) or selects on (`{a="x", b=~"y"}`).
-        let known: Vec<&str> = DCGM_LABELS
+        let known: Vec<&str> = dcgm::DCGM_LABELS
             .iter()
             .copied()
             .chain([

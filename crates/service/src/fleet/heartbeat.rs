@@ -1,7 +1,11 @@
-//! What an idle fleet costs. Each agent reports every few seconds, and
-//! almost every report repeats the last one; each agent request also
-//! presents the host's credential. Per process, so that neither costs the
-//! database a thing:
+//! What an idle fleet costs. Each agent observes its GPUs every few seconds
+//! (the report interval) and holds a desired-state poll meanwhile, for half
+//! the offline grace ([`tessera_protocol::agent::ReportAck::heartbeat_s`],
+//! 15 s of the default 30 s) while nothing changes; the poll names the
+//! agent's last report and is the host's heartbeat, and a report that
+//! changed drops the poll and is sent at once. Almost every poll repeats
+//! the last report; each agent request also presents the host's
+//! credential. Per process, so that neither costs the database a thing:
 //! - a credential that verified is believed for a second (the agent's
 //!   report follows its long poll at once);
 //! - a report that repeats the last one this process processed in full —

@@ -9,7 +9,7 @@ use crate::entity::{gpu, host};
 use crate::events::DomainEvent;
 use crate::metrics::ReportOutcome;
 use crate::{Service, ServiceError};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
 use std::collections::{BTreeMap, BTreeSet};
@@ -421,11 +421,11 @@ impl Service {
     }
 
     fn report_ack(&self, digest: Option<String>) -> ReportAck {
-        let next = u64::try_from(self.settings.report_interval.num_seconds())
-            .unwrap_or(10)
-            .max(1);
+        let seconds = |d: Duration| u64::try_from(d.num_seconds()).unwrap_or(10).max(1);
+        let next = seconds(self.settings.report_interval);
         ReportAck {
             next_report_in_s: next,
+            heartbeat_s: heartbeat_s(next, seconds(self.settings.host_offline_after)),
             digest,
         }
     }
@@ -511,4 +511,30 @@ fn report_digest(report: &HostReport) -> Option<String> {
     use sha2::{Digest, Sha256};
     let bytes = serde_json::to_vec(report).ok()?;
     Some(hex::encode(Sha256::digest(bytes)))
+}
+
+/// How long an idle agent's poll is held ([`ReportAck::heartbeat_s`]): half
+/// the offline grace, so that one late poll does not take a host offline,
+/// never shorter than the report interval nor longer than a poll may wait.
+fn heartbeat_s(report_every_s: u64, offline_after_s: u64) -> u64 {
+    (offline_after_s / 2)
+        .min(tessera_protocol::agent::DESIRED_MAX_WAIT_S)
+        .max(report_every_s)
+}
+
+#[cfg(test)]
+mod heartbeat_tests {
+    use super::heartbeat_s;
+
+    #[test]
+    fn the_heartbeat_is_half_the_grace_within_the_interval_and_the_longest_poll() {
+        assert_eq!(heartbeat_s(5, 30), 15);
+        assert_eq!(
+            heartbeat_s(5, 7),
+            5,
+            "never shorter than the report interval"
+        );
+        assert_eq!(heartbeat_s(20, 30), 20);
+        assert_eq!(heartbeat_s(5, 600), 30, "a poll waits at most 30 s");
+    }
 }
