@@ -1,11 +1,13 @@
 //! Two small per-process memories the hot read paths share, so that the
 //! database is asked neither to verify the same secret nor to write the same
 //! "last seen" time many times a second:
-//! - [`Believed`]: checks that passed, believed for [`BELIEVED_FOR`] without
-//!   asking again (by a secret's SHA-256, never the secret). A revocation on
-//!   this process forgets the entry at once; another replica stops believing
-//!   it when the entry is older than [`BELIEVED_FOR`], so a revocation takes
-//!   effect everywhere within a second.
+//! - [`Believed`]: checks that passed, believed for a while without asking
+//!   again (by a secret's SHA-256, never the secret). A revocation on this
+//!   process forgets the entry at once, and a check that raced it is not
+//!   remembered ([`Asked`]). API tokens are believed for [`BELIEVED_FOR`],
+//!   so a revocation takes effect on every replica within a second even
+//!   without the replicas' notice; host credentials longer, while the
+//!   notices are heard (see [`crate::fleet`]'s heartbeat).
 //! - [`Unwritten`]: the latest time of something per id (an API token's last
 //!   use, a host's last report), written in one batch by the server's round.
 //!
@@ -20,8 +22,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// How long a check that passed is believed without asking the database.
 pub const BELIEVED_FOR: Duration = Duration::seconds(1);
 
-/// At most this many checks are remembered; beyond it, stale entries are
-/// dropped first, then all.
+/// At most this many checks are remembered by default; beyond it, stale
+/// entries are dropped first, then all.
 pub const MAX_BELIEVED: usize = 10_000;
 
 /// A poisoned lock only means another thread panicked mid-update of a
@@ -30,53 +32,103 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn fresh(checked_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-    now >= checked_at && now - checked_at < BELIEVED_FOR
+fn fresh(checked_at: DateTime<Utc>, now: DateTime<Utc>, within: Duration) -> bool {
+    now >= checked_at && now - checked_at < within
+}
+
+/// A check that found nothing believed and goes to the database: what it
+/// finds is remembered only if nothing was forgotten meanwhile, so a
+/// revocation that commits while the check reads the old row is never
+/// believed afterwards.
+#[derive(Debug)]
+#[must_use]
+pub(crate) struct Asked(u64);
+
+#[derive(Debug)]
+struct Beliefs<V> {
+    map: HashMap<String, (V, DateTime<Utc>)>,
+    /// Counts forgets, so [`Asked`] can tell one happened.
+    forgets: u64,
 }
 
 /// Checks that passed, by the hash of what was checked.
 #[derive(Debug)]
 pub(crate) struct Believed<V> {
-    map: Mutex<HashMap<String, (V, DateTime<Utc>)>>,
+    beliefs: Mutex<Beliefs<V>>,
+    max: usize,
 }
 
 impl<V> Default for Believed<V> {
     fn default() -> Self {
+        Self::with_max(MAX_BELIEVED)
+    }
+}
+
+impl<V> Believed<V> {
+    /// A memory of at most `max` checks.
+    pub(crate) fn with_max(max: usize) -> Self {
         Self {
-            map: Mutex::default(),
+            beliefs: Mutex::new(Beliefs {
+                map: HashMap::new(),
+                forgets: 0,
+            }),
+            max,
         }
     }
 }
 
 impl<V: Clone> Believed<V> {
-    /// What `hash` verified as, if it did less than [`BELIEVED_FOR`] ago.
-    pub(crate) fn cached(&self, hash: &str, now: DateTime<Utc>) -> Option<V> {
-        lock(&self.map)
+    /// What `hash` verified as, if it did less than `within` ago; if not,
+    /// the [`Asked`] to remember the database's answer with.
+    pub(crate) fn lookup(
+        &self,
+        hash: &str,
+        now: DateTime<Utc>,
+        within: Duration,
+    ) -> Result<V, Asked> {
+        let beliefs = lock(&self.beliefs);
+        beliefs
+            .map
             .get(hash)
-            .filter(|(_, at)| fresh(*at, now))
+            .filter(|(_, at)| fresh(*at, now, within))
             .map(|(v, _)| v.clone())
+            .ok_or(Asked(beliefs.forgets))
     }
 
-    /// Remembers that `hash` verified as `v` at `now`.
-    pub(crate) fn remember(&self, hash: String, v: V, now: DateTime<Utc>) {
-        let mut map = lock(&self.map);
-        if map.len() >= MAX_BELIEVED {
-            map.retain(|_, (_, at)| fresh(*at, now));
-            if map.len() >= MAX_BELIEVED {
-                map.clear();
+    /// Remembers that `hash` verified as `v` at `now`, unless something
+    /// was forgotten since it was `asked`. Entries older than `stale` are
+    /// the first to go when the memory is full.
+    pub(crate) fn remember(
+        &self,
+        asked: Asked,
+        hash: String,
+        v: V,
+        now: DateTime<Utc>,
+        stale: Duration,
+    ) {
+        let mut beliefs = lock(&self.beliefs);
+        if beliefs.forgets != asked.0 {
+            return;
+        }
+        if beliefs.map.len() >= self.max {
+            beliefs.map.retain(|_, (_, at)| fresh(*at, now, stale));
+            if beliefs.map.len() >= self.max {
+                beliefs.map.clear();
             }
         }
-        map.insert(hash, (v, now));
+        beliefs.map.insert(hash, (v, now));
     }
 
-    /// Forgets every entry `gone` picks (revoked here).
+    /// Forgets every entry `gone` picks (revoked).
     pub(crate) fn forget(&self, gone: impl Fn(&V) -> bool) {
-        lock(&self.map).retain(|_, (v, _)| !gone(v));
+        let mut beliefs = lock(&self.beliefs);
+        beliefs.forgets += 1;
+        beliefs.map.retain(|_, (v, _)| !gone(v));
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        lock(&self.map).len()
+        lock(&self.beliefs).map.len()
     }
 }
 
@@ -122,33 +174,55 @@ mod tests {
         Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()
     }
 
+    fn believe(c: &Believed<i64>, hash: &str, v: i64, at: DateTime<Utc>) {
+        let asked = c.lookup(hash, at, BELIEVED_FOR).unwrap_err();
+        c.remember(asked, hash.into(), v, at, BELIEVED_FOR);
+    }
+
     #[test]
-    fn a_check_is_believed_for_a_second_and_forgotten_on_revocation() {
+    fn a_check_is_believed_within_its_window_and_forgotten_on_revocation() {
         let c = Believed::<i64>::default();
-        c.remember("h1".into(), 1, t0());
-        c.remember("h2".into(), 2, t0());
-        assert_eq!(c.cached("h1", t0()), Some(1));
+        believe(&c, "h1", 1, t0());
+        believe(&c, "h2", 2, t0());
+        assert_eq!(c.lookup("h1", t0(), BELIEVED_FOR).ok(), Some(1));
         let almost = t0() + Duration::milliseconds(999);
-        assert!(c.cached("h1", almost).is_some());
-        assert!(c.cached("h1", t0() + BELIEVED_FOR).is_none());
+        assert!(c.lookup("h1", almost, BELIEVED_FOR).is_ok());
+        assert!(c.lookup("h1", t0() + BELIEVED_FOR, BELIEVED_FOR).is_err());
+        // A longer window believes the same check longer.
+        let minute = Duration::minutes(1);
+        assert!(c.lookup("h1", t0() + Duration::seconds(59), minute).is_ok());
+        assert!(c.lookup("h1", t0() + minute, minute).is_err());
         // A clock that went back does not extend belief.
-        assert!(c.cached("h1", t0() - Duration::seconds(5)).is_none());
-        assert!(c.cached("unknown", t0()).is_none());
+        assert!(c.lookup("h1", t0() - Duration::seconds(5), minute).is_err());
+        assert!(c.lookup("unknown", t0(), minute).is_err());
         c.forget(|v| *v == 1);
-        assert!(c.cached("h1", t0()).is_none());
-        assert!(c.cached("h2", t0()).is_some());
+        assert!(c.lookup("h1", t0(), minute).is_err());
+        assert!(c.lookup("h2", t0(), minute).is_ok());
+    }
+
+    #[test]
+    fn a_check_that_raced_a_revocation_is_not_believed() {
+        let c = Believed::<i64>::default();
+        // The check read the row before the revocation committed, and
+        // comes back after it was forgotten here.
+        let asked = c.lookup("h1", t0(), BELIEVED_FOR).unwrap_err();
+        c.forget(|v| *v == 1);
+        c.remember(asked, "h1".into(), 1, t0(), BELIEVED_FOR);
+        assert!(c.lookup("h1", t0(), BELIEVED_FOR).is_err());
+        // The next check is remembered.
+        believe(&c, "h1", 1, t0());
+        assert!(c.lookup("h1", t0(), BELIEVED_FOR).is_ok());
     }
 
     #[test]
     fn the_map_stays_bounded() {
-        let c = Believed::<usize>::default();
-        for i in 0..MAX_BELIEVED + 5 {
-            c.remember(format!("h{i}"), i, t0());
+        let c = Believed::<i64>::with_max(100);
+        for i in 0..105 {
+            believe(&c, &format!("h{i}"), i, t0());
         }
-        assert!(c.len() <= MAX_BELIEVED);
+        assert!(c.len() <= 100);
         // The newest is always kept.
-        let last = format!("h{}", MAX_BELIEVED + 4);
-        assert!(c.cached(&last, t0()).is_some());
+        assert!(c.lookup("h104", t0(), BELIEVED_FOR).is_ok());
     }
 
     #[test]

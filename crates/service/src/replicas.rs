@@ -18,7 +18,10 @@
 //!   long polls or forgets the token, so a change made on one replica reaches
 //!   agents connected to another at once. Long polls still re-read their
 //!   generation every second, which covers notices lost while a listener
-//!   reconnects.
+//!   reconnects. A re-enrolled or decommissioned host's credential is
+//!   announced the same way; host credentials are believed longer only
+//!   while the listener is subscribed, and a new subscription forgets
+//!   them all.
 //!
 //! On SQLite there is one process: it always leads and has no peers.
 
@@ -42,6 +45,8 @@ pub(crate) enum PeerNotice {
     Desired(Option<i64>),
     /// An API token was revoked.
     TokenRevoked(i64),
+    /// A host's credential stopped working (re-enrolled or decommissioned).
+    HostCredential(i64),
     /// A tenant's allocations changed (`None`: every tenant's).
     Lists(Option<i64>),
 }
@@ -53,6 +58,7 @@ impl PeerNotice {
             Self::Desired(Some(host)) => format!("{replica:x} desired {host}"),
             Self::Desired(None) => format!("{replica:x} desired *"),
             Self::TokenRevoked(token) => format!("{replica:x} token {token}"),
+            Self::HostCredential(host) => format!("{replica:x} credential {host}"),
             Self::Lists(Some(tenant)) => format!("{replica:x} lists {tenant}"),
             Self::Lists(None) => format!("{replica:x} lists *"),
         }
@@ -66,6 +72,7 @@ impl PeerNotice {
             ("desired", "*") => Self::Desired(None),
             ("desired", host) => Self::Desired(Some(host.parse().ok()?)),
             ("token", token) => Self::TokenRevoked(token.parse().ok()?),
+            ("credential", host) => Self::HostCredential(host.parse().ok()?),
             ("lists", "*") => Self::Lists(None),
             ("lists", tenant) => Self::Lists(Some(tenant.parse().ok()?)),
             _ => return None,
@@ -81,6 +88,8 @@ pub(crate) struct Replica {
     /// The connection holding (or trying for) the leader lock.
     lock_conn: tokio::sync::Mutex<Option<sqlx::PgConnection>>,
     leading: AtomicBool,
+    /// The listener is subscribed: the others' notices reach this replica.
+    hearing: AtomicBool,
 }
 
 impl std::fmt::Debug for Replica {
@@ -88,6 +97,7 @@ impl std::fmt::Debug for Replica {
         f.debug_struct("Replica")
             .field("id", &format_args!("{:x}", self.id))
             .field("leading", &self.leading.load(Ordering::Relaxed))
+            .field("hearing", &self.hearing.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -98,6 +108,7 @@ impl Default for Replica {
             id: rand::random(),
             lock_conn: tokio::sync::Mutex::new(None),
             leading: AtomicBool::new(false),
+            hearing: AtomicBool::new(false),
         }
     }
 }
@@ -208,6 +219,12 @@ impl Service {
             .await
     }
 
+    /// Whether every other replica's notices reach this one: on SQLite
+    /// (there are none), or while the listener is subscribed.
+    pub(crate) fn peers_heard(&self) -> bool {
+        postgres_pool(&self.db).is_none() || self.replica.hearing.load(Ordering::Acquire)
+    }
+
     /// Whether this replica led at its last timer round.
     pub fn leads(&self) -> bool {
         self.replica.leading.load(Ordering::Relaxed) || postgres_pool(&self.db).is_none()
@@ -254,7 +271,11 @@ impl Service {
         loop {
             let outcome = tokio::select! {
                 r = self.listen_once(pool) => r,
-                _ = stop.wait_for(|s| *s) => return,
+                _ = stop.wait_for(|s| *s) => None,
+            };
+            self.replica.hearing.store(false, Ordering::Release);
+            let Some(outcome) = outcome else {
+                return;
             };
             if let Err(e) = outcome {
                 tracing::warn!("listening to the other replicas: {e}; again in 1 s");
@@ -281,22 +302,44 @@ impl Service {
         }
     }
 
-    async fn listen_once(&self, pool: &sqlx::PgPool) -> Result<(), ServiceError> {
+    /// Listens until the connection fails (`Some(Err)`); never ends
+    /// otherwise.
+    async fn listen_once(&self, pool: &sqlx::PgPool) -> Option<Result<(), ServiceError>> {
         let err = |e: sqlx::Error| ServiceError::Database(sea_orm::DbErr::Custom(e.to_string()));
-        let mut listener = sqlx::postgres::PgListener::connect_with(pool)
-            .await
-            .map_err(err)?;
-        listener.listen(CHANNEL).await.map_err(err)?;
+        let mut listener = match sqlx::postgres::PgListener::connect_with(pool).await {
+            Ok(l) => l,
+            Err(e) => return Some(Err(err(e))),
+        };
+        // A listener whose connection dropped may have missed notices: it
+        // is not reconnected behind our back (`recv` would), this
+        // subscription ends and the next one starts over.
+        listener.eager_reconnect(false);
+        if let Err(e) = listener.listen(CHANNEL).await {
+            return Some(Err(err(e)));
+        }
         // Whatever changed while nobody listened: every long poll re-reads,
-        // every kept list is read again.
+        // every kept list is read again, every credential is checked again.
         self.wake_local(None);
         self.lists.touch(&Touched::All);
+        self.host_checks.forget_credentials(None);
+        self.replica.hearing.store(true, Ordering::Release);
         loop {
-            let n = listener.recv().await.map_err(err)?;
+            let n = match listener.try_recv().await {
+                Ok(Some(n)) => n,
+                Ok(None) => {
+                    return Some(Err(ServiceError::Database(sea_orm::DbErr::Custom(
+                        "the listener's connection was lost".into(),
+                    ))))
+                }
+                Err(e) => return Some(Err(err(e))),
+            };
             match PeerNotice::parse(n.payload()) {
                 Some((from, _)) if from == self.replica.id => {}
                 Some((_, PeerNotice::Desired(host))) => self.wake_local(host),
                 Some((_, PeerNotice::TokenRevoked(token))) => self.token_checks.forget(token),
+                Some((_, PeerNotice::HostCredential(host))) => {
+                    self.host_checks.forget_credentials(Some(host));
+                }
                 Some((_, PeerNotice::Lists(tenant))) => self.lists.touch(&match tenant {
                     Some(t) => Touched::Tenants([t].into()),
                     None => Touched::All,
@@ -317,6 +360,7 @@ mod tests {
             PeerNotice::Desired(Some(42)),
             PeerNotice::Desired(None),
             PeerNotice::TokenRevoked(7),
+            PeerNotice::HostCredential(9),
             PeerNotice::Lists(Some(3)),
             PeerNotice::Lists(None),
         ] {
@@ -329,6 +373,7 @@ mod tests {
             "zz desired 1",
             "beef desired x",
             "beef token *",
+            "beef credential *",
             "beef other 1",
             "beef desired 1 2",
             "beef lists x",

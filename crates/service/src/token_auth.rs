@@ -10,7 +10,7 @@
 //! written.
 
 use crate::allocations::TenantActor;
-use crate::memo::{Believed, Unwritten};
+use crate::memo::{Asked, Believed, Unwritten, BELIEVED_FOR};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
@@ -33,13 +33,21 @@ pub(crate) struct TokenChecks {
 
 impl TokenChecks {
     /// The token with this hash, if it verified less than a second ago.
-    pub(crate) fn cached(&self, hash: &str, now: DateTime<Utc>) -> Option<Verified> {
-        self.verified.cached(hash, now)
+    pub(crate) fn cached(&self, hash: &str, now: DateTime<Utc>) -> Result<Verified, Asked> {
+        self.verified.lookup(hash, now, BELIEVED_FOR)
     }
 
-    /// Remembers a token that verified at `now`.
-    pub(crate) fn remember(&self, hash: String, verified: Verified, now: DateTime<Utc>) {
-        self.verified.remember(hash, verified, now);
+    /// Remembers a token that verified at `now` (unless one was revoked
+    /// here since it was `asked`).
+    pub(crate) fn remember(
+        &self,
+        asked: Asked,
+        hash: String,
+        verified: Verified,
+        now: DateTime<Utc>,
+    ) {
+        self.verified
+            .remember(asked, hash, verified, now, BELIEVED_FOR);
     }
 
     /// Forgets a token (it was revoked here).

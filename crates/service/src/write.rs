@@ -246,6 +246,10 @@ impl Write {
                 service.token_checks.forget(token);
                 service.tell_peers(crate::replicas::PeerNotice::TokenRevoked(token));
             }
+            if let Some(host) = after.forgets_host_credential {
+                service.host_checks.forget_credentials(Some(host));
+                service.tell_peers(crate::replicas::PeerNotice::HostCredential(host));
+            }
         }
         Ok(retries_queue)
     }

@@ -10,6 +10,7 @@ use common::agent::*;
 use common::{fixture, fixture_with_pools, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use std::collections::{BTreeMap, BTreeSet};
+use tessera_core::availability::OpsAction;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuObserved, ObservedInstance};
@@ -2030,6 +2031,59 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
         assert!(refused, "a revoked token is refused on every replica");
     }
 
+    // A re-enrolment or a decommission on one replica: the others stop
+    // believing the host's old credential at once.
+    let refused_on_peers = |credential: String| {
+        let (b, c) = (b.clone(), c.clone());
+        async move {
+            for s in [&b, &c] {
+                let mut refused = false;
+                for _ in 0..50 {
+                    match s.authenticate_host(&credential).await {
+                        Err(ServiceError::InvalidCredential) => {
+                            refused = true;
+                            break;
+                        }
+                        Err(e) => panic!("{e:?}"),
+                        Ok(_) => {}
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                assert!(
+                    refused,
+                    "a replaced host credential is refused on every replica"
+                );
+            }
+        }
+    };
+    let old = f
+        .enrol_credential(common::join_token("gpu-9", 60), "gpu-9")
+        .await;
+    for s in [&b, &c] {
+        assert!(s.authenticate_host(&old).await.is_ok());
+    }
+    let new = f
+        .enrol_credential(common::reenrol_token("gpu-9"), "gpu-9")
+        .await;
+    refused_on_peers(old).await;
+    let mut gpu9 = None;
+    for s in [&b, &c] {
+        gpu9 = Some(s.authenticate_host(&new).await.unwrap().id());
+    }
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    for action in [OpsAction::Maintenance, OpsAction::Decommission] {
+        let r = tessera_protocol::views::OpsRequest {
+            action,
+            reason: "end of life".into(),
+        };
+        f.service
+            .operate_host(&proof, gpu9.unwrap(), &r)
+            .await
+            .unwrap();
+    }
+    refused_on_peers(new).await;
+
     // Requests raced over the three replicas: vision's quota (8 slices,
     // one held) is never exceeded, and every winner is distinct.
     let services = [f.service.clone(), b.clone(), c.clone()];
@@ -2051,6 +2105,94 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
         .collect();
     assert!(results.iter().any(|r| r.is_ok()));
     check_invariants(&f).await;
+    stop_tx.send_replace(true);
+}
+
+/// A host credential that verified is believed for a minute while the
+/// other replicas' notices are heard (always on SQLite), for a second when
+/// they are not (PostgreSQL without a listener), and forgotten whenever the
+/// listener subscribes again (it may have missed a notice). The probe: the
+/// stored credential changed behind the service's back, as by a replica
+/// whose notice was lost.
+#[tokio::test]
+async fn host_credentials_are_believed_longer_while_peers_are_heard() {
+    use sea_orm::ConnectionTrait;
+    let f = fixture().await;
+    let postgres = f.service.db().get_database_backend() == sea_orm::DbBackend::Postgres;
+    let credential = f
+        .enrol_credential(common::join_token("gpu-1", 60), "gpu-1")
+        .await;
+    let set_hash = |hash: String| {
+        let db = f.service.db().clone();
+        async move {
+            db.execute_unprepared(&format!(
+                "UPDATE hosts SET credential_hash = '{hash}' WHERE hostname = 'gpu-1'"
+            ))
+            .await
+            .unwrap();
+        }
+    };
+    let tamper = || set_hash("elsewhere".into());
+    let real_hash = {
+        use tessera_service::entity::host;
+        host::Entity::find()
+            .one(f.service.db())
+            .await
+            .unwrap()
+            .unwrap()
+            .credential_hash
+    };
+    let accepted = || async { f.service.authenticate_host(&credential).await.is_ok() };
+
+    // Not hearing the others (PostgreSQL, no listener): a second.
+    if postgres {
+        assert!(accepted().await);
+        tamper().await;
+        f.clock.advance(Duration::milliseconds(900));
+        assert!(accepted().await, "believed within the second");
+        f.clock.advance(Duration::milliseconds(200));
+        assert!(!accepted().await, "asked again after a second");
+        set_hash(real_hash.clone()).await;
+    }
+
+    // Hearing them: a minute.
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let listener = {
+        let (s, stop) = (f.service.clone(), stop.clone());
+        tokio::spawn(async move { s.listen_to_peers(stop).await })
+    };
+    if postgres {
+        // The subscription forgets what was believed before it; wait for it.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert!(accepted().await);
+    tamper().await;
+    f.clock.advance(Duration::seconds(59));
+    assert!(accepted().await, "believed for the minute");
+    f.clock.advance(Duration::seconds(1));
+    assert!(!accepted().await, "asked again after a minute");
+    if postgres {
+        set_hash(real_hash.clone()).await;
+        assert!(accepted().await);
+        tamper().await;
+        // A new subscription forgets every belief at once, the clock
+        // standing still.
+        stop_tx.send_replace(true);
+        listener.await.unwrap();
+        let (again_tx, again) = tokio::sync::watch::channel(false);
+        let s = f.service.clone();
+        tokio::spawn(async move { s.listen_to_peers(again).await });
+        let mut refused = false;
+        for _ in 0..50 {
+            if !accepted().await {
+                refused = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(refused, "a new subscription forgets believed credentials");
+        again_tx.send_replace(true);
+    }
     stop_tx.send_replace(true);
 }
 

@@ -90,10 +90,10 @@ impl Service {
         let hash = secret::hash(secret.trim());
         let now = self.now();
         let verified = match self.token_checks.cached(&hash, now) {
-            Some(v) => v,
-            None => {
+            Ok(v) => v,
+            Err(asked) => {
                 let v = self.verify_api_token(&hash).await?;
-                self.token_checks.remember(hash, v.clone(), now);
+                self.token_checks.remember(asked, hash, v.clone(), now);
                 v
             }
         };

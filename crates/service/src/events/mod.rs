@@ -657,6 +657,9 @@ pub struct AfterCommit {
     /// A revoked API token: this process forgets its check at once (see
     /// [`crate::token_auth`]).
     pub forgets_token: Option<i64>,
+    /// A host whose credential stopped working (re-enrolled or
+    /// decommissioned): every replica forgets it at once.
+    pub forgets_host_credential: Option<i64>,
 }
 
 /// What an event changes in the placer's view of the pools (see
@@ -767,6 +770,20 @@ impl DomainEvent {
             Self::PoolChanged { .. } | Self::PoolChangeCancelled { .. } => grows,
             Self::ApiTokenRevoked { token_id, .. } => AfterCommit {
                 forgets_token: Some(*token_id),
+                ..AfterCommit::default()
+            },
+            Self::HostEnrolled {
+                host_id,
+                reenrolled: true,
+                ..
+            }
+            | Self::FleetOperated {
+                host_id,
+                gpu: None,
+                after: None,
+                ..
+            } => AfterCommit {
+                forgets_host_credential: Some(*host_id),
                 ..AfterCommit::default()
             },
             Self::AllocationRequested { .. }

@@ -683,7 +683,7 @@ fn quota_growth_retries_the_queue() {
         requeued.after_commit(),
         AfterCommit {
             retries_queue: true,
-            forgets_token: None,
+            ..AfterCommit::default()
         }
     );
     // Only a revocation makes the process forget a token's check.
@@ -693,6 +693,42 @@ fn quota_growth_retries_the_queue() {
         .map(|(e, _, _)| index(e))
         .collect();
     assert_eq!(forgets, [21]);
+    // A host's credential is forgotten when it is replaced or the host is
+    // gone, not when a host first enrols or a GPU is operated on.
+    let enrolled = |reenrolled| DomainEvent::HostEnrolled {
+        host_id: 5,
+        hostname: "gpu-01".into(),
+        reenrolled,
+    };
+    let operated = |gpu: Option<(u32, String)>, after| DomainEvent::FleetOperated {
+        host_id: 5,
+        hostname: "gpu-01".into(),
+        gpu,
+        action: OpsAction::Decommission,
+        before: OpsMode::Maintenance,
+        after,
+        reason: "end of life".into(),
+        drain_deadline: None,
+    };
+    let forgotten = |e: DomainEvent| e.after_commit().forgets_host_credential;
+    assert_eq!(forgotten(enrolled(true)), Some(5));
+    assert_eq!(forgotten(enrolled(false)), None);
+    assert_eq!(forgotten(operated(None, None)), Some(5));
+    assert_eq!(forgotten(operated(None, Some(OpsMode::Maintenance))), None);
+    assert_eq!(
+        forgotten(operated(
+            Some((0, "GPU-1".into())),
+            Some(OpsMode::Maintenance)
+        )),
+        None
+    );
+    assert!(samples.iter().all(
+        |(e, _, _)| e.after_commit().forgets_host_credential.is_none()
+            || matches!(
+                e,
+                DomainEvent::HostEnrolled { .. } | DomainEvent::FleetOperated { .. }
+            )
+    ));
     // Resuming a host, or a GPU turning healthy, frees capacity.
     let resumed = DomainEvent::FleetOperated {
         host_id: 5,

@@ -1,12 +1,14 @@
 //! Enrolment: a host trades a join token for its own credential, and
 //! authenticates with it afterwards.
 
+use super::heartbeat::CREDENTIAL_BELIEVED_FOR;
 use crate::audit::Actor;
 use crate::entity::{host, join_token};
 use crate::events::DomainEvent;
+use crate::memo::BELIEVED_FOR;
 use crate::{secret, Service, ServiceError};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
 use tessera_protocol::agent::{EnrollRequest, EnrollResponse};
 
 /// A host that authenticated with its credential: a proof, only made by
@@ -167,10 +169,9 @@ impl Service {
         )
         .await?;
         if reenrolled {
-            // The old credential stops working here at once (on other
-            // replicas within a second), and the next report is processed
-            // in full.
-            self.host_checks.forget_credentials(host_id);
+            // The old credential stopped working with the commit (here and,
+            // by a notice, on the other replicas: see the event's
+            // after-commit); the next report is processed in full.
             self.host_checks.forget_report(Some(host_id));
         }
         Ok(EnrollResponse {
@@ -186,20 +187,26 @@ impl Service {
     ) -> Result<AuthenticatedHost, ServiceError> {
         let hash = secret::hash(credential.trim());
         let now = self.now();
-        if let Some(host) = self.host_checks.credential(&hash, now) {
-            return Ok(host);
-        }
-        let h = host::Entity::find()
+        let within = if self.peers_heard() {
+            CREDENTIAL_BELIEVED_FOR
+        } else {
+            BELIEVED_FOR
+        };
+        let asked = match self.host_checks.credential(&hash, now, within) {
+            Ok(host) => return Ok(host),
+            Err(asked) => asked,
+        };
+        let (id, hostname) = host::Entity::find()
+            .select_only()
+            .columns([host::Column::Id, host::Column::Hostname])
             .filter(host::Column::CredentialHash.eq(hash.as_str()))
+            .into_tuple::<(i64, String)>()
             .one(&self.db)
             .await?
             .ok_or(ServiceError::InvalidCredential)?;
-        let host = AuthenticatedHost {
-            id: h.id,
-            hostname: h.hostname,
-        };
+        let host = AuthenticatedHost { id, hostname };
         self.host_checks
-            .remember_credential(hash, host.clone(), now);
+            .remember_credential(asked, hash, host.clone(), now);
         Ok(host)
     }
 }

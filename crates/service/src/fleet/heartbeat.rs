@@ -6,8 +6,12 @@
 //! changed drops the poll and is sent at once. Almost every poll repeats
 //! the last report; each agent request also presents the host's
 //! credential. Per process, so that neither costs the database a thing:
-//! - a credential that verified is believed for a second (the agent's
-//!   report follows its long poll at once);
+//! - a credential that verified is believed for [`CREDENTIAL_BELIEVED_FOR`]
+//!   while this replica hears the others' notices (always, on SQLite), a
+//!   second otherwise: a re-enrolment or a decommission forgets the host's
+//!   credential at once here and, by a notice, on every other replica; a
+//!   replica whose listener reconnects forgets them all, since it may have
+//!   missed a notice;
 //! - a report that repeats the last one this process processed in full —
 //!   the same digest, less than [`REPORT_FULL_EVERY`] ago, the host not
 //!   offline since, its desired state not changed since (every change of it
@@ -29,10 +33,19 @@
 //! then remembers it, with the time it was processed in full.
 
 use super::AuthenticatedHost;
-use crate::memo::{lock, Believed, Unwritten};
+use crate::memo::{lock, Asked, Believed, Unwritten};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+/// How long a host credential that verified is believed while the other
+/// replicas' notices are heard. A notice that could not be sent is the
+/// only thing that lets a replaced or decommissioned host's old credential
+/// work this long on another replica.
+pub const CREDENTIAL_BELIEVED_FOR: Duration = Duration::seconds(60);
+
+/// At most this many host credentials are believed at once.
+const MAX_CREDENTIALS: usize = 100_000;
 
 /// A report that repeats the last one is still processed in full this often.
 pub const REPORT_FULL_EVERY: Duration = Duration::seconds(60);
@@ -48,7 +61,7 @@ struct LastReport {
 }
 
 /// Credentials believed, last reports and unwritten sightings, per process.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HostChecks {
     /// By the credential's hash.
     credentials: Believed<AuthenticatedHost>,
@@ -58,26 +71,47 @@ pub(crate) struct HostChecks {
     seen: Unwritten,
 }
 
+impl Default for HostChecks {
+    fn default() -> Self {
+        Self {
+            credentials: Believed::with_max(MAX_CREDENTIALS),
+            reports: Mutex::default(),
+            seen: Unwritten::default(),
+        }
+    }
+}
+
 impl HostChecks {
-    /// The host whose credential has this hash, if it verified less than a
-    /// second ago.
-    pub(crate) fn credential(&self, hash: &str, now: DateTime<Utc>) -> Option<AuthenticatedHost> {
-        self.credentials.cached(hash, now)
+    /// The host whose credential has this hash, if it verified less than
+    /// `within` ago; if not, the [`Asked`] to remember the answer with.
+    pub(crate) fn credential(
+        &self,
+        hash: &str,
+        now: DateTime<Utc>,
+        within: Duration,
+    ) -> Result<AuthenticatedHost, Asked> {
+        self.credentials.lookup(hash, now, within)
     }
 
-    /// Remembers a credential that verified at `now`.
+    /// Remembers a credential that verified at `now` (unless a credential
+    /// was forgotten here since it was `asked`).
     pub(crate) fn remember_credential(
         &self,
+        asked: Asked,
         hash: String,
         host: AuthenticatedHost,
         now: DateTime<Utc>,
     ) {
-        self.credentials.remember(hash, host, now);
+        self.credentials
+            .remember(asked, hash, host, now, CREDENTIAL_BELIEVED_FOR);
     }
 
-    /// Forgets every credential of `host` (it enrolled again here).
-    pub(crate) fn forget_credentials(&self, host: i64) {
-        self.credentials.forget(|h| h.id == host);
+    /// Forgets the credentials of `host` (`None`: of every host): it
+    /// enrolled again or was decommissioned, or a notice may have been
+    /// missed.
+    pub(crate) fn forget_credentials(&self, host: Option<i64>) {
+        self.credentials
+            .forget(|h| host.is_none_or(|host| h.id == host));
     }
 
     /// Whether a report with `digest` repeats the last one processed in full

@@ -281,6 +281,30 @@ impl Fixture {
             .unwrap()
     }
 
+    /// Enrols `hostname` with a join token made from `token` and returns
+    /// the host's credential.
+    pub async fn enrol_credential(
+        &self,
+        token: tessera_service::fleet::NewJoinToken,
+        hostname: &str,
+    ) -> String {
+        let admin = self.admin().await;
+        let proof = admin.require_platform_admin().unwrap();
+        let token = self
+            .service
+            .create_join_token(&proof, &token)
+            .await
+            .unwrap();
+        self.service
+            .enroll(&tessera_protocol::agent::EnrollRequest {
+                join_token: token.secret,
+                hostname: hostname.into(),
+            })
+            .await
+            .unwrap()
+            .credential
+    }
+
     /// Number of rows in a table.
     pub async fn count(&self, table: &str) -> i64 {
         use sea_orm::{FromQueryResult, Statement};
