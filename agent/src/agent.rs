@@ -118,8 +118,9 @@ pub fn apply_desired(
 
 /// What the loop knows about the desired state between passes.
 struct Control {
-    /// The last desired state received.
-    desired: Option<DesiredState>,
+    /// The last desired state received (shared with the apply passes,
+    /// which run off the runtime).
+    desired: Option<Arc<DesiredState>>,
     /// The generation last applied, and that pass's errors (what is reported).
     applied_generation: Option<i64>,
     errors: Vec<GpuApplyError>,
@@ -254,10 +255,7 @@ impl HostAgent {
                 tokio::select! {
                     fetched = &mut poll => break fetched?,
                     _ = tick.tick() => {
-                        let (inventory, applied) =
-                            self.observe_and_apply(mine.desired.clone()).await?;
-                        self.note_applied(&mut mine, applied);
-                        let report = self.report_of(inventory, &mine);
+                        let report = self.observe_report(&mut mine).await?;
                         if last != Some(&report) {
                             tracing::debug!(host = %self.hostname, "the host changed during the poll");
                             break Fetch::Changed(Box::new(report));
@@ -269,6 +267,16 @@ impl HostAgent {
         control.applied_generation = mine.applied_generation;
         control.errors = mine.errors;
         Ok(fetch)
+    }
+
+    /// Observes the host, applies the known desired state, and returns the
+    /// report of that pass. Every pass, not only on a new generation: a
+    /// pass with nothing to do costs an observe and a plan, and this
+    /// retries transient driver faults and repairs drift.
+    async fn observe_report(&self, control: &mut Control) -> Result<HostReport, AgentError> {
+        let (inventory, applied) = self.observe_and_apply(control.desired.clone()).await?;
+        self.note_applied(control, applied);
+        Ok(self.report_of(inventory, control))
     }
 
     /// Records one apply pass in `control` (what the next report says).
@@ -310,7 +318,7 @@ impl HostAgent {
     /// (then takes the inventory again if anything changed), off the runtime.
     async fn observe_and_apply(
         &self,
-        desired: Option<DesiredState>,
+        desired: Option<Arc<DesiredState>>,
     ) -> Result<(Inventory, Option<Applied>), AgentError> {
         let backend = Arc::clone(&self.backend);
         let span = tracing::info_span!("host", host = %self.hostname);
@@ -358,23 +366,22 @@ impl HostAgent {
                 .poll_observing(&credential, &mut control, heartbeat, interval)
                 .await?;
 
-            // (b) Apply it. Every pass, not only on a new generation: a pass
-            // with nothing to do costs an observe and a plan, and this retries
-            // transient driver faults and repairs drift. (A report that
-            // changed during the poll is already taken.)
-            let report = match &fetch {
-                Fetch::Changed(report) => (**report).clone(),
-                Fetch::Got { .. } | Fetch::Failed => {
-                    if let Fetch::Got { state: Some(d), .. } = &fetch {
+            // (b) Apply it, every pass (see `observe_report`); a report that
+            // changed during the poll was taken by such a pass already.
+            let (report, report_noted, answered) = match fetch {
+                Fetch::Changed(report) => (*report, false, true),
+                Fetch::Failed => (self.observe_report(&mut control).await?, false, false),
+                Fetch::Got {
+                    state,
+                    report_noted,
+                } => {
+                    if let Some(d) = state {
                         if control.desired.as_ref().map(|c| c.generation) != Some(d.generation) {
                             tracing::debug!(host = %self.hostname, generation = d.generation, gpus = d.gpus.len(), "new desired state");
                         }
-                        control.desired = Some(d.clone());
+                        control.desired = Some(Arc::new(d));
                     }
-                    let (inventory, applied) =
-                        self.observe_and_apply(control.desired.clone()).await?;
-                    self.note_applied(&mut control, applied);
-                    self.report_of(inventory, &control)
+                    (self.observe_report(&mut control).await?, report_noted, true)
                 }
             };
 
@@ -394,16 +401,11 @@ impl HostAgent {
             }
 
             // (c) Report, unless the poll stood for this very report.
-            let noted = matches!(
-                fetch,
-                Fetch::Got {
-                    report_noted: true,
-                    ..
-                }
-            ) && control
-                .last_report
-                .as_ref()
-                .is_some_and(|(last, _)| *last == report);
+            let noted = report_noted
+                && control
+                    .last_report
+                    .as_ref()
+                    .is_some_and(|(last, _)| *last == report);
             if noted {
                 tracing::trace!(host = %self.hostname, "the poll stood for the report");
                 backoff = FIRST_BACKOFF;
@@ -436,16 +438,15 @@ impl HostAgent {
                         s => Duration::from_secs(s),
                     };
                     control.last_report = ack.digest.map(|digest| (report, digest));
-                    match fetch {
-                        Fetch::Got { .. } | Fetch::Changed(_) => {
-                            backoff = FIRST_BACKOFF;
-                            if self.once {
-                                return Ok(());
-                            }
-                            // The next long poll is the wait.
-                            Duration::ZERO
+                    if answered {
+                        backoff = FIRST_BACKOFF;
+                        if self.once {
+                            return Ok(());
                         }
-                        Fetch::Failed => next_backoff(&mut backoff),
+                        // The next long poll is the wait.
+                        Duration::ZERO
+                    } else {
+                        next_backoff(&mut backoff)
                     }
                 }
                 Err(ClientError::Transient(e)) => {

@@ -3,9 +3,9 @@
 use reqwest::StatusCode;
 use std::time::Duration;
 use tessera_protocol::agent::{
-    ApiErrorBody, DesiredState, EnrollRequest, EnrollResponse, HostReport, ReportAck, TelemetryAck,
-    TelemetryBatch, AGENT_API_PREFIX, DESIRED_MAX_WAIT_S, REPORT_DIGEST_HEADER, REPORT_HEADER,
-    REPORT_NOTED, TELEMETRY_ROUTE,
+    ApiErrorBody, DesiredState, EnrollRequest, EnrollResponse, HostReport, PolledReport, ReportAck,
+    TelemetryAck, TelemetryBatch, AGENT_API_PREFIX, DESIRED_MAX_WAIT_S, REPORT_DIGEST_HEADER,
+    REPORT_HEADER, TELEMETRY_ROUTE,
 };
 use thiserror::Error;
 
@@ -142,7 +142,8 @@ impl ServerClient {
             r.status().is_success()
                 && r.headers()
                     .get(REPORT_HEADER)
-                    .is_some_and(|v| v.as_bytes() == REPORT_NOTED.as_bytes())
+                    .and_then(|v| PolledReport::parse(v.as_bytes()))
+                    == Some(PolledReport::Noted)
         });
         if let Ok(r) = &resp {
             if r.status() == StatusCode::NO_CONTENT && after.is_some() {

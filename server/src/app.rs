@@ -236,7 +236,14 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         // log line, never a dropped connection.
         .layer(CatchPanicLayer::custom(security::panic_response))
         .layer(from_fn_with_state(header_policy, headers::set_headers))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        // A failed request is logged once, by the error table (a 500 with
+        // its cause at error level, a busy 503 as a warning): the layer's
+        // own failure line would repeat each at error level.
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http().on_failure(
+                tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG),
+            ),
+        )
         .with_state(state)
 }
 

@@ -170,19 +170,39 @@ fn is_zero(n: &u64) -> bool {
 /// Request header of the desired-state poll: the [`ReportAck::digest`] of
 /// the agent's last report, which its next report would repeat. The poll
 /// then stands for that report when the server answers
-/// [`REPORT_HEADER`]`: `[`REPORT_NOTED`].
+/// [`REPORT_HEADER`]`: `[`PolledReport::Noted`].
 pub const REPORT_DIGEST_HEADER: &str = "tessera-report-digest";
 
 /// Response header of the desired-state poll that carried
-/// [`REPORT_DIGEST_HEADER`]: [`REPORT_NOTED`] or [`REPORT_WANTED`].
+/// [`REPORT_DIGEST_HEADER`]: a [`PolledReport`].
 pub const REPORT_HEADER: &str = "tessera-report";
 
-/// The poll stood for the repeated report: the agent need not send it.
-pub const REPORT_NOTED: &str = "noted";
+/// What became of the report a desired-state poll named ([`REPORT_HEADER`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolledReport {
+    /// The poll stood for the repeated report: the agent need not send it.
+    Noted,
+    /// The server wants the report itself (it did not process that one here
+    /// lately, or the host's state changed since).
+    Wanted,
+}
 
-/// The server wants the report itself (it did not process that one here
-/// lately, or the host's state changed since).
-pub const REPORT_WANTED: &str = "wanted";
+impl PolledReport {
+    /// The header value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Noted => "noted",
+            Self::Wanted => "wanted",
+        }
+    }
+
+    /// Reads a header value (`None`: not one of ours).
+    pub fn parse(value: &[u8]) -> Option<Self> {
+        [Self::Noted, Self::Wanted]
+            .into_iter()
+            .find(|r| r.as_str().as_bytes() == value)
+    }
+}
 
 /// Error body of every API answer that is not a success.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -275,4 +295,21 @@ pub struct TelemetryAck {
     /// The time of the last round the server holds for the host, ms: the
     /// agent may drop everything up to it.
     pub last_at_ms: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PolledReport;
+
+    #[test]
+    fn polled_report_values_read_back_and_nothing_else_does() {
+        for r in [PolledReport::Noted, PolledReport::Wanted] {
+            assert_eq!(PolledReport::parse(r.as_str().as_bytes()), Some(r));
+        }
+        assert_eq!(PolledReport::Noted.as_str(), "noted");
+        assert_eq!(PolledReport::Wanted.as_str(), "wanted");
+        for bad in [&b""[..], b"Noted", b"noted ", b"other"] {
+            assert_eq!(PolledReport::parse(bad), None);
+        }
+    }
 }

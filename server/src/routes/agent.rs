@@ -13,8 +13,8 @@ use axum::Json;
 use serde::Deserialize;
 use std::time::Duration;
 use tessera_protocol::agent::{
-    EnrollRequest, EnrollResponse, HostReport, ReportAck, TelemetryAck, TelemetryBatch,
-    REPORT_DIGEST_HEADER, REPORT_HEADER, REPORT_NOTED, REPORT_WANTED,
+    EnrollRequest, EnrollResponse, HostReport, PolledReport, ReportAck, TelemetryAck,
+    TelemetryBatch, REPORT_DIGEST_HEADER, REPORT_HEADER,
 };
 
 /// Trades a join token for a host credential.
@@ -70,14 +70,14 @@ pub async fn get_desired_state(
         .and_then(|v| v.to_str().ok())
         .map(|digest| {
             if state.service.note_polled_report(&host, digest) {
-                REPORT_NOTED
+                PolledReport::Noted
             } else {
-                REPORT_WANTED
+                PolledReport::Wanted
             }
         });
     // A poll that did not stand for the report is answered at once: the
     // host counts as seen only once the report arrives.
-    let wait_s = if report == Some(REPORT_WANTED) {
+    let wait_s = if report == Some(PolledReport::Wanted) {
         0
     } else {
         q.wait_s
@@ -117,7 +117,7 @@ pub async fn get_desired_state(
     if let Some(report) = report {
         response.headers_mut().insert(
             header::HeaderName::from_static(REPORT_HEADER),
-            header::HeaderValue::from_static(report),
+            header::HeaderValue::from_static(report.as_str()),
         );
     }
     Ok(response)

@@ -151,7 +151,8 @@ pub fn render(
     families.extend(own);
     let mut out = String::new();
     TextEncoder::new().encode_utf8(&families, &mut out)?;
-    dcgm::write_devices(&mut out, devices);
+    dcgm::write_devices(&mut out, devices)
+        .map_err(|e| prometheus::Error::Msg(format!("writing the DCGM series: {e}")))?;
     Ok(out)
 }
 

@@ -80,7 +80,7 @@ fn whole_gpu(d: &DeviceGauges) -> Option<()> {
 }
 
 /// Appends every family that has a series, as gauges.
-pub fn write_devices(out: &mut String, devices: &[DeviceGauges]) {
+pub fn write_devices(out: &mut impl Write, devices: &[DeviceGauges]) -> std::fmt::Result {
     for family in &FAMILIES {
         let mut series = devices
             .iter()
@@ -89,64 +89,69 @@ pub fn write_devices(out: &mut String, devices: &[DeviceGauges]) {
         if series.peek().is_none() {
             continue;
         }
-        // Writing to a String cannot fail.
-        let _ = write!(
+        write!(
             out,
             "# HELP {0} {1}\n# TYPE {0} gauge\n",
             family.name, family.help
-        );
+        )?;
         for (d, value) in series {
-            write_series(out, family.name, d, value);
+            write_series(out, family.name, d, value)?;
         }
     }
+    Ok(())
 }
 
 /// One line: the name, the labels sorted by name (as the crate sorts them),
 /// escaped, and the value.
-fn write_series(out: &mut String, name: &str, d: &DeviceGauges, value: f64) {
+fn write_series(
+    out: &mut impl Write,
+    name: &str,
+    d: &DeviceGauges,
+    value: f64,
+) -> std::fmt::Result {
     let (profile, gi) = match &d.mig {
         Some((profile, gi)) => (profile.as_str(), Some(*gi)),
         None => ("", None),
     };
-    out.push_str(name);
-    out.push_str("{GPU_I_ID=\"");
+    write!(out, "{name}{{GPU_I_ID=\"")?;
     if let Some(gi) = gi {
-        let _ = write!(out, "{gi}");
+        write!(out, "{gi}")?;
     }
-    out.push_str("\",GPU_I_PROFILE=\"");
-    escape_into(out, profile);
-    out.push_str("\",Hostname=\"");
-    escape_into(out, &d.hostname);
-    out.push_str("\",UUID=\"");
-    escape_into(out, &d.gpu_uuid);
-    out.push_str("\",allocation=\"");
+    out.write_str("\",GPU_I_PROFILE=\"")?;
+    escape_into(out, profile)?;
+    out.write_str("\",Hostname=\"")?;
+    escape_into(out, &d.hostname)?;
+    out.write_str("\",UUID=\"")?;
+    escape_into(out, &d.gpu_uuid)?;
+    out.write_str("\",allocation=\"")?;
     if let Some(a) = d.allocation {
-        let _ = write!(out, "{a}");
+        write!(out, "{a}")?;
     }
-    let _ = write!(
+    write!(
         out,
         "\",device=\"nvidia{0}\",gpu=\"{0}\",modelName=\"",
         d.gpu_index
-    );
-    escape_into(out, &d.model_name);
-    out.push_str("\",pool=\"");
-    escape_into(out, d.pool.as_deref().unwrap_or(""));
-    out.push_str("\",tenant=\"");
-    escape_into(out, d.tenant.as_deref().unwrap_or(""));
-    let _ = writeln!(out, "\"}} {value}");
+    )?;
+    escape_into(out, &d.model_name)?;
+    out.write_str("\",pool=\"")?;
+    escape_into(out, d.pool.as_deref().unwrap_or(""))?;
+    out.write_str("\",tenant=\"")?;
+    escape_into(out, d.tenant.as_deref().unwrap_or(""))?;
+    writeln!(out, "\"}} {value}")
 }
 
 /// A label value as the text format escapes it: backslash, double quote
 /// and line feed.
-fn escape_into(out: &mut String, v: &str) {
+fn escape_into(out: &mut impl Write, v: &str) -> std::fmt::Result {
     for c in v.chars() {
         match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
+            '\\' => out.write_str("\\\\")?,
+            '"' => out.write_str("\\\"")?,
+            '\n' => out.write_str("\\n")?,
+            c => out.write_char(c)?,
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -242,7 +247,7 @@ mod tests {
         // In the crate's order: by label values, GPU_I_ID first.
         let devices = [held, odd, unmeasured_mig, mig];
         let mut ours = String::new();
-        write_devices(&mut ours, &devices);
+        write_devices(&mut ours, &devices).unwrap();
         assert_eq!(ours, through_the_crate(&devices));
         assert!(
             ours.contains("Hostname=\"b\\\\\\\"quoted\\\"\\nline\""),
@@ -261,13 +266,13 @@ mod tests {
     #[test]
     fn a_family_without_series_is_left_out() {
         let mut ours = String::new();
-        write_devices(&mut ours, &[]);
+        write_devices(&mut ours, &[]).unwrap();
         assert_eq!(ours, "");
         let mig_only = [DeviceGauges {
             mig: Some(("1g.10gb".into(), 6)),
             ..gpu("a", 0)
         }];
-        write_devices(&mut ours, &mig_only);
+        write_devices(&mut ours, &mig_only).unwrap();
         assert!(!ours.contains("DCGM_FI_DEV_GPU_UTIL"), "{ours}");
         assert_eq!(ours, through_the_crate(&mig_only));
     }
