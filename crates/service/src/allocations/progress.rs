@@ -3,13 +3,12 @@
 //! not create fail with the driver's reason, and slices it tore down end.
 
 use super::stored::{set_state, AllocationRow};
-use crate::entity::{allocation, host};
+use crate::entity::allocation;
 use crate::events::{AllocationRef, DomainEvent};
 use crate::fleet::AuthenticatedHost;
 use crate::write::Write;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
-use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
 use std::collections::BTreeMap;
@@ -36,14 +35,10 @@ impl Service {
         report: &HostReport,
         now: DateTime<Utc>,
     ) -> Result<(), ServiceError> {
+        // The host's row took `applied_generation` already.
         let Some(applied) = report.applied_generation else {
             return Ok(());
         };
-        host::Entity::update_many()
-            .col_expr(host::Column::AppliedGeneration, Expr::value(applied))
-            .filter(host::Column::Id.eq(who.id))
-            .exec(w.db())
-            .await?;
         let by_uuid: BTreeMap<&str, &GpuReport> =
             report.gpus.iter().map(|g| (g.uuid.as_str(), g)).collect();
         let errors: BTreeMap<u32, &str> = report

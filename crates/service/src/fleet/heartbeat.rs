@@ -144,6 +144,17 @@ impl HostChecks {
         repeat
     }
 
+    /// Whether the last report of `host` processed in full here had
+    /// `digest` and is [`REPORT_FULL_EVERY`] old at `now`: a repeat of it is
+    /// due for full processing by its age, which the stored copy cannot
+    /// change unless another replica processed it in full since (then one
+    /// more full processing does no harm), so there is no need to ask it.
+    pub(crate) fn full_due_here(&self, host: i64, digest: &str, now: DateTime<Utc>) -> bool {
+        lock(&self.reports)
+            .get(&host)
+            .is_some_and(|last| last.digest == digest && now - last.full_at >= REPORT_FULL_EVERY)
+    }
+
     /// Remembers the report of `host` with `digest`, processed in full at `now`.
     pub(crate) fn processed(&self, host: i64, digest: String, now: DateTime<Utc>) {
         self.processed_at(host, digest, now, now);
@@ -226,8 +237,13 @@ mod tests {
         // A clock that went back is no repeat.
         assert!(!c.repeats(1, "d", at(90), offline));
 
+        // Its age alone makes it due here (not its absence: another
+        // replica may have seen the host meanwhile).
+        assert!(!c.full_due_here(1, "d", at(130)));
+        assert!(c.full_due_here(1, "d", at(160)) && !c.full_due_here(1, "other", at(160)));
         // Forgotten (its desired state changed): in full.
         c.forget_report(Some(1));
+        assert!(!c.full_due_here(1, "d", at(160)));
         assert!(!c.repeats(1, "d", at(131), offline));
         c.processed(1, "d".into(), at(140));
         c.processed(2, "e".into(), at(140));

@@ -158,7 +158,9 @@ impl Service {
             let offline_after = self.settings.host_offline_after;
             let repeated = if self.host_checks.repeats(who.id, d, now, offline_after) {
                 Some(ReportOutcome::Repeated)
-            } else if self.record_repeat(who, d, now).await? {
+            } else if !self.host_checks.full_due_here(who.id, d, now)
+                && self.record_repeat(who, d, now).await?
+            {
                 Some(ReportOutcome::RepeatedStored)
             } else {
                 None
@@ -221,6 +223,10 @@ impl Service {
         // Cleared again below if processing it changes the desired state.
         active.report_digest = Set(digest.clone());
         active.report_full_at = Set(Some(now));
+        if let Some(applied) = report.applied_generation {
+            // What the agent applied (its slices' progress follows below).
+            active.applied_generation = Set(Some(applied));
+        }
         active.update(w.db()).await?;
 
         let gone: Vec<i64> = existing
@@ -228,6 +234,8 @@ impl Service {
             .filter(|g| !report.gpus.iter().any(|r| r.uuid == g.uuid))
             .map(|g| g.id)
             .collect();
+        // Whether any GPU row changed here (else they read as `existing`).
+        let mut gpus_written = !gone.is_empty();
         if !gone.is_empty() {
             w.capacity_changed();
             gpu::Entity::delete_many()
@@ -311,6 +319,7 @@ impl Service {
                         a.apply_error = Set(apply_error);
                         a.updated_at = Set(now);
                         a.update(w.db()).await?;
+                        gpus_written = true;
                     }
                 }
                 None => {
@@ -341,19 +350,24 @@ impl Service {
                     }
                     .insert(w.db())
                     .await?;
+                    gpus_written = true;
                 }
             }
         }
         self.apply_agent_report(&mut w, who, report, now).await?;
         // Slices on GPUs that turned unhealthy or went missing lose their
         // capacity; those whose GPU (or whole host) came back get it back.
-        let gpus: BTreeMap<String, gpu::Model> = gpu::Entity::find()
-            .filter(gpu::Column::HostId.eq(who.id))
-            .all(w.db())
-            .await?
-            .into_iter()
-            .map(|g| (g.uuid.clone(), g))
-            .collect();
+        let gpus: BTreeMap<String, gpu::Model> = if gpus_written {
+            gpu::Entity::find()
+                .filter(gpu::Column::HostId.eq(who.id))
+                .all(w.db())
+                .await?
+                .into_iter()
+                .map(|g| (g.uuid.clone(), g))
+                .collect()
+        } else {
+            existing
+        };
         let mut rows = Vec::new();
         for a in live_on_host(w.db(), who.id).await? {
             let loss = match a.stored_placement()? {

@@ -9,7 +9,7 @@ use crate::entity::{allocation, gpu, gpu_sample, host};
 use crate::fleet::{validate_hostname, AuthenticatedHost};
 use crate::{Service, ServiceError};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
+use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QuerySelect, Set};
 use std::collections::BTreeSet;
 use tessera_core::telemetry::MINUTE_MS;
 use tessera_protocol::agent::{TelemetryAck, TelemetryBatch, MAX_TELEMETRY_ROUNDS};
@@ -215,16 +215,21 @@ impl Service {
             now_ms - i64::from(self.settings.telemetry.raw_hours) * tessera_core::metering::HOUR_MS;
 
         let w = self.begin_write().await?;
-        let h = host::Entity::find_by_id(who.id)
+        let last: Option<i64> = host::Entity::find_by_id(who.id)
+            .select_only()
+            .column(host::Column::TelemetryLastAtMs)
+            .into_tuple()
             .one(w.db())
             .await?
             .ok_or(ServiceError::InvalidCredential)?;
         let known: BTreeSet<String> = gpu::Entity::find()
+            .select_only()
+            .column(gpu::Column::Uuid)
             .filter(gpu::Column::HostId.eq(who.id))
+            .into_tuple()
             .all(w.db())
             .await?
             .into_iter()
-            .map(|g| g.uuid)
             .collect();
         for (r, round) in batch.rounds.iter().enumerate() {
             if let Some((g, s)) = round
@@ -239,7 +244,6 @@ impl Service {
                 ));
             }
         }
-        let last = h.telemetry_last_at_ms;
         let duplicates = batch
             .rounds
             .iter()

@@ -248,15 +248,21 @@ async fn take_due<C: ConnectionTrait>(
     Ok(pairs)
 }
 
-/// `(device = d AND start = s) OR …` over `pairs`.
+/// Exactly the `pairs`, as `(start = s AND device IN (…)) OR …`, one arm
+/// per period start (a round's pairs span a minute or two). Not one arm per
+/// pair: PostgreSQL plans a disjunction of 500 pairs for about 45 ms, and
+/// with stale statistics (a young table) filters every row of the period
+/// through it (about 200 ms); grouped, it plans in under a millisecond.
 fn pairs_condition<C: ColumnTrait>(pairs: &[(String, i64)], device: C, start: C) -> Condition {
-    pairs.iter().fold(Condition::any(), |which, (d, s)| {
-        which.add(
-            Condition::all()
-                .add(device.eq(d.as_str()))
-                .add(start.eq(*s)),
-        )
-    })
+    let mut by_start: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
+    for (d, s) in pairs {
+        by_start.entry(*s).or_default().push(d.as_str());
+    }
+    by_start
+        .into_iter()
+        .fold(Condition::any(), |which, (s, devices)| {
+            which.add(Condition::all().add(start.eq(s)).add(device.is_in(devices)))
+        })
 }
 
 /// The devices of `pairs` and the range of periods they span.
@@ -417,5 +423,34 @@ impl Service {
         }
         w.commit(self, &Actor::System).await?;
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sea_orm::{DbBackend, QueryTrait};
+
+    #[test]
+    fn pairs_are_matched_exactly_one_arm_per_period_start() {
+        let pairs = [
+            ("GPU-a".to_owned(), 60_000),
+            ("GPU-b".to_owned(), 60_000),
+            ("GPU-a".to_owned(), 120_000),
+        ];
+        let sql = gpu_rollup::Entity::delete_many()
+            .filter(pairs_condition(
+                &pairs,
+                gpu_rollup::Column::DeviceUuid,
+                gpu_rollup::Column::StartMs,
+            ))
+            .build(DbBackend::Sqlite)
+            .to_string();
+        assert!(
+            sql.ends_with(
+                r#"WHERE ("gpu_rollups"."start_ms" = 60000 AND "gpu_rollups"."device_uuid" IN ('GPU-a', 'GPU-b')) OR ("gpu_rollups"."start_ms" = 120000 AND "gpu_rollups"."device_uuid" IN ('GPU-a'))"#
+            ),
+            "{sql}"
+        );
     }
 }
