@@ -75,7 +75,10 @@ try {
     await sleep(100);
   }
   // What became of the reports (this process's counters since it started).
-  const metrics = await (await fetch(`${fleet.url}/metrics`)).text();
+  const scrapeStart = performance.now();
+  const scrape = await fetch(`${fleet.url}/metrics`);
+  const metrics = await scrape.text();
+  const scrapeMs = performance.now() - scrapeStart;
   const reports = Object.fromEntries([...metrics
     .matchAll(/^tessera_agent_reports_total\{outcome="(\w+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]));
   console.log(JSON.stringify({
@@ -86,6 +89,7 @@ try {
     agents_cores: +agent.toFixed(3),
     report_p50_ms: +pct(times, 50).toFixed(2), report_p99_ms: +pct(times, 99).toFixed(2),
     report_refused: refused, reports,
+    scrape_status: scrape.status, scrape_ms: Math.round(scrapeMs),
   }));
 } finally {
   fleet.stop();

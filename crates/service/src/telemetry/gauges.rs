@@ -2,9 +2,10 @@
 //! exporter's names and labels: the last round each host sent within the
 //! last three minutes.
 
+use super::pairs::pairs_condition;
 use crate::entity::{allocation, gpu, gpu_sample, host, tenant};
 use crate::{Service, ServiceError};
-use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use std::collections::BTreeMap;
 
 /// Older rounds are stale: the host stopped sending.
@@ -71,14 +72,14 @@ impl Service {
             .collect();
         let mut out = Vec::new();
         for chunk in hosts.chunks(200) {
-            let mut which = Condition::any();
-            for h in chunk {
-                which = which.add(
-                    Condition::all()
-                        .add(gpu_sample::Column::HostId.eq(h.id))
-                        .add(gpu_sample::Column::AtMs.eq(h.telemetry_last_at_ms)),
-                );
-            }
+            // Each host's latest round (rounds of many hosts share a time).
+            let which = pairs_condition(
+                chunk
+                    .iter()
+                    .filter_map(|h| h.telemetry_last_at_ms.map(|at| (at, h.id))),
+                gpu_sample::Column::AtMs,
+                gpu_sample::Column::HostId,
+            );
             let samples = gpu_sample::Entity::find()
                 .filter(which)
                 .all(&self.db)

@@ -6,6 +6,7 @@
 mod activity;
 mod gauges;
 mod ingest;
+mod pairs;
 mod rollup;
 
 pub use gauges::DeviceGauges;

@@ -15,13 +15,14 @@
 //! it waits for a delete in flight rather than slipping under it. (The
 //! rollup marks hours under its own lock, so it needs no such update.)
 
+use super::pairs::pairs_condition;
 use crate::audit::Actor;
 use crate::entity::{gpu_rollup, gpu_rollup_pending, gpu_sample};
 use crate::write::ROLLUP_LOCK;
 use crate::{Service, ServiceError};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -135,9 +136,9 @@ async fn replace<C: ConnectionTrait>(
         gpu_rollup::Entity::delete_many()
             .filter(gpu_rollup::Column::PeriodMs.eq(period_ms))
             .filter(pairs_condition(
-                chunk,
-                gpu_rollup::Column::DeviceUuid,
+                chunk.iter().map(|(d, s)| (*s, d.as_str())),
                 gpu_rollup::Column::StartMs,
+                gpu_rollup::Column::DeviceUuid,
             ))
             .exec(conn)
             .await?;
@@ -238,31 +239,14 @@ async fn take_due<C: ConnectionTrait>(
         gpu_rollup_pending::Entity::delete_many()
             .filter(gpu_rollup_pending::Column::PeriodMs.eq(period_ms))
             .filter(pairs_condition(
-                chunk,
-                gpu_rollup_pending::Column::DeviceUuid,
+                chunk.iter().map(|(d, s)| (*s, d.as_str())),
                 gpu_rollup_pending::Column::StartMs,
+                gpu_rollup_pending::Column::DeviceUuid,
             ))
             .exec(conn)
             .await?;
     }
     Ok(pairs)
-}
-
-/// Exactly the `pairs`, as `(start = s AND device IN (…)) OR …`, one arm
-/// per period start (a round's pairs span a minute or two). Not one arm per
-/// pair: PostgreSQL plans a disjunction of 500 pairs for about 45 ms, and
-/// with stale statistics (a young table) filters every row of the period
-/// through it (about 200 ms); grouped, it plans in under a millisecond.
-fn pairs_condition<C: ColumnTrait>(pairs: &[(String, i64)], device: C, start: C) -> Condition {
-    let mut by_start: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
-    for (d, s) in pairs {
-        by_start.entry(*s).or_default().push(d.as_str());
-    }
-    by_start
-        .into_iter()
-        .fold(Condition::any(), |which, (s, devices)| {
-            which.add(Condition::all().add(start.eq(s)).add(device.is_in(devices)))
-        })
 }
 
 /// The devices of `pairs` and the range of periods they span.
@@ -423,34 +407,5 @@ impl Service {
         }
         w.commit(self, &Actor::System).await?;
         Ok(report)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sea_orm::{DbBackend, QueryTrait};
-
-    #[test]
-    fn pairs_are_matched_exactly_one_arm_per_period_start() {
-        let pairs = [
-            ("GPU-a".to_owned(), 60_000),
-            ("GPU-b".to_owned(), 60_000),
-            ("GPU-a".to_owned(), 120_000),
-        ];
-        let sql = gpu_rollup::Entity::delete_many()
-            .filter(pairs_condition(
-                &pairs,
-                gpu_rollup::Column::DeviceUuid,
-                gpu_rollup::Column::StartMs,
-            ))
-            .build(DbBackend::Sqlite)
-            .to_string();
-        assert!(
-            sql.ends_with(
-                r#"WHERE ("gpu_rollups"."start_ms" = 60000 AND "gpu_rollups"."device_uuid" IN ('GPU-a', 'GPU-b')) OR ("gpu_rollups"."start_ms" = 120000 AND "gpu_rollups"."device_uuid" IN ('GPU-a'))"#
-            ),
-            "{sql}"
-        );
     }
 }
