@@ -221,7 +221,7 @@ impl Service {
 
     /// Whether every other replica's notices reach this one: on SQLite
     /// (there are none), or while the listener is subscribed.
-    pub(crate) fn peers_heard(&self) -> bool {
+    pub fn peers_heard(&self) -> bool {
         postgres_pool(&self.db).is_none() || self.replica.hearing.load(Ordering::Acquire)
     }
 

@@ -1894,6 +1894,18 @@ async fn burstable_and_best_effort_slices_give_way_with_notice_and_guaranteed_ne
     check_invariants(&f).await;
 }
 
+/// Waits until `s` hears the other replicas' notices (its listener is
+/// subscribed; at once on SQLite).
+async fn subscribed(s: &tessera_service::Service) {
+    for _ in 0..100 {
+        if s.peers_heard() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the listener did not subscribe within 5 s");
+}
+
 /// Three replicas on one PostgreSQL: one leads the timer at a time and the
 /// lead passes on when it resigns; a placement on one replica wakes an
 /// agent's long poll held by another (whose own re-check is set far beyond
@@ -1951,7 +1963,9 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
     let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-0c05")]).await;
     let seen = agent.converge(&f).await.generation;
     // Let the listeners subscribe before anything is announced.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for s in [&b, &c] {
+        subscribed(s).await;
+    }
     let poll = {
         let (b, host) = (b.clone(), agent.host.clone());
         tokio::spawn(async move {
@@ -2161,10 +2175,8 @@ async fn host_credentials_are_believed_longer_while_peers_are_heard() {
         let (s, stop) = (f.service.clone(), stop.clone());
         tokio::spawn(async move { s.listen_to_peers(stop).await })
     };
-    if postgres {
-        // The subscription forgets what was believed before it; wait for it.
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
+    // The subscription forgets what was believed before it; wait for it.
+    subscribed(&f.service).await;
     assert!(accepted().await);
     tamper().await;
     f.clock.advance(Duration::seconds(59));
