@@ -27,6 +27,10 @@ const ADMISSION_LOCK: i64 = 0x0074_6573_7365_7261; // "tessera"
 /// The advisory-lock key of telemetry rollups (one replica at a time).
 pub(crate) const ROLLUP_LOCK: i64 = 0x0074_656c_726f_6c6c; // "telroll"
 
+/// Audit rows written by one statement (ten parameters each, well under
+/// PostgreSQL's 65,535).
+const AUDIT_ROWS_PER_INSERT: usize = 500;
+
 /// An open write: a transaction, the writer turn that goes with it, and the
 /// events of the change so far.
 pub(crate) struct Write {
@@ -126,16 +130,25 @@ impl Write {
     /// next report is processed in full), and its agent's long poll wakes
     /// once this write commits. The one place a host's generation moves.
     pub async fn bump_generation(&self, host_id: i64) -> Result<i64, ServiceError> {
-        new_generation()
+        use sea_orm::QueryTrait;
+        // One statement: the update answers the new generation (`RETURNING`,
+        // which PostgreSQL and SQLite both have).
+        let mut update = new_generation()
             .filter(host::Column::Id.eq(host_id))
-            .exec(&self.txn)
-            .await?;
-        let h = host::Entity::find_by_id(host_id)
-            .one(&self.txn)
+            .into_query();
+        update.returning_col(host::Column::DesiredGeneration);
+        let backend = self.txn.get_database_backend();
+        let generation: i64 = self
+            .txn
+            .query_one(backend.build(&update))
             .await?
-            .ok_or_else(|| ServiceError::not_found(format!("host {host_id}")))?;
+            .ok_or_else(|| ServiceError::not_found(format!("host {host_id}")))?
+            .try_get(
+                "",
+                &sea_orm::Iden::to_string(&host::Column::DesiredGeneration),
+            )?;
         self.bumped().hosts.insert(host_id);
-        Ok(h.desired_generation)
+        Ok(generation)
     }
 
     /// Changes the desired state of every host (a pool's policy, which
@@ -198,12 +211,13 @@ impl Write {
         // The tenants whose allocation lists this write may change: those
         // its events name, or all of them for an event that names none.
         let mut touched = crate::allocations::Touched::default();
+        let mut audit_rows = Vec::new();
         for event in &events {
             let audit = event.audit();
             touched.add(audit.as_ref().and_then(|a| a.tenant_id));
             if let Some(entry) = audit {
                 let (actor_user_id, actor_name) = actor.parts();
-                audit_event::ActiveModel {
+                audit_rows.push(audit_event::ActiveModel {
                     at: Set(now),
                     actor_user_id: Set(actor_user_id),
                     actor: Set(actor_name),
@@ -214,14 +228,20 @@ impl Write {
                     before: Set(entry.before),
                     after: Set(entry.after),
                     ..Default::default()
-                }
-                .insert(&txn)
-                .await?;
+                });
             }
             if let Some(notice) = event.notice() {
                 let spare = notice.spare_actor.then(|| actor.parts().0).flatten();
                 send(&txn, notice, spare, now).await?;
             }
+        }
+        // The write's audit rows in one statement (a few hundred at a time:
+        // a bulk change may emit thousands), in the events' order.
+        while !audit_rows.is_empty() {
+            let rest = audit_rows.split_off(audit_rows.len().min(AUDIT_ROWS_PER_INSERT));
+            audit_event::Entity::insert_many(std::mem::replace(&mut audit_rows, rest))
+                .exec_without_returning(&txn)
+                .await?;
         }
         let kept = capacity_epochs(&txn, &events, carried, capacity_changed).await?;
         for next in kept {

@@ -291,7 +291,8 @@ impl Service {
             "admission turn"
         );
         // A platform admin may have changed the pool since it was read.
-        if self.pool_spec(txn, "pool", &req.pool).await? != spec {
+        let pools = self.pools_in_force(txn).await?;
+        if pools.named("pool", &req.pool)? != &spec {
             return Err(ServiceError::Conflict(format!(
                 "pool '{}' changed while your request was checked; send it again",
                 spec.name
@@ -350,18 +351,18 @@ impl Service {
         // if the queue lets it (requests ahead of it placed first; a host
         // kept for a request that waited too long respected), else it waits.
         let mut planned = self
-            .plan_pool_indexed(txn, &spec, now, Some(&row), false)
+            .plan_pool_indexed(txn, &pools, &spec, now, Some(&row), false)
             .await?;
         if let Some(decision) = planned.plan.placed(row.id) {
             if planned.index.as_ref().is_some_and(|i| i.reused)
-                && !self.recheck_host(txn, &spec, decision, now).await?
+                && !self.recheck_host(txn, &pools, &spec, decision, now).await?
             {
                 // The kept index no longer matches the chosen host (it went
                 // silent, or changed without a commit naming it): plan again
                 // on the pool as stored.
                 self.count_stale();
                 planned = self
-                    .plan_pool_indexed(txn, &spec, now, Some(&row), true)
+                    .plan_pool_indexed(txn, &pools, &spec, now, Some(&row), true)
                     .await?;
             }
         }

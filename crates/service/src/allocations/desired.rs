@@ -230,6 +230,16 @@ impl Service {
         wait: Duration,
     ) -> Result<Option<DesiredState>, ServiceError> {
         let wait = wait.min(Duration::from_secs(DESIRED_MAX_WAIT_S));
+        // An idle host's poll ends at its beat (its heartbeat's phase),
+        // spread over the fleet.
+        let wait = match after {
+            Some(_) => crate::fleet::beat_hold(
+                who.id,
+                u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0),
+                wait,
+            ),
+            None => wait,
+        };
         let deadline = tokio::time::Instant::now() + wait;
         let mut rx = self.desired_tx.subscribe();
         let _waiting = self.generations.wait(who.id);

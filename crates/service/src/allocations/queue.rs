@@ -3,10 +3,11 @@
 //! through [`Service::plan_pool`], so they agree on who starts, who waits
 //! and why.
 
-use super::fleet_index::{capacity_epoch, IndexBasis, Indexed};
+use super::fleet_index::{IndexBasis, Indexed};
 use super::snapshot::{PoolSnapshot, View};
 use super::stored::{set_state, AllocationRow};
 use crate::entity::{allocation, tenant};
+use crate::policy::PoolsInForce;
 use crate::pools::PoolSpec;
 use crate::write::Write;
 use crate::{Service, ServiceError};
@@ -197,14 +198,16 @@ impl Service {
     pub(crate) async fn plan_pool_indexed<C: ConnectionTrait>(
         &self,
         conn: &C,
+        pools: &PoolsInForce,
         spec: &PoolSpec,
         now: DateTime<Utc>,
         extra: Option<&allocation::Model>,
         fresh: bool,
     ) -> Result<PlannedPool, ServiceError> {
-        // The epoch first: a change committed while the pool is read below
-        // leaves the index older than its epoch says, never newer.
-        let epoch = capacity_epoch(conn, &spec.name).await?;
+        // The epoch first (read with the pools, before anything below): a
+        // change committed while the pool is read leaves the index older
+        // than its epoch says, never newer.
+        let epoch = pools.epoch(&spec.name);
         let queued = Self::queued_in(conn, &spec.name).await?;
         let mut kept = if fresh {
             None
@@ -320,6 +323,7 @@ impl Service {
     pub(crate) async fn recheck_host<C: ConnectionTrait>(
         &self,
         conn: &C,
+        pools: &PoolsInForce,
         spec: &PoolSpec,
         decision: &Decision,
         now: DateTime<Utc>,
@@ -327,7 +331,9 @@ impl Service {
         let Ok(host_id) = decision.host.parse::<i64>() else {
             return Ok(false);
         };
-        let mut fresh = self.host_snapshot(conn, spec, now, host_id).await?;
+        let mut fresh = self
+            .host_snapshot(conn, &pools.specs, spec, now, host_id)
+            .await?;
         Ok(fresh.fleet.apply(decision).is_ok())
     }
 

@@ -264,19 +264,23 @@ impl Service {
             return Ok(pass);
         }
         let mut w = self.begin_admission().await?;
+        let pools = self.pools_in_force(w.db()).await?;
         for pool in queued_pools {
-            let Ok(spec) = self.pool_spec(w.db(), "pool", &pool).await else {
+            let Ok(spec) = pools.named("pool", &pool).cloned() else {
                 continue;
             };
             let mut planned = self
-                .plan_pool_indexed(w.db(), &spec, now, None, false)
+                .plan_pool_indexed(w.db(), &pools, &spec, now, None, false)
                 .await?;
             if planned.index.as_ref().is_some_and(|i| i.reused) {
                 for (_, decision) in &planned.plan.placed {
-                    if !self.recheck_host(w.db(), &spec, decision, now).await? {
+                    if !self
+                        .recheck_host(w.db(), &pools, &spec, decision, now)
+                        .await?
+                    {
                         self.count_stale();
                         planned = self
-                            .plan_pool_indexed(w.db(), &spec, now, None, true)
+                            .plan_pool_indexed(w.db(), &pools, &spec, now, None, true)
                             .await?;
                         break;
                     }

@@ -170,20 +170,23 @@ impl Service {
         view: View,
         workload_from: &[PlacementRequest],
     ) -> Result<PoolSnapshot, ServiceError> {
-        self.snapshot_of(conn, pool, now, view, workload_from, None)
+        let pools = self.pools(conn).await?;
+        self.snapshot_of(conn, &pools, pool, now, view, workload_from, None)
             .await
     }
 
     /// The live view of one host of `pool` as stored now: what a placement
     /// chosen on a kept index is checked against before it is stored.
+    /// `pools`: the pools in force, as the write read them.
     pub(crate) async fn host_snapshot<C: ConnectionTrait>(
         &self,
         conn: &C,
+        pools: &[PoolSpec],
         pool: &PoolSpec,
         now: DateTime<Utc>,
         host_id: i64,
     ) -> Result<PoolSnapshot, ServiceError> {
-        self.snapshot_of(conn, pool, now, View::Live, &[], Some(host_id))
+        self.snapshot_of(conn, pools, pool, now, View::Live, &[], Some(host_id))
             .await
     }
 
@@ -224,9 +227,11 @@ impl Service {
         Ok(true)
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn snapshot_of<C: ConnectionTrait>(
         &self,
         conn: &C,
+        pools: &[PoolSpec],
         pool: &PoolSpec,
         now: DateTime<Utc>,
         view: View,
@@ -247,7 +252,6 @@ impl Service {
             })
             .collect();
         let host_ids: Vec<i64> = online.iter().map(|h| h.id).collect();
-        let pools = self.pools(conn).await?;
         // Only the pool's models (the first pool listing a model owns it; checked below).
         let models: Vec<String> = pool
             .models
@@ -283,7 +287,7 @@ impl Service {
             let mut host_gpus = Vec::new();
             let mut by_index = BTreeMap::new();
             for g in gpus.iter().filter(|g| g.host_id == h.id) {
-                if pool_of(&pools, &h.hostname, &g.model).map(|p| p.name.as_str())
+                if pool_of(pools, &h.hostname, &g.model).map(|p| p.name.as_str())
                     != Some(pool.name.as_str())
                     || (view == View::Live && !crate::fleet::takes_placements(h, g))
                 {

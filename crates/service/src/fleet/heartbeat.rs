@@ -1,7 +1,8 @@
 //! What an idle fleet costs. Each agent observes its GPUs every few seconds
 //! (the report interval) and holds a desired-state poll meanwhile, for half
 //! the offline grace ([`tessera_protocol::agent::ReportAck::heartbeat_s`],
-//! 15 s of the default 30 s) while nothing changes; the poll names the
+//! 15 s of the default 30 s) while nothing changes, ending at the host's
+//! own phase ([`beat_hold`]: the fleet's polls spread evenly); the poll names the
 //! agent's last report and is the host's heartbeat, and a report that
 //! changed drops the poll and is sent at once. Almost every poll repeats
 //! the last report; each agent request also presents the host's
@@ -49,6 +50,28 @@ const MAX_CREDENTIALS: usize = 100_000;
 
 /// A report that repeats the last one is still processed in full this often.
 pub const REPORT_FULL_EVERY: Duration = Duration::seconds(60);
+
+/// How long to hold an idle poll of `host` that may wait `wait`, at
+/// `now_ms` (wall clock, milliseconds since the epoch): until the host's
+/// next beat, and at least half of `wait`. A host's beats are `wait` apart
+/// at its own phase (its id, Fibonacci-hashed, so consecutive ids spread
+/// evenly), so a fleet whose agents started together — a deployment, a
+/// server restart — does not poll, and send its full reports
+/// ([`REPORT_FULL_EVERY`]), in the same second ever after: after one
+/// short hold each host keeps to its phase. The wall clock, not this
+/// process's, so that a host keeps its phase whichever replica it reaches.
+pub(crate) fn beat_hold(host: i64, now_ms: u64, wait: std::time::Duration) -> std::time::Duration {
+    let period = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+    if period < 2 {
+        return wait;
+    }
+    // The fraction of the period (of 2^64) at which the host beats.
+    let fraction = u128::from((host as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let phase = u64::try_from((fraction * u128::from(period)) >> 64).unwrap_or(0);
+    let since_beat = (now_ms % period + period - phase) % period;
+    let to_beat = period - since_beat;
+    std::time::Duration::from_millis(to_beat.max(period / 2))
+}
 
 /// The last report of a host processed in full here, when the host was
 /// last seen here, and the last sighting noted for writing.
@@ -212,6 +235,54 @@ mod tests {
 
     fn t0() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn a_poll_is_held_until_the_hosts_beat_and_at_least_half_the_wait() {
+        let wait = std::time::Duration::from_secs(15);
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap();
+        for host in [1, 2, 7, 4_999, i64::MAX, -3] {
+            let mut now = 1_796_000_000_123_u64;
+            let mut ends = Vec::new();
+            for _ in 0..6 {
+                let hold = beat_hold(host, now, wait);
+                assert!(hold >= wait / 2 && hold <= wait, "{hold:?}");
+                // The agent observes and polls again 7 ms later.
+                now += ms(hold);
+                ends.push(now);
+                now += 7;
+            }
+            // After the first poll, one beat every `wait`, at the same phase.
+            for pair in ends[1..].windows(2) {
+                assert_eq!(pair[1] - pair[0], ms(wait), "host {host}: {ends:?}");
+            }
+        }
+        assert_eq!(
+            beat_hold(1, 5, std::time::Duration::ZERO),
+            std::time::Duration::ZERO
+        );
+        assert_eq!(
+            beat_hold(1, 5, std::time::Duration::from_millis(1)),
+            std::time::Duration::from_millis(1)
+        );
+    }
+
+    #[test]
+    fn a_fleet_started_together_beats_spread_over_the_period() {
+        let wait = std::time::Duration::from_secs(15);
+        let start = 1_796_000_000_000_u64;
+        let mut per_second = [0_u32; 15];
+        for host in 1..=5_000 {
+            // All start together; where the second poll ends is where the
+            // host beats from then on.
+            let first = start + u64::try_from(beat_hold(host, start, wait).as_millis()).unwrap();
+            let second = first + u64::try_from(beat_hold(host, first, wait).as_millis()).unwrap();
+            per_second[usize::try_from((second - start) / 1000 % 15).unwrap()] += 1;
+        }
+        // 5,000 / 15 = 333 a second, evenly.
+        for (second, n) in per_second.iter().enumerate() {
+            assert!((320..=347).contains(n), "second {second}: {per_second:?}");
+        }
     }
 
     #[test]

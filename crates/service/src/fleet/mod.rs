@@ -11,8 +11,8 @@ mod report;
 mod view;
 
 pub use enrol::{validate_hostname, AuthenticatedHost};
-pub(crate) use heartbeat::HostChecks;
 pub use heartbeat::REPORT_FULL_EVERY;
+pub(crate) use heartbeat::{beat_hold, HostChecks};
 pub use join_tokens::{NewJoinToken, MAX_JOIN_TOKEN_TTL};
 pub use metrics::FleetCounts;
 pub(crate) use ops::{gpu_ops, gpu_takes_placements, host_ops, takes_placements};

@@ -30,6 +30,23 @@ impl Service {
             .collect())
     }
 
+    /// The pools in force and their capacity epochs, in one read: what a
+    /// write in the admission turn reads first (see [`PoolsInForce`]).
+    pub(crate) async fn pools_in_force<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+    ) -> Result<PoolsInForce, ServiceError> {
+        let rows = pool_rows(conn).await?;
+        let epochs = rows
+            .iter()
+            .map(|p| (p.name.clone(), p.capacity_epoch))
+            .collect();
+        Ok(PoolsInForce {
+            specs: rows.into_iter().map(|p| p.spec.0).collect(),
+            epochs,
+        })
+    }
+
     /// The pool called `name`, or a 400 that lists the pools.
     pub(crate) fn pool_named<'a>(
         pools: &'a [PoolSpec],
@@ -150,6 +167,30 @@ impl Service {
         self.sync_quotas(&mut w, now).await?;
         w.commit(self, &Actor::System).await?;
         Ok(())
+    }
+}
+
+/// The pools in force, with the capacity epoch each had when they were
+/// read (see [`crate::allocations::fleet_index`]): read first in a write,
+/// the epochs are never newer than what the write reads after them.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolsInForce {
+    /// In the order that decides which pool a GPU joins.
+    pub specs: Vec<PoolSpec>,
+    /// Pool name → capacity epoch.
+    epochs: std::collections::BTreeMap<String, i64>,
+}
+
+impl PoolsInForce {
+    /// The pool called `name`, or a 400 that lists the pools.
+    pub fn named(&self, field: &str, name: &str) -> Result<&PoolSpec, ServiceError> {
+        Service::pool_named(&self.specs, field, name)
+    }
+
+    /// The capacity epoch of pool `name` when it was read (0 for a pool
+    /// that was not there, as [`crate::allocations::fleet_index`] reads it).
+    pub fn epoch(&self, name: &str) -> i64 {
+        self.epochs.get(name).copied().unwrap_or(0)
     }
 }
 
