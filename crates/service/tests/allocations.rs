@@ -1999,14 +1999,11 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
     // A list kept on another replica is read again after a write to its
     // tenant here: the test clock stands still, so only the notice can.
     let kept = b.list_allocations(&bob).await.unwrap();
-    f.service
-        .db()
-        .execute_unprepared(&format!(
-            "UPDATE allocations SET purpose = 'probe' WHERE id = {}",
-            placed.id
-        ))
-        .await
-        .unwrap();
+    f.behind_the_back(format!(
+        "UPDATE allocations SET purpose = 'probe' WHERE id = {}",
+        placed.id
+    ))
+    .await;
     assert_eq!(b.list_allocations(&bob).await.unwrap(), kept);
 
     // A revocation on one replica: the others forget their belief at once.
@@ -2137,14 +2134,9 @@ async fn host_credentials_are_believed_longer_while_peers_are_heard() {
         .enrol_credential(common::join_token("gpu-1", 60), "gpu-1")
         .await;
     let set_hash = |hash: String| {
-        let db = f.service.db().clone();
-        async move {
-            db.execute_unprepared(&format!(
-                "UPDATE hosts SET credential_hash = '{hash}' WHERE hostname = 'gpu-1'"
-            ))
-            .await
-            .unwrap();
-        }
+        f.behind_the_back(format!(
+            "UPDATE hosts SET credential_hash = '{hash}' WHERE hostname = 'gpu-1'"
+        ))
     };
     let tamper = || set_hash("elsewhere".into());
     let real_hash = {
@@ -2404,20 +2396,14 @@ async fn repeated_reports_only_record_that_the_host_was_seen() {
 /// leaves it kept, and a list with a queued slice is never kept.
 #[tokio::test]
 async fn kept_lists_follow_every_write() {
-    use sea_orm::ConnectionTrait;
     let f = fixture().await;
     let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-11a0"), h100(1, "GPU-11a1")]).await;
     let bob = actor(&f, "bob", &["vision"], "vision").await;
     let nora = actor(&f, "nora", &["nlp"], "nlp").await;
     let behind_the_back = |id: i64, purpose: &'static str| {
-        let db = f.service.db().clone();
-        async move {
-            db.execute_unprepared(&format!(
-                "UPDATE allocations SET purpose = '{purpose}' WHERE id = {id}"
-            ))
-            .await
-            .unwrap();
-        }
+        f.behind_the_back(format!(
+            "UPDATE allocations SET purpose = '{purpose}' WHERE id = {id}"
+        ))
     };
     let purposes = |views: Vec<AllocationView>| -> Vec<(i64, String)> {
         views.into_iter().map(|v| (v.id, v.purpose)).collect()
@@ -2499,7 +2485,6 @@ async fn kept_lists_follow_every_write() {
 /// one read of all waiting hosts' generations.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn waiting_long_polls_see_unannounced_changes_at_their_recheck() {
-    use sea_orm::ConnectionTrait;
     let f = fixture().await;
     let service = tessera_service::Service::new(
         f.service.db().clone(),
@@ -2525,11 +2510,8 @@ async fn waiting_long_polls_see_unannounced_changes_at_their_recheck() {
         })
         .collect();
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    f.service
-        .db()
-        .execute_unprepared("UPDATE hosts SET desired_generation = desired_generation + 5")
-        .await
-        .unwrap();
+    f.behind_the_back("UPDATE hosts SET desired_generation = desired_generation + 5")
+        .await;
     for (poll, (_, seen)) in polls.into_iter().zip(&agents) {
         let d = tokio::time::timeout(std::time::Duration::from_secs(5), poll)
             .await

@@ -249,6 +249,18 @@ pub fn claims(subject: &str, groups: &[&str]) -> LoginClaims {
 }
 
 impl Fixture {
+    /// Runs `sql` on the database behind the service's back (as another
+    /// replica, or a hand edit, would), so that only what the service
+    /// reads again shows it.
+    pub async fn behind_the_back(&self, sql: impl AsRef<str>) {
+        use sea_orm::ConnectionTrait;
+        self.service
+            .db()
+            .execute_unprepared(sql.as_ref())
+            .await
+            .unwrap();
+    }
+
     pub async fn login(&self, subject: &str, groups: &[&str]) -> Principal {
         let id = self.service.login(&claims(subject, groups)).await.unwrap();
         self.service.principal(id).await.unwrap()
