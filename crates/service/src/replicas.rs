@@ -241,19 +241,22 @@ impl Service {
         self.metrics.set_leader(false);
     }
 
-    /// Tells the other replicas (PostgreSQL) about `notice`, in the
-    /// background; a notice that cannot be sent is covered by their
-    /// periodic re-checks.
-    pub(crate) fn tell_peers(&self, notice: PeerNotice) {
+    /// Tells the other replicas (PostgreSQL) about `notices`, in one
+    /// statement in the background; a notice that cannot be sent is covered
+    /// by their periodic re-checks.
+    pub(crate) fn tell_peers(&self, notices: Vec<PeerNotice>) {
         let Some(pool) = postgres_pool(&self.db) else {
             return;
         };
+        if notices.is_empty() {
+            return;
+        }
         let pool = pool.clone();
-        let payload = notice.payload(self.replica.id);
+        let payloads: Vec<String> = notices.iter().map(|n| n.payload(self.replica.id)).collect();
         tokio::spawn(async move {
-            if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+            if let Err(e) = sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
                 .bind(CHANNEL)
-                .bind(&payload)
+                .bind(&payloads)
                 .execute(&pool)
                 .await
             {
@@ -287,18 +290,14 @@ impl Service {
         }
     }
 
-    /// Forgets the kept lists a committed write may have changed, here and
-    /// on the other replicas.
-    pub(crate) fn lists_touched(&self, touched: &Touched) {
+    /// Forgets the kept lists a committed write may have changed here;
+    /// returns the notices that tell the other replicas.
+    pub(crate) fn lists_touched(&self, touched: &Touched) -> Vec<PeerNotice> {
         self.lists.touch(touched);
         match touched {
-            Touched::Nothing => {}
-            Touched::Tenants(ts) => {
-                for t in ts {
-                    self.tell_peers(PeerNotice::Lists(Some(*t)));
-                }
-            }
-            Touched::All => self.tell_peers(PeerNotice::Lists(None)),
+            Touched::Nothing => Vec::new(),
+            Touched::Tenants(ts) => ts.iter().map(|t| PeerNotice::Lists(Some(*t))).collect(),
+            Touched::All => vec![PeerNotice::Lists(None)],
         }
     }
 

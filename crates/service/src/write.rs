@@ -12,6 +12,7 @@ use crate::allocations::fleet_index::{bump_epochs, swap_epoch, Carried, Indexed}
 use crate::audit::Actor;
 use crate::entity::{audit_event, host, notification, tenant, webhook, webhook_delivery};
 use crate::events::{CapacityEffect, DomainEvent, Link, NoticeDraft, Recipients};
+use crate::replicas::PeerNotice;
 use crate::{Service, ServiceError, WriterTurn};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -251,12 +252,14 @@ impl Write {
         }
         txn.commit().await?;
         drop(turn);
-        service.lists_touched(&touched);
+        // What changed is forgotten here at once, and on the other replicas
+        // by notices sent together.
+        let mut notices = service.lists_touched(&touched);
         if bumped.all {
-            service.desired_changed(None);
+            notices.push(service.desired_changed(None));
         } else {
             for host in bumped.hosts {
-                service.desired_changed(Some(host));
+                notices.push(service.desired_changed(Some(host)));
             }
         }
         let mut retries_queue = false;
@@ -264,13 +267,14 @@ impl Write {
             retries_queue |= after.retries_queue;
             if let Some(token) = after.forgets_token {
                 service.token_checks.forget(token);
-                service.tell_peers(crate::replicas::PeerNotice::TokenRevoked(token));
+                notices.push(PeerNotice::TokenRevoked(token));
             }
             if let Some(host) = after.forgets_host_credential {
                 service.host_checks.forget_credentials(Some(host));
-                service.tell_peers(crate::replicas::PeerNotice::HostCredential(host));
+                notices.push(PeerNotice::HostCredential(host));
             }
         }
+        service.tell_peers(notices);
         Ok(retries_queue)
     }
 }

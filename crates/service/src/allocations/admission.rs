@@ -423,7 +423,8 @@ impl Service {
             requeue_of,
         });
         w.commit(self, &actor.audit()).await?;
-        self.allocation_view_of(row, &actor.tenant_slug).await
+        self.allocation_view_in(row, &actor.tenant_slug, &pools.specs)
+            .await
     }
 
     /// Checks that allocation `id` may be asked for again, and releases it

@@ -32,11 +32,11 @@ const ALL_HOSTS: i64 = -1;
 
 impl Service {
     /// Wakes long polls after a commit that changed some host's desired state.
-    /// Only that host's long poll wakes (`None`: every host's).
-    /// The other replicas' long polls wake too.
-    pub(crate) fn desired_changed(&self, host_id: Option<i64>) {
+    /// Only that host's long poll wakes (`None`: every host's). Returns the
+    /// notice that wakes the other replicas' long polls.
+    pub(crate) fn desired_changed(&self, host_id: Option<i64>) -> crate::replicas::PeerNotice {
         self.wake_local(host_id);
-        self.tell_peers(crate::replicas::PeerNotice::Desired(host_id));
+        crate::replicas::PeerNotice::Desired(host_id)
     }
 
     /// Wakes this process's long polls for `host_id` (`None`: every host's).

@@ -4,6 +4,7 @@ use super::access::TenantActor;
 use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::entity::{allocation, gpu, tenant};
 use crate::events::{AllocationRef, DomainEvent};
+use crate::pools::PoolSpec;
 use crate::{Principal, Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::{
@@ -27,13 +28,23 @@ impl Service {
         tenant_slug: &str,
     ) -> Result<AllocationView, ServiceError> {
         let pools = self.pools(&self.db).await?;
+        self.allocation_view_in(row, tenant_slug, &pools).await
+    }
+
+    /// [`Service::allocation_view_of`] with the pools in force read already.
+    pub(crate) async fn allocation_view_in(
+        &self,
+        row: allocation::Model,
+        tenant_slug: &str,
+        pools: &[PoolSpec],
+    ) -> Result<AllocationView, ServiceError> {
         if row.state != AllocationPhase::Queued {
-            let mut view = self.view_with(row.clone(), tenant_slug, &Default::default(), &pools)?;
+            let mut view = self.view_with(row.clone(), tenant_slug, &Default::default(), pools)?;
             view.drain = self.drain_notice(&row).await?;
             return Ok(view);
         }
         let positions = self.queues(&self.db).await?;
-        let mut view = self.view_with(row.clone(), tenant_slug, &positions, &pools)?;
+        let mut view = self.view_with(row.clone(), tenant_slug, &positions, pools)?;
         let (why, start) = self.waiting_for(&row).await?;
         view.waiting_for = Some(why);
         view.estimated_start = start;
