@@ -151,7 +151,8 @@ impl Service {
     }
 
     /// How often a waiting long poll re-reads its host's generation when no
-    /// notice wakes it (default 1 s): the safety net under the replicas'
+    /// notice wakes it (default 1 s; ten times that while this replica
+    /// hears the others' notices): the safety net under the replicas'
     /// notices.
     pub fn with_desired_recheck(mut self, every: std::time::Duration) -> Self {
         self.desired_recheck = every;

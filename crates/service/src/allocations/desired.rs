@@ -27,6 +27,12 @@ use tessera_protocol::agent::{DesiredState, GpuDesiredEntry, DESIRED_MAX_WAIT_S}
 /// lost.
 pub(crate) const DESIRED_RECHECK: Duration = Duration::from_secs(1);
 
+/// While this replica hears the others' notices (always, on SQLite), a
+/// notice can only be lost with the listener's connection, and a new
+/// subscription wakes every poll: the re-check is this many times rarer
+/// (10 s by default; at 5,000 hosts each re-check reads 5,000 rows).
+const RECHECK_RARER_WHILE_HEARD: u32 = 10;
+
 /// The wake-up message that concerns every host.
 const ALL_HOSTS: i64 = -1;
 
@@ -230,6 +236,11 @@ impl Service {
         wait: Duration,
     ) -> Result<Option<DesiredState>, ServiceError> {
         let wait = wait.min(Duration::from_secs(DESIRED_MAX_WAIT_S));
+        let recheck = if self.peers_heard() {
+            self.desired_recheck * RECHECK_RARER_WHILE_HEARD
+        } else {
+            self.desired_recheck
+        };
         // An idle host's poll ends at its beat (its heartbeat's phase),
         // spread over the fleet.
         let wait = match after {
@@ -250,11 +261,7 @@ impl Service {
         // Any other first look, and every one after a notice, reads this
         // host's own.
         let shared = match after {
-            Some(_) => Some(
-                self.generations
-                    .current(&self.db, who.id, self.desired_recheck)
-                    .await?,
-            ),
+            Some(_) => Some(self.generations.current(&self.db, who.id, recheck).await?),
             None => None,
         };
         let mut current = match shared {
@@ -267,7 +274,7 @@ impl Service {
                 break;
             }
             // Sleep until this host's change is announced, or the re-check is due.
-            let nap_until = (now + self.desired_recheck).min(deadline);
+            let nap_until = (now + recheck).min(deadline);
             let noticed = loop {
                 match tokio::time::timeout_at(nap_until, rx.recv()).await {
                     Ok(Ok(host)) if host != who.id && host != ALL_HOSTS => continue,
@@ -280,9 +287,7 @@ impl Service {
             current = if noticed {
                 Self::generation_of(&self.db, who.id).await?
             } else {
-                self.generations
-                    .current(&self.db, who.id, self.desired_recheck)
-                    .await?
+                self.generations.current(&self.db, who.id, recheck).await?
             };
         }
         if Some(current) == after {

@@ -3,7 +3,8 @@
 //!
 //! A waiting long poll wakes at once for a notice about its host (a commit
 //! here, or another replica's), and re-reads its generation every
-//! `desired_recheck` anyway, in case a notice was lost. Done one host at a
+//! `desired_recheck` anyway (ten times rarer while this replica hears the
+//! others' notices), in case a notice was lost. Done one host at a
 //! time, an idle fleet of N hosts costs N queries a second; here the first
 //! re-check that finds the last read too old reads every waiting host's
 //! generation at once, and the others use that read.
