@@ -23,6 +23,7 @@ mod m20261209_000015_add_qos_and_preemption;
 mod m20261210_000016_add_host_report_digest;
 mod m20261211_000017_add_pool_capacity_epoch;
 mod m20261212_000018_pending_rollups;
+mod m20261213_000019_allocation_indexes;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -49,6 +50,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261210_000016_add_host_report_digest::Migration),
             Box::new(m20261211_000017_add_pool_capacity_epoch::Migration),
             Box::new(m20261212_000018_pending_rollups::Migration),
+            Box::new(m20261213_000019_allocation_indexes::Migration),
         ]
     }
 }
