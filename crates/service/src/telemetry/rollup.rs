@@ -217,69 +217,36 @@ pub(crate) async fn mark_due<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Takes the due (device, start) pairs of `period_ms` whose period has
-/// ended by `ended_by`, whole periods in order, up to [`PAIRS_PER_ROUND`]
-/// (at least one period): deletes them and returns them, in one statement,
-/// before the caller reads what they roll up (see [`mark_due`] for why
-/// this order). By period start, never by a list of pairs: a delete naming
-/// hundreds of devices of a period scanned every row of that period for
-/// each chunk (40,000 at 5,000 hosts), since the planner cannot tell how
-/// many rows the newest period holds.
+/// Takes up to [`PAIRS_PER_ROUND`] due (device, start) pairs of `period_ms`
+/// whose period has ended by `ended_by`: reads them and deletes them, before
+/// the caller reads what they roll up (see [`mark_due`] for why this order).
 async fn take_due<C: ConnectionTrait>(
     conn: &C,
     period_ms: i64,
     ended_by: i64,
 ) -> Result<Vec<(String, i64)>, ServiceError> {
-    use sea_orm::sea_query::Query;
-    let ended = ended_by - period_ms;
-    let counts: Vec<(i64, i64)> = gpu_rollup_pending::Entity::find()
-        .select_only()
-        .column(gpu_rollup_pending::Column::StartMs)
-        .column_as(gpu_rollup_pending::Column::StartMs.count(), "n")
+    let pairs: Vec<(String, i64)> = gpu_rollup_pending::Entity::find()
         .filter(gpu_rollup_pending::Column::PeriodMs.eq(period_ms))
-        .filter(gpu_rollup_pending::Column::StartMs.lte(ended))
-        .group_by(gpu_rollup_pending::Column::StartMs)
+        .filter(gpu_rollup_pending::Column::StartMs.lte(ended_by - period_ms))
         .order_by_asc(gpu_rollup_pending::Column::StartMs)
-        .into_tuple()
+        .limit(PAIRS_PER_ROUND)
         .all(conn)
-        .await?;
-    let Some(last) = periods_within(&counts, PAIRS_PER_ROUND) else {
-        return Ok(Vec::new());
-    };
-    let mut delete = Query::delete();
-    delete
-        .from_table(gpu_rollup_pending::Entity)
-        .and_where(Expr::col(gpu_rollup_pending::Column::PeriodMs).eq(period_ms))
-        .and_where(Expr::col(gpu_rollup_pending::Column::StartMs).lte(last))
-        .returning(Query::returning().columns([
-            gpu_rollup_pending::Column::DeviceUuid,
-            gpu_rollup_pending::Column::StartMs,
-        ]));
-    let backend = conn.get_database_backend();
-    let device = sea_orm::Iden::to_string(&gpu_rollup_pending::Column::DeviceUuid);
-    let start = sea_orm::Iden::to_string(&gpu_rollup_pending::Column::StartMs);
-    conn.query_all(backend.build(&delete))
         .await?
-        .iter()
-        .map(|row| Ok((row.try_get("", &device)?, row.try_get("", &start)?)))
-        .collect()
-}
-
-/// The last period start to take from `counts` (due pairs per period
-/// start, in order): whole periods while they add up to at most `max`
-/// pairs, and at least the first.
-fn periods_within(counts: &[(i64, i64)], max: u64) -> Option<i64> {
-    let max = i64::try_from(max).unwrap_or(i64::MAX);
-    let mut total = 0_i64;
-    let mut last = None;
-    for &(start, n) in counts {
-        total = total.saturating_add(n);
-        if last.is_some() && total > max {
-            break;
-        }
-        last = Some(start);
+        .into_iter()
+        .map(|p| (p.device_uuid, p.start_ms))
+        .collect();
+    for chunk in pairs.chunks(CHUNK) {
+        gpu_rollup_pending::Entity::delete_many()
+            .filter(gpu_rollup_pending::Column::PeriodMs.eq(period_ms))
+            .filter(pairs_condition(
+                chunk.iter().map(|(d, s)| (*s, d.as_str())),
+                gpu_rollup_pending::Column::StartMs,
+                gpu_rollup_pending::Column::DeviceUuid,
+            ))
+            .exec(conn)
+            .await?;
     }
-    last
+    Ok(pairs)
 }
 
 /// The devices of `pairs` and the range of periods they span.
@@ -440,29 +407,5 @@ impl Service {
         }
         w.commit(self, &Actor::System).await?;
         Ok(report)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::periods_within;
-
-    #[test]
-    fn a_round_takes_whole_periods_up_to_the_limit_and_at_least_one() {
-        assert_eq!(periods_within(&[], 10), None);
-        assert_eq!(
-            periods_within(&[(60, 4), (120, 5), (180, 2)], 10),
-            Some(120)
-        );
-        assert_eq!(
-            periods_within(&[(60, 4), (120, 6), (180, 2)], 10),
-            Some(120)
-        );
-        assert_eq!(periods_within(&[(60, 4), (120, 7)], 10), Some(60));
-        assert_eq!(
-            periods_within(&[(60, 40_000), (120, 1)], 10),
-            Some(60),
-            "one period larger than the limit is taken whole"
-        );
     }
 }
