@@ -73,8 +73,10 @@ impl Generations {
     }
 
     /// `host`'s generation as read at most `max_age` ago: from the last
-    /// read of every waiting host when that is recent enough and covers
-    /// it, else from a new one (one at a time; the others wait for it).
+    /// read of every waiting host when that is recent enough (and, when it
+    /// does not cover `host`, which did not wait then, from a read of its
+    /// own row added to it), else from a new one (one at a time; the others
+    /// wait for it).
     pub(crate) async fn current<C: ConnectionTrait>(
         &self,
         conn: &C,
@@ -82,9 +84,23 @@ impl Generations {
         max_age: Duration,
     ) -> Result<i64, ServiceError> {
         let mut last = self.last.lock().await;
-        let fresh = last.at.is_some_and(|at| at.elapsed() < max_age);
-        if let (true, Some(g)) = (fresh, last.generations.get(&host)) {
-            return Ok(*g);
+        if last.at.is_some_and(|at| at.elapsed() < max_age) {
+            if let Some(g) = last.generations.get(&host) {
+                return Ok(*g);
+            }
+            // Not every waiting host's row again for one that joined since
+            // (at 5,000 hosts, one such read per joining poll overloaded the
+            // database): its own, without holding the others up.
+            drop(last);
+            let g = host::Entity::find_by_id(host)
+                .select_only()
+                .column(host::Column::DesiredGeneration)
+                .into_tuple::<i64>()
+                .one(conn)
+                .await?
+                .ok_or(ServiceError::InvalidCredential)?;
+            self.last.lock().await.generations.insert(host, g);
+            return Ok(g);
         }
         let mut hosts = self.waiting_hosts();
         if !hosts.contains(&host) {
