@@ -48,10 +48,18 @@ try {
   const idleRss = rssMiB(pid);
   // Report round trips of one host, like an agent's, while the fleet idles.
   const token = fleet.cli('create-join-token');
-  const enrolled = await (await fetch(`${fleet.url}/api/agent/v1/enroll`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ join_token: token, hostname: 'probe-host' }),
-  })).json();
+  // Enrolled like an agent: a busy server (503) is asked again.
+  let enrolled;
+  for (let tries = 0; !enrolled; tries++) {
+    const res = await fetch(`${fleet.url}/api/agent/v1/enroll`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ join_token: token, hostname: 'probe-host' }),
+    });
+    const body = await res.json();
+    if (res.ok) enrolled = body;
+    else if (res.status !== 503 || tries >= 60) throw new Error(`enrol: ${res.status} ${JSON.stringify(body)}`);
+    else await sleep(1000);
+  }
   const report = {
     hostname: 'probe-host', agent_version: 'bench', cpu_milli: 96000, memory_mib: 1048576, backend: 'simulated',
     driver_version: '550', applied_generation: null, errors: [],
