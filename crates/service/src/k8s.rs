@@ -100,7 +100,7 @@ impl Service {
             .await?;
         let held = rows
             .iter()
-            .map(|a| Ok(extended_resource(&a.slice_shape()?)))
+            .map(|a| Ok(extended_resource(a.slice_shape())))
             .collect::<Result<Vec<_>, ServiceError>>()?;
         Ok(resource_quota(actor.tenant_slug(), &held))
     }

@@ -84,10 +84,11 @@ async fn check_invariants(f: &Fixture) {
             .placement
             .as_ref()
             .expect("a placed allocation has a placement");
-        let uuid = p["gpus"][0]["uuid"].as_str().unwrap().to_owned();
-        if let Some(m) = p["slice"].get("mig") {
-            let m: MigPlacement = serde_json::from_value(m.clone()).unwrap();
-            layouts.entry(uuid).or_default().push(m);
+        if let tessera_core::placement::Slice::Mig(m) = &p.slice {
+            layouts
+                .entry(p.gpus[0].uuid.clone())
+                .or_default()
+                .push(m.clone());
         }
     }
     let h100 = tessera_core::catalogue::lookup("H100-80GB", 81_559);

@@ -9,7 +9,7 @@ mod common;
 use chrono::{Duration, TimeZone, Utc};
 use common::agent::*;
 use common::{fixture, Fixture};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::agent::{GpuSample, InstanceSample, TelemetryBatch, TelemetryRound};
 use tessera_protocol::views::{
@@ -349,6 +349,23 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
     // Minutes 22:01 and 22:02 are over: rolled up with what they have.
     let r = f.service.roll_up_telemetry().await.unwrap();
     assert_eq!(r.samples, 18, "{r:?}");
+    // On PostgreSQL the minute's first round refreshed the statistics its
+    // reads are planned by (of the newest samples, too).
+    let postgres = f.service.db().get_database_backend() == sea_orm::DbBackend::Postgres;
+    assert_eq!(r.analyzed, postgres, "{r:?}");
+    if postgres {
+        let stats = f
+            .service
+            .db()
+            .query_one(sea_orm::Statement::from_string(
+                sea_orm::DbBackend::Postgres,
+                "SELECT count(*) AS n FROM pg_stats WHERE tablename = 'gpu_samples' AND attname IN ('device_uuid', 'at_ms')",
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stats.try_get::<i64>("", "n").unwrap(), 2);
+    }
     let ack = f
         .service
         .record_telemetry(&agent.host, &batch("gpu-1", rounds.clone()))
@@ -363,6 +380,7 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
     // samples (its first three rounds and the late three, two rows each).
     let r = f.service.roll_up_telemetry().await.unwrap();
     assert_eq!((r.samples, r.minutes), (12, 2), "{r:?}");
+    assert!(!r.analyzed, "once a minute: {r:?}");
     let r = f.service.roll_up_telemetry().await.unwrap();
     assert_eq!((r.samples, r.minutes), (0, 0), "nothing is due: {r:?}");
 

@@ -3,7 +3,7 @@
 
 use super::access::TenantActor;
 use super::snapshot::{holding_of, View};
-use super::stored::{set_state, state_json, update_if_state, AllocationRow};
+use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::entity::allocation;
 use crate::events::{AllocationRef, DomainEvent};
 use crate::metrics::AdmissionOutcome;
@@ -13,7 +13,6 @@ use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
-use serde_json::json;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::placement::{PlacementRequest, Policy};
@@ -121,7 +120,7 @@ impl Service {
         for a in &rows {
             // A shape the pool no longer offers (its policy changed) is not
             // part of the mix; a shape that does not read back is an error.
-            if let Ok(request) = offer.placement_request(&a.slice_shape()?) {
+            if let Ok(request) = offer.placement_request(a.slice_shape()) {
                 workload.push(request);
             }
         }
@@ -137,7 +136,7 @@ impl Service {
         spec: &PoolSpec,
         row: &allocation::Model,
     ) -> Result<Option<PlacementRequest>, ServiceError> {
-        let shape = row.slice_shape()?;
+        let shape = row.slice_shape().clone();
         Ok(Self::pool_offer(spec)
             .placement_request(&shape)
             .ok()
@@ -172,7 +171,7 @@ impl Service {
         let req = NewAllocation {
             tenant: None,
             pool: old.pool.clone(),
-            shape: old.slice_shape()?,
+            shape: old.slice_shape().clone(),
             lease_hours: u32::try_from(old.lease_hours).unwrap_or(1),
             purpose: old.purpose.clone(),
             priority_class: Some(old.priority_class.clone()),
@@ -329,8 +328,8 @@ impl Service {
             pool: Set(spec.name.clone()),
             requested_by: Set(actor.name.clone()),
             state: Set(state.phase()),
-            state_data: Set(state_json(&state)),
-            shape: Set(json!(req.shape)),
+            state_data: Set(allocation::StoredState(state.clone())),
+            shape: Set(allocation::StoredShape(req.shape.clone())),
             shape_label: Set(label(&req.shape)),
             demand_compute_milli: Set(i64::from(demand.compute.0)),
             demand_memory_mib: Set(i64::try_from(demand.memory.0).unwrap_or(i64::MAX)),
@@ -401,7 +400,7 @@ impl Service {
                     ));
                 }
 
-                let state = transition(&row.lifecycle()?, &AllocationEvent::NoCapacity)
+                let state = transition(row.lifecycle(), &AllocationEvent::NoCapacity)
                     .map_err(|e| ServiceError::Conflict(e.to_string()))?;
                 let mut a: allocation::ActiveModel = row.into();
                 set_state(&mut a, &state, now);
@@ -419,7 +418,7 @@ impl Service {
             shape: req.shape.clone(),
             lease_hours: req.lease_hours,
             priority_class: row.priority_class.clone(),
-            state: row.lifecycle()?,
+            state: row.lifecycle().clone(),
             requeue_of,
         });
         w.commit(self, &actor.audit()).await?;
@@ -441,7 +440,7 @@ impl Service {
             .one(w.db())
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-        let state = old.lifecycle()?;
+        let state = old.lifecycle().clone();
         if state.is_terminal() {
             return Ok(None);
         }

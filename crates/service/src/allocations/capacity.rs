@@ -107,7 +107,7 @@ impl Service {
         let alloc = AllocationRef::of(&row);
         match before {
             AllocationPhase::Placed => {
-                let state = row.lifecycle()?;
+                let state = row.lifecycle().clone();
                 let next = transition(&state, &AllocationEvent::CapacityLost)
                     .map_err(|e| ServiceError::Conflict(e.to_string()))?;
                 let host_id = row.host_id;
@@ -135,7 +135,7 @@ impl Service {
                 Ok(())
             }
             AllocationPhase::Provisioning | AllocationPhase::Active => {
-                let state = row.lifecycle()?;
+                let state = row.lifecycle().clone();
                 let id = row.id;
                 let mut a: allocation::ActiveModel = row.into();
                 a.capacity_lost_at = Set(Some(now));
@@ -229,7 +229,7 @@ impl Service {
         for g in &gpus {
             for a in live_on_host(&self.db, g.host_id).await? {
                 let on_gpu = a
-                    .stored_placement()?
+                    .stored_placement()
                     .is_some_and(|p| p.gpus.iter().any(|x| x.uuid == g.uuid));
                 if on_gpu {
                     due.entry(a.id).or_insert_with(|| {

@@ -326,7 +326,7 @@ impl Service {
             .all(w.db())
             .await?;
         for a in placed {
-            let Ok(next) = transition(&a.lifecycle()?, &AllocationEvent::StartProvisioning) else {
+            let Ok(next) = transition(a.lifecycle(), &AllocationEvent::StartProvisioning) else {
                 continue;
             };
             let alloc = AllocationRef::of(&a);

@@ -160,7 +160,12 @@ pub(crate) fn fresh_epoch() -> i64 {
     rand::random::<i64>()
 }
 
-/// The stored capacity epoch of `pool` (0 for a pool not stored).
+/// The capacity epoch of a pool that is not stored: every reader of
+/// epochs ([`capacity_epoch`], [`crate::policy::PoolsInForce::epoch`])
+/// gives this one, so an index built for a missing pool is reused alike.
+pub(crate) const NO_POOL_EPOCH: i64 = 0;
+
+/// The stored capacity epoch of `pool` ([`NO_POOL_EPOCH`] for a pool not stored).
 pub(crate) async fn capacity_epoch<C: ConnectionTrait>(
     conn: &C,
     pool: &str,
@@ -172,7 +177,7 @@ pub(crate) async fn capacity_epoch<C: ConnectionTrait>(
         .into_tuple::<i64>()
         .one(conn)
         .await?
-        .unwrap_or(0))
+        .unwrap_or(NO_POOL_EPOCH))
 }
 
 /// Writes a fresh capacity epoch for `pools` (every pool when `None`).

@@ -104,7 +104,7 @@ impl Service {
                 continue;
             };
             let watch_from = a.idle_watch_from.unwrap_or(started).max(started);
-            let held = a.stored_placement()?.and_then(|p| {
+            let held = a.stored_placement().and_then(|p| {
                 let gpus: Vec<Option<&GpuObserved>> = p
                     .gpus
                     .iter()

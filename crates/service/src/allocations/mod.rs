@@ -25,6 +25,7 @@ mod queue;
 mod scheduler;
 mod snapshot;
 mod stored;
+pub use stored::StoredPlacement;
 mod view;
 
 pub use access::TenantActor;

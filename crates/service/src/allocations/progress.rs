@@ -57,7 +57,7 @@ impl Service {
             .all(w.db())
             .await?;
         for row in rows {
-            let Some(placement) = row.stored_placement()? else {
+            let Some(placement) = row.stored_placement() else {
                 continue;
             };
             let error = placement
@@ -73,7 +73,7 @@ impl Service {
                 Slice::Mig(m) => Some(m.start),
                 _ => None,
             };
-            let mut state = row.lifecycle()?;
+            let mut state = row.lifecycle().clone();
             if state == AllocationState::Placed {
                 state = step(&state, AllocationEvent::StartProvisioning)?;
             }
@@ -162,7 +162,7 @@ impl Service {
             }
             *teardown_error = Some(reason.clone());
         }
-        let before = row.lifecycle()?.phase();
+        let before = row.lifecycle().phase();
         let (host_id, lease_hours) = (row.host_id, row.lease_hours);
         let alloc = AllocationRef::of(&row);
         let mut a: allocation::ActiveModel = row.into();

@@ -15,7 +15,6 @@ use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, Set,
 };
-use serde_json::json;
 use std::collections::BTreeMap;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationPhase};
 use tessera_core::placement::{Decision, Policy};
@@ -227,8 +226,7 @@ impl Service {
                 if let Some(row) = extra {
                     // A kept index predates the request being made; an
                     // index built in this write has read it already.
-                    if let Ok(request) =
-                        Self::pool_offer(spec).placement_request(&row.slice_shape()?)
+                    if let Ok(request) = Self::pool_offer(spec).placement_request(row.slice_shape())
                     {
                         ix.add_request(request);
                     }
@@ -356,13 +354,13 @@ impl Service {
         let Some((host_id, placement)) = snapshot.placement(decision) else {
             return Ok(None);
         };
-        let state = transition(&row.lifecycle()?, &AllocationEvent::Place)
+        let state = transition(row.lifecycle(), &AllocationEvent::Place)
             .map_err(|e| ServiceError::Conflict(e.to_string()))?;
         let generation = w.bump_generation(host_id).await?;
         let mut a: allocation::ActiveModel = row.into();
         set_state(&mut a, &state, now);
         a.host_id = Set(Some(host_id));
-        a.placement = Set(Some(json!(placement)));
+        a.placement = Set(Some(placement));
         a.generation = Set(Some(generation));
         a.placed_at = Set(Some(now));
         a.updated_at = Set(now);

@@ -186,7 +186,7 @@ impl Service {
         if !still(&row) {
             return Ok(false);
         }
-        let state = row.lifecycle()?;
+        let state = row.lifecycle().clone();
         let before = state.phase();
         let next = transition(&state, &event).map_err(|e| ServiceError::Conflict(e.to_string()))?;
         let host_id = row.host_id;

@@ -124,7 +124,7 @@ pub async fn occupancy<C: ConnectionTrait>(
     }
     let mut by_gpu: Occupancy = BTreeMap::new();
     for a in q.order_by_asc(allocation::Column::Id).all(conn).await? {
-        if let Some(p) = a.stored_placement()? {
+        if let Some(p) = a.stored_placement() {
             for g in &p.gpus {
                 by_gpu
                     .entry(g.uuid.clone())

@@ -12,8 +12,8 @@ use tessera_core::sharing::SliceShape;
 use tessera_core::units::{ComputeMilli, MemMiB};
 use tessera_protocol::views::AllocatedGpu;
 
-/// Where an allocation was placed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Where an allocation was placed, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sea_orm::FromJsonQueryResult)]
 pub struct StoredPlacement {
     /// Host name at placement time.
     pub hostname: String,
@@ -23,40 +23,30 @@ pub struct StoredPlacement {
     pub slice: Slice,
 }
 
-fn corrupt(id: i64, what: &str, e: impl std::fmt::Display) -> ServiceError {
-    ServiceError::Database(sea_orm::DbErr::Custom(format!(
-        "allocation {id}: stored {what} is unreadable: {e}"
-    )))
-}
-
-/// Typed accessors over the row.
+/// Typed accessors over the row (its JSON columns read back when the row
+/// is read, or the read fails: see [`allocation::StoredState`]).
 pub trait AllocationRow {
     /// The lifecycle state.
-    fn lifecycle(&self) -> Result<AllocationState, ServiceError>;
+    fn lifecycle(&self) -> &AllocationState;
     /// The shape.
-    fn slice_shape(&self) -> Result<SliceShape, ServiceError>;
+    fn slice_shape(&self) -> &SliceShape;
     /// The placement, once placed.
-    fn stored_placement(&self) -> Result<Option<StoredPlacement>, ServiceError>;
+    fn stored_placement(&self) -> Option<&StoredPlacement>;
     /// The quota demand.
     fn demand(&self) -> Demand;
 }
 
 impl AllocationRow for allocation::Model {
-    fn lifecycle(&self) -> Result<AllocationState, ServiceError> {
-        serde_json::from_value(self.state_data.clone()).map_err(|e| corrupt(self.id, "state", e))
+    fn lifecycle(&self) -> &AllocationState {
+        &self.state_data.0
     }
 
-    fn slice_shape(&self) -> Result<SliceShape, ServiceError> {
-        serde_json::from_value(self.shape.clone()).map_err(|e| corrupt(self.id, "shape", e))
+    fn slice_shape(&self) -> &SliceShape {
+        &self.shape.0
     }
 
-    fn stored_placement(&self) -> Result<Option<StoredPlacement>, ServiceError> {
-        self.placement
-            .as_ref()
-            .map(|p| {
-                serde_json::from_value(p.clone()).map_err(|e| corrupt(self.id, "placement", e))
-            })
-            .transpose()
+    fn stored_placement(&self) -> Option<&StoredPlacement> {
+        self.placement.as_ref()
     }
 
     fn demand(&self) -> Demand {
@@ -72,16 +62,11 @@ impl AllocationRow for allocation::Model {
 /// `ended_at` when `next` is terminal.
 pub fn set_state(a: &mut allocation::ActiveModel, next: &AllocationState, now: DateTime<Utc>) {
     a.state = sea_orm::Set(next.phase());
-    a.state_data = sea_orm::Set(state_json(next));
+    a.state_data = sea_orm::Set(allocation::StoredState(next.clone()));
     a.updated_at = sea_orm::Set(now);
     if next.is_terminal() {
         a.ended_at = sea_orm::Set(Some(now));
     }
-}
-
-/// The JSON of a state.
-pub fn state_json(state: &AllocationState) -> serde_json::Value {
-    serde_json::to_value(state).unwrap_or(serde_json::Value::Null)
 }
 
 /// Writes the set columns of `a` to allocation `id` only while it is still

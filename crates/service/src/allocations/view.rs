@@ -67,8 +67,8 @@ impl Service {
             return Ok(None);
         };
         let uuids: Vec<String> = row
-            .stored_placement()?
-            .map(|p| p.gpus.into_iter().map(|g| g.uuid).collect())
+            .stored_placement()
+            .map(|p| p.gpus.iter().map(|g| g.uuid.clone()).collect())
             .unwrap_or_default();
         let gpus = gpu::Entity::find()
             .filter(gpu::Column::Uuid.is_in(uuids))
@@ -143,9 +143,9 @@ impl Service {
         pools: &[crate::pools::PoolSpec],
     ) -> Result<AllocationView, ServiceError> {
         // A row that does not read back is an error, not a guess.
-        let state = Some(row.lifecycle()?);
-        let shape = row.slice_shape()?;
-        let placement = row.stored_placement()?;
+        let state = Some(row.lifecycle().clone());
+        let shape = row.slice_shape().clone();
+        let placement = row.stored_placement();
         let (reason, ending_as) = match &state {
             Some(AllocationState::Failed { reason }) => (Some(reason.clone()), None),
             Some(AllocationState::Releasing {
@@ -404,7 +404,7 @@ impl Service {
                 .one(txn)
                 .await?
                 .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-            let state = row.lifecycle()?;
+            let state = row.lifecycle().clone();
             let before = state.phase();
             let next = transition(&state, &AllocationEvent::Release).map_err(|_| {
                 ServiceError::Conflict(format!(
@@ -435,7 +435,7 @@ impl Service {
         w.emit(DomainEvent::AllocationReleased {
             alloc: AllocationRef::of(&row),
             before,
-            after: row.lifecycle()?.phase(),
+            after: row.lifecycle().phase(),
         });
         w.commit(self, &actor.audit()).await?;
         self.allocation_view_of(row, &actor.tenant_slug).await
@@ -464,7 +464,7 @@ impl Service {
             .one(w.db())
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-        let state = row.lifecycle()?;
+        let state = row.lifecycle().clone();
         let (Some(end), AllocationState::Active) = (row.lease_ends_at, &state) else {
             return Err(ServiceError::Conflict(format!(
                 "allocation {id} is {state}; only an active lease can be extended"

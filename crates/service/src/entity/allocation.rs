@@ -11,8 +11,8 @@ pub struct Model {
     pub requested_by: String,
     /// The state's phase (for queries); `state_data` has the whole state.
     pub state: tessera_core::lifecycle::AllocationPhase,
-    pub state_data: Json,
-    pub shape: Json,
+    pub state_data: StoredState,
+    pub shape: StoredShape,
     pub shape_label: String,
     pub demand_compute_milli: i64,
     pub demand_memory_mib: i64,
@@ -25,7 +25,7 @@ pub struct Model {
     pub lease_hours: i32,
     pub lease_ends_at: Option<DateTimeUtc>,
     pub host_id: Option<i64>,
-    pub placement: Option<Json>,
+    pub placement: Option<crate::allocations::StoredPlacement>,
     pub generation: Option<i64>,
     pub mig_device_uuid: Option<String>,
     pub created_at: DateTimeUtc,
@@ -63,6 +63,19 @@ pub struct Model {
     /// When it was preempted.
     pub preempted_at: Option<DateTimeUtc>,
 }
+
+/// An allocation's whole lifecycle state, as stored: a row whose state
+/// does not read back is an error when it is read.
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, sea_orm::FromJsonQueryResult,
+)]
+pub struct StoredState(pub tessera_core::lifecycle::AllocationState);
+
+/// The shape an allocation asked for, as stored.
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, sea_orm::FromJsonQueryResult,
+)]
+pub struct StoredShape(pub tessera_core::sharing::SliceShape);
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}

@@ -140,7 +140,7 @@ impl Service {
             let on_target = match &g {
                 None => true,
                 Some(g) => a
-                    .stored_placement()?
+                    .stored_placement()
                     .is_some_and(|p| p.gpus.iter().any(|x| x.uuid == g.uuid)),
             };
             if on_target {

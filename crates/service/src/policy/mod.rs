@@ -6,6 +6,7 @@
 mod pool_admin;
 mod tenant_admin;
 
+use crate::allocations::fleet_index::NO_POOL_EPOCH;
 use crate::audit::Actor;
 use crate::entity::{pool, tenant};
 use crate::events::{DomainEvent, TenantFields, TenantRef};
@@ -187,10 +188,10 @@ impl PoolsInForce {
         Service::pool_named(&self.specs, field, name)
     }
 
-    /// The capacity epoch of pool `name` when it was read (0 for a pool
-    /// that was not there, as [`crate::allocations::fleet_index`] reads it).
+    /// The capacity epoch of pool `name` when it was read
+    /// ([`NO_POOL_EPOCH`] for a pool that was not there).
     pub fn epoch(&self, name: &str) -> i64 {
-        self.epochs.get(name).copied().unwrap_or(0)
+        self.epochs.get(name).copied().unwrap_or(NO_POOL_EPOCH)
     }
 }
 

@@ -149,8 +149,8 @@ async fn holders<C: sea_orm::ConnectionTrait>(
             continue;
         };
         let gpus: Vec<String> = a
-            .stored_placement()?
-            .map(|p| p.gpus.into_iter().map(|g| g.uuid).collect())
+            .stored_placement()
+            .map(|p| p.gpus.iter().map(|g| g.uuid.clone()).collect())
             .unwrap_or_default();
         let per_device = match &a.mig_device_uuid {
             Some(_) => a.demand_compute_milli,
