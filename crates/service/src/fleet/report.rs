@@ -371,7 +371,7 @@ impl Service {
         let mut rows = Vec::new();
         for a in live_on_host(w.db(), who.id).await? {
             let loss = match a.stored_placement() {
-                Some(p) => gpu_loss(&p, &gpus),
+                Some(p) => gpu_loss(p, &gpus),
                 None => None,
             };
             rows.push((a, loss));
