@@ -11,12 +11,14 @@ use crate::placement::Slice;
 use crate::plan::GpuObserved;
 use serde::{Deserialize, Serialize};
 
-/// Milliseconds in a minute.
-pub const MINUTE_MS: i64 = 60_000;
+pub use crate::telemetry::MINUTE_MS;
+use crate::telemetry::ROLLUP_SETTLE_MS;
 
-/// Minutes the newest rollups may lag behind the clock (the rollup job
-/// folds in each minute after it ends; agents send every few seconds).
+/// Whole minutes the newest rollups may lag behind the clock: a minute is
+/// rolled up [`ROLLUP_SETTLE_MS`] after it ends, by the next round (which
+/// leaves the rounds most of a minute to spare).
 pub const ROLLUP_LAG_MINUTES: i64 = 2;
+const _: () = assert!(ROLLUP_SETTLE_MS + MINUTE_MS / 2 <= ROLLUP_LAG_MINUTES * MINUTE_MS);
 
 /// A pool's idle reclaim policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,6 +20,16 @@ use std::str::FromStr;
 /// Milliseconds in a minute.
 pub const MINUTE_MS: i64 = 60_000;
 
+/// How long after a minute ends its rollup waits for the rest of its
+/// samples. Agents send what they sampled once a minute, each at its own
+/// phase, so a minute's samples come in two batches: the first while the
+/// minute runs, the last up to a minute after it ended. Rolled up when it
+/// ended, every minute would be rolled up twice (and the second time
+/// while ingest marks it again); a minute and 5 s on (a batch in flight),
+/// once. A batch later still (an agent catching up) marks its minute due
+/// again and it is rolled up again, so waiting only saves work.
+pub const ROLLUP_SETTLE_MS: i64 = 65_000;
+
 /// How busy a simulated slice is over time, so the demo and the tests have
 /// real-looking, reproducible load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

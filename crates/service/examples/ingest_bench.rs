@@ -13,6 +13,7 @@ use common::{enrol_fleet, gpus, pct, GPUS};
 use futures::stream::{self, StreamExt};
 use std::sync::Arc;
 use std::time::Instant;
+use tessera_core::telemetry::{MINUTE_MS, ROLLUP_SETTLE_MS};
 use tessera_protocol::agent::{GpuSample, TelemetryBatch, TelemetryRound};
 use tessera_service::Directory;
 
@@ -31,8 +32,9 @@ async fn main() {
     let fleet = enrol_fleet(&service, hosts).await;
     let enrol_s = started.elapsed().as_secs_f64();
 
-    // Rounds of the last minute(s), oldest first, as the agents would send.
-    let now = chrono::Utc::now().timestamp_millis();
+    // Rounds of the minutes before the last settled one, oldest first, as
+    // the agents would send them (so that the rollup below takes them all).
+    let now = chrono::Utc::now().timestamp_millis() - 2 * MINUTE_MS - ROLLUP_SETTLE_MS;
     let mut round_s = Vec::new();
     let mut batch_ms = Vec::new();
     for r in 0..rounds {

@@ -422,6 +422,75 @@ async fn bad_requests_store_nothing() {
     assert_eq!(after, generation, "no desired-state change");
 }
 
+/// A stored state, shape or placement that does not decode is an error when
+/// the row is read (a 500 saying nothing of it), never a guess: not a
+/// missing state, a default shape or no placement.
+#[tokio::test]
+async fn an_allocation_row_that_does_not_decode_fails_the_read() {
+    use sea_orm::{ConnectionTrait, Statement};
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-d0")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let s = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 1))
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, s.id).await.state, AllocationPhase::Active);
+    let db = f.service.db();
+    for (column, bad) in [
+        ("state_data", r#"{"state":"melted"}"#),
+        ("shape", r#"{"kind":"mig","profile":7}"#),
+        ("placement", r#"{"hostname":"gpu-1"}"#),
+    ] {
+        let before: (String,) = {
+            let row = db
+                .query_one(Statement::from_string(
+                    db.get_database_backend(),
+                    format!(
+                        "SELECT CAST({column} AS TEXT) AS v FROM allocations WHERE id = {}",
+                        s.id
+                    ),
+                ))
+                .await
+                .unwrap()
+                .unwrap();
+            (row.try_get::<String>("", "v").unwrap(),)
+        };
+        let set = |v: &str| {
+            Statement::from_string(
+                db.get_database_backend(),
+                format!(
+                    "UPDATE allocations SET {column} = '{}' WHERE id = {}",
+                    v.replace('\'', "''"),
+                    s.id
+                ),
+            )
+        };
+        db.execute(set(bad)).await.unwrap();
+        let err = f.service.get_allocation(&alice, s.id).await.unwrap_err();
+        assert!(
+            matches!(err, ServiceError::Database(_)),
+            "{column}: {err:?}"
+        );
+        assert_eq!(err.status(), 500, "{column}");
+        assert!(
+            !err.public_message().contains(column),
+            "{column}: {}",
+            err.public_message()
+        );
+        // The tenant's list fails alike, rather than leave the slice out.
+        assert!(
+            f.service.list_allocations(&alice).await.is_err(),
+            "{column}"
+        );
+        // Restored, it reads as before.
+        db.execute(set(&before.0)).await.unwrap();
+        assert_eq!(get(&f, &alice, s.id).await.state, AllocationPhase::Active);
+    }
+}
+
 #[tokio::test]
 async fn queued_requests_take_freed_capacity_in_order() {
     let f = fixture().await;

@@ -11,6 +11,7 @@ use common::agent::*;
 use common::{fixture, Fixture};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use tessera_core::lifecycle::AllocationPhase;
+use tessera_core::telemetry::ROLLUP_SETTLE_MS;
 use tessera_protocol::agent::{GpuSample, InstanceSample, TelemetryBatch, TelemetryRound};
 use tessera_protocol::views::{
     FleetFilter, FullProjection, NewPrice, TimelineStep, UsageGrouping, UsageQuery,
@@ -346,7 +347,12 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
     );
     // One row per round for the GPU, one for the MIG device.
     assert_eq!(samples(&f).await, 18);
-    // Minutes 22:01 and 22:02 are over: rolled up with what they have.
+    // Minutes 22:01 and 22:02 are over but have not settled (the batches
+    // that close them may still be on their way): nothing rolled up yet.
+    let r = f.service.roll_up_telemetry().await.unwrap();
+    assert_eq!((r.samples, r.minutes, r.analyzed), (0, 0, false), "{r:?}");
+    f.clock.advance(Duration::milliseconds(ROLLUP_SETTLE_MS));
+    // Settled: rolled up with what they have.
     let r = f.service.roll_up_telemetry().await.unwrap();
     assert_eq!(r.samples, 18, "{r:?}");
     // On PostgreSQL the minute's first round refreshed the statistics its

@@ -23,6 +23,13 @@ pub struct StoredPlacement {
     pub slice: Slice,
 }
 
+impl StoredPlacement {
+    /// The UUIDs of the GPUs used, in placement order.
+    pub fn gpu_uuids(&self) -> Vec<String> {
+        self.gpus.iter().map(|g| g.uuid.clone()).collect()
+    }
+}
+
 /// Typed accessors over the row (its JSON columns read back when the row
 /// is read, or the read fails: see [`allocation::StoredState`]).
 pub trait AllocationRow {

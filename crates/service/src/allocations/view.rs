@@ -1,7 +1,7 @@
 //! Reading, releasing and extending allocations, and the data of the request form.
 
 use super::access::TenantActor;
-use super::stored::{set_state, update_if_state, AllocationRow};
+use super::stored::{set_state, update_if_state, AllocationRow, StoredPlacement};
 use crate::entity::{allocation, gpu, tenant};
 use crate::events::{AllocationRef, DomainEvent};
 use crate::pools::PoolSpec;
@@ -68,7 +68,7 @@ impl Service {
         };
         let uuids: Vec<String> = row
             .stored_placement()
-            .map(|p| p.gpus.iter().map(|g| g.uuid.clone()).collect())
+            .map(StoredPlacement::gpu_uuids)
             .unwrap_or_default();
         let gpus = gpu::Entity::find()
             .filter(gpu::Column::Uuid.is_in(uuids))
@@ -143,15 +143,14 @@ impl Service {
         pools: &[crate::pools::PoolSpec],
     ) -> Result<AllocationView, ServiceError> {
         // A row that does not read back is an error, not a guess.
-        let state = Some(row.lifecycle().clone());
         let shape = row.slice_shape().clone();
         let placement = row.stored_placement();
-        let (reason, ending_as) = match &state {
-            Some(AllocationState::Failed { reason }) => (Some(reason.clone()), None),
-            Some(AllocationState::Releasing {
+        let (reason, ending_as) = match row.lifecycle() {
+            AllocationState::Failed { reason } => (Some(reason.clone()), None),
+            AllocationState::Releasing {
                 outcome,
                 teardown_error,
-            }) => {
+            } => {
                 let reason = match outcome {
                     ReleaseOutcome::Failed { reason } => Some(reason.clone()),
                     _ => None,
@@ -200,7 +199,7 @@ impl Service {
                         Some(ConnectionTarget::TimeSlice { gpu_uuid: first })
                     }
                     _ => Some(ConnectionTarget::Whole {
-                        gpu_uuids: p.gpus.iter().map(|g| g.uuid.clone()).collect(),
+                        gpu_uuids: p.gpu_uuids(),
                     }),
                 };
                 target.map(|t| connection(&p.hostname, &t))

@@ -150,7 +150,7 @@ async fn holders<C: sea_orm::ConnectionTrait>(
         };
         let gpus: Vec<String> = a
             .stored_placement()
-            .map(|p| p.gpus.iter().map(|g| g.uuid.clone()).collect())
+            .map(crate::allocations::StoredPlacement::gpu_uuids)
             .unwrap_or_default();
         let per_device = match &a.mig_device_uuid {
             Some(_) => a.demand_compute_milli,

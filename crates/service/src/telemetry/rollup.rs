@@ -1,8 +1,9 @@
 //! Rollups and retention. Storing samples marks their (device, minute)
 //! pairs due (`gpu_rollup_pending`). Each scheduler round takes the due
-//! minutes that have ended and recomputes their rollups from the raw
-//! samples, which marks their hours due; then takes the due hours that have
-//! ended and recomputes them from their minutes. A sample arriving late (an
+//! minutes that have settled (ended [`ROLLUP_SETTLE_MS`] ago, so that the
+//! agents' batches that close them are in) and recomputes their rollups
+//! from the raw samples, which marks their hours due; then takes the due
+//! hours that have settled and recomputes them from their minutes. A sample arriving late (an
 //! agent replaying after an outage) marks its minute due again, so its
 //! minute and hour are recomputed when it comes. Then samples and rollups
 //! past their windows are deleted. (The hour still running has minutes
@@ -27,7 +28,7 @@ use sea_orm::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use tessera_core::metering::HOUR_MS;
-use tessera_core::telemetry::{combine, roll_up, Rollup, Sample, MINUTE_MS};
+use tessera_core::telemetry::{combine, roll_up, Rollup, Sample, MINUTE_MS, ROLLUP_SETTLE_MS};
 
 /// Most (device, period) pairs one round rolls up per period (the rest
 /// wait for the next round).
@@ -221,7 +222,7 @@ pub(crate) async fn mark_due<C: ConnectionTrait>(
 }
 
 /// Takes up to [`PAIRS_PER_ROUND`] due (device, start) pairs of `period_ms`
-/// whose period has ended by `ended_by`: reads them and deletes them, before
+/// whose period had ended by `ended_by`: reads them and deletes them, before
 /// the caller reads what they roll up (see [`mark_due`] for why this order).
 async fn take_due<C: ConnectionTrait>(
     conn: &C,
@@ -300,41 +301,85 @@ fn span(pairs: &BTreeSet<(String, i64)>, period_ms: i64) -> (Vec<String>, i64, i
     (devices.into_iter().cloned().collect(), lo, hi)
 }
 
+/// Retention: deletes raw samples and rollups past their windows (raw
+/// samples of minutes still due are kept until they are rolled up).
+/// Returns how many rows went.
+async fn expire<C: ConnectionTrait>(
+    conn: &C,
+    policy: super::TelemetryPolicy,
+    now_ms: i64,
+) -> Result<u64, ServiceError> {
+    let mut expired = 0;
+    let mut raw_before = now_ms - i64::from(policy.raw_hours) * HOUR_MS;
+    if let Some(oldest_due) = gpu_rollup_pending::Entity::find()
+        .filter(gpu_rollup_pending::Column::PeriodMs.eq(MINUTE_MS))
+        .order_by_asc(gpu_rollup_pending::Column::StartMs)
+        .one(conn)
+        .await?
+    {
+        raw_before = raw_before.min(oldest_due.start_ms);
+    }
+    expired += gpu_sample::Entity::delete_many()
+        .filter(gpu_sample::Column::AtMs.lt(raw_before))
+        .exec(conn)
+        .await?
+        .rows_affected;
+    for (period, days) in [(MINUTE_MS, policy.minute_days), (HOUR_MS, policy.hour_days)] {
+        expired += gpu_rollup::Entity::delete_many()
+            .filter(gpu_rollup::Column::PeriodMs.eq(period))
+            .filter(gpu_rollup::Column::StartMs.lt(now_ms - i64::from(days) * DAY_MS))
+            .exec(conn)
+            .await?
+            .rows_affected;
+    }
+    Ok(expired)
+}
+
 impl Service {
     /// One rollup and retention round (the scheduler runs it every round):
-    /// the minutes that have ended and are due (new samples came for them)
-    /// are recomputed from their raw samples, which makes their hours due;
-    /// the hours that have ended and are due, from their minutes. Reads and
-    /// writes go by batches of devices, not device by device.
+    /// the minutes that have settled and are due (new samples came for
+    /// them) are recomputed from their raw samples, which makes their hours
+    /// due; the hours that have settled and are due, from their minutes.
+    /// Reads and writes go by batches of devices, not device by device.
     pub async fn roll_up_telemetry(&self) -> Result<RollupReport, ServiceError> {
         let now_ms = self.now().timestamp_millis();
-        let minute_now = now_ms.div_euclid(MINUTE_MS) * MINUTE_MS;
+        // Periods that ended by then are complete (an hour, once its last
+        // minute is: both settle alike).
+        let settled = now_ms - ROLLUP_SETTLE_MS;
         let mut report = RollupReport::default();
         // Most rounds find nothing to do: find that out without a write.
-        // Retention runs once a minute.
-        let retention_due = self.telemetry_minute.swap(minute_now, Ordering::Relaxed) != minute_now;
+        // Once a minute, with the first round that finds the fleet's
+        // previous minute settled, retention runs and the statistics are
+        // refreshed.
+        let settled_minute = settled.div_euclid(MINUTE_MS) * MINUTE_MS;
+        let first_of_minute = self
+            .telemetry_minute
+            .swap(settled_minute, Ordering::Relaxed)
+            != settled_minute;
         let due = |period_ms: i64| {
             gpu_rollup_pending::Entity::find()
                 .filter(gpu_rollup_pending::Column::PeriodMs.eq(period_ms))
-                .filter(gpu_rollup_pending::Column::StartMs.lte(now_ms - period_ms))
+                .filter(gpu_rollup_pending::Column::StartMs.lte(settled - period_ms))
         };
         let any = due(MINUTE_MS).one(&self.db).await?.is_some()
             || due(HOUR_MS).one(&self.db).await?.is_some();
-        if !any && !retention_due {
+        if !any && !first_of_minute {
             return Ok(report);
-        }
-        if any && retention_due {
-            report.analyzed = refresh_statistics(&self.db).await?;
         }
         // One replica at a time: two rolling up the same minute would both
         // replace its rows and leave them twice.
         let w = self.begin_locked(ROLLUP_LOCK).await?;
         custom_plans(w.db()).await?;
 
-        let minutes: BTreeSet<(String, i64)> = take_due(w.db(), MINUTE_MS, now_ms)
+        let minutes: BTreeSet<(String, i64)> = take_due(w.db(), MINUTE_MS, settled)
             .await?
             .into_iter()
             .collect();
+        // (Under the lock, and only with something to read: another
+        // replica that took this minute's marks first leaves none.)
+        if first_of_minute && !minutes.is_empty() {
+            report.analyzed = refresh_statistics(w.db()).await?;
+        }
         let (devices, lo, hi) = span(&minutes, MINUTE_MS);
         let mut raw: BTreeMap<(String, i64), Vec<gpu_sample::Model>> = BTreeMap::new();
         if !minutes.is_empty() {
@@ -382,7 +427,7 @@ impl Service {
 
         // Hours that have ended, from their minutes (just written above
         // when they were the last ones).
-        let hours: BTreeSet<(String, i64)> = take_due(w.db(), HOUR_MS, now_ms)
+        let hours: BTreeSet<(String, i64)> = take_due(w.db(), HOUR_MS, settled)
             .await?
             .into_iter()
             .collect();
@@ -427,30 +472,8 @@ impl Service {
         let pairs: Vec<(String, i64)> = hours.iter().cloned().collect();
         report.hours += replace(w.db(), HOUR_MS, &pairs, rows).await?;
 
-        // Retention. Raw samples of minutes still due are kept until they
-        // are rolled up.
-        let policy = self.settings.telemetry;
-        let mut raw_before = now_ms - i64::from(policy.raw_hours) * HOUR_MS;
-        if let Some(oldest_due) = gpu_rollup_pending::Entity::find()
-            .filter(gpu_rollup_pending::Column::PeriodMs.eq(MINUTE_MS))
-            .order_by_asc(gpu_rollup_pending::Column::StartMs)
-            .one(w.db())
-            .await?
-        {
-            raw_before = raw_before.min(oldest_due.start_ms);
-        }
-        report.expired += gpu_sample::Entity::delete_many()
-            .filter(gpu_sample::Column::AtMs.lt(raw_before))
-            .exec(w.db())
-            .await?
-            .rows_affected;
-        for (period, days) in [(MINUTE_MS, policy.minute_days), (HOUR_MS, policy.hour_days)] {
-            report.expired += gpu_rollup::Entity::delete_many()
-                .filter(gpu_rollup::Column::PeriodMs.eq(period))
-                .filter(gpu_rollup::Column::StartMs.lt(now_ms - i64::from(days) * DAY_MS))
-                .exec(w.db())
-                .await?
-                .rows_affected;
+        if first_of_minute {
+            report.expired += expire(w.db(), self.settings.telemetry, now_ms).await?;
         }
         w.commit(self, &Actor::System).await?;
         Ok(report)
