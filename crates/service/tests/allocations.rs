@@ -271,6 +271,29 @@ async fn concurrent_requests_respect_quota_and_capacity() {
     assert_eq!(f.count("allocations").await, 12);
     assert_eq!(count(&f.audit_actions().await, "allocation.create"), 12);
     check_invariants(&f).await;
+    // What admissions read in one statement is what the quota page shows.
+    let (_, held) = offer_agrees(&f, &actors[0], "h100-mig").await;
+    assert_eq!(held.2, 8);
+    let (_, held) = offer_agrees(&f, &actors[4], "h100-mig").await;
+    assert_eq!(held.2, 4);
+    // A tenant without quota in a pool is told so, and offered none there.
+    let whole = SliceShape::Whole {
+        count: 1,
+        nvlink_local: false,
+    };
+    let err = f
+        .service
+        .request_allocation(&actors[4], &ask("a100-whole", whole, 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ServiceError::QuotaExceeded(ref m) if m.contains("no quota in pool 'a100-whole'")),
+        "{err:?}"
+    );
+    let options = f.service.request_options(&actors[4]).await.unwrap();
+    let a100 = options.pools.iter().find(|p| p.offer.pool == "a100-whole");
+    assert_eq!(a100.map(|p| p.quota), Some(None));
+    assert_eq!(f.count("allocations").await, 12);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

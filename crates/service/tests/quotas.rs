@@ -7,7 +7,7 @@
 mod common;
 
 use chrono::Duration;
-use common::agent::h100;
+use common::agent::{h100, offer_agrees};
 use common::{fixture, Fixture};
 use tessera_core::lifecycle::{AllocationPhase, QuotaRequestState};
 use tessera_core::notify::NotificationKind;
@@ -535,9 +535,12 @@ async fn temporary_quota_and_different_amounts() {
                 .unwrap()
         }
     };
+    let as_lee = f.service.tenant_actor(&lee, "vision").await.unwrap();
     let q = quota(&f).await;
     assert_eq!(q.base.compute, ComputeMilli(2000));
     assert_eq!(q.quota.compute, ComputeMilli(3000));
+    // Admissions read the same quota in force (permanent + grant).
+    assert_eq!(offer_agrees(&f, &as_lee, "h100-mig").await.0 .0, 3000);
     assert_eq!(q.quota.memory, MemMiB::from_gib(200));
     assert_eq!(q.grants.len(), 1);
     assert_eq!(q.grants[0].quota_request_id, Some(r.id));
@@ -558,6 +561,7 @@ async fn temporary_quota_and_different_amounts() {
         .await
         .unwrap();
     assert_eq!(g.quota.compute, ComputeMilli(3500));
+    assert_eq!(offer_agrees(&f, &as_lee, "h100-mig").await.0 .0, 3500);
     let grant_id = g
         .grants
         .iter()
@@ -572,6 +576,8 @@ async fn temporary_quota_and_different_amounts() {
         .unwrap_err();
     assert_eq!(err.status(), 409);
     assert_eq!(quota(&f).await.quota.compute, ComputeMilli(3000));
+    // An ended grant counts no more.
+    assert_eq!(offer_agrees(&f, &as_lee, "h100-mig").await.0 .0, 3000);
     // A grant must end in the future.
     let err = f
         .service
@@ -594,6 +600,8 @@ async fn temporary_quota_and_different_amounts() {
     let q = quota(&f).await;
     assert_eq!(q.quota.compute, ComputeMilli(2000));
     assert!(q.grants.is_empty());
+    // An expired one neither.
+    assert_eq!(offer_agrees(&f, &as_lee, "h100-mig").await.0 .0, 2000);
 
     // A restart does not undo what admins set: configuration only seeds.
     set(&f, "vision", amount(5.0, 400.0, 10)).await;

@@ -11,8 +11,11 @@ use crate::pools::PoolSpec;
 use crate::write::Write;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::sea_query::{Alias, Expr, Func, SimpleExpr};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Select,
+    Set,
+};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::placement::{PlacementRequest, Policy};
@@ -24,6 +27,42 @@ use tessera_protocol::views::{AllocationView, NewAllocation};
 
 /// Longest purpose text.
 pub const MAX_PURPOSE_CHARS: usize = 500;
+
+/// `SUM(column)` as a BIGINT, 0 over no rows (PostgreSQL sums BIGINT as
+/// NUMERIC: cast back).
+pub(crate) fn summed(column: impl sea_orm::sea_query::IntoColumnRef) -> SimpleExpr {
+    SimpleExpr::from(Func::coalesce([
+        SimpleExpr::from(Func::sum(Expr::col(column))),
+        Expr::value(0),
+    ]))
+    .cast_as(Alias::new("BIGINT"))
+}
+
+/// What the tenant's open allocations of class `qos` hold in a pool, summed
+/// by the database (a tenant may hold thousands of slices): compute,
+/// memory and slices. Those that lost their GPU or host no longer count:
+/// their owner may ask for them again at once (see `capacity`).
+pub(crate) fn held_query(tenant_id: i64, pool: &str, qos: QosClass) -> Select<allocation::Entity> {
+    allocation::Entity::find()
+        .select_only()
+        .column_as(summed(allocation::Column::DemandComputeMilli), "compute")
+        .column_as(summed(allocation::Column::DemandMemoryMib), "memory")
+        .column_as(summed(allocation::Column::DemandSlices), "slices")
+        .filter(allocation::Column::TenantId.eq(tenant_id))
+        .filter(allocation::Column::Pool.eq(pool))
+        .filter(allocation::Column::State.is_in(AllocationPhase::QUOTA))
+        .filter(allocation::Column::Qos.eq(qos))
+        .filter(allocation::Column::CapacityLostAt.is_null())
+}
+
+/// Summed demands in core's units (out-of-range sums clamp).
+pub(crate) fn usage_from_sums(compute: i64, memory: i64, slices: i64) -> Usage {
+    Usage {
+        compute: ComputeMilli(u32::try_from(compute).unwrap_or(u32::MAX)),
+        memory: MemMiB(u64::try_from(memory).unwrap_or(0)),
+        slices: u32::try_from(slices).unwrap_or(u32::MAX),
+    }
+}
 
 impl Service {
     /// The pool called `name` as `conn` sees it, or a 400 that lists the pools.
@@ -69,38 +108,12 @@ impl Service {
         pool: &str,
         qos: QosClass,
     ) -> Result<Usage, ServiceError> {
-        use sea_orm::sea_query::{Alias, Func, SimpleExpr};
-        use sea_orm::QuerySelect;
-        // Summed by the database: a tenant may hold thousands of slices.
-        // (PostgreSQL sums BIGINT as NUMERIC: cast back.)
-        let total = |c: allocation::Column| -> SimpleExpr {
-            SimpleExpr::from(Func::coalesce([
-                SimpleExpr::from(Func::sum(Expr::col(c))),
-                Expr::value(0),
-            ]))
-            .cast_as(Alias::new("BIGINT"))
-        };
-        let (compute, memory, slices) = allocation::Entity::find()
-            .select_only()
-            .column_as(total(allocation::Column::DemandComputeMilli), "compute")
-            .column_as(total(allocation::Column::DemandMemoryMib), "memory")
-            .column_as(total(allocation::Column::DemandSlices), "slices")
-            .filter(allocation::Column::TenantId.eq(tenant_id))
-            .filter(allocation::Column::Pool.eq(pool))
-            .filter(allocation::Column::State.is_in(AllocationPhase::QUOTA))
-            .filter(allocation::Column::Qos.eq(qos))
-            // A slice that lost its GPU or host no longer counts: its owner
-            // may ask for it again at once (see `capacity`).
-            .filter(allocation::Column::CapacityLostAt.is_null())
+        let (compute, memory, slices) = held_query(tenant_id, pool, qos)
             .into_tuple::<(i64, i64, i64)>()
             .one(conn)
             .await?
             .unwrap_or_default();
-        Ok(Usage {
-            compute: ComputeMilli(u32::try_from(compute).unwrap_or(u32::MAX)),
-            memory: MemMiB(u64::try_from(memory).unwrap_or(0)),
-            slices: u32::try_from(slices).unwrap_or(u32::MAX),
-        })
+        Ok(usage_from_sums(compute, memory, slices))
     }
 
     /// Placement requests of the pool's open allocations: the workload mix
@@ -301,15 +314,13 @@ impl Service {
             Some(id) => Self::take_over(&w, actor, id, now).await?,
             None => None,
         };
-        let quota = Self::quota_of(txn, actor.tenant_id, &spec.name, now)
-            .await?
-            .ok_or_else(|| {
-                ServiceError::QuotaExceeded(format!(
-                    "your tenant has no quota in pool '{}'; ask a platform admin for one",
-                    spec.name
-                ))
-            })?;
-        let usage = Self::usage_of(txn, actor.tenant_id, &spec.name).await?;
+        let (quota, usage) = Self::quota_and_usage(txn, actor.tenant_id, &spec.name, now).await?;
+        let quota = quota.ok_or_else(|| {
+            ServiceError::QuotaExceeded(format!(
+                "your tenant has no quota in pool '{}'; ask a platform admin for one",
+                spec.name
+            ))
+        })?;
         // Only a burstable request borrows: the others need not read the
         // whole pool's quota and use inside the admission turn.
         let borrowable = if req.qos == QosClass::Burstable {

@@ -29,6 +29,7 @@ pub use stored::StoredPlacement;
 mod view;
 
 pub use access::TenantActor;
+pub(crate) use admission::{held_query, summed, usage_from_sums};
 pub(crate) use capacity::{drain_of, gpu_loss, live_on_host};
 pub(crate) use desired::DESIRED_RECHECK;
 pub use fleet_index::IndexStats;

@@ -541,6 +541,8 @@ impl Service {
                 .collect();
         let mut pools = Vec::new();
         for p in &specs {
+            let (quota, usage) =
+                Self::quota_and_usage(&self.db, actor.tenant_id, &p.name, now).await?;
             let gpus_online = gpus
                 .iter()
                 .filter(|g| {
@@ -554,8 +556,8 @@ impl Service {
                 description: p.description.clone(),
                 isolation: p.isolation,
                 gpus_online: u32::try_from(gpus_online).unwrap_or(u32::MAX),
-                quota: Self::quota_of(&self.db, actor.tenant_id, &p.name, now).await?,
-                usage: Self::usage_of(&self.db, actor.tenant_id, &p.name).await?,
+                quota,
+                usage,
                 borrowed: Self::qos_usage_of(
                     &self.db,
                     actor.tenant_id,

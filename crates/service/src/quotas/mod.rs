@@ -13,7 +13,8 @@ use crate::entity::{quota, quota_grant};
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
-use tessera_core::quota::Quota;
+use tessera_core::quota::{Quota, Usage};
+use tessera_core::schedule::QosClass;
 use tessera_core::units::{ComputeMilli, MemMiB};
 use tessera_protocol::quotas::QuotaGrantView;
 use tessera_protocol::views::QuotaView;
@@ -104,6 +105,96 @@ impl Service {
         Ok(Self::quota_parts(conn, tenant_id, pool, now)
             .await?
             .effective(now))
+    }
+
+    /// The tenant's quota in force in a pool (`None` when it has none) and
+    /// what its guaranteed slices hold there, in one statement: the
+    /// permanent row, the grants in force and the slices held, each summed
+    /// by the database (an admission reads them in its turn, where every
+    /// round trip counts). Agrees with [`Self::quota_of`] and
+    /// [`Self::usage_of`] (tested).
+    pub(crate) async fn quota_and_usage<C: ConnectionTrait>(
+        conn: &C,
+        tenant_id: i64,
+        pool: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(Option<Quota>, Usage), ServiceError> {
+        use crate::allocations::{held_query, summed, usage_from_sums};
+        use sea_orm::sea_query::UnionType;
+        use sea_orm::{FromQueryResult, QuerySelect, QueryTrait};
+        #[derive(FromQueryResult)]
+        struct Part {
+            compute: i64,
+            memory: i64,
+            slices: i64,
+            part: i32,
+            n: i64,
+        }
+        const BASE: i32 = 0;
+        const GRANTS: i32 = 1;
+        const HELD: i32 = 2;
+        let tagged = |part: i32| {
+            (
+                sea_orm::sea_query::Expr::cust(part.to_string()),
+                sea_orm::sea_query::Expr::cust("COUNT(*)"),
+            )
+        };
+        let (tag, n) = tagged(BASE);
+        let mut query = quota::Entity::find()
+            .select_only()
+            .column_as(summed(quota::Column::ComputeMilli), "compute")
+            .column_as(summed(quota::Column::MemoryMib), "memory")
+            .column_as(summed(quota::Column::MaxSlices), "slices")
+            .column_as(tag, "part")
+            .column_as(n, "n")
+            .filter(quota::Column::TenantId.eq(tenant_id))
+            .filter(quota::Column::Pool.eq(pool))
+            .into_query();
+        let (tag, n) = tagged(GRANTS);
+        let grants = quota_grant::Entity::find()
+            .select_only()
+            .column_as(summed(quota_grant::Column::ComputeMilli), "compute")
+            .column_as(summed(quota_grant::Column::MemoryMib), "memory")
+            .column_as(summed(quota_grant::Column::MaxSlices), "slices")
+            .column_as(tag, "part")
+            .column_as(n, "n")
+            .filter(quota_grant::Column::TenantId.eq(tenant_id))
+            .filter(quota_grant::Column::Pool.eq(pool))
+            .filter(quota_grant::Column::RevokedAt.is_null())
+            .filter(quota_grant::Column::EndsAt.gt(now))
+            .into_query();
+        let (tag, n) = tagged(HELD);
+        let held = held_query(tenant_id, pool, QosClass::Guaranteed)
+            .column_as(tag, "part")
+            .column_as(n, "n")
+            .into_query();
+        query
+            .union(UnionType::All, grants)
+            .union(UnionType::All, held);
+        let backend = conn.get_database_backend();
+        let parts = Part::find_by_statement(backend.build(&query))
+            .all(conn)
+            .await?;
+        let of = |part: i32| parts.iter().find(|p| p.part == part && p.n > 0);
+        let as_quota = |p: &Part| {
+            quota_from_columns(
+                p.compute,
+                p.memory,
+                i32::try_from(p.slices).unwrap_or(i32::MAX),
+            )
+        };
+        let quota = match (of(BASE), of(GRANTS)) {
+            (None, None) => None,
+            (base, grants) => Some(
+                base.map(as_quota)
+                    .unwrap_or_default()
+                    .plus(&grants.map(as_quota).unwrap_or_default()),
+            ),
+        };
+        let usage = of(HELD).map_or_else(Usage::default, |p| {
+            usage_from_sums(p.compute, p.memory, p.slices)
+        });
+        Ok((quota, usage))
     }
 
     /// Quota (permanent, temporary, in force) and use of a tenant in a pool.

@@ -262,6 +262,33 @@ pub async fn usage(f: &Fixture, tenant_id: i64, pool: &str) -> (u32, u64, u32) {
     (u.compute.0, u.memory.0, u.slices)
 }
 
+/// The tenant's quota in force and use in `pool` as the request form reads
+/// them (one statement, as admissions do), checked against the quota
+/// page's (read apart): `(compute milli, memory MiB, slices)` of each.
+pub async fn offer_agrees(
+    f: &Fixture,
+    a: &TenantActor,
+    pool: &str,
+) -> ((u32, u64, u32), (u32, u64, u32)) {
+    let options = f.service.request_options(a).await.unwrap();
+    let offered = options.pools.iter().find(|p| p.offer.pool == pool).unwrap();
+    // (The page leaves out pools without quota or use.)
+    let page = f.service.quota_views(a.tenant_id()).await.unwrap();
+    let view = page.iter().find(|q| q.pool == pool);
+    let quota = offered.quota.unwrap_or_default();
+    assert_eq!(quota, view.map(|v| v.quota).unwrap_or_default(), "{pool}");
+    assert_eq!(
+        offered.usage,
+        view.map(|v| v.usage).unwrap_or_default(),
+        "{pool}"
+    );
+    let u = offered.usage;
+    (
+        (quota.compute.0, quota.memory.0, quota.max_slices),
+        (u.compute.0, u.memory.0, u.slices),
+    )
+}
+
 pub async fn rows(f: &Fixture) -> Vec<allocation::Model> {
     allocation::Entity::find()
         .all(f.service.db())
