@@ -365,13 +365,11 @@ async fn send<C: ConnectionTrait>(
     if let Some(u) = spare {
         recipients.remove(&u);
     }
-    let slug = match notice.tenant_id {
-        Some(id) => tenant::Entity::find_by_id(id)
-            .one(conn)
-            .await?
-            .map(|t| t.slug)
-            .ok_or_else(|| ServiceError::not_found(format!("tenant {id}")))?,
-        None => String::new(),
+    // The tenant's slug (for the link) and whether it has a webhook, in
+    // one statement.
+    let (slug, hooked) = match notice.tenant_id {
+        Some(id) => tenant_and_hook(conn, id).await?,
+        None => (String::new(), false),
     };
     let link = match &notice.link {
         Link::Path(p) => p.clone(),
@@ -395,11 +393,7 @@ async fn send<C: ConnectionTrait>(
     let Some(tenant_id) = notice.tenant_id else {
         return Ok(());
     };
-    let hook = webhook::Entity::find()
-        .filter(webhook::Column::TenantId.eq(tenant_id))
-        .one(conn)
-        .await?;
-    if hook.is_some() {
+    if hooked {
         let payload = json!({
             "event": notice.kind,
             "at": now,
@@ -425,6 +419,31 @@ async fn send<C: ConnectionTrait>(
         .await?;
     }
     Ok(())
+}
+
+/// Tenant `id`'s slug, and whether it has a webhook.
+async fn tenant_and_hook<C: ConnectionTrait>(
+    conn: &C,
+    id: i64,
+) -> Result<(String, bool), ServiceError> {
+    use sea_orm::sea_query::Query;
+    use sea_orm::QuerySelect;
+    let hook = Query::select()
+        .expr(Expr::val(1))
+        .from(webhook::Entity)
+        .and_where(
+            Expr::col((webhook::Entity, webhook::Column::TenantId))
+                .equals((tenant::Entity, tenant::Column::Id)),
+        )
+        .to_owned();
+    tenant::Entity::find_by_id(id)
+        .select_only()
+        .column(tenant::Column::Slug)
+        .column_as(Expr::exists(hook), "hooked")
+        .into_tuple::<(String, bool)>()
+        .one(conn)
+        .await?
+        .ok_or_else(|| ServiceError::not_found(format!("tenant {id}")))
 }
 
 fn clip(s: &str, max: usize) -> String {

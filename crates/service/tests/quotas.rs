@@ -685,6 +685,17 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         .await
         .unwrap_err();
     assert_eq!(err.status(), 400);
+    // Without a webhook, a tenant event queues no delivery.
+    f.service
+        .create_quota_request(&lee, &ask("vision", amount(0.5, 0.0, 0)))
+        .await
+        .unwrap();
+    assert!(f
+        .service
+        .due_webhook_deliveries(|_| 10)
+        .await
+        .unwrap()
+        .is_empty());
 
     let created = f
         .service
