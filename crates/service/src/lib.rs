@@ -96,9 +96,6 @@ pub struct Service {
     clock: Arc<dyn Clock>,
     /// On SQLite, write transactions take turns (see [`Service::begin_write`]).
     sqlite_writer: Option<Arc<tokio::sync::Mutex<()>>>,
-    /// Bumped after every commit that changes some host's desired state;
-    /// wakes the agents' long polls.
-    desired_tx: tokio::sync::broadcast::Sender<i64>,
     /// The generations of the hosts whose long polls wait here.
     generations: Arc<allocations::Generations>,
     /// API tokens verified in the last second, and uses not yet written.
@@ -136,7 +133,6 @@ impl Service {
             settings: Arc::new(settings),
             clock,
             sqlite_writer,
-            desired_tx: tokio::sync::broadcast::channel(4096).0,
             generations: Arc::default(),
             token_checks: Arc::default(),
             host_checks: Arc::default(),

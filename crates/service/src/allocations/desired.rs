@@ -33,9 +33,6 @@ pub(crate) const DESIRED_RECHECK: Duration = Duration::from_secs(1);
 /// (10 s by default; at 5,000 hosts each re-check reads 5,000 rows).
 const RECHECK_RARER_WHILE_HEARD: u32 = 10;
 
-/// The wake-up message that concerns every host.
-const ALL_HOSTS: i64 = -1;
-
 impl Service {
     /// Wakes long polls after a commit that changed some host's desired state.
     /// Only that host's long poll wakes (`None`: every host's). Returns the
@@ -49,8 +46,7 @@ impl Service {
     /// Its next report is processed in full here (see `fleet::heartbeat`).
     pub(crate) fn wake_local(&self, host_id: Option<i64>) {
         self.host_checks.forget_report(host_id);
-        // No receiver (no agent waiting) is not an error.
-        let _ = self.desired_tx.send(host_id.unwrap_or(ALL_HOSTS));
+        self.generations.wake(host_id);
     }
 
     async fn generation_of<C: ConnectionTrait>(
@@ -252,8 +248,11 @@ impl Service {
             None => wait,
         };
         let deadline = tokio::time::Instant::now() + wait;
-        let mut rx = self.desired_tx.subscribe();
-        let _waiting = self.generations.wait(who.id);
+        let waiting = self.generations.wait(who.id);
+        // Armed before the generation is read, and again before each read
+        // after a wake: a change committed meanwhile still wakes it.
+        let mut woken = std::pin::pin!(waiting.wake().notified());
+        woken.as_mut().enable();
         // A periodic re-check shares one read of every waiting host's
         // generation (see `generations`); so does the first look when that
         // read says the agent is up to date (an idle fleet's polls, back to
@@ -275,15 +274,15 @@ impl Service {
             }
             // Sleep until this host's change is announced, or the re-check is due.
             let nap_until = (now + recheck).min(deadline);
-            let noticed = loop {
-                match tokio::time::timeout_at(nap_until, rx.recv()).await {
-                    Ok(Ok(host)) if host != who.id && host != ALL_HOSTS => continue,
-                    // Ours, or missed messages (lagged).
-                    Ok(_) => break true,
-                    // The re-check is due (or the deadline).
-                    Err(_) => break false,
-                }
-            };
+            // Woken (this host's change, or every host's), or the
+            // re-check is due (or the deadline).
+            let noticed = tokio::time::timeout_at(nap_until, woken.as_mut())
+                .await
+                .is_ok();
+            if noticed {
+                woken.set(waiting.wake().notified());
+                woken.as_mut().enable();
+            }
             current = if noticed {
                 Self::generation_of(&self.db, who.id).await?
             } else {

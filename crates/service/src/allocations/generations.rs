@@ -8,12 +8,18 @@
 //! time, an idle fleet of N hosts costs N queries a second; here the first
 //! re-check that finds the last read too old reads every waiting host's
 //! generation at once, and the others use that read.
+//!
+//! Each waiting host has its own [`Notify`]: a change wakes the polls of
+//! the host it names, not every waiting poll (with a channel shared by the
+//! fleet, each admission woke all 1,000 polls of a 1,000-host fleet to
+//! find it was not theirs).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::entity::host;
@@ -26,10 +32,17 @@ struct Read {
     generations: HashMap<i64, i64>,
 }
 
+/// The long polls waiting for one host: how many, and what wakes them.
+#[derive(Debug, Default)]
+struct Host {
+    polls: usize,
+    wake: Arc<Notify>,
+}
+
 /// Waiting long polls per host, and the last read of their generations.
 #[derive(Debug, Default)]
 pub(crate) struct Generations {
-    waiting: Mutex<HashMap<i64, usize>>,
+    waiting: Mutex<HashMap<i64, Host>>,
     last: tokio::sync::Mutex<Read>,
 }
 
@@ -37,14 +50,24 @@ pub(crate) struct Generations {
 pub(crate) struct Waiting<'a> {
     generations: &'a Generations,
     host: i64,
+    wake: Arc<Notify>,
+}
+
+impl Waiting<'_> {
+    /// What wakes this poll: a change to its host's desired state, or to
+    /// every host's. Arm it ([`tokio::sync::futures::Notified::enable`])
+    /// before reading the generation, so that no change slips between.
+    pub(crate) fn wake(&self) -> &Notify {
+        &self.wake
+    }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         let mut waiting = self.generations.waiting();
-        if let Some(n) = waiting.get_mut(&self.host) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(h) = waiting.get_mut(&self.host) {
+            h.polls -= 1;
+            if h.polls == 0 {
                 waiting.remove(&self.host);
             }
         }
@@ -54,16 +77,36 @@ impl Drop for Waiting<'_> {
 impl Generations {
     /// A poisoned lock only means a thread panicked mid-update; the map is
     /// still a valid map.
-    fn waiting(&self) -> MutexGuard<'_, HashMap<i64, usize>> {
+    fn waiting(&self) -> MutexGuard<'_, HashMap<i64, Host>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Registers a long poll for `host` until the guard drops.
     pub(crate) fn wait(&self, host: i64) -> Waiting<'_> {
-        *self.waiting().entry(host).or_default() += 1;
+        let mut waiting = self.waiting();
+        let h = waiting.entry(host).or_default();
+        h.polls += 1;
         Waiting {
             generations: self,
             host,
+            wake: Arc::clone(&h.wake),
+        }
+    }
+
+    /// Wakes the armed long polls of `host` (`None`: of every host).
+    pub(crate) fn wake(&self, host: Option<i64>) {
+        let waiting = self.waiting();
+        match host {
+            Some(host) => {
+                if let Some(h) = waiting.get(&host) {
+                    h.wake.notify_waiters();
+                }
+            }
+            None => {
+                for h in waiting.values() {
+                    h.wake.notify_waiters();
+                }
+            }
         }
     }
 
@@ -143,5 +186,30 @@ mod tests {
         assert_eq!(g.waiting_hosts(), [1]);
         drop(b);
         assert!(g.waiting_hosts().is_empty());
+    }
+
+    /// A change wakes the armed polls of the host it names (and a change
+    /// to every host's, all of them), not the others.
+    #[tokio::test]
+    async fn a_change_wakes_only_its_hosts_polls() {
+        use std::future::Future;
+        use std::pin::pin;
+        use std::task::{Context, Poll, Waker};
+        let g = Generations::default();
+        let (one, also_one, two) = (g.wait(1), g.wait(1), g.wait(2));
+        let mut one = pin!(one.wake().notified());
+        let mut also_one = pin!(also_one.wake().notified());
+        let mut two = pin!(two.wake().notified());
+        for n in [one.as_mut(), also_one.as_mut(), two.as_mut()] {
+            n.enable();
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        g.wake(Some(1));
+        g.wake(Some(3));
+        assert_eq!(one.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert_eq!(also_one.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert_eq!(two.as_mut().poll(&mut cx), Poll::Pending);
+        g.wake(None);
+        assert_eq!(two.as_mut().poll(&mut cx), Poll::Ready(()));
     }
 }
