@@ -38,6 +38,7 @@ pub use error::ServiceError;
 pub use identity::{Directory, LoginClaims, TenantSpec};
 pub use replicas::StartupLock;
 pub use sea_orm::DatabaseConnection;
+pub use write::ADMISSION_LOCK;
 
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
@@ -96,6 +97,9 @@ pub struct Service {
     clock: Arc<dyn Clock>,
     /// On SQLite, write transactions take turns (see [`Service::begin_write`]).
     sqlite_writer: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// This process's admissions take turns here before they open a
+    /// transaction (see [`Service::begin_admission`]).
+    admission_turn: Arc<tokio::sync::Mutex<()>>,
     /// The generations of the hosts whose long polls wait here.
     generations: Arc<allocations::Generations>,
     /// API tokens verified in the last second, and uses not yet written.
@@ -133,6 +137,7 @@ impl Service {
             settings: Arc::new(settings),
             clock,
             sqlite_writer,
+            admission_turn: Arc::default(),
             generations: Arc::default(),
             token_checks: Arc::default(),
             host_checks: Arc::default(),

@@ -23,8 +23,10 @@ use sea_orm::{
 use serde_json::json;
 use std::collections::BTreeSet;
 
-/// A PostgreSQL advisory-lock key that admissions and the queue take in turn.
-const ADMISSION_LOCK: i64 = 0x0074_6573_7365_7261; // "tessera"
+/// The PostgreSQL advisory-lock key that admissions and the queue take in
+/// turn, on every replica (public for operators and tests: a session that
+/// holds it stops every admission).
+pub const ADMISSION_LOCK: i64 = 0x0074_6573_7365_7261; // "tessera"
 /// The advisory-lock key of telemetry rollups (one replica at a time).
 pub(crate) const ROLLUP_LOCK: i64 = 0x0074_656c_726f_6c6c; // "telroll"
 
@@ -37,6 +39,9 @@ const AUDIT_ROWS_PER_INSERT: usize = 500;
 pub(crate) struct Write {
     txn: DatabaseTransaction,
     turn: WriterTurn,
+    /// This process's admission turn, for an admission (see
+    /// [`Service::begin_admission`]).
+    admission: Option<tokio::sync::OwnedMutexGuard<()>>,
     events: Vec<DomainEvent>,
     now: DateTime<Utc>,
     /// Hosts whose desired state this write changed (behind a lock so that
@@ -79,6 +84,7 @@ impl Service {
         Ok(Write {
             txn: self.db.begin().await?,
             turn,
+            admission: None,
             events: Vec::new(),
             now: self.now(),
             bumped: std::sync::Mutex::default(),
@@ -89,9 +95,18 @@ impl Service {
 
     /// Opens a write in which no other admission runs: on SQLite the writer
     /// turn already serializes; on PostgreSQL a transaction-scoped advisory
-    /// lock does (released at commit or rollback).
+    /// lock does (released at commit or rollback). This process's
+    /// admissions first take turns in memory, so that those waiting hold no
+    /// database connection: with a pool of ten connections, ten admissions
+    /// waiting on the advisory lock left none for the agents' reports and
+    /// the reads.
     pub(crate) async fn begin_admission(&self) -> Result<Write, ServiceError> {
-        self.begin_locked(ADMISSION_LOCK).await
+        let admission = std::sync::Arc::clone(&self.admission_turn)
+            .lock_owned()
+            .await;
+        let mut w = self.begin_locked(ADMISSION_LOCK).await?;
+        w.admission = Some(admission);
+        Ok(w)
     }
 
     /// Opens a write that holds PostgreSQL advisory lock `key` until it
@@ -200,6 +215,7 @@ impl Write {
         let Write {
             txn,
             turn,
+            admission,
             events,
             now,
             bumped,
@@ -252,6 +268,7 @@ impl Write {
         }
         txn.commit().await?;
         drop(turn);
+        drop(admission);
         // What changed is forgotten here at once, and on the other replicas
         // by notices sent together.
         let mut notices = service.lists_touched(&touched);

@@ -296,6 +296,60 @@ async fn concurrent_requests_respect_quota_and_capacity() {
     assert_eq!(f.count("allocations").await, 12);
 }
 
+/// This process's admissions wait their turn in memory, holding no
+/// database connection: while another replica's admission holds the lock,
+/// one of six waits for it in PostgreSQL (not six, which with a pool of ten
+/// left the agents' reports and the reads four connections), and all six
+/// are admitted once it is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admissions_waiting_their_turn_hold_no_connection() {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
+    let f = fixture().await;
+    let db = f.service.db();
+    if db.get_database_backend() != DbBackend::Postgres {
+        eprintln!("PostgreSQL only (TESSERA_TEST_POSTGRES_URL): SQLite has no advisory lock");
+        return;
+    }
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-3a0")]).await;
+    let actors = members(&f, 3).await;
+    let other_replica = db.begin().await.unwrap();
+    other_replica
+        .execute_unprepared(&format!(
+            "SELECT pg_advisory_xact_lock({})",
+            tessera_service::ADMISSION_LOCK
+        ))
+        .await
+        .unwrap();
+    let waiting_in_db = || async {
+        db.query_one(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get::<i64>("", "n")
+        .unwrap()
+    };
+    let (outcomes, ()) = tokio::join!(race(&f, &actors, 6), async {
+        for _ in 0..200 {
+            if waiting_in_db().await > 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        // Time for the other five to queue up wherever they would.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        assert_eq!(waiting_in_db().await, 1);
+        other_replica.commit().await.unwrap();
+    });
+    for r in outcomes {
+        assert_eq!(r.unwrap().state, AllocationPhase::Placed);
+    }
+    check_invariants(&f).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_requests_beyond_capacity_queue() {
     let f = fixture().await;

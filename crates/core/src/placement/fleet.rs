@@ -274,8 +274,12 @@ impl Fleet {
     }
 
     /// Replaces the workload mix and recomputes the fragmentation caches.
+    /// When only the classes' weights changed (the same shapes, more or
+    /// fewer of each: what a request of a known shape does), the per-host
+    /// caches still hold, since they do not depend on weights, and only the
+    /// weights are replaced.
     pub fn set_workload(&mut self, workload: Workload) {
-        self.classes = workload
+        let classes: Vec<Shape> = workload
             .classes()
             .iter()
             .filter_map(|class| {
@@ -291,9 +295,19 @@ impl Fleet {
                 Shape::resolve(&spec, &self.models, &self.pools).ok()
             })
             .collect();
+        let cells_hold = classes.len() == self.classes.len()
+            && self.cells.len() == self.hosts.len() * classes.len()
+            && classes
+                .iter()
+                .zip(&self.classes)
+                .all(|(new, old)| new.same_but_weight(old));
+        self.classes = classes;
         self.total_weight = self.classes.iter().map(|c| c.weight).sum();
         self.pairing = Pairing::of(&self.classes);
         self.workload = workload;
+        if cells_hold {
+            return;
+        }
         self.cells = vec![Cell::default(); self.hosts.len() * self.classes.len()];
         for h in 0..self.hosts.len() {
             self.refresh_cells(h);

@@ -46,4 +46,4 @@ pub use policy::{Policy, UnknownPolicy};
 pub use request::{Demand, PlacementRequest};
 pub use rng::SplitMix64;
 pub use state::{GpuMode, GpuState, HostState};
-pub use workload::{Workload, WorkloadClass, DEFAULT_MAX_CLASSES};
+pub use workload::{Workload, WorkloadClass, WorkloadTally, DEFAULT_MAX_CLASSES};

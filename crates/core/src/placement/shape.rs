@@ -38,6 +38,32 @@ pub(crate) struct Shape {
     pub weight: i64,
 }
 
+impl Shape {
+    /// Whether `other` is the same shape, whatever its weight: the
+    /// fragmentation caches of one hold for the other.
+    pub(crate) fn same_but_weight(&self, other: &Shape) -> bool {
+        let Shape {
+            kind,
+            cpu,
+            mem,
+            models,
+            pools,
+            profile,
+            gpu_mem,
+            nvlink,
+            weight: _,
+        } = self;
+        *kind == other.kind
+            && *cpu == other.cpu
+            && *mem == other.mem
+            && *models == other.models
+            && *pools == other.pools
+            && *profile == other.profile
+            && *gpu_mem == other.gpu_mem
+            && *nvlink == other.nvlink
+    }
+}
+
 /// The demand and constraints to resolve.
 pub(crate) struct ShapeSpec<'a> {
     pub demand: &'a Demand,

@@ -40,9 +40,77 @@ pub struct Workload {
 
 type ClassKey = (Demand, Vec<String>, Option<String>);
 
-fn median<T: Ord + Copy + Default>(values: &mut [T]) -> T {
-    values.sort_unstable();
+/// The requests of a workload grouped as [`Workload::from_requests`]
+/// groups them, kept so that one more request costs O(log n), not a pass
+/// over all of them: what an admission adds to a kept fleet's mix.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkloadTally {
+    /// Per class: its requests' CPU and memory, each sorted.
+    groups: BTreeMap<ClassKey, (Vec<CpuMilli>, Vec<MemMiB>)>,
+}
+
+/// The middle of the sorted `values` (the upper one of an even count).
+fn median<T: Copy + Default>(values: &[T]) -> T {
     values.get(values.len() / 2).copied().unwrap_or_default()
+}
+
+/// Inserts `value` into the sorted `values`, keeping them sorted.
+fn insert_sorted<T: Ord>(values: &mut Vec<T>, value: T) {
+    let at = values.partition_point(|v| *v <= value);
+    values.insert(at, value);
+}
+
+impl WorkloadTally {
+    /// The tally of `requests`.
+    pub fn from_requests<'a, I>(requests: I) -> Self
+    where
+        I: IntoIterator<Item = &'a PlacementRequest>,
+    {
+        let mut tally = Self::default();
+        for request in requests {
+            tally.add(request);
+        }
+        tally
+    }
+
+    /// Counts one more request (one without GPU demand counts for nothing).
+    pub fn add(&mut self, request: &PlacementRequest) {
+        if request.demand == Demand::None {
+            return;
+        }
+        let mut models = request.allowed_models.clone();
+        models.sort_unstable();
+        models.dedup();
+        let entry = self
+            .groups
+            .entry((request.demand.clone(), models, request.pool.clone()))
+            .or_default();
+        insert_sorted(&mut entry.0, request.cpu);
+        insert_sorted(&mut entry.1, request.memory);
+    }
+
+    /// The workload: every class with its median CPU and memory, the
+    /// `max_classes` most frequent kept (ties broken by shape).
+    pub fn workload(&self, max_classes: usize) -> Workload {
+        let mut classes: Vec<WorkloadClass> = self
+            .groups
+            .iter()
+            .map(
+                |((demand, allowed_models, pool), (cpus, mems))| WorkloadClass {
+                    weight: cpus.len() as u64,
+                    cpu: median(cpus),
+                    memory: median(mems),
+                    demand: demand.clone(),
+                    allowed_models: allowed_models.clone(),
+                    pool: pool.clone(),
+                },
+            )
+            .collect();
+        // Stable sort: equal weights keep the BTreeMap (shape) order.
+        classes.sort_by_key(|c| std::cmp::Reverse(c.weight));
+        classes.truncate(max_classes);
+        Workload { classes }
+    }
 }
 
 impl Workload {
@@ -63,37 +131,7 @@ impl Workload {
     where
         I: IntoIterator<Item = &'a PlacementRequest>,
     {
-        let mut groups: BTreeMap<ClassKey, (Vec<CpuMilli>, Vec<MemMiB>)> = BTreeMap::new();
-        for request in requests {
-            if request.demand == Demand::None {
-                continue;
-            }
-            let mut models = request.allowed_models.clone();
-            models.sort_unstable();
-            models.dedup();
-            let entry = groups
-                .entry((request.demand.clone(), models, request.pool.clone()))
-                .or_default();
-            entry.0.push(request.cpu);
-            entry.1.push(request.memory);
-        }
-        let mut classes: Vec<WorkloadClass> = groups
-            .into_iter()
-            .map(
-                |((demand, allowed_models, pool), (mut cpus, mut mems))| WorkloadClass {
-                    weight: cpus.len() as u64,
-                    cpu: median(&mut cpus),
-                    memory: median(&mut mems),
-                    demand,
-                    allowed_models,
-                    pool,
-                },
-            )
-            .collect();
-        // Stable sort: equal weights keep the BTreeMap (shape) order.
-        classes.sort_by_key(|c| std::cmp::Reverse(c.weight));
-        classes.truncate(max_classes);
-        Self { classes }
+        WorkloadTally::from_requests(requests).workload(max_classes)
     }
 
     /// The target workload of the FGD paper (the simulator's

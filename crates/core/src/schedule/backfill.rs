@@ -181,14 +181,10 @@ pub fn plan_queue(
     let mut order: Vec<&Waiting> = queue.iter().collect();
     order.sort_by(|a, b| serve_first(&a.entry, &b.entry));
 
-    // What comes back when: the slices held now, then those placed below.
-    let mut returns: BTreeMap<i64, Vec<Decision>> = BTreeMap::new();
-    for h in holding {
-        returns
-            .entry(h.until.max(now))
-            .or_default()
-            .push(h.decision.clone());
-    }
+    // When each slice placed below gives its capacity back (with
+    // `holding`, what `returns_by` orders; built only when a request waits,
+    // since a pass that places everything never looks ahead).
+    let mut placed_ends: Vec<i64> = Vec::new();
 
     let mut plan = QueuePlan::default();
     let mut blocked: Vec<&Waiting> = Vec::new();
@@ -224,7 +220,7 @@ pub fn plan_queue(
             });
         let error = match decision {
             Ok(d) => {
-                returns.entry(ends).or_default().push(d.clone());
+                placed_ends.push(ends);
                 plan.placed.push((w.entry.id, d));
                 continue;
             }
@@ -238,6 +234,7 @@ pub fn plan_queue(
         };
         let starved = now.saturating_sub(w.entry.requested_at) >= policy.reserve_after_ms;
         if !strict && plan.reservation.is_none() && starved && clears(&why) {
+            let returns = returns_by(holding, &plan.placed, &placed_ends, now);
             if let Some((from, d)) =
                 earliest_fit(fleet.clone(), &w.request, policy.placement, &returns, now)
             {
@@ -260,6 +257,7 @@ pub fn plan_queue(
     }
 
     if policy.estimate {
+        let returns = returns_by(holding, &plan.placed, &placed_ends, now);
         estimate(fleet.clone(), &mut plan, &blocked, returns, now, policy);
     } else if let Some(r) = &plan.reservation {
         if let Some(w) = plan.waiting.iter_mut().find(|w| w.id == r.id) {
@@ -267,6 +265,27 @@ pub fn plan_queue(
         }
     }
     plan
+}
+
+/// What comes back when: the slices `holding` holds, then those `placed`
+/// in this pass (ending at `placed_ends`, in the same order).
+fn returns_by(
+    holding: &[Holding],
+    placed: &[(i64, Decision)],
+    placed_ends: &[i64],
+    now: i64,
+) -> BTreeMap<i64, Vec<Decision>> {
+    let mut returns: BTreeMap<i64, Vec<Decision>> = BTreeMap::new();
+    for h in holding {
+        returns
+            .entry(h.until.max(now))
+            .or_default()
+            .push(h.decision.clone());
+    }
+    for ((_, d), &ends) in placed.iter().zip(placed_ends) {
+        returns.entry(ends).or_default().push(d.clone());
+    }
+    returns
 }
 
 /// When a request placed now gives its capacity back.

@@ -26,7 +26,7 @@ use crate::ServiceError;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use tessera_core::placement::{PlacementRequest, Workload, DEFAULT_MAX_CLASSES};
+use tessera_core::placement::{PlacementRequest, WorkloadTally, DEFAULT_MAX_CLASSES};
 use tessera_core::schedule::Holding;
 
 /// One pool's fleet as indexed at a capacity epoch.
@@ -35,21 +35,23 @@ pub(crate) struct Indexed {
     pub epoch: i64,
     /// The pool's definition it was built for.
     pub spec: PoolSpec,
-    /// The requests of the pool's open allocations (the workload mix the
-    /// placer judges fragmentation against).
-    pub workload: Vec<PlacementRequest>,
+    /// The requests of the pool's open allocations, tallied (the workload
+    /// mix the placer judges fragmentation against).
+    pub workload: WorkloadTally,
     /// The fleet, what holds it, and the facts to store a placement.
     pub snapshot: PoolSnapshot,
 }
 
 impl Indexed {
     /// Adds a request to the workload mix and re-derives the fleet's
-    /// fragmentation caches from it.
-    pub fn add_request(&mut self, request: PlacementRequest) {
-        self.workload.push(request);
+    /// fragmentation caches from it (a request of a shape the mix has only
+    /// reweighs it, which costs neither a pass over the pool's requests
+    /// nor over its hosts).
+    pub fn add_request(&mut self, request: &PlacementRequest) {
+        self.workload.add(request);
         self.snapshot
             .fleet
-            .set_workload(Workload::from_requests(&self.workload, DEFAULT_MAX_CLASSES));
+            .set_workload(self.workload.workload(DEFAULT_MAX_CLASSES));
     }
 }
 
@@ -60,7 +62,7 @@ pub(crate) struct IndexBasis {
     /// The pool's definition.
     pub spec: PoolSpec,
     /// The workload mix (with the request being made, if any).
-    pub workload: Vec<PlacementRequest>,
+    pub workload: WorkloadTally,
     /// Whether the fleet came from a kept index (its placements are checked
     /// against the chosen hosts' fresh state before they are stored).
     pub reused: bool,
@@ -278,7 +280,7 @@ impl crate::Service {
         Ok(Indexed {
             epoch,
             spec: spec.clone(),
-            workload,
+            workload: WorkloadTally::from_requests(&workload),
             snapshot,
         })
     }

@@ -17,7 +17,7 @@ use sea_orm::{
 };
 use std::collections::BTreeMap;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationPhase};
-use tessera_core::placement::{Decision, Policy};
+use tessera_core::placement::{Decision, Policy, WorkloadTally};
 use tessera_core::schedule::{
     decayed_usage, plan_queue, queue_order, QueueEntry, QueuePlan, QueuePolicy, UseSpan, Waiting,
 };
@@ -228,7 +228,7 @@ impl Service {
                     // index built in this write has read it already.
                     if let Ok(request) = Self::pool_offer(spec).placement_request(row.slice_shape())
                     {
-                        ix.add_request(request);
+                        ix.add_request(&request);
                     }
                 }
                 (ix.snapshot, ix.workload, true)
@@ -238,7 +238,7 @@ impl Service {
                 let snapshot = self
                     .pool_snapshot(conn, spec, now, View::Live, &workload)
                     .await?;
-                (snapshot, workload, false)
+                (snapshot, WorkloadTally::from_requests(&workload), false)
             }
         };
         self.count_plan(reused);

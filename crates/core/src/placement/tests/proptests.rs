@@ -7,7 +7,10 @@ use proptest::prelude::*;
 
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
-use super::super::{Decision, Demand, Fleet, HostState, PlacementRequest, Policy, Slice, Workload};
+use super::super::{
+    Decision, Demand, Fleet, HostState, PlacementRequest, Policy, Slice, Workload, WorkloadClass,
+    WorkloadTally,
+};
 use super::{gpu, A100, L4};
 
 /// splitmix64: the whole scenario comes from one proptest seed.
@@ -163,4 +166,85 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn a_mix_grown_one_request_at_a_time_judges_as_one_built_afresh(seed in any::<u64>()) {
+        let mut rng = Rng(seed);
+        let hosts = random_fleet(&mut rng);
+        // Few shapes, so that most requests only reweigh the mix.
+        let shapes: Vec<_> = (0..3).map(|_| random_request(&mut rng)).collect();
+        let requests: Vec<_> = (0..64)
+            .map(|_| {
+                let mut r = shapes[rng.below(3) as usize].clone();
+                r.cpu = CpuMilli(2000 * rng.below(16) as u32);
+                r
+            })
+            .collect();
+        let mut fleet = Fleet::new(hosts, Workload::default()).unwrap();
+        let mut tally = WorkloadTally::default();
+        for (i, request) in requests.iter().enumerate() {
+            if let Ok(d) = fleet.place(request, Policy::Pack) {
+                fleet.apply(&d).unwrap();
+            }
+            tally.add(request);
+            let workload = tally.workload(2);
+            prop_assert_eq!(&workload, &reference_mix(&requests[..=i], 2));
+            fleet.set_workload(workload.clone());
+            let fresh = Fleet::new(fleet.hosts().to_vec(), workload).unwrap();
+            prop_assert_eq!(fleet.fragmentation(), fresh.fragmentation());
+            for next in &requests {
+                prop_assert_eq!(
+                    fleet.place(next, Policy::Pack).ok(),
+                    fresh.place(next, Policy::Pack).ok()
+                );
+            }
+        }
+    }
+}
+
+/// The mix of `requests` computed directly: per (GPU demand, models, pool),
+/// the count and the middle CPU and memory; most frequent first, ties in
+/// shape order; the first `max` kept.
+fn reference_mix(requests: &[PlacementRequest], max: usize) -> Workload {
+    let mut keys: Vec<_> = requests
+        .iter()
+        .filter(|r| r.demand != Demand::None)
+        .map(|r| {
+            let mut models = r.allowed_models.clone();
+            models.sort_unstable();
+            models.dedup();
+            (r.demand.clone(), models, r.pool.clone())
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let mut classes: Vec<WorkloadClass> = keys
+        .into_iter()
+        .map(|key| {
+            let members: Vec<_> = requests
+                .iter()
+                .filter(|r| {
+                    let mut models = r.allowed_models.clone();
+                    models.sort_unstable();
+                    models.dedup();
+                    (&r.demand, &models, &r.pool) == (&key.0, &key.1, &key.2)
+                })
+                .collect();
+            let mut cpus: Vec<_> = members.iter().map(|r| r.cpu).collect();
+            let mut mems: Vec<_> = members.iter().map(|r| r.memory).collect();
+            cpus.sort_unstable();
+            mems.sort_unstable();
+            WorkloadClass {
+                demand: key.0,
+                allowed_models: key.1,
+                pool: key.2,
+                weight: members.len() as u64,
+                cpu: cpus[members.len() / 2],
+                memory: mems[members.len() / 2],
+            }
+        })
+        .collect();
+    classes.sort_by_key(|c| std::cmp::Reverse(c.weight));
+    classes.truncate(max);
+    Workload::new(classes)
 }
