@@ -1,6 +1,7 @@
-//! Two small per-process memories the hot read paths share, so that the
+//! Small per-process memories the hot read paths share, so that the
 //! database is asked neither to verify the same secret nor to write the same
-//! "last seen" time many times a second:
+//! "last seen" time many times a second, nor to read the same rows for
+//! callers that ask at the same moment ([`Flights`]):
 //! - [`Believed`]: checks that passed, believed for a while without asking
 //!   again (by a secret's SHA-256, never the secret). A revocation on this
 //!   process forgets the entry at once, and a check that raced it is not
@@ -43,6 +44,14 @@ fn fresh(checked_at: DateTime<Utc>, now: DateTime<Utc>, within: Duration) -> boo
 #[derive(Debug)]
 #[must_use]
 pub(crate) struct Asked(u64);
+
+impl Asked {
+    /// How many forgets the memory had seen: checks asked at the same
+    /// count may share one read ([`Flights`]).
+    pub(crate) fn generation(&self) -> u64 {
+        self.0
+    }
+}
 
 #[derive(Debug)]
 struct Beliefs<V> {
@@ -132,6 +141,76 @@ impl<V: Clone> Believed<V> {
     }
 }
 
+/// A read in flight whose answer the callers that join it share.
+type Flight<V> = futures_util::future::Shared<futures_util::future::BoxFuture<'static, Option<V>>>;
+
+/// Reads in flight, by key: concurrent misses of one key share one read.
+/// The first miss starts it; the misses that arrive while it runs, and saw
+/// the same `generation` of what would make its answer stale (a list's
+/// epochs, a token memory's forgets), wait for its answer instead of asking
+/// the database again. Without this, the 32 callers whose believed answer
+/// expired in the same millisecond made 32 reads of the same rows, which
+/// set the read benchmark's p99. A read that fails answers `None`: each
+/// caller then reads on its own, so that it gets its own, typed error.
+pub(crate) struct Flights<K, G, V> {
+    map: Mutex<HashMap<K, (G, Flight<V>)>>,
+}
+
+impl<K, G, V> Default for Flights<K, G, V> {
+    fn default() -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K, G, V> std::fmt::Debug for Flights<K, G, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flights")
+            .field("in_flight", &lock(&self.map).len())
+            .finish()
+    }
+}
+
+impl<K, G, V> Flights<K, G, V>
+where
+    K: std::hash::Hash + Eq + Clone,
+    G: PartialEq,
+    V: Clone + Send + Sync + 'static,
+{
+    /// The answer of the read of `key` in flight at `generation`, or of
+    /// `read()`, started now when there is none.
+    pub(crate) async fn share<F>(
+        &self,
+        key: K,
+        generation: G,
+        read: impl FnOnce() -> F,
+    ) -> Option<V>
+    where
+        F: std::future::Future<Output = Option<V>> + Send + 'static,
+    {
+        use futures_util::FutureExt;
+        let flight = {
+            let mut map = lock(&self.map);
+            match map.get(&key) {
+                Some((g, flight)) if *g == generation => flight.clone(),
+                _ => {
+                    let flight = read().boxed().shared();
+                    map.insert(key.clone(), (generation, flight.clone()));
+                    flight
+                }
+            }
+        };
+        let answer = flight.clone().await;
+        // Landed: the next miss starts a read of its own.
+        let mut map = lock(&self.map);
+        if map.get(&key).is_some_and(|(_, f)| f.ptr_eq(&flight)) {
+            map.remove(&key);
+        }
+        answer
+    }
+}
+
 /// The latest time per id, not yet written.
 #[derive(Debug, Default)]
 pub(crate) struct Unwritten {
@@ -172,6 +251,64 @@ mod tests {
 
     fn t0() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()
+    }
+
+    /// Callers that miss together at one generation share one read; one
+    /// at another generation, or after the read landed, reads again; a
+    /// failed read answers every caller that shared it with `None`.
+    #[tokio::test]
+    async fn callers_that_miss_together_share_one_read() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let flights: Arc<Flights<&str, u64, i64>> = Arc::default();
+        let reads = Arc::new(AtomicUsize::new(0));
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let ask = |generation: u64, answer: Option<i64>, gate: &Arc<tokio::sync::Semaphore>| {
+            let (flights, reads, gate) = (flights.clone(), reads.clone(), gate.clone());
+            tokio::spawn(async move {
+                flights
+                    .share("tenant", generation, move || async move {
+                        reads.fetch_add(1, Ordering::SeqCst);
+                        let _open = gate.acquire().await;
+                        answer
+                    })
+                    .await
+            })
+        };
+        let first = ask(0, Some(1), &gate);
+        tokio::task::yield_now().await;
+        let second = ask(0, Some(2), &gate);
+        tokio::task::yield_now().await;
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            1,
+            "the second joined the first's read"
+        );
+        let stale = ask(1, Some(3), &gate);
+        tokio::task::yield_now().await;
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            2,
+            "another generation reads anew"
+        );
+        gate.add_permits(10);
+        assert_eq!(first.await.unwrap(), Some(1));
+        assert_eq!(second.await.unwrap(), Some(1));
+        assert_eq!(stale.await.unwrap(), Some(3));
+        assert_eq!(
+            ask(1, Some(4), &gate).await.unwrap(),
+            Some(4),
+            "a landed read is not kept"
+        );
+        let closed = Arc::new(tokio::sync::Semaphore::new(0));
+        let failed = ask(2, None, &closed);
+        tokio::task::yield_now().await;
+        let joined = ask(2, Some(5), &closed);
+        tokio::task::yield_now().await;
+        closed.add_permits(1);
+        assert_eq!((failed.await.unwrap(), joined.await.unwrap()), (None, None));
+        assert_eq!(reads.load(Ordering::SeqCst), 4);
+        assert_eq!(lock(&flights.map).len(), 0);
     }
 
     fn believe(c: &Believed<i64>, hash: &str, v: i64, at: DateTime<Utc>) {

@@ -10,7 +10,7 @@
 //! written.
 
 use crate::allocations::TenantActor;
-use crate::memo::{Asked, Believed, Unwritten, BELIEVED_FOR};
+use crate::memo::{Asked, Believed, Flights, Unwritten, BELIEVED_FOR};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
@@ -27,6 +27,9 @@ pub(crate) struct Verified {
 pub(crate) struct TokenChecks {
     /// By the token's hash.
     verified: Believed<Verified>,
+    /// Checks being read, by the token's hash: `Some(None)` for a token
+    /// that is not valid, `None` when the read failed.
+    pub(crate) flights: Flights<String, u64, Option<Verified>>,
     /// Token id → latest use not yet written.
     uses: Unwritten,
 }

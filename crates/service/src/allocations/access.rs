@@ -92,7 +92,25 @@ impl Service {
         let verified = match self.token_checks.cached(&hash, now) {
             Ok(v) => v,
             Err(asked) => {
-                let v = self.verify_api_token(&hash).await?;
+                // Checks of one token that missed together share one read.
+                let service = self.clone();
+                let key = hash.clone();
+                let shared = self
+                    .token_checks
+                    .flights
+                    .share(hash.clone(), asked.generation(), move || async move {
+                        match service.verify_api_token(&key).await {
+                            Ok(v) => Some(Some(v)),
+                            Err(ServiceError::InvalidApiToken) => Some(None),
+                            Err(_) => None,
+                        }
+                    })
+                    .await;
+                let v = match shared {
+                    Some(Some(v)) => v,
+                    Some(None) => return Err(ServiceError::InvalidApiToken),
+                    None => self.verify_api_token(&hash).await?,
+                };
                 self.token_checks.remember(asked, hash, v.clone(), now);
                 v
             }

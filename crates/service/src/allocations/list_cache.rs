@@ -99,12 +99,15 @@ impl<V> State<V> {
 #[derive(Debug)]
 pub(crate) struct ListCache<V> {
     state: Mutex<State<V>>,
+    /// Lists being read, shared by the callers that missed together.
+    pub(crate) flights: crate::memo::Flights<i64, Stamp, Arc<[V]>>,
 }
 
 impl<V> Default for ListCache<V> {
     fn default() -> Self {
         Self {
             state: Mutex::default(),
+            flights: crate::memo::Flights::default(),
         }
     }
 }

@@ -305,6 +305,32 @@ impl Service {
             return Ok(kept);
         }
         let stamp = self.lists.stamp(tenant);
+        // Callers that missed together (the kept list just expired) share
+        // one read; one that fails is read again by each, for its error.
+        let service = self.clone();
+        let slug = actor.tenant_slug.clone();
+        let shared = self
+            .lists
+            .flights
+            .share(tenant, stamp, move || async move {
+                service.read_list(tenant, &slug, stamp, now).await.ok()
+            })
+            .await;
+        match shared {
+            Some(views) => Ok(views),
+            None => self.read_list(tenant, &actor.tenant_slug, stamp, now).await,
+        }
+    }
+
+    /// Reads `tenant`'s list (under `stamp`, taken before) and keeps it
+    /// when it may be kept.
+    async fn read_list(
+        &self,
+        tenant: i64,
+        tenant_slug: &str,
+        stamp: super::list_cache::Stamp,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<std::sync::Arc<[AllocationView]>, ServiceError> {
         // The open slices, and the latest 100 that ended.
         let open = allocation::Entity::find()
             .filter(allocation::Column::TenantId.eq(tenant))
@@ -330,7 +356,7 @@ impl Service {
         let views = open
             .into_iter()
             .chain(ended)
-            .map(|r| self.view_with(r, &actor.tenant_slug, &queues, &pools))
+            .map(|r| self.view_with(r, tenant_slug, &queues, &pools))
             .collect::<Result<Vec<_>, _>>()?;
         // A queue position moves with other tenants' requests: not kept.
         Ok(if queued {
