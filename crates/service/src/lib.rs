@@ -97,9 +97,9 @@ pub struct Service {
     clock: Arc<dyn Clock>,
     /// On SQLite, write transactions take turns (see [`Service::begin_write`]).
     sqlite_writer: Option<Arc<tokio::sync::Mutex<()>>>,
-    /// This process's admissions take turns here before they open a
-    /// transaction (see [`Service::begin_admission`]).
-    admission_turn: Arc<tokio::sync::Mutex<()>>,
+    /// This process's admissions wait here before they open a transaction
+    /// (see [`Service::begin_admission`]).
+    admission_turn: Arc<tokio::sync::Semaphore>,
     /// The generations of the hosts whose long polls wait here.
     generations: Arc<allocations::Generations>,
     /// API tokens verified in the last second, and uses not yet written.
@@ -137,7 +137,7 @@ impl Service {
             settings: Arc::new(settings),
             clock,
             sqlite_writer,
-            admission_turn: Arc::default(),
+            admission_turn: Arc::new(tokio::sync::Semaphore::new(write::ADMISSIONS_AT_THE_LOCK)),
             generations: Arc::default(),
             token_checks: Arc::default(),
             host_checks: Arc::default(),

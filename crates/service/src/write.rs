@@ -27,6 +27,9 @@ use std::collections::BTreeSet;
 /// turn, on every replica (public for operators and tests: a session that
 /// holds it stops every admission).
 pub const ADMISSION_LOCK: i64 = 0x0074_6573_7365_7261; // "tessera"
+/// How many of one process's admissions may hold a database connection at
+/// once (see [`Service::begin_admission`]).
+pub(crate) const ADMISSIONS_AT_THE_LOCK: usize = 2;
 /// The advisory-lock key of telemetry rollups (one replica at a time).
 pub(crate) const ROLLUP_LOCK: i64 = 0x0074_656c_726f_6c6c; // "telroll"
 
@@ -39,9 +42,9 @@ const AUDIT_ROWS_PER_INSERT: usize = 500;
 pub(crate) struct Write {
     txn: DatabaseTransaction,
     turn: WriterTurn,
-    /// This process's admission turn, for an admission (see
+    /// This process's leave to hold a connection for an admission (see
     /// [`Service::begin_admission`]).
-    admission: Option<tokio::sync::OwnedMutexGuard<()>>,
+    admission: Option<tokio::sync::OwnedSemaphorePermit>,
     events: Vec<DomainEvent>,
     now: DateTime<Utc>,
     /// Hosts whose desired state this write changed (behind a lock so that
@@ -95,15 +98,21 @@ impl Service {
 
     /// Opens a write in which no other admission runs: on SQLite the writer
     /// turn already serializes; on PostgreSQL a transaction-scoped advisory
-    /// lock does (released at commit or rollback). This process's
-    /// admissions first take turns in memory, so that those waiting hold no
-    /// database connection: with a pool of ten connections, ten admissions
-    /// waiting on the advisory lock left none for the agents' reports and
-    /// the reads.
+    /// lock does (released at commit or rollback). Of this process's
+    /// admissions, at most [`ADMISSIONS_AT_THE_LOCK`] hold a connection (the
+    /// one in its turn and the next, already waiting on the lock, so the
+    /// hand-over costs no round trip); the rest wait in memory. Before,
+    /// every waiting admission held a connection, and with a pool of ten,
+    /// ten of them waiting left none for the agents' reports and the reads.
     pub(crate) async fn begin_admission(&self) -> Result<Write, ServiceError> {
         let admission = std::sync::Arc::clone(&self.admission_turn)
-            .lock_owned()
-            .await;
+            .acquire_owned()
+            .await
+            .map_err(|_| {
+                ServiceError::Database(sea_orm::DbErr::Custom(
+                    "the admission turn was closed".to_owned(),
+                ))
+            })?;
         let mut w = self.begin_locked(ADMISSION_LOCK).await?;
         w.admission = Some(admission);
         Ok(w)

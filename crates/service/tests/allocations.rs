@@ -298,7 +298,7 @@ async fn concurrent_requests_respect_quota_and_capacity() {
 
 /// This process's admissions wait their turn in memory, holding no
 /// database connection: while another replica's admission holds the lock,
-/// one of six waits for it in PostgreSQL (not six, which with a pool of ten
+/// two of six wait for it in PostgreSQL (not six, which with a pool of ten
 /// left the agents' reports and the reads four connections), and all six
 /// are admitted once it is let go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -341,7 +341,7 @@ async fn admissions_waiting_their_turn_hold_no_connection() {
         }
         // Time for the other five to queue up wherever they would.
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        assert_eq!(waiting_in_db().await, 1);
+        assert_eq!(waiting_in_db().await, 2);
         other_replica.commit().await.unwrap();
     });
     for r in outcomes {
