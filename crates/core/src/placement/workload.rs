@@ -66,27 +66,47 @@ impl WorkloadTally {
     where
         I: IntoIterator<Item = &'a PlacementRequest>,
     {
+        // Appended, then sorted once: O(n log n), where inserting each in
+        // order would be O(n²) for a large pool.
         let mut tally = Self::default();
         for request in requests {
-            tally.add(request);
+            if let Some((cpus, mems)) = tally.group_of(request) {
+                cpus.push(request.cpu);
+                mems.push(request.memory);
+            }
+        }
+        for (cpus, mems) in tally.groups.values_mut() {
+            cpus.sort_unstable();
+            mems.sort_unstable();
         }
         tally
     }
 
     /// Counts one more request (one without GPU demand counts for nothing).
     pub fn add(&mut self, request: &PlacementRequest) {
+        if let Some((cpus, mems)) = self.group_of(request) {
+            insert_sorted(cpus, request.cpu);
+            insert_sorted(mems, request.memory);
+        }
+    }
+
+    /// The CPU and memory lists of `request`'s class (`None` for a request
+    /// without GPU demand).
+    fn group_of(
+        &mut self,
+        request: &PlacementRequest,
+    ) -> Option<&mut (Vec<CpuMilli>, Vec<MemMiB>)> {
         if request.demand == Demand::None {
-            return;
+            return None;
         }
         let mut models = request.allowed_models.clone();
         models.sort_unstable();
         models.dedup();
-        let entry = self
-            .groups
-            .entry((request.demand.clone(), models, request.pool.clone()))
-            .or_default();
-        insert_sorted(&mut entry.0, request.cpu);
-        insert_sorted(&mut entry.1, request.memory);
+        Some(
+            self.groups
+                .entry((request.demand.clone(), models, request.pool.clone()))
+                .or_default(),
+        )
     }
 
     /// The workload: every class with its median CPU and memory, the

@@ -187,6 +187,7 @@ proptest! {
                 fleet.apply(&d).unwrap();
             }
             tally.add(request);
+            prop_assert_eq!(&tally, &WorkloadTally::from_requests(&requests[..=i]));
             let workload = tally.workload(2);
             prop_assert_eq!(&workload, &reference_mix(&requests[..=i], 2));
             fleet.set_workload(workload.clone());
