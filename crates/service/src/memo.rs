@@ -141,6 +141,9 @@ impl<V: Clone> Believed<V> {
     }
 }
 
+/// Reads in flight kept before those nobody waits for are dropped.
+const FLIGHTS_BEFORE_PURGE: usize = 256;
+
 /// A read in flight whose answer the callers that join it share.
 type Flight<V> = futures_util::future::Shared<futures_util::future::BoxFuture<'static, Option<V>>>;
 
@@ -148,10 +151,13 @@ type Flight<V> = futures_util::future::Shared<futures_util::future::BoxFuture<'s
 /// The first miss starts it; the misses that arrive while it runs, and saw
 /// the same `generation` of what would make its answer stale (a list's
 /// epochs, a token memory's forgets), wait for its answer instead of asking
-/// the database again. Without this, the 32 callers whose believed answer
-/// expired in the same millisecond made 32 reads of the same rows, which
-/// set the read benchmark's p99. A read that fails answers `None`: each
-/// caller then reads on its own, so that it gets its own, typed error.
+/// the database again. Without this, every caller whose believed answer
+/// expired in the same millisecond (32 in the read benchmark) read the same
+/// rows. A read that fails answers `None`: each caller then reads on its
+/// own, so that it gets its own, typed error. A read whose callers all went
+/// away (their requests were dropped) is forgotten once
+/// [`FLIGHTS_BEFORE_PURGE`] are kept, so that strangers' cut-off requests
+/// cannot grow the map.
 pub(crate) struct Flights<K, G, V> {
     map: Mutex<HashMap<K, (G, Flight<V>)>>,
 }
@@ -195,6 +201,10 @@ where
             match map.get(&key) {
                 Some((g, flight)) if *g == generation => flight.clone(),
                 _ => {
+                    if map.len() >= FLIGHTS_BEFORE_PURGE {
+                        // Held by the map alone: every caller went away.
+                        map.retain(|_, (_, f)| f.strong_count().is_some_and(|n| n > 1));
+                    }
                     let flight = read().boxed().shared();
                     map.insert(key.clone(), (generation, flight.clone()));
                     flight
@@ -248,6 +258,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use chrono::TimeZone;
+    use std::collections::BTreeSet;
 
     fn t0() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()
@@ -309,6 +320,38 @@ mod tests {
         assert_eq!((failed.await.unwrap(), joined.await.unwrap()), (None, None));
         assert_eq!(reads.load(Ordering::SeqCst), 4);
         assert_eq!(lock(&flights.map).len(), 0);
+    }
+
+    /// Reads whose callers all went away do not pile up: past
+    /// [`FLIGHTS_BEFORE_PURGE`], the next new read drops them, and keeps
+    /// the ones still awaited.
+    #[tokio::test]
+    async fn reads_nobody_waits_for_are_dropped() {
+        use std::sync::Arc;
+        let flights: Arc<Flights<u64, u64, i64>> = Arc::default();
+        let ask = |key: u64| {
+            let flights = flights.clone();
+            tokio::spawn(async move {
+                flights
+                    .share(key, 0, || std::future::pending::<Option<i64>>())
+                    .await
+            })
+        };
+        let awaited = ask(0);
+        tokio::task::yield_now().await;
+        for key in 1..FLIGHTS_BEFORE_PURGE as u64 {
+            let cut_off = ask(key);
+            tokio::task::yield_now().await;
+            cut_off.abort();
+            let _ = cut_off.await;
+        }
+        assert_eq!(lock(&flights.map).len(), FLIGHTS_BEFORE_PURGE);
+        let last = ask(u64::MAX);
+        tokio::task::yield_now().await;
+        let kept: BTreeSet<u64> = lock(&flights.map).keys().copied().collect();
+        assert_eq!(kept, BTreeSet::from([0, u64::MAX]));
+        awaited.abort();
+        last.abort();
     }
 
     fn believe(c: &Believed<i64>, hash: &str, v: i64, at: DateTime<Utc>) {
