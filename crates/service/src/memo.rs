@@ -333,7 +333,7 @@ mod tests {
             let flights = flights.clone();
             tokio::spawn(async move {
                 flights
-                    .share(key, 0, || std::future::pending::<Option<i64>>())
+                    .share(key, 0, std::future::pending::<Option<i64>>)
                     .await
             })
         };
