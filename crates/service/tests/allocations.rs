@@ -2780,3 +2780,55 @@ async fn admissions_plan_on_a_kept_index_that_stays_true() {
     assert_eq!(agrees().await, Some(true));
     check_invariants(&f).await;
 }
+
+/// A kept index trusts a host only while its desired generation is the one
+/// the index knows: a change to what the host holds that came without a
+/// new capacity epoch (a write that forgot the epoch, a hand edit) makes
+/// the next admission plan again on the pool as stored, not on the index.
+#[tokio::test]
+async fn a_host_whose_generation_moved_behind_the_index_is_planned_again() {
+    use sea_orm::ConnectionTrait;
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-7a0")]).await;
+    agent.converge(&f).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let stats = || f.service.fleet_index_stats();
+    let request = || async {
+        f.service
+            .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
+            .await
+            .unwrap()
+    };
+    let first = request().await;
+    assert_eq!(first.state, AllocationPhase::Placed);
+    agent.converge(&f).await;
+    let before = stats();
+    assert_eq!(request().await.state, AllocationPhase::Placed);
+    assert_eq!(
+        (stats().reused, stats().stale),
+        (before.reused + 1, before.stale),
+        "the index's own placements keep it current"
+    );
+    agent.converge(&f).await;
+
+    f.service
+        .db()
+        .execute_unprepared(
+            "UPDATE hosts SET desired_generation = desired_generation + 1 WHERE hostname = 'gpu-1'",
+        )
+        .await
+        .unwrap();
+    let before = stats();
+    let third = request().await;
+    assert_eq!(third.state, AllocationPhase::Placed);
+    assert_eq!(
+        (stats().stale, stats().rebuilt),
+        (before.stale + 1, before.rebuilt + 1),
+        "the moved generation sends the admission back to the store"
+    );
+    assert_eq!(
+        f.service.fleet_index_agrees("h100-mig").await.unwrap(),
+        Some(true)
+    );
+    check_invariants(&f).await;
+}

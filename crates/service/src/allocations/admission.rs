@@ -28,6 +28,21 @@ use tessera_protocol::views::{AllocationView, NewAllocation};
 /// Longest purpose text.
 pub const MAX_PURPOSE_CHARS: usize = 500;
 
+/// The id a request being admitted has in its plan, before its row is
+/// stored (larger than any stored id: it is the newest request).
+pub(crate) const PENDING_ID: i64 = i64::MAX;
+
+/// Inserts `a`, a row planned under [`PENDING_ID`], with every column as
+/// planned and the id the database gives it.
+async fn insert_new<C: ConnectionTrait>(
+    conn: &C,
+    a: allocation::ActiveModel,
+) -> Result<allocation::Model, ServiceError> {
+    let mut a = a.reset_all();
+    a.id = sea_orm::ActiveValue::NotSet;
+    Ok(a.insert(conn).await?)
+}
+
 /// `SUM(column)` as a BIGINT, 0 over no rows (PostgreSQL sums BIGINT as
 /// NUMERIC: cast back).
 pub(crate) fn summed(column: impl sea_orm::sea_query::IntoColumnRef) -> SimpleExpr {
@@ -333,59 +348,89 @@ impl Service {
             .check_quota((&quota, &usage), &borrowable, &demand)
             .map_err(|e| ServiceError::QuotaExceeded(e.to_string()))?;
 
-        let state = AllocationState::Requested;
-        let row = allocation::ActiveModel {
-            tenant_id: Set(actor.tenant_id),
-            pool: Set(spec.name.clone()),
-            requested_by: Set(actor.name.clone()),
-            state: Set(state.phase()),
-            state_data: Set(allocation::StoredState(state.clone())),
-            shape: Set(allocation::StoredShape(req.shape.clone())),
-            shape_label: Set(label(&req.shape)),
-            demand_compute_milli: Set(i64::from(demand.compute.0)),
-            demand_memory_mib: Set(i64::try_from(demand.memory.0).unwrap_or(i64::MAX)),
-            demand_slices: Set(i32::try_from(demand.slices).unwrap_or(i32::MAX)),
-            priority: Set(class.value),
-            priority_class: Set(class.name),
-            qos: Set(req.qos),
-            purpose: Set(purpose),
-            lease_hours: Set(i32::try_from(req.lease_hours).unwrap_or(i32::MAX)),
-            requested_by_user_id: Set(actor.user_id),
-            created_at: Set(now),
-            updated_at: Set(now),
-            ..Default::default()
-        }
-        .insert(txn)
-        .await?;
+        // The request as it will be stored: planned first, then written
+        // once, placed or queued (no insert followed by an update in the
+        // turn every admission waits for).
+        let pending = allocation::Model {
+            id: PENDING_ID,
+            tenant_id: actor.tenant_id,
+            pool: spec.name.clone(),
+            requested_by: actor.name.clone(),
+            state: AllocationState::Requested.phase(),
+            state_data: allocation::StoredState(AllocationState::Requested),
+            shape: allocation::StoredShape(req.shape.clone()),
+            shape_label: label(&req.shape),
+            demand_compute_milli: i64::from(demand.compute.0),
+            demand_memory_mib: i64::try_from(demand.memory.0).unwrap_or(i64::MAX),
+            demand_slices: i32::try_from(demand.slices).unwrap_or(i32::MAX),
+            priority: class.value,
+            priority_class: class.name,
+            purpose,
+            lease_hours: i32::try_from(req.lease_hours).unwrap_or(i32::MAX),
+            lease_ends_at: None,
+            host_id: None,
+            placement: None,
+            generation: None,
+            mig_device_uuid: None,
+            created_at: now,
+            placed_at: None,
+            active_at: None,
+            ended_at: None,
+            updated_at: now,
+            requested_by_user_id: actor.user_id,
+            lease_warned_at: None,
+            capacity_lost_at: None,
+            capacity_lost_reason: None,
+            idle_warned_at: None,
+            idle_deadline: None,
+            idle_keeps: 0,
+            idle_watch_from: None,
+            reclaimed_at: None,
+            qos: req.qos,
+            preempt_deadline: None,
+            preempt_for: None,
+            preempt_reason: None,
+            preempted_at: None,
+        };
         // The new request takes its turn in the pool's queue: it starts now
         // if the queue lets it (requests ahead of it placed first; a host
         // kept for a request that waited too long respected), else it waits.
         let mut planned = self
-            .plan_pool_indexed(txn, &pools, &spec, now, Some(&row), false)
+            .plan_pool_indexed(txn, &pools, &spec, now, Some(&pending), false)
             .await?;
-        if let Some(decision) = planned.plan.placed(row.id) {
+        if let Some(decision) = planned.plan.placed(PENDING_ID) {
             if planned.index.as_ref().is_some_and(|i| i.reused)
-                && !self.recheck_host(txn, &pools, &spec, decision, now).await?
+                && !self
+                    .recheck_host(txn, &planned.snapshot, decision, now)
+                    .await?
             {
                 // The kept index no longer matches the chosen host (it went
                 // silent, or changed without a commit naming it): plan again
                 // on the pool as stored.
                 self.count_stale();
                 planned = self
-                    .plan_pool_indexed(txn, &pools, &spec, now, Some(&row), true)
+                    .plan_pool_indexed(txn, &pools, &spec, now, Some(&pending), true)
                     .await?;
             }
         }
-        let placed = match planned.plan.placed(row.id).cloned() {
-            Some(decision) => self
-                .store_placement(&w, row.clone(), &planned.snapshot, &decision, now)
-                .await?
-                .map(|placed| (placed, decision)),
+        let placed = match planned.plan.placed(PENDING_ID).cloned() {
+            Some(decision) => {
+                match Self::placed_row(&w, pending.clone(), &mut planned.snapshot, &decision, now)
+                    .await?
+                {
+                    Some(a) => Some((insert_new(txn, a).await?, decision)),
+                    None => None,
+                }
+            }
             None => None,
         };
-        let stored = placed
-            .as_ref()
-            .map(|(placed, decision)| (placed.id, holding_of(placed, decision.clone(), now)));
+        let stored = placed.as_ref().map(|(placed, decision)| {
+            (
+                PENDING_ID,
+                placed.id,
+                holding_of(placed, decision.clone(), now),
+            )
+        });
         let carried = planned.carry(stored.into_iter().collect());
         let row = match placed.map(|(placed, _)| placed) {
             Some(placed) => placed,
@@ -411,11 +456,11 @@ impl Service {
                     ));
                 }
 
-                let state = transition(row.lifecycle(), &AllocationEvent::NoCapacity)
+                let state = transition(pending.lifecycle(), &AllocationEvent::NoCapacity)
                     .map_err(|e| ServiceError::Conflict(e.to_string()))?;
-                let mut a: allocation::ActiveModel = row.into();
+                let mut a: allocation::ActiveModel = pending.into();
                 set_state(&mut a, &state, now);
-                a.update(txn).await?
+                insert_new(txn, a).await?
             }
         };
         if let Some(carried) = carried {
@@ -433,6 +478,11 @@ impl Service {
             requeue_of,
         });
         w.commit(self, &actor.audit()).await?;
+        if row.state == AllocationPhase::Placed {
+            // Placed in this write, on a host that takes placements: there
+            // is no drain to tell of, and nothing more to read.
+            return self.view_with(row, &actor.tenant_slug, &Default::default(), &pools.specs);
+        }
         self.allocation_view_in(row, &actor.tenant_slug, &pools.specs)
             .await
     }

@@ -131,8 +131,15 @@ impl FleetIndex {
 type HeldKey = (i64, String, Vec<u32>, tessera_core::placement::Slice);
 
 /// A snapshot in a canonical order: hosts, their GPUs (MIG instances and
-/// tenants sorted), and each holding's allocation, host, GPUs and slice.
-fn normalised(s: &PoolSnapshot) -> (Vec<tessera_core::placement::HostState>, Vec<HeldKey>) {
+/// tenants sorted), each holding's allocation, host, GPUs and slice, and
+/// the hosts' desired generations.
+fn normalised(
+    s: &PoolSnapshot,
+) -> (
+    Vec<tessera_core::placement::HostState>,
+    Vec<HeldKey>,
+    Vec<(i64, i64)>,
+) {
     use tessera_core::placement::GpuMode;
     let mut hosts = s.fleet.hosts().to_vec();
     for g in hosts.iter_mut().flat_map(|h| h.gpus.iter_mut()) {
@@ -152,7 +159,7 @@ fn normalised(s: &PoolSnapshot) -> (Vec<tessera_core::placement::HostState>, Vec
         })
         .collect();
     held.sort_by_key(|h| h.0);
-    (hosts, held)
+    (hosts, held, s.generations())
 }
 
 /// A new capacity epoch: random, so an epoch that was written by a
@@ -231,9 +238,11 @@ pub(crate) async fn swap_epoch<C: ConnectionTrait>(
 impl PlannedPool {
     /// Carries the pool's index forward when this plan was made on one
     /// (`index` set) and every decision it applied was stored or could be
-    /// taken back: `stored` lists the allocations whose placements were
-    /// written, with the holding each keeps.
-    pub fn carry(self, stored: Vec<(i64, Holding)>) -> Option<Carried> {
+    /// taken back: `stored` lists the placements written, each as the id
+    /// its request had in the plan (a request not yet stored when planned
+    /// had [`super::admission::PENDING_ID`]), its row's id, and the holding
+    /// it keeps.
+    pub fn carry(self, stored: Vec<(i64, i64, Holding)>) -> Option<Carried> {
         let PlannedPool {
             mut snapshot,
             plan,
@@ -241,11 +250,13 @@ impl PlannedPool {
         } = self;
         let index = index?;
         for (id, decision) in &plan.placed {
-            if !stored.iter().any(|(s, _)| s == id) && snapshot.fleet.release(decision).is_err() {
+            if !stored.iter().any(|(planned, _, _)| planned == id)
+                && snapshot.fleet.release(decision).is_err()
+            {
                 return None;
             }
         }
-        for (id, holding) in stored {
+        for (_, id, holding) in stored {
             snapshot.holders.push(id);
             snapshot.holdings.push(holding);
         }

@@ -6,7 +6,7 @@
 use super::fleet_index::{IndexBasis, Indexed};
 use super::snapshot::{PoolSnapshot, View};
 use super::stored::{set_state, AllocationRow};
-use crate::entity::{allocation, tenant};
+use crate::entity::{allocation, host, tenant};
 use crate::policy::PoolsInForce;
 use crate::pools::PoolSpec;
 use crate::write::Write;
@@ -193,7 +193,10 @@ impl Service {
     /// [`Service::plan_pool`] for a write in the admission turn, on the
     /// pool's kept index when its capacity epoch still matches (else on a
     /// fresh one, kept once the write commits). With `fresh`, the index is
-    /// rebuilt regardless (a placement from it was refused).
+    /// rebuilt regardless (a placement from it was refused). `extra` is the
+    /// request being made, not stored yet: it is stored once the plan says
+    /// where it goes (see [`Self::placed_row`]), so an admission writes its
+    /// row once.
     pub(crate) async fn plan_pool_indexed<C: ConnectionTrait>(
         &self,
         conn: &C,
@@ -224,8 +227,7 @@ impl Service {
         let (snapshot, workload, reused) = match kept {
             Some(mut ix) => {
                 if let Some(row) = extra {
-                    // A kept index predates the request being made; an
-                    // index built in this write has read it already.
+                    // The request being made is not stored yet.
                     if let Ok(request) = Self::pool_offer(spec).placement_request(row.slice_shape())
                     {
                         ix.add_request(&request);
@@ -234,7 +236,12 @@ impl Service {
                 (ix.snapshot, ix.workload, true)
             }
             None => {
-                let workload = self.pool_workload(conn, spec).await?;
+                let mut workload = self.pool_workload(conn, spec).await?;
+                workload.extend(extra.and_then(|row| {
+                    Self::pool_offer(spec)
+                        .placement_request(row.slice_shape())
+                        .ok()
+                }));
                 let snapshot = self
                     .pool_snapshot(conn, spec, now, View::Live, &workload)
                     .await?;
@@ -315,24 +322,37 @@ impl Service {
         })
     }
 
-    /// Whether `decision`, chosen on a kept index, still fits the chosen
-    /// host as stored now (online, taking placements, its slices and
-    /// unmanaged MIG instances as they are).
+    /// Whether the host `decision` chose on a kept index is as the index
+    /// has it: still online, and holding what the index says, which is so
+    /// when its desired generation has not moved since (every placement
+    /// and release on a host moves it; what else changes what the placer
+    /// sees, a report of other GPUs, a drain, a policy, moves the pool's
+    /// capacity epoch, and the index is not kept). One row read, in the
+    /// turn every admission waits for.
     pub(crate) async fn recheck_host<C: ConnectionTrait>(
         &self,
         conn: &C,
-        pools: &PoolsInForce,
-        spec: &PoolSpec,
+        snapshot: &PoolSnapshot,
         decision: &Decision,
         now: DateTime<Utc>,
     ) -> Result<bool, ServiceError> {
+        use sea_orm::QuerySelect;
         let Ok(host_id) = decision.host.parse::<i64>() else {
             return Ok(false);
         };
-        let mut fresh = self
-            .host_snapshot(conn, &pools.specs, spec, now, host_id)
+        let Some(known) = snapshot.generation(host_id) else {
+            return Ok(false);
+        };
+        let stored: Option<(i64, Option<DateTime<Utc>>)> = host::Entity::find_by_id(host_id)
+            .select_only()
+            .columns([host::Column::DesiredGeneration, host::Column::LastSeenAt])
+            .into_tuple()
+            .one(conn)
             .await?;
-        Ok(fresh.fleet.apply(decision).is_ok())
+        Ok(stored.is_some_and(|(generation, seen)| {
+            generation == known
+                && seen.is_some_and(|seen| now - seen <= self.settings.host_offline_after)
+        }))
     }
 
     /// Keeps the index a committed write carried forward.
@@ -347,16 +367,35 @@ impl Service {
         &self,
         w: &Write,
         row: allocation::Model,
-        snapshot: &PoolSnapshot,
+        snapshot: &mut PoolSnapshot,
         decision: &Decision,
         now: DateTime<Utc>,
     ) -> Result<Option<allocation::Model>, ServiceError> {
+        match Self::placed_row(w, row, snapshot, decision, now).await? {
+            Some(a) => Ok(Some(a.update(w.db()).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// `row` placed where `decision` in `snapshot` says, with its host's
+    /// desired generation bumped (in the store and in `snapshot`); not
+    /// written yet (the queue updates a stored row, an admission inserts a
+    /// new one). `None` when the decision names a host or GPU the snapshot
+    /// does not know (nothing is bumped).
+    pub(crate) async fn placed_row(
+        w: &Write,
+        row: allocation::Model,
+        snapshot: &mut PoolSnapshot,
+        decision: &Decision,
+        now: DateTime<Utc>,
+    ) -> Result<Option<allocation::ActiveModel>, ServiceError> {
         let Some((host_id, placement)) = snapshot.placement(decision) else {
             return Ok(None);
         };
         let state = transition(row.lifecycle(), &AllocationEvent::Place)
             .map_err(|e| ServiceError::Conflict(e.to_string()))?;
         let generation = w.bump_generation(host_id).await?;
+        snapshot.generation_moved(host_id, generation);
         let mut a: allocation::ActiveModel = row.into();
         set_state(&mut a, &state, now);
         a.host_id = Set(Some(host_id));
@@ -364,6 +403,6 @@ impl Service {
         a.generation = Set(Some(generation));
         a.placed_at = Set(Some(now));
         a.updated_at = Set(now);
-        Ok(Some(a.update(w.db()).await?))
+        Ok(Some(a))
     }
 }

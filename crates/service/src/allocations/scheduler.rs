@@ -275,7 +275,7 @@ impl Service {
             if planned.index.as_ref().is_some_and(|i| i.reused) {
                 for (_, decision) in &planned.plan.placed {
                     if !self
-                        .recheck_host(w.db(), &pools, &spec, decision, now)
+                        .recheck_host(w.db(), &planned.snapshot, decision, now)
                         .await?
                     {
                         self.count_stale();
@@ -299,11 +299,11 @@ impl Service {
                     continue;
                 };
                 if let Some(row) = self
-                    .store_placement(&w, row, &planned.snapshot, decision, now)
+                    .store_placement(&w, row, &mut planned.snapshot, decision, now)
                     .await?
                 {
                     pass.placed += 1;
-                    stored.push((row.id, holding_of(&row, decision.clone(), now)));
+                    stored.push((row.id, row.id, holding_of(&row, decision.clone(), now)));
                     w.emit(DomainEvent::AllocationPlaced {
                         alloc: AllocationRef::of(&row),
                     });

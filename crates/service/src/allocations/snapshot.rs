@@ -31,12 +31,21 @@ pub enum View {
     Empty,
 }
 
+/// A host of a snapshot: what a decision on it is stored as, and the
+/// desired generation it had when read (see [`PoolSnapshot::generation`]).
+#[derive(Debug)]
+struct SnapshotHost {
+    name: String,
+    generation: i64,
+    gpus: BTreeMap<u32, AllocatedGpu>,
+}
+
 /// A pool's fleet and the facts needed to turn a decision into a placement.
 pub struct PoolSnapshot {
     /// The placer's fleet.
     pub fleet: Fleet,
-    /// host id → (host name, GPUs by index).
-    hosts: BTreeMap<i64, (String, BTreeMap<u32, AllocatedGpu>)>,
+    /// The hosts, by id.
+    hosts: BTreeMap<i64, SnapshotHost>,
     /// What the pool's open allocations hold in `fleet`, and until when
     /// (live view only).
     pub holdings: Vec<Holding>,
@@ -48,16 +57,16 @@ impl PoolSnapshot {
     /// The stored placement of a decision.
     pub fn placement(&self, d: &Decision) -> Option<(i64, StoredPlacement)> {
         let host_id: i64 = d.host.parse().ok()?;
-        let (hostname, gpus) = self.hosts.get(&host_id)?;
+        let host = self.hosts.get(&host_id)?;
         let gpus = d
             .gpus
             .iter()
-            .map(|i| gpus.get(i).cloned())
+            .map(|i| host.gpus.get(i).cloned())
             .collect::<Option<Vec<_>>>()?;
         Some((
             host_id,
             StoredPlacement {
-                hostname: hostname.clone(),
+                hostname: host.name.clone(),
                 gpus,
                 slice: d.slice.clone(),
             },
@@ -66,7 +75,32 @@ impl PoolSnapshot {
 
     /// GPUs in the snapshot.
     pub fn gpu_count(&self) -> usize {
-        self.hosts.values().map(|(_, g)| g.len()).sum()
+        self.hosts.values().map(|h| h.gpus.len()).sum()
+    }
+
+    /// Host `host_id`'s desired generation as this snapshot knows it: as
+    /// read, or as moved by the placements stored from it since (see
+    /// [`Self::generation_moved`]). Every change to what a host holds moves
+    /// its generation (`Write::bump_generation`), so a host whose stored
+    /// generation is still this one holds what the snapshot says.
+    pub fn generation(&self, host_id: i64) -> Option<i64> {
+        self.hosts.get(&host_id).map(|h| h.generation)
+    }
+
+    /// Records that a placement stored from this snapshot moved host
+    /// `host_id`'s desired generation to `generation`.
+    pub fn generation_moved(&mut self, host_id: i64, generation: i64) {
+        if let Some(h) = self.hosts.get_mut(&host_id) {
+            h.generation = generation;
+        }
+    }
+
+    /// Every host's desired generation as this snapshot knows it.
+    pub fn generations(&self) -> Vec<(i64, i64)> {
+        self.hosts
+            .iter()
+            .map(|(id, h)| (*id, h.generation))
+            .collect()
     }
 }
 
@@ -171,22 +205,7 @@ impl Service {
         workload_from: &[PlacementRequest],
     ) -> Result<PoolSnapshot, ServiceError> {
         let pools = self.pools(conn).await?;
-        self.snapshot_of(conn, &pools, pool, now, view, workload_from, None)
-            .await
-    }
-
-    /// The live view of one host of `pool` as stored now: what a placement
-    /// chosen on a kept index is checked against before it is stored.
-    /// `pools`: the pools in force, as the write read them.
-    pub(crate) async fn host_snapshot<C: ConnectionTrait>(
-        &self,
-        conn: &C,
-        pools: &[PoolSpec],
-        pool: &PoolSpec,
-        now: DateTime<Utc>,
-        host_id: i64,
-    ) -> Result<PoolSnapshot, ServiceError> {
-        self.snapshot_of(conn, pools, pool, now, View::Live, &[], Some(host_id))
+        self.snapshot_of(conn, &pools, pool, now, view, workload_from)
             .await
     }
 
@@ -227,7 +246,6 @@ impl Service {
         Ok(true)
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn snapshot_of<C: ConnectionTrait>(
         &self,
         conn: &C,
@@ -236,13 +254,11 @@ impl Service {
         now: DateTime<Utc>,
         view: View,
         workload_from: &[PlacementRequest],
-        only_host: Option<i64>,
     ) -> Result<PoolSnapshot, ServiceError> {
-        let mut hosts = host::Entity::find().order_by_asc(host::Column::Hostname);
-        if let Some(id) = only_host {
-            hosts = hosts.filter(host::Column::Id.eq(id));
-        }
-        let hosts = hosts.all(conn).await?;
+        let hosts = host::Entity::find()
+            .order_by_asc(host::Column::Hostname)
+            .all(conn)
+            .await?;
         let online: Vec<&host::Model> = hosts
             .iter()
             .filter(|h| {
@@ -267,14 +283,7 @@ impl Service {
             .all(conn)
             .await?;
         let taken = match view {
-            View::Live => {
-                occupancy(
-                    conn,
-                    Some(&pool.name),
-                    only_host.as_ref().map(std::slice::from_ref),
-                )
-                .await?
-            }
+            View::Live => occupancy(conn, Some(&pool.name), None).await?,
             View::Empty => Occupancy::new(),
         };
         let policy = pool.policy();
@@ -376,7 +385,14 @@ impl Service {
                 memory_free: MemMiB(u64::try_from(h.memory_mib).unwrap_or(0)),
                 gpus: host_gpus,
             });
-            lookup.insert(h.id, (h.hostname.clone(), by_index));
+            lookup.insert(
+                h.id,
+                SnapshotHost {
+                    name: h.hostname.clone(),
+                    generation: h.desired_generation,
+                    gpus: by_index,
+                },
+            );
         }
         let (holders, holdings): (Vec<i64>, Vec<Holding>) = held
             .into_iter()

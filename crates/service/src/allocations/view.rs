@@ -135,7 +135,7 @@ impl Service {
         Ok((why, start))
     }
 
-    fn view_with(
+    pub(crate) fn view_with(
         &self,
         row: allocation::Model,
         tenant_slug: &str,
