@@ -100,6 +100,8 @@ pub struct Service {
     /// This process's admissions wait here before they open a transaction
     /// (see [`Service::begin_admission`]).
     admission_turn: Arc<tokio::sync::Semaphore>,
+    /// This process's admissions waiting for a turn (see `allocations::line`).
+    admission_line: Arc<allocations::AdmissionLine>,
     /// The generations of the hosts whose long polls wait here.
     generations: Arc<allocations::Generations>,
     /// API tokens verified in the last second, and uses not yet written.
@@ -138,6 +140,7 @@ impl Service {
             clock,
             sqlite_writer,
             admission_turn: Arc::new(tokio::sync::Semaphore::new(write::ADMISSIONS_AT_THE_LOCK)),
+            admission_line: Arc::default(),
             generations: Arc::default(),
             token_checks: Arc::default(),
             host_checks: Arc::default(),

@@ -5,7 +5,7 @@
 //! that must agree across replicas (queue depth, ingest lag) are read from
 //! the database at scrape time instead ([`crate::fleet::FleetCounts`]).
 
-use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts, Registry};
 
 /// What became of a request for a slice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +88,7 @@ pub struct ServiceMetrics {
     deliveries: IntCounterVec,
     telemetry_rounds: IntCounterVec,
     fleet_index: IntCounterVec,
+    admission_turns: Histogram,
     reports: IntCounterVec,
     leader: IntGauge,
 }
@@ -136,6 +137,20 @@ impl Default for ServiceMetrics {
                 "Admissions' and queue passes' plans by the pool index they used: reused (kept in memory), rebuilt (read from the database), stale (a kept one the chosen host's fresh state refused).",
                 &["outcome"],
             ),
+            admission_turns: {
+                let h = Histogram::with_opts(
+                    HistogramOpts::new(
+                        "tessera_admission_turn_requests",
+                        "Requests admitted per admission turn (one transaction): those that waited together take one turn.",
+                    )
+                    .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0]),
+                )
+                .unwrap_or_else(|e| unreachable!("the histogram's name and buckets are constants: {e}"));
+                if let Err(e) = registry.register(Box::new(h.clone())) {
+                    tracing::error!("histogram tessera_admission_turn_requests not registered: {e}");
+                }
+                h
+            },
             reports: counter(
                 &registry,
                 "tessera_agent_reports_total",
@@ -179,6 +194,19 @@ impl ServiceMetrics {
     /// The count of [`Self::fleet_index`] `outcome`s so far.
     pub(crate) fn fleet_index_count(&self, outcome: &'static str) -> u64 {
         self.fleet_index.with_label_values(&[outcome]).get()
+    }
+
+    /// Counts an admission turn that admitted `requests` requests.
+    pub(crate) fn admission_turn(&self, requests: usize) {
+        self.admission_turns.observe(requests as f64);
+    }
+
+    /// Admission turns so far, and the requests they admitted.
+    pub(crate) fn admission_turns(&self) -> (u64, u64) {
+        (
+            self.admission_turns.get_sample_count(),
+            self.admission_turns.get_sample_sum() as u64,
+        )
     }
 
     pub(crate) fn reported(&self, outcome: ReportOutcome) {

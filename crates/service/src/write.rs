@@ -46,6 +46,9 @@ pub(crate) struct Write {
     /// [`Service::begin_admission`]).
     admission: Option<tokio::sync::OwnedSemaphorePermit>,
     events: Vec<DomainEvent>,
+    /// Who did each of `events`, where not the committing actor (a write
+    /// that admits several tenants' requests together names each).
+    event_actors: Vec<Option<Actor<'static>>>,
     now: DateTime<Utc>,
     /// Hosts whose desired state this write changed (behind a lock so that
     /// a bump needs only `&self` while the transaction is borrowed).
@@ -89,6 +92,7 @@ impl Service {
             turn,
             admission: None,
             events: Vec::new(),
+            event_actors: Vec::new(),
             now: self.now(),
             bumped: std::sync::Mutex::default(),
             carried: Vec::new(),
@@ -105,14 +109,30 @@ impl Service {
     /// every waiting admission held a connection, and with a pool of ten,
     /// ten of them waiting left none for the agents' reports and the reads.
     pub(crate) async fn begin_admission(&self) -> Result<Write, ServiceError> {
-        let admission = std::sync::Arc::clone(&self.admission_turn)
+        let admission = self.admission_permit().await?;
+        self.begin_admission_holding(admission).await
+    }
+
+    /// This process's leave to hold a connection for an admission (see
+    /// [`Self::begin_admission`]).
+    pub(crate) async fn admission_permit(
+        &self,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, ServiceError> {
+        std::sync::Arc::clone(&self.admission_turn)
             .acquire_owned()
             .await
             .map_err(|_| {
                 ServiceError::Database(sea_orm::DbErr::Custom(
                     "the admission turn was closed".to_owned(),
                 ))
-            })?;
+            })
+    }
+
+    /// [`Self::begin_admission`] with the leave already taken.
+    pub(crate) async fn begin_admission_holding(
+        &self,
+        admission: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<Write, ServiceError> {
         let mut w = self.begin_locked(ADMISSION_LOCK).await?;
         w.admission = Some(admission);
         Ok(w)
@@ -149,6 +169,14 @@ impl Write {
     /// Records that `event` happened in this write.
     pub fn emit(&mut self, event: DomainEvent) {
         self.events.push(event);
+        self.event_actors.push(None);
+    }
+
+    /// Records that `actor` did `event` in this write (the audit row and
+    /// the notices name `actor`, not the actor the write commits as).
+    pub fn emit_as(&mut self, event: DomainEvent, actor: Actor<'static>) {
+        self.events.push(event);
+        self.event_actors.push(Some(actor));
     }
 
     /// Changes the desired state of host `host_id`: a new generation (its
@@ -191,6 +219,13 @@ impl Write {
         self.carried.push(carried);
     }
 
+    /// Takes back the index of `pool` this write carries (for its next
+    /// plan of the pool, which carries it on).
+    pub fn take_carried(&mut self, pool: &str) -> Option<Indexed> {
+        let at = self.carried.iter().position(|c| c.next.spec.name == pool)?;
+        Some(self.carried.swap_remove(at).next)
+    }
+
     /// Records that what the placer sees changed in a way no event names
     /// (a host's GPUs or resources): every pool's index is rebuilt.
     pub fn capacity_changed(&mut self) {
@@ -226,6 +261,7 @@ impl Write {
             turn,
             admission,
             events,
+            event_actors,
             now,
             bumped,
             carried,
@@ -238,7 +274,8 @@ impl Write {
         // its events name, or all of them for an event that names none.
         let mut touched = crate::allocations::Touched::default();
         let mut audit_rows = Vec::new();
-        for event in &events {
+        for (event, own) in events.iter().zip(&event_actors) {
+            let actor = own.as_ref().unwrap_or(actor);
             let audit = event.audit();
             touched.add(audit.as_ref().and_then(|a| a.tenant_id));
             if let Some(entry) = audit {

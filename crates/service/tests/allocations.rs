@@ -296,22 +296,16 @@ async fn concurrent_requests_respect_quota_and_capacity() {
     assert_eq!(f.count("allocations").await, 12);
 }
 
-/// This process's admissions wait their turn in memory, holding no
-/// database connection: while another replica's admission holds the lock,
-/// two of six wait for it in PostgreSQL (not six, which with a pool of ten
-/// left the agents' reports and the reads four connections), and all six
-/// are admitted once it is let go.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn admissions_waiting_their_turn_hold_no_connection() {
-    use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
-    let f = fixture().await;
+/// Another "replica"'s transaction holding the admission lock, so that
+/// this process's admissions line up behind it; `None` on SQLite, which has
+/// no advisory lock (the test then has nothing to check).
+async fn hold_admission_lock(f: &Fixture) -> Option<sea_orm::DatabaseTransaction> {
+    use sea_orm::{ConnectionTrait, DbBackend, TransactionTrait};
     let db = f.service.db();
     if db.get_database_backend() != DbBackend::Postgres {
         eprintln!("PostgreSQL only (TESSERA_TEST_POSTGRES_URL): SQLite has no advisory lock");
-        return;
+        return None;
     }
-    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-3a0")]).await;
-    let actors = members(&f, 3).await;
     let other_replica = db.begin().await.unwrap();
     other_replica
         .execute_unprepared(&format!(
@@ -320,6 +314,24 @@ async fn admissions_waiting_their_turn_hold_no_connection() {
         ))
         .await
         .unwrap();
+    Some(other_replica)
+}
+
+/// This process's admissions wait their turn in memory, holding no
+/// database connection: while another replica's admission holds the lock,
+/// two of six wait for it in PostgreSQL (not six, which with a pool of ten
+/// left the agents' reports and the reads four connections), and all six
+/// are admitted once it is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admissions_waiting_their_turn_hold_no_connection() {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    let f = fixture().await;
+    let db = f.service.db();
+    let Some(other_replica) = hold_admission_lock(&f).await else {
+        return;
+    };
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-3a0")]).await;
+    let actors = members(&f, 3).await;
     let waiting_in_db = || async {
         db.query_one(Statement::from_string(
             DbBackend::Postgres,
@@ -346,6 +358,98 @@ async fn admissions_waiting_their_turn_hold_no_connection() {
     });
     for r in outcomes {
         assert_eq!(r.unwrap().state, AllocationPhase::Placed);
+    }
+    check_invariants(&f).await;
+}
+
+/// Admissions that wait for the turn together take one turn: one
+/// transaction admits them in order, each seeing the ones before it. A
+/// refused request in it stores nothing and does not stop the others, and
+/// each request's audit row names its own caller (PostgreSQL: another
+/// "replica" holds the admission lock while they line up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admissions_that_wait_together_share_one_turn() {
+    use tessera_service::entity::audit_event;
+    let f = fixture().await;
+    let db = f.service.db();
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-5a0"), h100(1, "GPU-5a1")]).await;
+    let vision = [
+        actor(&f, "v0", &["vision"], "vision").await,
+        actor(&f, "v1", &["vision"], "vision").await,
+        actor(&f, "v2", &["vision"], "vision").await,
+    ];
+    // nlp's quota is one GPU: of two whole-GPU requests, one is refused.
+    let nlp = [
+        actor(&f, "n0", &["nlp"], "nlp").await,
+        actor(&f, "n1", &["nlp"], "nlp").await,
+    ];
+    let Some(other_replica) = hold_admission_lock(&f).await else {
+        return;
+    };
+    let before = f.service.admission_turns();
+    let mut asks = Vec::new();
+    for a in &vision {
+        asks.push((a.clone(), ask("h100-mig", mig("1g.10gb"), 4)));
+    }
+    for a in &nlp {
+        asks.push((a.clone(), ask("h100-mig", mig("7g.80gb"), 4)));
+    }
+    let tasks: Vec<_> = asks
+        .into_iter()
+        .map(|(a, req)| {
+            let service = f.service.clone();
+            tokio::spawn(async move { (a.clone(), service.request_allocation(&a, &req).await) })
+        })
+        .collect();
+    // Every request in line before the lock is let go.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(f.service.admission_turns(), before, "nothing admitted yet");
+    other_replica.commit().await.unwrap();
+    let outcomes: Vec<_> = futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let after = f.service.admission_turns();
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (1, 5),
+        "one turn admitted all five"
+    );
+    let (mut placed, mut refused) = (Vec::new(), 0);
+    for (a, outcome) in &outcomes {
+        match outcome {
+            Ok(v) => {
+                assert_eq!(v.state, AllocationPhase::Placed, "{v:?}");
+                placed.push((a.clone(), v.id));
+            }
+            Err(ServiceError::QuotaExceeded(_)) => {
+                assert_eq!(a.tenant_slug(), "nlp");
+                refused += 1;
+            }
+            Err(e) => panic!("unexpected outcome {e:?}"),
+        }
+    }
+    assert_eq!((placed.len(), refused), (4, 1));
+    assert_eq!(
+        rows(&f).await.len(),
+        4,
+        "the refused request stored nothing"
+    );
+    for (a, id) in &placed {
+        let rows = audit_event::Entity::find()
+            .filter(audit_event::Column::TargetId.eq(id.to_string()))
+            .filter(
+                audit_event::Column::TargetType.eq(tessera_core::audit::AuditTarget::Allocation),
+            )
+            .all(db)
+            .await
+            .unwrap();
+        let tessera_service::audit::Actor::Tenant { name, .. } = a.audit() else {
+            unreachable!("a tenant actor")
+        };
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].actor, name, "each request names its own caller");
     }
     check_invariants(&f).await;
 }

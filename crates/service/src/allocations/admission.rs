@@ -7,6 +7,7 @@ use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::entity::allocation;
 use crate::events::{AllocationRef, DomainEvent};
 use crate::metrics::AdmissionOutcome;
+use crate::policy::PoolsInForce;
 use crate::pools::PoolSpec;
 use crate::write::Write;
 use crate::{Service, ServiceError};
@@ -27,6 +28,18 @@ use tessera_protocol::views::{AllocationView, NewAllocation};
 
 /// Longest purpose text.
 pub const MAX_PURPOSE_CHARS: usize = 500;
+
+/// A request as checked before its turn (see [`Service::admit_in`]).
+#[derive(Debug)]
+pub(super) struct Checked {
+    spec: PoolSpec,
+    demand: tessera_core::quota::Demand,
+    request: PlacementRequest,
+    class: tessera_core::schedule::PriorityClass,
+    purpose: String,
+    /// When it was asked.
+    now: DateTime<Utc>,
+}
 
 /// The id a request being admitted has in its plan, before its row is
 /// stored (larger than any stored id: it is the newest request).
@@ -268,6 +281,39 @@ impl Service {
         req: &NewAllocation,
         requeue_of: Option<i64>,
     ) -> Result<AllocationView, ServiceError> {
+        let checked = self.check_request(actor, req).await?;
+        let (row, pools) = match requeue_of {
+            // Admissions waiting together share a turn (see `line`).
+            None => self.admit_in_line(actor, req, checked).await?,
+            Some(id) => {
+                let mut w = self.begin_admission().await?;
+                let pools = self.pools_in_force(w.db()).await?;
+                if let Some(event) = Self::take_over(&w, actor, id, checked.now).await? {
+                    w.emit(event);
+                }
+                let row = self
+                    .admit_in(&mut w, &pools, actor, req, &checked, Some(id))
+                    .await?;
+                w.commit(self, &actor.audit()).await?;
+                (row, std::sync::Arc::new(pools.specs))
+            }
+        };
+        if row.state == AllocationPhase::Placed {
+            // Placed in this write, on a host that takes placements: there
+            // is no drain to tell of, and nothing more to read.
+            return self.view_with(row, &actor.tenant_slug, &Default::default(), &pools);
+        }
+        self.allocation_view_in(row, &actor.tenant_slug, &pools)
+            .await
+    }
+
+    /// What can be checked of a request before its turn: who asks, the
+    /// purpose, the pool, shape, lease and priority class.
+    async fn check_request(
+        &self,
+        actor: &TenantActor,
+        req: &NewAllocation,
+    ) -> Result<Checked, ServiceError> {
         if !actor.can_request {
             return Err(ServiceError::Forbidden(
                 "only members of this tenant can request slices for it".to_owned(),
@@ -308,27 +354,47 @@ impl Service {
             )
             .map_err(|e| ServiceError::invalid("priority_class", e.to_string()))?
             .clone();
-        let now = self.now();
+        Ok(Checked {
+            spec,
+            demand,
+            request,
+            class,
+            purpose,
+            now: self.now(),
+        })
+    }
 
-        let t_lock = std::time::Instant::now();
-        let mut w = self.begin_admission().await?;
+    /// Admits `req`, checked as `checked`, in `w`, which holds the
+    /// admission turn and read `pools` in it: the quota, then the plan,
+    /// then the row, written once, placed or queued. Writes nothing when
+    /// it refuses (only a database error can leave `w` changed), so a
+    /// write that admits several requests goes on past a refused one.
+    pub(super) async fn admit_in(
+        &self,
+        w: &mut Write,
+        pools: &PoolsInForce,
+        actor: &TenantActor,
+        req: &NewAllocation,
+        checked: &Checked,
+        requeue_of: Option<i64>,
+    ) -> Result<allocation::Model, ServiceError> {
+        let Checked {
+            spec,
+            demand,
+            request,
+            class,
+            purpose,
+            now,
+        } = checked;
+        let (spec, now) = (spec.clone(), *now);
         let txn = w.db();
-        tracing::debug!(
-            wait_ms = t_lock.elapsed().as_secs_f64() * 1e3,
-            "admission turn"
-        );
         // A platform admin may have changed the pool since it was read.
-        let pools = self.pools_in_force(txn).await?;
         if pools.named("pool", &req.pool)? != &spec {
             return Err(ServiceError::Conflict(format!(
                 "pool '{}' changed while your request was checked; send it again",
                 spec.name
             )));
         }
-        let replaced = match requeue_of {
-            Some(id) => Self::take_over(&w, actor, id, now).await?,
-            None => None,
-        };
         let (quota, usage) = Self::quota_and_usage(txn, actor.tenant_id, &spec.name, now).await?;
         let quota = quota.ok_or_else(|| {
             ServiceError::QuotaExceeded(format!(
@@ -345,7 +411,7 @@ impl Service {
             tessera_core::quota::Demand::default()
         };
         req.qos
-            .check_quota((&quota, &usage), &borrowable, &demand)
+            .check_quota((&quota, &usage), &borrowable, demand)
             .map_err(|e| ServiceError::QuotaExceeded(e.to_string()))?;
 
         // The request as it will be stored: planned first, then written
@@ -364,8 +430,8 @@ impl Service {
             demand_memory_mib: i64::try_from(demand.memory.0).unwrap_or(i64::MAX),
             demand_slices: i32::try_from(demand.slices).unwrap_or(i32::MAX),
             priority: class.value,
-            priority_class: class.name,
-            purpose,
+            priority_class: class.name.clone(),
+            purpose: purpose.clone(),
             lease_hours: i32::try_from(req.lease_hours).unwrap_or(i32::MAX),
             lease_ends_at: None,
             host_id: None,
@@ -395,8 +461,11 @@ impl Service {
         // The new request takes its turn in the pool's queue: it starts now
         // if the queue lets it (requests ahead of it placed first; a host
         // kept for a request that waited too long respected), else it waits.
+        // On the index this write's last admission left, if any.
+        let in_hand = w.take_carried(&spec.name);
+        let txn = w.db();
         let mut planned = self
-            .plan_pool_indexed(txn, &pools, &spec, now, Some(&pending), false)
+            .plan_pool_indexed(txn, pools, &spec, now, Some(&pending), false, in_hand)
             .await?;
         if let Some(decision) = planned.plan.placed(PENDING_ID) {
             if planned.index.as_ref().is_some_and(|i| i.reused)
@@ -409,13 +478,13 @@ impl Service {
                 // on the pool as stored.
                 self.count_stale();
                 planned = self
-                    .plan_pool_indexed(txn, &pools, &spec, now, Some(&pending), true)
+                    .plan_pool_indexed(txn, pools, &spec, now, Some(&pending), true, None)
                     .await?;
             }
         }
         let placed = match planned.plan.placed(PENDING_ID).cloned() {
             Some(decision) => {
-                match Self::placed_row(&w, pending.clone(), &mut planned.snapshot, &decision, now)
+                match Self::placed_row(w, pending.clone(), &mut planned.snapshot, &decision, now)
                     .await?
                 {
                     Some(a) => Some((insert_new(txn, a).await?, decision)),
@@ -431,7 +500,12 @@ impl Service {
                 holding_of(placed, decision.clone(), now),
             )
         });
-        let carried = planned.carry(stored.into_iter().collect());
+        // Kept for the write's next admission and, once it commits, for the
+        // next write: before any refusal below, which leaves it as it was.
+        if let Some(carried) = planned.carry(stored.into_iter().collect()) {
+            w.carry_index(carried);
+        }
+        let txn = w.db();
         let row = match placed.map(|(placed, _)| placed) {
             Some(placed) => placed,
             None => {
@@ -445,7 +519,7 @@ impl Service {
                         spec.name
                     )));
                 }
-                if let Err(e) = empty.fleet.place(&request, Policy::Pack) {
+                if let Err(e) = empty.fleet.place(request, Policy::Pack) {
                     return Err(ServiceError::invalid(
                                 "shape",
                                 format!(
@@ -463,28 +537,18 @@ impl Service {
                 insert_new(txn, a).await?
             }
         };
-        if let Some(carried) = carried {
-            w.carry_index(carried);
-        }
-        if let Some(event) = replaced {
-            w.emit(event);
-        }
-        w.emit(DomainEvent::AllocationRequested {
-            alloc: AllocationRef::of(&row),
-            shape: req.shape.clone(),
-            lease_hours: req.lease_hours,
-            priority_class: row.priority_class.clone(),
-            state: row.lifecycle().clone(),
-            requeue_of,
-        });
-        w.commit(self, &actor.audit()).await?;
-        if row.state == AllocationPhase::Placed {
-            // Placed in this write, on a host that takes placements: there
-            // is no drain to tell of, and nothing more to read.
-            return self.view_with(row, &actor.tenant_slug, &Default::default(), &pools.specs);
-        }
-        self.allocation_view_in(row, &actor.tenant_slug, &pools.specs)
-            .await
+        w.emit_as(
+            DomainEvent::AllocationRequested {
+                alloc: AllocationRef::of(&row),
+                shape: req.shape.clone(),
+                lease_hours: req.lease_hours,
+                priority_class: row.priority_class.clone(),
+                state: row.lifecycle().clone(),
+                requeue_of,
+            },
+            actor.audit(),
+        );
+        Ok(row)
     }
 
     /// Checks that allocation `id` may be asked for again, and releases it

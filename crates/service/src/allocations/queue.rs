@@ -196,7 +196,9 @@ impl Service {
     /// rebuilt regardless (a placement from it was refused). `extra` is the
     /// request being made, not stored yet: it is stored once the plan says
     /// where it goes (see [`Self::placed_row`]), so an admission writes its
-    /// row once.
+    /// row once. `in_hand`: the index this write's last plan of the pool
+    /// carried, used before the kept one.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn plan_pool_indexed<C: ConnectionTrait>(
         &self,
         conn: &C,
@@ -205,6 +207,7 @@ impl Service {
         now: DateTime<Utc>,
         extra: Option<&allocation::Model>,
         fresh: bool,
+        in_hand: Option<Indexed>,
     ) -> Result<PlannedPool, ServiceError> {
         // The epoch first (read with the pools, before anything below): a
         // change committed while the pool is read leaves the index older
@@ -214,7 +217,10 @@ impl Service {
         let mut kept = if fresh {
             None
         } else {
-            self.fleet_index.take(spec, epoch)
+            match in_hand {
+                Some(ix) => (ix.epoch == epoch && ix.spec == *spec).then_some(ix),
+                None => self.fleet_index.take(spec, epoch),
+            }
         };
         if let Some(ix) = kept.as_mut() {
             // Lease ends matter only to requests that wait.

@@ -270,7 +270,7 @@ impl Service {
                 continue;
             };
             let mut planned = self
-                .plan_pool_indexed(w.db(), &pools, &spec, now, None, false)
+                .plan_pool_indexed(w.db(), &pools, &spec, now, None, false, None)
                 .await?;
             if planned.index.as_ref().is_some_and(|i| i.reused) {
                 for (_, decision) in &planned.plan.placed {
@@ -280,7 +280,7 @@ impl Service {
                     {
                         self.count_stale();
                         planned = self
-                            .plan_pool_indexed(w.db(), &pools, &spec, now, None, true)
+                            .plan_pool_indexed(w.db(), &pools, &spec, now, None, true, None)
                             .await?;
                         break;
                     }
