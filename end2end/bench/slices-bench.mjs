@@ -55,8 +55,11 @@ try {
     admissions.push({ requests: REQUESTS, clients, placed, seconds: +seconds.toFixed(2), per_second: +(REQUESTS / seconds).toFixed(1) });
     for (const id of made) await api('POST', `/allocations/${id}/release`);
   }
-  const index = Object.fromEntries([...(await (await fetch(`${fleet.url}/metrics`)).text())
+  const metrics = await (await fetch(`${fleet.url}/metrics`)).text();
+  const index = Object.fromEntries([...metrics
     .matchAll(/^tessera_fleet_index_plans_total\{outcome="(\w+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]));
+  // Admission turns (one transaction each) and the requests they admitted.
+  const turnOf = (what) => Number((metrics.match(new RegExp(`^tessera_admission_turn_requests_${what} (\\S+)`, 'm')) || [])[1] || 0);
   console.log(JSON.stringify({
     hosts: HOSTS,
     gpus: HOSTS * 8,
@@ -64,6 +67,7 @@ try {
     request_to_active_ms: { n: LATENCY_N, p50: +pct(latencies, 50).toFixed(1), p99: +pct(latencies, 99).toFixed(1), max: +Math.max(...latencies).toFixed(1) },
     admissions,
     fleet_index_plans: index,
+    admission_turns: { turns: turnOf('count'), requests: turnOf('sum') },
   }, null, 2));
 } finally {
   fleet.stop();
