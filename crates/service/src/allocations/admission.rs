@@ -41,6 +41,31 @@ pub(super) struct Checked {
     now: DateTime<Utc>,
 }
 
+/// What one admission turn has read: the pools, and tenants' quota in
+/// force and what their guaranteed slices hold, by (tenant, pool), kept
+/// current by the
+/// turn's own admissions: several requests of a tenant in one turn read it
+/// once (the sum visits every slice the tenant holds in the pool). Only
+/// admissions add to what a tenant holds while the turn holds the lock;
+/// anything else that changes it meanwhile could as well have committed
+/// just after the read.
+#[derive(Debug)]
+pub(super) struct TurnReads {
+    /// The pools in force and their capacity epochs, read first.
+    pub pools: PoolsInForce,
+    held: std::collections::BTreeMap<(i64, String), (Option<tessera_core::quota::Quota>, Usage)>,
+}
+
+impl TurnReads {
+    /// A turn that read `pools`.
+    pub fn new(pools: PoolsInForce) -> Self {
+        Self {
+            pools,
+            held: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
 /// The id a request being admitted has in its plan, before its row is
 /// stored (larger than any stored id: it is the newest request).
 pub(crate) const PENDING_ID: i64 = i64::MAX;
@@ -287,15 +312,15 @@ impl Service {
             None => self.admit_in_line(actor, req, checked).await?,
             Some(id) => {
                 let mut w = self.begin_admission().await?;
-                let pools = self.pools_in_force(w.db()).await?;
+                let mut read = TurnReads::new(self.pools_in_force(w.db()).await?);
                 if let Some(event) = Self::take_over(&w, actor, id, checked.now).await? {
                     w.emit(event);
                 }
                 let row = self
-                    .admit_in(&mut w, &pools, actor, req, &checked, Some(id))
+                    .admit_in(&mut w, &mut read, actor, req, &checked, Some(id))
                     .await?;
                 w.commit(self, &actor.audit()).await?;
-                (row, std::sync::Arc::new(pools.specs))
+                (row, std::sync::Arc::new(read.pools.specs))
             }
         };
         if row.state == AllocationPhase::Placed {
@@ -372,12 +397,13 @@ impl Service {
     pub(super) async fn admit_in(
         &self,
         w: &mut Write,
-        pools: &PoolsInForce,
+        read: &mut TurnReads,
         actor: &TenantActor,
         req: &NewAllocation,
         checked: &Checked,
         requeue_of: Option<i64>,
     ) -> Result<allocation::Model, ServiceError> {
+        let pools = &read.pools;
         let Checked {
             spec,
             demand,
@@ -395,7 +421,16 @@ impl Service {
                 spec.name
             )));
         }
-        let (quota, usage) = Self::quota_and_usage(txn, actor.tenant_id, &spec.name, now).await?;
+        let key = (actor.tenant_id, spec.name.clone());
+        let held = match read.held.get(&key) {
+            Some(held) => *held,
+            None => {
+                let held = Self::quota_and_usage(txn, actor.tenant_id, &spec.name, now).await?;
+                read.held.insert(key.clone(), held);
+                held
+            }
+        };
+        let (quota, usage) = held;
         let quota = quota.ok_or_else(|| {
             ServiceError::QuotaExceeded(format!(
                 "your tenant has no quota in pool '{}'; ask a platform admin for one",
@@ -548,6 +583,10 @@ impl Service {
             },
             actor.audit(),
         );
+        if req.qos == QosClass::Guaranteed {
+            // What the next admission of the tenant in this turn holds.
+            read.held.insert(key, (held.0, held.1.plus(demand)));
+        }
         Ok(row)
     }
 

@@ -16,7 +16,7 @@
 //! - Each request's audit row and notices name its own caller.
 
 use super::access::TenantActor;
-use super::admission::Checked;
+use super::admission::{Checked, TurnReads};
 use crate::entity::allocation;
 use crate::pools::PoolSpec;
 use crate::write::Write;
@@ -207,13 +207,13 @@ impl Service {
         w: &mut Write,
         turn: &[Waiting],
     ) -> Result<(Vec<PoolSpec>, Vec<Result<allocation::Model, ServiceError>>), ServiceError> {
-        let pools = self.pools_in_force(w.db()).await?;
+        let mut read = TurnReads::new(self.pools_in_force(w.db()).await?);
         let mut answers = Vec::with_capacity(turn.len());
         for waiting in turn {
             match self
                 .admit_in(
                     w,
-                    &pools,
+                    &mut read,
                     &waiting.actor,
                     &waiting.req,
                     &waiting.checked,
@@ -225,7 +225,7 @@ impl Service {
                 other => answers.push(other),
             }
         }
-        Ok((pools.specs, answers))
+        Ok((read.pools.specs, answers))
     }
 }
 
