@@ -451,6 +451,11 @@ async fn admissions_that_wait_together_share_one_turn() {
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(rows[0].actor, name, "each request names its own caller");
     }
+    assert_eq!(
+        f.service.fleet_index_agrees("h100-mig").await.unwrap(),
+        Some(true),
+        "the index each admission of the turn carried to the next holds all four"
+    );
     check_invariants(&f).await;
 }
 

@@ -536,10 +536,9 @@ impl Service {
             )
         });
         // Kept for the write's next admission and, once it commits, for the
-        // next write: before any refusal below, which leaves it as it was.
-        if let Some(carried) = planned.carry(stored.into_iter().collect()) {
-            w.carry_index(carried);
-        }
+        // next write. Not after a refusal below: its workload counts the
+        // refused request (the write's next plan of the pool reads it).
+        let carried = planned.carry(stored.into_iter().collect());
         let txn = w.db();
         let row = match placed.map(|(placed, _)| placed) {
             Some(placed) => placed,
@@ -572,6 +571,9 @@ impl Service {
                 insert_new(txn, a).await?
             }
         };
+        if let Some(carried) = carried {
+            w.carry_index(carried);
+        }
         w.emit_as(
             DomainEvent::AllocationRequested {
                 alloc: AllocationRef::of(&row),

@@ -160,7 +160,10 @@ impl Service {
             };
             let turn = self.admission_line.take(MOST_IN_ONE_TURN);
             let mine = turn.iter().any(|w| w.ticket == ticket);
-            if !turn.is_empty() {
+            if turn.is_empty() {
+                // Taken by the turn before: the lock goes to the next.
+                drop(w);
+            } else {
                 let service = self.clone();
                 tokio::spawn(async move { service.admit_together(w, turn).await });
             }
