@@ -179,7 +179,7 @@ impl HostAgent {
         write_private(&self.credential_path, &resp.credential)
             .await
             .map_err(file_err)?;
-        tracing::info!(host = %self.hostname, host_id = resp.host_id, "enrolled");
+        tracing::info!(host = %self.hostname, host_id = resp.host_id.get(), "enrolled");
         Ok(resp.credential)
     }
 

@@ -8,6 +8,9 @@
 use crate::error::AppError;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::{
+    AllocationId, ApiTokenId, HostId, JoinTokenId, NotificationId, QuotaGrantId, QuotaRequestId,
+};
 use tessera_protocol::quotas::{
     ApprovalQueueView, CreatedWebhook, NotificationsPage, QuotaRequestView, TenantQuotaPage,
     TenantQuotasView, WebhookView,
@@ -47,6 +50,17 @@ mod ssr {
             .await
             .unwrap_or_else(|_| axum::Extension(Viewer::default()));
         Ok((service, viewer))
+    }
+
+    /// The service and the viewer's access to tenant `slug` (signed in, a
+    /// member or a platform admin), for the server functions of a tenant's
+    /// pages.
+    pub async fn in_tenant(
+        slug: &str,
+    ) -> Result<(Service, tessera_service::allocations::TenantActor), AppError> {
+        let (service, viewer) = ctx().await?;
+        let actor = service.tenant_actor(viewer.require()?, slug).await?;
+        Ok((service, actor))
     }
 
     /// `value`, stamped with the time it was read.
@@ -145,7 +159,7 @@ pub async fn get_fleet_insights(days: u32, heat: FleetQuery) -> Result<FleetInsi
 /// (`target` = `host`) or one of its GPUs (`target` = its index).
 #[server(prefix = "/api/ui", endpoint = "operate_fleet")]
 pub async fn operate_fleet(
-    host_id: i64,
+    host_id: HostId,
     target: String,
     action: String,
     #[server(default)] deadline_minutes: Option<u32>,
@@ -198,7 +212,7 @@ pub async fn create_join_token(
 
 /// Revokes a join token.
 #[server(prefix = "/api/ui", endpoint = "revoke_join_token")]
-pub async fn revoke_join_token(id: i64) -> Result<(), AppError> {
+pub async fn revoke_join_token(id: JoinTokenId) -> Result<(), AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     Ok(service.revoke_join_token(&admin, id).await?)
@@ -207,8 +221,7 @@ pub async fn revoke_join_token(id: i64) -> Result<(), AppError> {
 /// The request form's pools, quotas and use.
 #[server(prefix = "/api/ui", endpoint = "get_request_options")]
 pub async fn get_request_options(slug: String) -> Result<RequestOptions, AppError> {
-    let (service, viewer) = ssr::ctx().await?;
-    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    let (service, actor) = ssr::in_tenant(&slug).await?;
     Ok(service.request_options(&actor).await?)
 }
 
@@ -227,8 +240,7 @@ pub async fn request_slice(
     #[server(default)]
     qos: String,
 ) -> Result<AllocationView, AppError> {
-    let (service, viewer) = ssr::ctx().await?;
-    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    let (service, actor) = ssr::in_tenant(&slug).await?;
     let shape = serde_json::from_str(&shape).map_err(|e| AppError {
         status: 400,
         code: "invalid_request".to_owned(),
@@ -256,9 +268,8 @@ pub async fn request_slice(
 
 /// One allocation of the tenant.
 #[server(prefix = "/api/ui", endpoint = "get_allocation")]
-pub async fn get_allocation(slug: String, id: i64) -> Result<AllocationView, AppError> {
-    let (service, viewer) = ssr::ctx().await?;
-    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+pub async fn get_allocation(slug: String, id: AllocationId) -> Result<AllocationView, AppError> {
+    let (service, actor) = ssr::in_tenant(&slug).await?;
     Ok(service.get_allocation(&actor, id).await?)
 }
 
@@ -266,42 +277,45 @@ pub async fn get_allocation(slug: String, id: i64) -> Result<AllocationView, App
 #[server(prefix = "/api/ui", endpoint = "get_allocation_activity")]
 pub async fn get_allocation_activity(
     slug: String,
-    id: i64,
+    id: AllocationId,
 ) -> Result<AllocationActivity, AppError> {
-    let (service, viewer) = ssr::ctx().await?;
-    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+    let (service, actor) = ssr::in_tenant(&slug).await?;
     Ok(service.allocation_activity(&actor, id).await?)
 }
 
 /// Releases an allocation.
 #[server(prefix = "/api/ui", endpoint = "release_slice")]
-pub async fn release_slice(slug: String, id: i64) -> Result<AllocationView, AppError> {
-    let (service, viewer) = ssr::ctx().await?;
-    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+pub async fn release_slice(slug: String, id: AllocationId) -> Result<AllocationView, AppError> {
+    let (service, actor) = ssr::in_tenant(&slug).await?;
     Ok(service.release_allocation(&actor, id).await?)
 }
 
 /// Asks again for a slice that lost its GPU or host, or has ended.
 #[server(prefix = "/api/ui", endpoint = "requeue_slice")]
-pub async fn requeue_slice(slug: String, id: i64) -> Result<AllocationView, AppError> {
-    let (service, viewer) = ssr::ctx().await?;
-    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+pub async fn requeue_slice(slug: String, id: AllocationId) -> Result<AllocationView, AppError> {
+    let (service, actor) = ssr::in_tenant(&slug).await?;
     Ok(service.requeue_allocation(&actor, id).await?)
 }
 
 /// Extends an active lease by `hours`.
 #[server(prefix = "/api/ui", endpoint = "extend_slice")]
-pub async fn extend_slice(slug: String, id: i64, hours: u32) -> Result<AllocationView, AppError> {
-    let (service, viewer) = ssr::ctx().await?;
-    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+pub async fn extend_slice(
+    slug: String,
+    id: AllocationId,
+    hours: u32,
+) -> Result<AllocationView, AppError> {
+    let (service, actor) = ssr::in_tenant(&slug).await?;
     Ok(service.extend_allocation(&actor, id, hours).await?)
 }
 
 /// Keeps a slice warned as idle, with a reason.
 #[server(prefix = "/api/ui", endpoint = "keep_slice")]
-pub async fn keep_slice(slug: String, id: i64, reason: String) -> Result<AllocationView, AppError> {
-    let (service, viewer) = ssr::ctx().await?;
-    let actor = service.tenant_actor(viewer.require()?, &slug).await?;
+pub async fn keep_slice(
+    slug: String,
+    id: AllocationId,
+    reason: String,
+) -> Result<AllocationView, AppError> {
+    let (service, actor) = ssr::in_tenant(&slug).await?;
     Ok(service.keep_allocation(&actor, id, &reason).await?)
 }
 
@@ -331,7 +345,7 @@ pub async fn create_api_token(
 
 /// Revokes an API token (tenant admins).
 #[server(prefix = "/api/ui", endpoint = "revoke_api_token")]
-pub async fn revoke_api_token(slug: String, id: i64) -> Result<ApiTokenView, AppError> {
+pub async fn revoke_api_token(slug: String, id: ApiTokenId) -> Result<ApiTokenView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let who = viewer.require()?;
     let actor = service.tenant_actor(who, &slug).await?;
@@ -392,14 +406,14 @@ pub async fn create_quota_request(
 
 /// A tenant admin submits a member's proposal.
 #[server(prefix = "/api/ui", endpoint = "submit_quota_request")]
-pub async fn submit_quota_request(id: i64) -> Result<QuotaRequestView, AppError> {
+pub async fn submit_quota_request(id: QuotaRequestId) -> Result<QuotaRequestView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     Ok(service.submit_quota_request(viewer.require()?, id).await?)
 }
 
 /// The tenant takes a quota request back.
 #[server(prefix = "/api/ui", endpoint = "withdraw_quota_request")]
-pub async fn withdraw_quota_request(id: i64) -> Result<QuotaRequestView, AppError> {
+pub async fn withdraw_quota_request(id: QuotaRequestId) -> Result<QuotaRequestView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     Ok(service
         .withdraw_quota_request(viewer.require()?, id)
@@ -420,7 +434,7 @@ pub async fn get_approval_queue() -> Result<Stamped<ApprovalQueueView>, AppError
 /// Approves a quota request, granting the amount given (platform admins).
 #[server(prefix = "/api/ui", endpoint = "approve_quota_request")]
 pub async fn approve_quota_request(
-    id: i64,
+    id: QuotaRequestId,
     gpus: f64,
     memory_gib: f64,
     max_slices: u32,
@@ -436,7 +450,10 @@ pub async fn approve_quota_request(
 
 /// Rejects a quota request with a reason (platform admins).
 #[server(prefix = "/api/ui", endpoint = "reject_quota_request")]
-pub async fn reject_quota_request(id: i64, reason: String) -> Result<QuotaRequestView, AppError> {
+pub async fn reject_quota_request(
+    id: QuotaRequestId,
+    reason: String,
+) -> Result<QuotaRequestView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     let decision = tessera_protocol::quotas::QuotaDecision::Reject { reason };
@@ -497,7 +514,7 @@ pub async fn grant_tenant_quota(
 
 /// Ends a temporary grant now (platform admins).
 #[server(prefix = "/api/ui", endpoint = "end_quota_grant")]
-pub async fn end_quota_grant(id: i64) -> Result<(), AppError> {
+pub async fn end_quota_grant(id: QuotaGrantId) -> Result<(), AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     Ok(service.end_quota_grant(&admin, id).await?)
@@ -525,7 +542,7 @@ pub async fn get_unread_notifications() -> Result<u64, AppError> {
 
 /// Marks one notification read.
 #[server(prefix = "/api/ui", endpoint = "mark_notification_read")]
-pub async fn mark_notification_read(id: i64) -> Result<u64, AppError> {
+pub async fn mark_notification_read(id: NotificationId) -> Result<u64, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     Ok(service
         .mark_notifications_read(viewer.require()?, Some(id))

@@ -94,13 +94,13 @@ pub fn QuotaRequestRow(
             <div class="qr-actions">
                 {r.can_submit.then(|| view! {
                     <ActionForm action=submit>
-                        <input type="hidden" name="id" value=id/>
+                        <input type="hidden" name="id" value=id.get()/>
                         <button class="button primary" type="submit" data-test="submit-quota-request">"Submit to platform admins"</button>
                     </ActionForm>
                 })}
                 {r.can_withdraw.then(|| view! {
                     <ActionForm action=withdraw>
-                        <input type="hidden" name="id" value=id/>
+                        <input type="hidden" name="id" value=id.get()/>
                         <button class="button ghost danger" type="submit" data-test="withdraw-quota-request">"Withdraw"</button>
                     </ActionForm>
                 })}

@@ -12,6 +12,7 @@ use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_navigate, use_params_map};
+use tessera_core::ids::AllocationId;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::schedule::QosClass;
 use tessera_protocol::views::AllocationView;
@@ -28,8 +29,8 @@ pub fn AllocationPage() -> impl IntoView {
         params
             .read()
             .get("id")
-            .and_then(|s| s.parse::<i64>().ok())
-            .unwrap_or(-1)
+            .and_then(|s| s.parse::<AllocationId>().ok())
+            .unwrap_or(AllocationId::new(-1))
     };
     let (tick, set_tick) = signal(0u64);
     let (settled, set_settled) = signal(false);
@@ -161,7 +162,7 @@ fn Allocation(
                     <p>"It no longer counts against your quota. Request it again to run elsewhere; this one is released in the same step."</p>
                     <ActionForm action=requeue attr:data-test="requeue-form">
                         <input type="hidden" name="slug" value=slug/>
-                        <input type="hidden" name="id" value=id/>
+                        <input type="hidden" name="id" value=id.get()/>
                         <button class="button" type="submit" data-test="requeue">"Request again elsewhere"</button>
                     </ActionForm>
                 </section>
@@ -190,7 +191,7 @@ fn Allocation(
                         view! {
                             <ActionForm action=keep attr:class="form-row" attr:data-test="keep-form">
                                 <input type="hidden" name="slug" value=slug/>
-                                <input type="hidden" name="id" value=id/>
+                                <input type="hidden" name="id" value=id.get()/>
                                 <label class="field grow">
                                     <span>{format!("Why keep it? ({left} of {} keeps left)", n.max_keeps)}</span>
                                     <input type="text" name="reason" required maxlength="500" placeholder="Training resumes after the data refresh" data-test="keep-reason"/>
@@ -288,7 +289,7 @@ fn Allocation(
                     {(a.state == P::Active).then(|| view! {
                         <ActionForm action=extend attr:class="form-row" attr:data-test="extend-form">
                             <input type="hidden" name="slug" value=slug2.clone()/>
-                            <input type="hidden" name="id" value=id/>
+                            <input type="hidden" name="id" value=id.get()/>
                             <label class="field">
                                 <span>"Extend by (hours)"</span>
                                 <input type="number" name="hours" min="1" max=a.max_lease_hours value="1" data-test="extend-hours"/>
@@ -298,7 +299,7 @@ fn Allocation(
                     })}
                     <ActionForm action=release attr:data-test="release-form">
                         <input type="hidden" name="slug" value=slug3.clone()/>
-                        <input type="hidden" name="id" value=id/>
+                        <input type="hidden" name="id" value=id.get()/>
                         <button class="button danger" type="submit" data-test="release">{release_label}</button>
                     </ActionForm>
                 </section>
@@ -308,7 +309,7 @@ fn Allocation(
             <section class="card actions-card">
                 <ActionForm action=requeue attr:data-test="requeue-form">
                     <input type="hidden" name="slug" value=slug.clone()/>
-                    <input type="hidden" name="id" value=id/>
+                    <input type="hidden" name="id" value=id.get()/>
                     <button class="button" type="submit" data-test="requeue">"Request again"</button>
                 </ActionForm>
             </section>
@@ -325,7 +326,7 @@ const ACTIVITY_REFRESH: std::time::Duration = std::time::Duration::from_secs(10)
 
 /// The slice's utilisation and memory since it started.
 #[component]
-fn ActivitySection(slug: String, id: i64) -> impl IntoView {
+fn ActivitySection(slug: String, id: AllocationId) -> impl IntoView {
     let (tick, set_tick) = signal(0u64);
     let activity = Resource::new(
         move || tick.get(),

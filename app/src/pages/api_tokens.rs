@@ -81,7 +81,7 @@ pub fn ApiTokensPage() -> impl IntoView {
                                                     {active.then(|| view! {
                                                         <ActionForm action=revoke>
                                                             <input type="hidden" name="slug" prop:value=slug/>
-                                                            <input type="hidden" name="id" value=t.id/>
+                                                            <input type="hidden" name="id" value=t.id.get()/>
                                                             <button class="button ghost danger" type="submit" data-test="revoke-api-token">"Revoke"</button>
                                                         </ActionForm>
                                                     })}

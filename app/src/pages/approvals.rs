@@ -183,7 +183,7 @@ fn Item(
                     (Some(why), _) => view! { <p class="callout warn" data-test="four-eyes">{why}</p> }.into_any(),
                     (None, true) => view! {
                         <ActionForm action=approve attr:class="decide approve-form" attr:data-test="approve-form">
-                            <input type="hidden" name="id" value=id/>
+                            <input type="hidden" name="id" value=id.get()/>
                             <div class="form-row">
                                 <label class="field"><span>"GPUs"</span><input type="number" name="gpus" min="0" step="any" required value=format::number(asked.gpus) data-test="approve-gpus"/></label>
                                 <label class="field"><span>"Memory (GiB)"</span><input type="number" name="memory_gib" min="0" step="any" required value=format::number(asked.memory_gib) data-test="approve-memory"/></label>
@@ -193,7 +193,7 @@ fn Item(
                             <p class="muted small">"Change the amounts to grant less or more than was asked."</p>
                         </ActionForm>
                         <ActionForm action=reject attr:class="decide reject-form" attr:data-test="reject-form">
-                            <input type="hidden" name="id" value=id/>
+                            <input type="hidden" name="id" value=id.get()/>
                             <div class="form-row">
                                 <label class="field grow"><span>"Reason for rejecting"</span><textarea name="reason" rows="2" required maxlength="2000" placeholder="The tenant sees this" data-test="reject-reason"></textarea></label>
                                 <button class="button danger" type="submit" data-test="reject">"Reject"</button>

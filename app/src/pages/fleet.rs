@@ -297,7 +297,7 @@ fn Host(
             <details class="ops-panel" data-test="ops-panel">
                 <summary>"Operate…"</summary>
                 <ActionForm action=operate attr:class="ops-form" attr:data-test="ops-form">
-                    <input type="hidden" name="host_id" value=h.id/>
+                    <input type="hidden" name="host_id" value=h.id.get()/>
                     <label class="field">
                         <span>"On"</span>
                         <select name="target" data-test="ops-target">

@@ -97,7 +97,7 @@ pub fn JoinTokensPage() -> impl IntoView {
                                                 <td class="actions">
                                                     {active.then(|| view! {
                                                         <ActionForm action=revoke>
-                                                            <input type="hidden" name="id" value=t.id/>
+                                                            <input type="hidden" name="id" value=t.id.get()/>
                                                             <button class="button ghost danger" type="submit" data-test="revoke-token">"Revoke"</button>
                                                         </ActionForm>
                                                     })}

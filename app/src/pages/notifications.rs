@@ -120,7 +120,7 @@ fn Item(
     let mark = (!read).then(|| {
         view! {
             <ActionForm action=mark_one>
-                <input type="hidden" name="id" value=id/>
+                <input type="hidden" name="id" value=id.get()/>
                 <button class="button ghost" type="submit" data-test="mark-read">"Mark read"</button>
             </ActionForm>
         }

@@ -142,7 +142,7 @@ fn Row(slug: String, q: QuotaView, now: DateTime<Utc>, actions: Actions) -> impl
                             <span class="num">{format!("+{}", format::quota(&g.amount))}</span>
                             <span class="muted small">{format!("until {} ({})", format::when(g.ends_at), format::until(g.ends_at, now))}</span>
                             <ActionForm action=actions.end>
-                                <input type="hidden" name="id" value=g.id/>
+                                <input type="hidden" name="id" value=g.id.get()/>
                                 <button class="button ghost danger small-button" type="submit" data-test="end-grant">"End now"</button>
                             </ActionForm>
                         </div>

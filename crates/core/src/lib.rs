@@ -8,6 +8,7 @@ pub mod catalogue;
 pub mod chart;
 pub mod health;
 pub mod idle;
+pub mod ids;
 pub mod k8s;
 pub mod lifecycle;
 pub mod metering;

@@ -10,6 +10,7 @@
 //! across a price change is priced in two parts, so a new price never
 //! rewrites the past.
 
+use crate::ids::AllocationId;
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds in an hour.
@@ -19,7 +20,7 @@ pub const HOUR_MS: i64 = 3_600_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Held {
     /// Allocation id.
-    pub allocation: i64,
+    pub allocation: AllocationId,
     /// Its pool.
     pub pool: String,
     /// Thousandths of a GPU.
@@ -53,7 +54,7 @@ pub struct Price {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metered {
     /// Allocation id.
-    pub allocation: i64,
+    pub allocation: AllocationId,
     /// Pool.
     pub pool: String,
     /// Start of the charged span (ms).
@@ -96,7 +97,7 @@ impl Metered {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Measured {
     /// Allocation id.
-    pub allocation: i64,
+    pub allocation: AllocationId,
     /// Start of the rollup period, ms.
     pub start: i64,
     /// Used GPU time, GPU-milli-milliseconds.
@@ -111,7 +112,7 @@ pub struct Measured {
 /// periods of slices without lines are ignored.
 pub fn attribute_used(lines: &mut [Metered], measured: &[Measured]) {
     // Per slice, its lines' indices in start order.
-    let mut by_slice: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
+    let mut by_slice: std::collections::BTreeMap<AllocationId, Vec<usize>> = Default::default();
     for (i, l) in lines.iter().enumerate() {
         by_slice.entry(l.allocation).or_default().push(i);
     }
@@ -326,7 +327,7 @@ mod tests {
 
     fn held(id: i64, milli: u64, mib: u64, start: i64, end: Option<i64>) -> Held {
         Held {
-            allocation: id,
+            allocation: AllocationId::new(id),
             pool: "a100".into(),
             compute_milli: milli,
             memory_mib: mib,
@@ -358,7 +359,7 @@ mod tests {
         let mut lines = meter(&[h], &[], NOV_30, DEC_1 + H, DEC_1 + H, &[DEC_1]);
         assert_eq!(lines.len(), 2);
         let minute = |start: i64, busy_pct: u64| Measured {
-            allocation: 7,
+            allocation: AllocationId::new(7),
             start,
             used_milli_ms: 60_000 * busy_pct / 100 * 1000,
             covered_ms: 60_000,
@@ -373,7 +374,7 @@ mod tests {
                 minute(DEC_1 + 60_000, 75),
                 // Another slice's minute: not this slice's.
                 Measured {
-                    allocation: 8,
+                    allocation: AllocationId::new(8),
                     ..minute(DEC_1, 100)
                 },
             ],

@@ -1,6 +1,7 @@
 //! The agent API: enrolment and inventory reports.
 
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::HostId;
 
 /// Path prefix of the agent API.
 pub const AGENT_API_PREFIX: &str = "/api/agent/v1";
@@ -23,7 +24,7 @@ pub struct EnrollRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnrollResponse {
     /// Server-side id of the host.
-    pub host_id: i64,
+    pub host_id: HostId,
     /// The host's own secret credential; send it as `Authorization: Bearer`.
     pub credential: String,
 }

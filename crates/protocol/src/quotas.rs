@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::{AllocationId, NotificationId, QuotaGrantId, QuotaRequestId};
 use tessera_core::lifecycle::QuotaRequestState;
 use tessera_core::notify::NotificationKind;
 use tessera_core::quota::{Quota, QuotaAmount};
@@ -15,7 +16,7 @@ use crate::views::QuotaView;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuotaGrantView {
     /// Id (to end it early).
-    pub id: i64,
+    pub id: QuotaGrantId,
     /// The extra amount.
     pub amount: Quota,
     /// When it ends.
@@ -23,7 +24,7 @@ pub struct QuotaGrantView {
     /// Why it was granted.
     pub reason: String,
     /// The quota request it came from, if any.
-    pub quota_request_id: Option<i64>,
+    pub quota_request_id: Option<QuotaRequestId>,
 }
 
 /// A platform admin sets a tenant's permanent quota in a pool.
@@ -119,7 +120,7 @@ pub enum QuotaDecision {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuotaRequestView {
     /// Id.
-    pub id: i64,
+    pub id: QuotaRequestId,
     /// Tenant slug.
     pub tenant: String,
     /// Tenant display name.
@@ -149,7 +150,7 @@ pub struct QuotaRequestView {
     /// The waiting slice, as a label (`1g.10gb MIG`), if one is attached.
     pub slice: Option<String>,
     /// The allocation made from the waiting slice on approval.
-    pub allocation_id: Option<i64>,
+    pub allocation_id: Option<AllocationId>,
     /// Why the waiting slice could still not be requested on approval.
     pub slice_error: Option<String>,
     /// When it was filed.
@@ -230,7 +231,7 @@ pub struct TenantQuotaPage {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NotificationView {
     /// Id.
-    pub id: i64,
+    pub id: NotificationId,
     /// Machine-readable kind, e.g. `quota_request.approved`, `allocation.active`.
     pub kind: NotificationKind,
     /// One line.

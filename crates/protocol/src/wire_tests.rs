@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use chrono::{DateTime, TimeZone, Utc};
+use tessera_core::ids::{AllocationId, JoinTokenId, NotificationId};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::notify::NotificationKind;
 use tessera_core::quota::Demand;
@@ -24,7 +25,7 @@ fn allocation_view_states_are_the_phase_names() {
     let view = AllocationView {
         waiting_for: None,
         estimated_start: None,
-        id: 7,
+        id: AllocationId::new(7),
         tenant: "vision".into(),
         pool: "h100-mig".into(),
         state: AllocationPhase::Releasing,
@@ -112,7 +113,7 @@ fn allocation_view_states_are_the_phase_names() {
 #[test]
 fn notification_and_webhook_views_keep_their_strings() {
     let n = NotificationView {
-        id: 3,
+        id: NotificationId::new(3),
         kind: NotificationKind::QuotaRequestApproved,
         title: "Approved".into(),
         body: String::new(),
@@ -184,7 +185,7 @@ fn fleet_views_keep_their_strings() {
         )
     );
     let token = JoinTokenView {
-        id: 1,
+        id: JoinTokenId::new(1),
         description: "rack 4".into(),
         created_by: None,
         created_at: at(),

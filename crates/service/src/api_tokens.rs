@@ -11,6 +11,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, Set,
 };
+use tessera_core::ids::ApiTokenId;
 
 use tessera_protocol::views::{ApiTokenView, CreatedApiToken, TenantRole};
 
@@ -257,7 +258,7 @@ impl Service {
         &self,
         who: &Principal,
         actor: &TenantActor,
-        id: i64,
+        id: ApiTokenId,
     ) -> Result<ApiTokenView, ServiceError> {
         Self::require_tenant_admin(who, actor)?;
         let now = self.now();

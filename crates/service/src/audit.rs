@@ -3,6 +3,7 @@
 //! and its record commit or fail together.
 
 use crate::Principal;
+use tessera_core::ids::{HostId, UserId};
 
 /// Who did it.
 #[derive(Debug, Clone)]
@@ -10,13 +11,13 @@ pub enum Actor<'a> {
     /// A signed-in user.
     User(&'a Principal),
     /// A user at login time (before a principal exists).
-    Login { user_id: i64, name: String },
+    Login { user_id: UserId, name: String },
     /// A host agent.
-    Host { host_id: i64, hostname: String },
+    Host { host_id: HostId, hostname: String },
     /// Someone acting within a tenant: a member, or a tenant API token.
     Tenant {
         /// The user, when a person acts.
-        user_id: Option<i64>,
+        user_id: Option<UserId>,
         /// Display name (`Name <email>` or `token:<name>`).
         name: String,
     },
@@ -25,7 +26,7 @@ pub enum Actor<'a> {
 }
 
 impl Actor<'_> {
-    pub(crate) fn parts(&self) -> (Option<i64>, String) {
+    pub(crate) fn parts(&self) -> (Option<UserId>, String) {
         match self {
             Actor::User(p) => (Some(p.user_id), p.audit_name()),
             Actor::Login { user_id, name } => (Some(*user_id), name.clone()),

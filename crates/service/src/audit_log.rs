@@ -6,6 +6,7 @@ use crate::{Principal, Service, ServiceError};
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use std::collections::BTreeMap;
+use tessera_core::ids::TenantId;
 use tessera_protocol::views::{AuditEventView, AuditFilter, AuditPage, TenantRole};
 
 /// Events per page.
@@ -44,11 +45,11 @@ fn checked_date(
 impl Service {
     /// The tenants `who` may read events of: all for platform admins (`None`),
     /// otherwise the tenants they administer.
-    fn audit_scope(who: &Principal) -> Result<Option<Vec<i64>>, ServiceError> {
+    fn audit_scope(who: &Principal) -> Result<Option<Vec<TenantId>>, ServiceError> {
         if who.platform_admin {
             return Ok(None);
         }
-        let mine: Vec<i64> = who
+        let mine: Vec<TenantId> = who
             .memberships
             .iter()
             .filter(|(_, m)| m.role == TenantRole::TenantAdmin)
@@ -66,9 +67,9 @@ impl Service {
         &self,
         who: &Principal,
         filter: &AuditFilter,
-    ) -> Result<(Condition, BTreeMap<i64, (String, String)>), ServiceError> {
+    ) -> Result<(Condition, BTreeMap<TenantId, (String, String)>), ServiceError> {
         let scope = Self::audit_scope(who)?;
-        let tenants: BTreeMap<i64, (String, String)> = tenant::Entity::find()
+        let tenants: BTreeMap<TenantId, (String, String)> = tenant::Entity::find()
             .all(&self.db)
             .await?
             .into_iter()
@@ -121,7 +122,7 @@ impl Service {
 
     fn event_view(
         e: audit_event::Model,
-        tenants: &BTreeMap<i64, (String, String)>,
+        tenants: &BTreeMap<TenantId, (String, String)>,
     ) -> AuditEventView {
         AuditEventView {
             id: e.id,

@@ -1,6 +1,7 @@
 //! Who is acting, and proofs of what they may do.
 
 use crate::ServiceError;
+use tessera_core::ids::{TenantId, UserId};
 use tessera_protocol::views::{MembershipView, TenantRole, ViewerView};
 
 /// A signed-in user with the roles of their latest login. Only the service
@@ -8,11 +9,11 @@ use tessera_protocol::views::{MembershipView, TenantRole, ViewerView};
 /// holding one is proof of who is calling: the fields are private.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    pub(crate) user_id: i64,
+    pub(crate) user_id: UserId,
     pub(crate) name: String,
     pub(crate) email: Option<String>,
     pub(crate) platform_admin: bool,
-    pub(crate) memberships: Vec<(i64, MembershipView)>,
+    pub(crate) memberships: Vec<(TenantId, MembershipView)>,
 }
 
 /// Proof that the holder is a platform admin; only [`Principal::platform_admin`] makes one.
@@ -30,7 +31,7 @@ impl PlatformAdmin<'_> {
 
 impl Principal {
     /// User id.
-    pub fn user_id(&self) -> i64 {
+    pub fn user_id(&self) -> UserId {
         self.user_id
     }
 
@@ -50,7 +51,7 @@ impl Principal {
     }
 
     /// Tenant memberships: (tenant id, view).
-    pub fn memberships(&self) -> &[(i64, MembershipView)] {
+    pub fn memberships(&self) -> &[(TenantId, MembershipView)] {
         &self.memberships
     }
 
@@ -67,7 +68,7 @@ impl Principal {
     }
 
     /// The caller's role in a tenant, if any.
-    pub fn role_in(&self, tenant_id: i64) -> Option<TenantRole> {
+    pub fn role_in(&self, tenant_id: TenantId) -> Option<TenantRole> {
         self.memberships
             .iter()
             .find(|(id, _)| *id == tenant_id)
@@ -100,12 +101,12 @@ mod tests {
 
     fn principal(admin: bool) -> Principal {
         Principal {
-            user_id: 1,
+            user_id: UserId::new(1),
             name: "Ada".into(),
             email: Some("ada@example.com".into()),
             platform_admin: admin,
             memberships: vec![(
-                7,
+                TenantId::new(7),
                 MembershipView {
                     slug: "ml".into(),
                     name: "ML".into(),
@@ -128,8 +129,8 @@ mod tests {
     #[test]
     fn role_lookup() {
         let p = principal(false);
-        assert_eq!(p.role_in(7), Some(TenantRole::TenantAdmin));
-        assert_eq!(p.role_in(8), None);
+        assert_eq!(p.role_in(TenantId::new(7)), Some(TenantRole::TenantAdmin));
+        assert_eq!(p.role_in(TenantId::new(8)), None);
         assert_eq!(p.audit_name(), "Ada <ada@example.com>");
     }
 }

@@ -7,6 +7,7 @@ use crate::write::Write;
 use crate::{Principal, Service, ServiceError};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::{TenantId, UserId};
 
 use std::collections::BTreeMap;
 use tessera_protocol::views::{MembershipView, TenantRole};
@@ -209,7 +210,7 @@ impl Service {
 
     /// Records a login: creates or updates the user and replaces their roles with
     /// the ones their groups grant now. Returns the user id.
-    pub async fn login(&self, claims: &LoginClaims) -> Result<i64, ServiceError> {
+    pub async fn login(&self, claims: &LoginClaims) -> Result<UserId, ServiceError> {
         let now = self.now();
         let mut w = self.begin_write().await?;
         let (platform_admin, roles) = map_groups(&self.directory(w.db()).await?, &claims.groups);
@@ -247,20 +248,20 @@ impl Service {
             }
         };
 
-        let tenants: BTreeMap<String, i64> = tenant::Entity::find()
+        let tenants: BTreeMap<String, TenantId> = tenant::Entity::find()
             .all(w.db())
             .await?
             .into_iter()
             .map(|t| (t.slug, t.id))
             .collect();
-        let old: BTreeMap<i64, TenantRole> = membership::Entity::find()
+        let old: BTreeMap<TenantId, TenantRole> = membership::Entity::find()
             .filter(membership::Column::UserId.eq(user_id))
             .all(w.db())
             .await?
             .into_iter()
             .map(|m| (m.tenant_id, m.role))
             .collect();
-        let new: BTreeMap<i64, TenantRole> = roles
+        let new: BTreeMap<TenantId, TenantRole> = roles
             .iter()
             .filter_map(|(slug, role)| tenants.get(slug).map(|id| (*id, *role)))
             .collect();
@@ -313,7 +314,7 @@ impl Service {
     }
 
     /// Loads the principal for a session's user id; `Unauthenticated` if the user is gone.
-    pub async fn principal(&self, user_id: i64) -> Result<Principal, ServiceError> {
+    pub async fn principal(&self, user_id: UserId) -> Result<Principal, ServiceError> {
         let u = user::Entity::find_by_id(user_id)
             .one(&self.db)
             .await?

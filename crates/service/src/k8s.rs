@@ -8,6 +8,7 @@ use crate::pools::pool_of;
 use crate::{PlatformAdmin, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::BTreeMap;
+use tessera_core::ids::HostId;
 use tessera_core::k8s::{
     device_plugin_config, extended_resource, mig_parted, resource_quota, DevicePluginConfig,
     GpuMigState, MigPartedConfig, ResourceQuota,
@@ -31,7 +32,7 @@ impl Service {
     pub async fn host_k8s(
         &self,
         _admin: &PlatformAdmin<'_>,
-        host_id: i64,
+        host_id: HostId,
     ) -> Result<HostK8s, ServiceError> {
         let h = host::Entity::find_by_id(host_id)
             .one(&self.db)

@@ -222,31 +222,39 @@ where
 }
 
 /// The latest time per id, not yet written.
-#[derive(Debug, Default)]
-pub(crate) struct Unwritten {
-    map: Mutex<HashMap<i64, DateTime<Utc>>>,
+#[derive(Debug)]
+pub(crate) struct Unwritten<K> {
+    map: Mutex<HashMap<K, DateTime<Utc>>>,
 }
 
-impl Unwritten {
+impl<K> Default for Unwritten<K> {
+    fn default() -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Copy + Eq + std::hash::Hash> Unwritten<K> {
     /// Notes `id` at `at` (a later note wins).
-    pub(crate) fn note(&self, id: i64, at: DateTime<Utc>) {
+    pub(crate) fn note(&self, id: K, at: DateTime<Utc>) {
         let mut map = lock(&self.map);
         let latest = map.entry(id).or_insert(at);
         *latest = (*latest).max(at);
     }
 
     /// The noted, unwritten time of `id`.
-    pub(crate) fn get(&self, id: i64) -> Option<DateTime<Utc>> {
+    pub(crate) fn get(&self, id: K) -> Option<DateTime<Utc>> {
         lock(&self.map).get(&id).copied()
     }
 
     /// Takes the noted times to write them.
-    pub(crate) fn take(&self) -> HashMap<i64, DateTime<Utc>> {
+    pub(crate) fn take(&self) -> HashMap<K, DateTime<Utc>> {
         std::mem::take(&mut *lock(&self.map))
     }
 
     /// Puts back times that could not be written (newer notes win).
-    pub(crate) fn restore(&self, times: HashMap<i64, DateTime<Utc>>) {
+    pub(crate) fn restore(&self, times: HashMap<K, DateTime<Utc>>) {
         for (id, at) in times {
             self.note(id, at);
         }

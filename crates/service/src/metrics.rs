@@ -134,7 +134,7 @@ impl Default for ServiceMetrics {
             fleet_index: counter(
                 &registry,
                 "tessera_fleet_index_plans_total",
-                "Admissions' and queue passes' plans by the pool index they used: reused (kept in memory), rebuilt (read from the database), stale (a kept one the chosen host's fresh state refused).",
+                "Admissions' and queue passes' plans by the pool index they used: reused (kept in memory), rebuilt (read from the database), stale (a kept one whose chosen host moved on: its generation or last sighting no longer matched).",
                 &["outcome"],
             ),
             admission_turns: {

@@ -30,6 +30,7 @@ use crate::{Service, ServiceError};
 use sea_orm::sqlx::{self, Connection};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend};
 use std::sync::atomic::{AtomicBool, Ordering};
+use tessera_core::ids::{ApiTokenId, HostId, TenantId};
 
 /// The session-level advisory-lock key of the timer's leader.
 pub(crate) const LEADER_LOCK: i64 = 0x0074_6c65_6164_6572; // "tleader"
@@ -42,13 +43,13 @@ const CHANNEL: &str = "tessera";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PeerNotice {
     /// A host's desired state changed (`None`: every host's).
-    Desired(Option<i64>),
+    Desired(Option<HostId>),
     /// An API token was revoked.
-    TokenRevoked(i64),
+    TokenRevoked(ApiTokenId),
     /// A host's credential stopped working (re-enrolled or decommissioned).
-    HostCredential(i64),
+    HostCredential(HostId),
     /// A tenant's allocations changed (`None`: every tenant's).
-    Lists(Option<i64>),
+    Lists(Option<TenantId>),
 }
 
 impl PeerNotice {
@@ -356,11 +357,11 @@ mod tests {
     #[test]
     fn notices_read_back_and_nothing_else_does() {
         for n in [
-            PeerNotice::Desired(Some(42)),
+            PeerNotice::Desired(Some(HostId::new(42))),
             PeerNotice::Desired(None),
-            PeerNotice::TokenRevoked(7),
-            PeerNotice::HostCredential(9),
-            PeerNotice::Lists(Some(3)),
+            PeerNotice::TokenRevoked(ApiTokenId::new(7)),
+            PeerNotice::HostCredential(HostId::new(9)),
+            PeerNotice::Lists(Some(TenantId::new(3))),
             PeerNotice::Lists(None),
         ] {
             assert_eq!(PeerNotice::parse(&n.payload(0xbeef)), Some((0xbeef, n)));

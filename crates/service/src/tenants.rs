@@ -3,6 +3,7 @@
 use crate::entity::{membership, user};
 use crate::{Principal, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use tessera_core::ids::UserId;
 use tessera_protocol::views::{MemberView, TenantRole, TenantView};
 
 impl Service {
@@ -21,7 +22,7 @@ impl Service {
             .filter(membership::Column::TenantId.eq(t.id))
             .all(&self.db)
             .await?;
-        let user_ids: Vec<i64> = ms.iter().map(|m| m.user_id).collect();
+        let user_ids: Vec<UserId> = ms.iter().map(|m| m.user_id).collect();
         let users = user::Entity::find()
             .filter(user::Column::Id.is_in(user_ids))
             .all(&self.db)

@@ -13,11 +13,12 @@ use crate::allocations::TenantActor;
 use crate::memo::{Asked, Believed, Flights, Unwritten, BELIEVED_FOR};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
+use tessera_core::ids::ApiTokenId;
 
 /// A token that verified: who it acts as, and until when it is valid.
 #[derive(Debug, Clone)]
 pub(crate) struct Verified {
-    pub(crate) token_id: i64,
+    pub(crate) token_id: ApiTokenId,
     pub(crate) actor: TenantActor,
     pub(crate) expires_at: DateTime<Utc>,
 }
@@ -31,7 +32,7 @@ pub(crate) struct TokenChecks {
     /// that is not valid, `None` when the read failed.
     pub(crate) flights: Flights<String, u64, Option<Verified>>,
     /// Token id → latest use not yet written.
-    uses: Unwritten,
+    uses: Unwritten<ApiTokenId>,
 }
 
 impl TokenChecks {
@@ -54,27 +55,27 @@ impl TokenChecks {
     }
 
     /// Forgets a token (it was revoked here).
-    pub(crate) fn forget(&self, token_id: i64) {
+    pub(crate) fn forget(&self, token_id: ApiTokenId) {
         self.verified.forget(|v| v.token_id == token_id);
     }
 
     /// Notes a use of a token at `now`.
-    pub(crate) fn used(&self, token_id: i64, now: DateTime<Utc>) {
+    pub(crate) fn used(&self, token_id: ApiTokenId, now: DateTime<Utc>) {
         self.uses.note(token_id, now);
     }
 
     /// The noted, unwritten last use of a token.
-    pub(crate) fn unwritten_use(&self, token_id: i64) -> Option<DateTime<Utc>> {
+    pub(crate) fn unwritten_use(&self, token_id: ApiTokenId) -> Option<DateTime<Utc>> {
         self.uses.get(token_id)
     }
 
     /// Takes the noted uses to write them.
-    pub(crate) fn take_uses(&self) -> HashMap<i64, DateTime<Utc>> {
+    pub(crate) fn take_uses(&self) -> HashMap<ApiTokenId, DateTime<Utc>> {
         self.uses.take()
     }
 
     /// Puts back uses that could not be written (newer notes win).
-    pub(crate) fn restore_uses(&self, uses: HashMap<i64, DateTime<Utc>>) {
+    pub(crate) fn restore_uses(&self, uses: HashMap<ApiTokenId, DateTime<Utc>>) {
         self.uses.restore(uses);
     }
 }

@@ -15,6 +15,7 @@ use sea_orm::{
 use std::collections::BTreeMap;
 use tessera_core::capacity::day_starts;
 use tessera_core::idle::reclaimed_gpu_milli_ms;
+use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::metering::{
     attribute_used, format_micros, meter, month_starts, parse_micros, validate_price, Held,
     Measured, Metered, Price, HOUR_MS,
@@ -44,7 +45,7 @@ struct Metering {
     lines: Vec<Metered>,
     held: Vec<Held>,
     measured: Vec<Measured>,
-    slices: BTreeMap<i64, Slice>,
+    slices: BTreeMap<AllocationId, Slice>,
     prices: Vec<Price>,
 }
 
@@ -263,7 +264,7 @@ impl Service {
             .order_by_asc(allocation::Column::Id)
             .all(&self.db)
             .await?;
-        let tenants: BTreeMap<i64, tenant::Model> = tenant::Entity::find()
+        let tenants: BTreeMap<TenantId, tenant::Model> = tenant::Entity::find()
             .all(&self.db)
             .await?
             .into_iter()
@@ -314,7 +315,7 @@ impl Service {
             ms(now),
             &month_starts(ms(from), ms(to)),
         );
-        let ids: Vec<i64> = held.iter().map(|h| h.allocation).collect();
+        let ids: Vec<AllocationId> = held.iter().map(|h| h.allocation).collect();
         let measured = self.measured(&ids, from, to).await?;
         attribute_used(&mut lines, &measured);
         Ok(Metering {
@@ -334,7 +335,7 @@ impl Service {
     /// they are kept, per-hour ones for older periods.
     async fn measured(
         &self,
-        ids: &[i64],
+        ids: &[AllocationId],
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<Measured>, ServiceError> {
@@ -378,7 +379,7 @@ impl Service {
         let m = self.metering(who, q).await?;
         let group_by = q.group_by.unwrap_or_default();
         // (month, key parts, currency) → sums; BTreeMap keeps the order.
-        type Key = (i64, String, String, i64, Option<String>);
+        type Key = (i64, String, String, Option<AllocationId>, Option<String>);
         let mut sums: BTreeMap<Key, Sums> = BTreeMap::new();
         let mut totals: BTreeMap<Option<String>, Sums> = BTreeMap::new();
         let none = Slice {
@@ -395,24 +396,28 @@ impl Service {
                     month,
                     s.tenant.clone(),
                     l.pool.clone(),
-                    0,
+                    None,
                     l.currency.clone(),
                 ),
                 UsageGrouping::CostCentre => (
                     month,
                     s.cost_centre.clone().unwrap_or_default(),
                     String::new(),
-                    0,
+                    None,
                     l.currency.clone(),
                 ),
-                UsageGrouping::Pool => {
-                    (month, String::new(), l.pool.clone(), 0, l.currency.clone())
-                }
+                UsageGrouping::Pool => (
+                    month,
+                    String::new(),
+                    l.pool.clone(),
+                    None,
+                    l.currency.clone(),
+                ),
                 UsageGrouping::Allocation => (
                     month,
                     s.tenant.clone(),
                     l.pool.clone(),
-                    l.allocation,
+                    Some(l.allocation),
                     l.currency.clone(),
                 ),
             };
@@ -428,7 +433,7 @@ impl Service {
         let rows = sums
             .into_iter()
             .map(|((month, a, pool, alloc, currency), sum)| {
-                let slice = (alloc != 0).then(|| m.slices.get(&alloc)).flatten();
+                let slice = alloc.and_then(|alloc| m.slices.get(&alloc));
                 let tenant = matches!(group_by, UsageGrouping::Tenant | UsageGrouping::Allocation)
                     .then(|| a.clone());
                 let t = tenant.as_deref().and_then(|s| by_slug.get(s));
@@ -441,7 +446,7 @@ impl Service {
                     },
                     tenant,
                     pool: (group_by != UsageGrouping::CostCentre).then_some(pool),
-                    allocation: (alloc != 0).then_some(alloc),
+                    allocation: alloc,
                     shape: slice.map(|s| s.shape.clone()),
                     gpu_hours: sum.gpu_hours(),
                     gib_hours: sum.gib_hours(),

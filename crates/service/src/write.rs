@@ -22,6 +22,7 @@ use sea_orm::{
 };
 use serde_json::json;
 use std::collections::BTreeSet;
+use tessera_core::ids::{HostId, TenantId, UserId};
 
 /// The PostgreSQL advisory-lock key that admissions and the queue take in
 /// turn, on every replica (public for operators and tests: a session that
@@ -63,7 +64,7 @@ pub(crate) struct Write {
 /// Whose desired generation a write bumped.
 #[derive(Debug, Default)]
 struct Bumped {
-    hosts: BTreeSet<i64>,
+    hosts: BTreeSet<HostId>,
     all: bool,
 }
 
@@ -182,7 +183,7 @@ impl Write {
     /// Changes the desired state of host `host_id`: a new generation (its
     /// next report is processed in full), and its agent's long poll wakes
     /// once this write commits. The one place a host's generation moves.
-    pub async fn bump_generation(&self, host_id: i64) -> Result<i64, ServiceError> {
+    pub async fn bump_generation(&self, host_id: HostId) -> Result<i64, ServiceError> {
         use sea_orm::QueryTrait;
         // One statement: the update answers the new generation (`RETURNING`,
         // which PostgreSQL and SQLite both have).
@@ -410,10 +411,10 @@ fn new_generation() -> sea_orm::UpdateMany<host::Entity> {
 async fn send<C: ConnectionTrait>(
     conn: &C,
     notice: NoticeDraft,
-    spare: Option<i64>,
+    spare: Option<UserId>,
     now: DateTime<Utc>,
 ) -> Result<(), ServiceError> {
-    let mut recipients: BTreeSet<i64> = match &notice.to {
+    let mut recipients: BTreeSet<UserId> = match &notice.to {
         Recipients::Users(users) => users.iter().copied().collect(),
         Recipients::TenantAdmins(t) => crate::notifications::tenant_admins(conn, *t)
             .await?
@@ -487,7 +488,7 @@ async fn send<C: ConnectionTrait>(
 /// Tenant `id`'s slug, and whether it has a webhook.
 async fn tenant_and_hook<C: ConnectionTrait>(
     conn: &C,
-    id: i64,
+    id: TenantId,
 ) -> Result<(String, bool), ServiceError> {
     use sea_orm::sea_query::Query;
     use sea_orm::QuerySelect;

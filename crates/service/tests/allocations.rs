@@ -11,6 +11,7 @@ use common::{fixture, fixture_with_pools, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::availability::OpsAction;
+use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuObserved, ObservedInstance};
@@ -27,7 +28,7 @@ use tessera_service::{Clock, ServiceError};
 /// each GPU are distinct and form a layout the GPU can have.
 async fn check_invariants(f: &Fixture) {
     let all = rows(f).await;
-    let mut held: BTreeMap<(i64, String), (i64, i64, i64)> = BTreeMap::new();
+    let mut held: BTreeMap<(TenantId, String), (i64, i64, i64)> = BTreeMap::new();
     // Guaranteed slices count against their tenant's quota; guaranteed and
     // burstable ones together never hold more than the pool's quota.
     let mut cohort: BTreeMap<String, i64> = BTreeMap::new();
@@ -1528,7 +1529,11 @@ async fn a_fifo_pool_serves_its_queue_strictly_in_order() {
 }
 
 /// When an active allocation's lease ends.
-async fn first_lease_end(f: &Fixture, a: &TenantActor, id: i64) -> chrono::DateTime<chrono::Utc> {
+async fn first_lease_end(
+    f: &Fixture,
+    a: &TenantActor,
+    id: AllocationId,
+) -> chrono::DateTime<chrono::Utc> {
     let v = get(f, a, id).await;
     assert_eq!(v.state, AllocationPhase::Active, "{v:?}");
     v.lease_ends_at.unwrap()
@@ -1954,7 +1959,7 @@ async fn token_checks_are_cached_briefly_and_uses_are_written_in_batches() {
 }
 
 /// Audit actions recorded for allocation `id`, oldest first.
-async fn audited(f: &Fixture, id: i64) -> Vec<String> {
+async fn audited(f: &Fixture, id: AllocationId) -> Vec<String> {
     use sea_orm::QueryOrder;
     use tessera_service::entity::audit_event;
     audit_event::Entity::find()
@@ -2656,12 +2661,12 @@ async fn kept_lists_follow_every_write() {
     let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-11a0"), h100(1, "GPU-11a1")]).await;
     let bob = actor(&f, "bob", &["vision"], "vision").await;
     let nora = actor(&f, "nora", &["nlp"], "nlp").await;
-    let behind_the_back = |id: i64, purpose: &'static str| {
+    let behind_the_back = |id: AllocationId, purpose: &'static str| {
         f.behind_the_back(format!(
             "UPDATE allocations SET purpose = '{purpose}' WHERE id = {id}"
         ))
     };
-    let purposes = |views: Vec<AllocationView>| -> Vec<(i64, String)> {
+    let purposes = |views: Vec<AllocationView>| -> Vec<(AllocationId, String)> {
         views.into_iter().map(|v| (v.id, v.purpose)).collect()
     };
     let a = f

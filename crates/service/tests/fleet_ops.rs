@@ -12,6 +12,7 @@ use common::{fixture, fixture_with_grace, fixture_with_pools, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tessera_core::availability::{OpsAction, OpsMode};
 use tessera_core::health::{HealthSignals, HealthVerdict, XidEvent};
+use tessera_core::ids::HostId;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::notify::NotificationKind;
 use tessera_protocol::views::{AllocationView, OpsRequest, OpsView};
@@ -28,7 +29,7 @@ fn req(action: OpsAction, reason: &str) -> OpsRequest {
 
 async fn operate(
     f: &Fixture,
-    host_id: i64,
+    host_id: HostId,
     gpu: Option<u32>,
     r: OpsRequest,
 ) -> Result<Option<OpsView>, ServiceError> {
@@ -509,7 +510,13 @@ async fn bad_operations_say_what_to_fix_and_change_nothing() {
             404,
             "GPU 7",
         ),
-        (9_999, None, req(OpsAction::Cordon, "x"), 404, "host 9999"),
+        (
+            HostId::new(9_999),
+            None,
+            req(OpsAction::Cordon, "x"),
+            404,
+            "host 9999",
+        ),
     ];
     for (host, gpu, r, status, says) in cases {
         let err = operate(&f, host, gpu, r.clone()).await.unwrap_err();

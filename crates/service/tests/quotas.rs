@@ -655,10 +655,10 @@ async fn the_queue_is_oldest_first_and_shows_history() {
         .await
         .unwrap();
     let queue = f.service.approval_queue(&proof).await.unwrap();
-    let ids: Vec<i64> = queue.items.iter().map(|i| i.request.id).collect();
+    let ids: Vec<_> = queue.items.iter().map(|i| i.request.id).collect();
     assert_eq!(ids, [older.id, newer.id]);
     assert!(queue.four_eyes);
-    let history: Vec<i64> = queue.items[0].history.iter().map(|h| h.id).collect();
+    let history: Vec<_> = queue.items[0].history.iter().map(|h| h.id).collect();
     assert_eq!(history, [newer.id, first.id]);
     assert_eq!(queue.recent.len(), 1);
     assert_eq!(queue.recent[0].id, first.id);

@@ -10,6 +10,7 @@ use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use tessera_core::ids::AllocationId;
 use tessera_service::allocations::TenantActor;
 use tessera_service::fleet::AuthenticatedHost;
 use tessera_service::{Principal, ServiceError, Viewer};
@@ -112,7 +113,11 @@ impl ApiCaller {
     }
 
     /// The tenant actor that may act on allocation `id`.
-    pub async fn for_allocation(&self, state: &AppState, id: i64) -> Result<TenantActor, ApiError> {
+    pub async fn for_allocation(
+        &self,
+        state: &AppState,
+        id: AllocationId,
+    ) -> Result<TenantActor, ApiError> {
         match self {
             Self::Token(actor) => Ok(actor.clone()),
             Self::Person(p) => Ok(state.service.actor_for_allocation(p, id).await?),

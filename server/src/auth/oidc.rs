@@ -392,7 +392,11 @@ async fn finish_login(
         .insert(keys::LOGIN_AT, chrono::Utc::now().timestamp())
         .await?;
     session.insert(keys::ID_TOKEN, id_token.to_string()).await?;
-    tracing::info!(user_id, groups = claims.groups.len(), "signed in");
+    tracing::info!(
+        user_id = user_id.get(),
+        groups = claims.groups.len(),
+        "signed in"
+    );
     Ok(pending.next)
 }
 

@@ -5,6 +5,7 @@ use crate::state::AppState;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
+use tessera_core::ids::UserId;
 use tessera_protocol::query::encode_component;
 use tessera_service::{ServiceError, Viewer};
 use tower_sessions::Session;
@@ -78,7 +79,7 @@ impl From<LoadError> for ServiceError {
 }
 
 async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> {
-    let Some(user_id) = session.get::<i64>(keys::USER_ID).await? else {
+    let Some(user_id) = session.get::<UserId>(keys::USER_ID).await? else {
         return Ok(Viewer(None));
     };
     let login_at = session.get::<i64>(keys::LOGIN_AT).await?.unwrap_or(0);

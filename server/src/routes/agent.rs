@@ -23,7 +23,7 @@ pub async fn enroll_host(
     JsonBody(req): JsonBody<EnrollRequest>,
 ) -> Result<Json<EnrollResponse>, ApiError> {
     let resp = state.service.enroll(&req).await?;
-    tracing::info!(host_id = resp.host_id, hostname = %req.hostname, "host enrolled");
+    tracing::info!(host_id = resp.host_id.get(), hostname = %req.hostname, "host enrolled");
     Ok(Json(resp))
 }
 

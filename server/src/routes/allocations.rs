@@ -11,6 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
+use tessera_core::ids::AllocationId;
 use tessera_protocol::views::{
     AllocationActivity, AllocationView, ExtendLease, KeepRequest, NewAllocation,
 };
@@ -81,7 +82,7 @@ pub async fn request_allocation(
 pub async fn get_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<i64>,
+    Path(id): Path<AllocationId>,
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     Ok(Json(state.service.get_allocation(&actor, id).await?))
@@ -99,7 +100,7 @@ pub async fn get_allocation(
 pub async fn get_allocation_activity(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<i64>,
+    Path(id): Path<AllocationId>,
 ) -> Result<Json<AllocationActivity>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     Ok(Json(state.service.allocation_activity(&actor, id).await?))
@@ -116,7 +117,7 @@ pub async fn get_allocation_activity(
 pub async fn release_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<i64>,
+    Path(id): Path<AllocationId>,
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     Ok(Json(state.service.release_allocation(&actor, id).await?))
@@ -134,7 +135,7 @@ pub async fn release_allocation(
 pub async fn extend_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<i64>,
+    Path(id): Path<AllocationId>,
     JsonBody(body): JsonBody<ExtendLease>,
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
@@ -156,7 +157,7 @@ pub async fn extend_allocation(
 pub async fn keep_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<i64>,
+    Path(id): Path<AllocationId>,
     JsonBody(body): JsonBody<KeepRequest>,
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
@@ -177,7 +178,7 @@ pub async fn keep_allocation(
 pub async fn requeue_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<i64>,
+    Path(id): Path<AllocationId>,
 ) -> Result<(StatusCode, Json<AllocationView>), ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     let view = state.service.requeue_allocation(&actor, id).await?;

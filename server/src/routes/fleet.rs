@@ -11,6 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use tessera_core::ids::HostId;
 use tessera_protocol::views::{
     FleetFilter, FleetInsights, FleetView, InsightsQuery, OpsRequest, OpsView,
 };
@@ -98,7 +99,7 @@ pub async fn get_fleet_insights(
 pub async fn operate_host(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<i64>,
+    Path(id): Path<HostId>,
     JsonBody(req): JsonBody<OpsRequest>,
 ) -> Result<Json<Option<OpsView>>, ApiError> {
     let admin = p.require_platform_admin()?;
@@ -118,7 +119,7 @@ pub async fn operate_host(
 pub async fn operate_gpu(
     State(state): State<AppState>,
     Person(p): Person,
-    Path((id, index)): Path<(i64, u32)>,
+    Path((id, index)): Path<(HostId, u32)>,
     JsonBody(req): JsonBody<OpsRequest>,
 ) -> Result<Json<Option<OpsView>>, ApiError> {
     let admin = p.require_platform_admin()?;
@@ -139,7 +140,7 @@ pub async fn operate_gpu(
 pub async fn host_mig_parted(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<i64>,
+    Path(id): Path<HostId>,
 ) -> Result<Response, ApiError> {
     host_yaml(&state, &p, id, "mig-parted", |k| &k.mig_parted).await
 }
@@ -156,7 +157,7 @@ pub async fn host_mig_parted(
 pub async fn host_device_plugin(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<i64>,
+    Path(id): Path<HostId>,
 ) -> Result<Response, ApiError> {
     host_yaml(&state, &p, id, "device-plugin", |k| &k.device_plugin).await
 }
@@ -165,7 +166,7 @@ pub async fn host_device_plugin(
 async fn host_yaml<T: serde::Serialize>(
     state: &AppState,
     p: &tessera_service::Principal,
-    id: i64,
+    id: HostId,
     name: &str,
     doc: impl Fn(&tessera_service::k8s::HostK8s) -> &T,
 ) -> Result<Response, ApiError> {

@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tessera_core::ids::TenantId;
 
 use axum::body::Bytes;
 use axum::http::header::{self, HeaderMap, HeaderValue};
@@ -73,7 +74,7 @@ struct Bodies {
 /// The encoded lists, by tenant id.
 #[derive(Debug, Default)]
 pub struct ListBodies {
-    kept: Mutex<HashMap<i64, Bodies>>,
+    kept: Mutex<HashMap<TenantId, Bodies>>,
 }
 
 fn encode(json: &[u8], coding: Coding) -> std::io::Result<Bytes> {
@@ -100,7 +101,7 @@ fn encode(json: &[u8], coding: Coding) -> std::io::Result<Bytes> {
 impl ListBodies {
     /// A poisoned lock only means a thread panicked mid-update of a cache;
     /// the map is still a valid map.
-    fn lock(&self) -> MutexGuard<'_, HashMap<i64, Bodies>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<TenantId, Bodies>> {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -108,7 +109,7 @@ impl ListBodies {
     /// the one it was made from, else made now (outside the lock) and kept.
     pub fn body(
         &self,
-        tenant: i64,
+        tenant: TenantId,
         list: &Arc<[AllocationView]>,
         coding: Coding,
     ) -> Result<Bytes, std::io::Error> {
@@ -216,27 +217,28 @@ mod tests {
     #[test]
     fn a_list_is_encoded_once_and_decodes_to_its_json() {
         let bodies = ListBodies::default();
+        let tenant = TenantId::new(1);
         let list: Arc<[AllocationView]> = Vec::new().into();
-        let json = bodies.body(1, &list, Coding::Identity).unwrap();
+        let json = bodies.body(tenant, &list, Coding::Identity).unwrap();
         assert_eq!(&json[..], b"[]");
-        let br = bodies.body(1, &list, Coding::Br).unwrap();
+        let br = bodies.body(tenant, &list, Coding::Br).unwrap();
         let mut out = Vec::new();
         brotli::Decompressor::new(&br[..], 4096)
             .read_to_end(&mut out)
             .unwrap();
         assert_eq!(out, b"[]");
-        let gz = bodies.body(1, &list, Coding::Gzip).unwrap();
+        let gz = bodies.body(tenant, &list, Coding::Gzip).unwrap();
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(&gz[..])
             .read_to_end(&mut out)
             .unwrap();
         assert_eq!(out, b"[]");
         // The same list: the very bytes kept (same allocation).
-        let again = bodies.body(1, &list, Coding::Br).unwrap();
+        let again = bodies.body(tenant, &list, Coding::Br).unwrap();
         assert_eq!(again.as_ptr(), br.as_ptr());
         // Another list (the service read it again): made anew.
         let other: Arc<[AllocationView]> = Vec::new().into();
-        let fresh = bodies.body(1, &other, Coding::Br).unwrap();
+        let fresh = bodies.body(tenant, &other, Coding::Br).unwrap();
         assert_ne!(fresh.as_ptr(), br.as_ptr());
     }
 }

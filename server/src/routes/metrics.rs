@@ -263,7 +263,7 @@ mod tests {
             mig: None,
             tenant: Some("vision".into()),
             pool: Some("h100".into()),
-            allocation: Some(42),
+            allocation: Some(tessera_core::ids::AllocationId::new(42)),
             util_pct: Some(87),
             mem_used_mib: 70_000,
             power_w: Some(612.5),

@@ -11,6 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
+use tessera_core::ids::{NotificationId, QuotaGrantId, QuotaRequestId};
 use tessera_protocol::quotas::{
     ApprovalQueueView, CreatedWebhook, NewQuotaGrant, NewQuotaRequest, NotificationsPage,
     QuotaDecision, QuotaRequestView, SetQuota, TenantQuotaPage, TenantQuotasView, WebhookView,
@@ -64,7 +65,7 @@ pub async fn create_quota_request(
 pub async fn get_quota_request(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<i64>,
+    Path(id): Path<QuotaRequestId>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
     Ok(Json(state.service.quota_request_view(&p, id).await?))
 }
@@ -80,7 +81,7 @@ pub async fn get_quota_request(
 pub async fn submit_quota_request(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<i64>,
+    Path(id): Path<QuotaRequestId>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
     Ok(Json(state.service.submit_quota_request(&p, id).await?))
 }
@@ -96,7 +97,7 @@ pub async fn submit_quota_request(
 pub async fn withdraw_quota_request(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<i64>,
+    Path(id): Path<QuotaRequestId>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
     Ok(Json(state.service.withdraw_quota_request(&p, id).await?))
 }
@@ -156,7 +157,7 @@ impl DecideBody {
 pub async fn decide_quota_request(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<i64>,
+    Path(id): Path<QuotaRequestId>,
     JsonBody(body): JsonBody<DecideBody>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
     let admin = p.require_platform_admin()?;
@@ -241,7 +242,7 @@ pub async fn grant_quota(
 pub async fn end_quota_grant(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<i64>,
+    Path(id): Path<QuotaGrantId>,
 ) -> Result<StatusCode, ApiError> {
     let admin = p.require_platform_admin()?;
     state.service.end_quota_grant(&admin, id).await?;
@@ -268,7 +269,7 @@ pub async fn list_notifications(
 pub struct MarkRead {
     /// The notification; every one when omitted.
     #[serde(default)]
-    id: Option<i64>,
+    id: Option<NotificationId>,
 }
 
 /// Mark one (`{"id": 5}`) or all (`{}`) notifications read.

@@ -16,6 +16,7 @@ use resolve::{permitted_url, EgressResolver};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tessera_core::ids::TenantId;
 use tessera_service::notifications::{
     sign, DueDelivery, EgressPolicy, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
@@ -89,7 +90,7 @@ pub struct Deliverer {
     client: reqwest::Client,
     policy: Arc<EgressPolicy>,
     config: DeliveryConfig,
-    in_flight: Arc<Mutex<HashMap<i64, u64>>>,
+    in_flight: Arc<Mutex<HashMap<TenantId, u64>>>,
     tasks: JoinSet<()>,
 }
 

@@ -323,6 +323,15 @@ async fn schemas_describe_the_json_on_the_wire() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     conforms(&doc, &schema("ApiErrorBody"), &error, "error").unwrap();
+
+    // Ids are typed schemas of the row's integer, as on the wire.
+    assert_eq!(
+        doc["components"]["schemas"]["AllocationView"]["properties"]["id"]["$ref"],
+        "#/components/schemas/AllocationId"
+    );
+    conforms(&doc, &schema("AllocationId"), &created["id"], "id").unwrap();
+    assert!(created["id"].is_i64(), "{created}");
+    assert!(conforms(&doc, &schema("AllocationId"), &json!("1"), "id").is_err());
 }
 
 /// A value as the API serializes it.

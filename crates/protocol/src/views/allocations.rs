@@ -2,13 +2,14 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::AllocationId;
 
 /// An allocation as its tenant (and platform admins) see it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocationView {
     /// Id.
-    pub id: i64,
+    pub id: AllocationId,
     /// Tenant slug.
     pub tenant: String,
     /// Pool.
@@ -141,7 +142,7 @@ pub struct PreemptionNotice {
     /// When it ends (or ended) unless the request stops waiting first.
     pub deadline: DateTime<Utc>,
     /// The waiting request it gives way to.
-    pub for_request: i64,
+    pub for_request: AllocationId,
     /// Why, in words.
     pub reason: String,
     /// When it was preempted, once it was.
@@ -229,7 +230,7 @@ pub struct RequestOptions {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocationActivity {
     /// Allocation id.
-    pub allocation: i64,
+    pub allocation: AllocationId,
     /// GPU memory the slice may use, MiB (the memory chart's scale).
     pub memory_mib: u64,
     /// Length of each point's period, seconds (60 or 3600).

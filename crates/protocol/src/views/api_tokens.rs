@@ -2,12 +2,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::ApiTokenId;
 
 /// A tenant API token as listed (never the secret).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiTokenView {
     /// Id.
-    pub id: i64,
+    pub id: ApiTokenId,
     /// Name.
     pub name: String,
     /// First characters, to tell tokens apart.

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::{HostId, JoinTokenId};
 
 /// Liveness of a host, derived from when it last reported.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -143,7 +144,7 @@ pub struct OpsRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostView {
     /// Host id.
-    pub id: i64,
+    pub id: HostId,
     /// Host name.
     pub hostname: String,
     /// Derived liveness.
@@ -224,7 +225,7 @@ pub struct MigInstanceView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinTokenView {
     /// Id.
-    pub id: i64,
+    pub id: JoinTokenId,
     /// What it is for.
     pub description: String,
     /// Who created it.

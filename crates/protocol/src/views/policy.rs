@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::AllocationId;
 use tessera_core::pool::{FieldChange, GpuMove, PoolSpec};
 
 /// The pools page: every pool, in the order that decides which pool a GPU
@@ -80,7 +81,7 @@ pub struct PoolChangePreview {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AffectedSlice {
     /// Allocation id.
-    pub id: i64,
+    pub id: AllocationId,
     /// Its tenant (slug).
     pub tenant: String,
     /// What it is (`MIG 3g.40gb`).

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::UserId;
 
 use super::AllocationView;
 
@@ -11,7 +12,7 @@ pub use tessera_core::role::TenantRole;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ViewerView {
     /// User id.
-    pub id: i64,
+    pub id: UserId,
     /// Display name.
     pub name: String,
     /// E-mail, when the IdP sent one.

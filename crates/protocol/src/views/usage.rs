@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::AllocationId;
 
 /// What a usage report adds up by (besides the calendar month).
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -144,7 +145,7 @@ pub struct UsageRow {
     /// Pool (by tenant, pool or slice).
     pub pool: Option<String>,
     /// Allocation id (by slice).
-    pub allocation: Option<i64>,
+    pub allocation: Option<AllocationId>,
     /// Its shape (by slice).
     pub shape: Option<String>,
     /// Allocated GPU-hours (the slice's share of a GPU × hours held).

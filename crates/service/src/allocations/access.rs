@@ -6,6 +6,7 @@ use crate::entity::{api_token, tenant};
 use crate::token_auth::Verified;
 use crate::{secret, Principal, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use tessera_core::ids::{TenantId, UserId};
 
 /// A caller acting within one tenant: proof that the caller may act there,
 /// made only by [`Service::tenant_actor`] and
@@ -13,20 +14,20 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 #[derive(Debug, Clone)]
 pub struct TenantActor {
     /// Tenant id.
-    pub(crate) tenant_id: i64,
+    pub(crate) tenant_id: TenantId,
     /// Tenant slug.
     pub(crate) tenant_slug: String,
     /// How the audit log and the allocation name the caller.
     pub(crate) name: String,
     /// The user, when a person acts.
-    pub(crate) user_id: Option<i64>,
+    pub(crate) user_id: Option<UserId>,
     /// May request and extend (members and tokens).
     pub(crate) can_request: bool,
 }
 
 impl TenantActor {
     /// Tenant id.
-    pub fn tenant_id(&self) -> i64 {
+    pub fn tenant_id(&self) -> TenantId {
         self.tenant_id
     }
 
@@ -41,7 +42,7 @@ impl TenantActor {
     }
 
     /// The user, when a person acts (`None` for an API token).
-    pub fn user_id(&self) -> Option<i64> {
+    pub fn user_id(&self) -> Option<UserId> {
         self.user_id
     }
 

@@ -17,6 +17,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Select,
     Set,
 };
+use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::placement::{PlacementRequest, Policy};
@@ -53,7 +54,8 @@ pub(super) struct Checked {
 pub(super) struct TurnReads {
     /// The pools in force and their capacity epochs, read first.
     pub pools: PoolsInForce,
-    held: std::collections::BTreeMap<(i64, String), (Option<tessera_core::quota::Quota>, Usage)>,
+    held:
+        std::collections::BTreeMap<(TenantId, String), (Option<tessera_core::quota::Quota>, Usage)>,
 }
 
 impl TurnReads {
@@ -68,7 +70,7 @@ impl TurnReads {
 
 /// The id a request being admitted has in its plan, before its row is
 /// stored (larger than any stored id: it is the newest request).
-pub(crate) const PENDING_ID: i64 = i64::MAX;
+pub(crate) const PENDING_ID: AllocationId = AllocationId::new(i64::MAX);
 
 /// Inserts `a`, a row planned under [`PENDING_ID`], with every column as
 /// planned and the id the database gives it.
@@ -95,7 +97,11 @@ pub(crate) fn summed(column: impl sea_orm::sea_query::IntoColumnRef) -> SimpleEx
 /// by the database (a tenant may hold thousands of slices): compute,
 /// memory and slices. Those that lost their GPU or host no longer count:
 /// their owner may ask for them again at once (see `capacity`).
-pub(crate) fn held_query(tenant_id: i64, pool: &str, qos: QosClass) -> Select<allocation::Entity> {
+pub(crate) fn held_query(
+    tenant_id: TenantId,
+    pool: &str,
+    qos: QosClass,
+) -> Select<allocation::Entity> {
     allocation::Entity::find()
         .select_only()
         .column_as(summed(allocation::Column::DemandComputeMilli), "compute")
@@ -148,7 +154,7 @@ impl Service {
     /// and best-effort slices draw on no quota of its own).
     pub(crate) async fn usage_of<C: ConnectionTrait>(
         conn: &C,
-        tenant_id: i64,
+        tenant_id: TenantId,
         pool: &str,
     ) -> Result<Usage, ServiceError> {
         Self::qos_usage_of(conn, tenant_id, pool, QosClass::Guaranteed).await
@@ -157,7 +163,7 @@ impl Service {
     /// What the tenant's open allocations of class `qos` hold in a pool.
     pub(crate) async fn qos_usage_of<C: ConnectionTrait>(
         conn: &C,
-        tenant_id: i64,
+        tenant_id: TenantId,
         pool: &str,
         qos: QosClass,
     ) -> Result<Usage, ServiceError> {
@@ -231,7 +237,7 @@ impl Service {
     pub async fn requeue_allocation(
         &self,
         actor: &TenantActor,
-        id: i64,
+        id: AllocationId,
     ) -> Result<AllocationView, ServiceError> {
         let old = self.own_row(actor, id).await?;
         let req = NewAllocation {
@@ -253,7 +259,7 @@ impl Service {
         &self,
         actor: &TenantActor,
         req: &NewAllocation,
-        requeue_of: Option<i64>,
+        requeue_of: Option<AllocationId>,
     ) -> Result<AllocationView, ServiceError> {
         let result = self.try_admit(actor, req, requeue_of).await;
         let outcome = match &result {
@@ -278,7 +284,7 @@ impl Service {
     }
 
     /// Adds one to today's refusals of `tenant_id` in `pool`.
-    async fn count_refusal(&self, tenant_id: i64, pool: &str) -> Result<(), ServiceError> {
+    async fn count_refusal(&self, tenant_id: TenantId, pool: &str) -> Result<(), ServiceError> {
         use crate::entity::admission_refusal::{ActiveModel, Column, Entity};
         use sea_orm::sea_query::OnConflict;
         let w = self.begin_write().await?;
@@ -304,7 +310,7 @@ impl Service {
         &self,
         actor: &TenantActor,
         req: &NewAllocation,
-        requeue_of: Option<i64>,
+        requeue_of: Option<AllocationId>,
     ) -> Result<AllocationView, ServiceError> {
         let checked = self.check_request(actor, req).await?;
         let (row, pools) = match requeue_of {
@@ -401,7 +407,7 @@ impl Service {
         actor: &TenantActor,
         req: &NewAllocation,
         checked: &Checked,
-        requeue_of: Option<i64>,
+        requeue_of: Option<AllocationId>,
     ) -> Result<allocation::Model, ServiceError> {
         let pools = &read.pools;
         let Checked {
@@ -502,7 +508,7 @@ impl Service {
         let mut planned = self
             .plan_pool_indexed(txn, pools, &spec, now, Some(&pending), false, in_hand)
             .await?;
-        if let Some(decision) = planned.plan.placed(PENDING_ID) {
+        if let Some(decision) = planned.plan.placed(PENDING_ID.get()) {
             if planned.index.as_ref().is_some_and(|i| i.reused)
                 && !self
                     .recheck_host(txn, &planned.snapshot, decision, now)
@@ -517,7 +523,7 @@ impl Service {
                     .await?;
             }
         }
-        let placed = match planned.plan.placed(PENDING_ID).cloned() {
+        let placed = match planned.plan.placed(PENDING_ID.get()).cloned() {
             Some(decision) => {
                 match Self::placed_row(w, pending.clone(), &mut planned.snapshot, &decision, now)
                     .await?
@@ -598,7 +604,7 @@ impl Service {
     async fn take_over(
         w: &Write,
         actor: &TenantActor,
-        id: i64,
+        id: AllocationId,
         now: DateTime<Utc>,
     ) -> Result<Option<DomainEvent>, ServiceError> {
         let old = allocation::Entity::find_by_id(id)

@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use std::collections::BTreeMap;
 use tessera_core::health::HealthVerdict;
+use tessera_core::ids::{AllocationId, HostId};
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationPhase};
 
 /// What a live slice on an online host lost, if anything: the first of its
@@ -54,7 +55,7 @@ pub(crate) fn gpu_loss(
 /// The live allocations on a host (those holding capacity there).
 pub(crate) async fn live_on_host<C: sea_orm::ConnectionTrait>(
     conn: &C,
-    host_id: i64,
+    host_id: HostId,
 ) -> Result<Vec<allocation::Model>, ServiceError> {
     Ok(allocation::Entity::find()
         .filter(allocation::Column::HostId.eq(host_id))
@@ -214,7 +215,7 @@ impl Service {
             .filter(gpu::Column::DrainDeadline.lte(now))
             .all(&self.db)
             .await?;
-        let mut due: BTreeMap<i64, String> = BTreeMap::new();
+        let mut due: BTreeMap<AllocationId, String> = BTreeMap::new();
         for h in &hosts {
             for a in live_on_host(&self.db, h.id).await? {
                 due.entry(a.id).or_insert_with(|| {

@@ -14,6 +14,7 @@ use sea_orm::{
 };
 use std::time::Duration;
 use tessera_core::catalogue;
+use tessera_core::ids::HostId;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent};
 use tessera_core::placement::Slice;
@@ -37,21 +38,21 @@ impl Service {
     /// Wakes long polls after a commit that changed some host's desired state.
     /// Only that host's long poll wakes (`None`: every host's). Returns the
     /// notice that wakes the other replicas' long polls.
-    pub(crate) fn desired_changed(&self, host_id: Option<i64>) -> crate::replicas::PeerNotice {
+    pub(crate) fn desired_changed(&self, host_id: Option<HostId>) -> crate::replicas::PeerNotice {
         self.wake_local(host_id);
         crate::replicas::PeerNotice::Desired(host_id)
     }
 
     /// Wakes this process's long polls for `host_id` (`None`: every host's).
     /// Its next report is processed in full here (see `fleet::heartbeat`).
-    pub(crate) fn wake_local(&self, host_id: Option<i64>) {
+    pub(crate) fn wake_local(&self, host_id: Option<HostId>) {
         self.host_checks.forget_report(host_id);
         self.generations.wake(host_id);
     }
 
     async fn generation_of<C: ConnectionTrait>(
         conn: &C,
-        host_id: i64,
+        host_id: HostId,
     ) -> Result<i64, ServiceError> {
         Ok(host::Entity::find_by_id(host_id)
             .one(conn)
@@ -64,7 +65,7 @@ impl Service {
     pub async fn desired_state<C: ConnectionTrait>(
         &self,
         conn: &C,
-        host_id: i64,
+        host_id: HostId,
     ) -> Result<DesiredState, ServiceError> {
         Ok(self.desired_state_read(conn, host_id).await?.0)
     }
@@ -74,7 +75,7 @@ impl Service {
     async fn desired_state_read<C: ConnectionTrait>(
         &self,
         conn: &C,
-        host_id: i64,
+        host_id: HostId,
     ) -> Result<(DesiredState, bool), ServiceError> {
         let generation = Self::generation_of(conn, host_id).await?;
         let gpus = gpu::Entity::find()
@@ -299,7 +300,7 @@ impl Service {
     /// `placed` to `provisioning` in the same transaction. Read apart, a
     /// release could end a slice in between as never sent (`placed` →
     /// `released`) while the agent creates it, leaving an instance nobody owns.
-    async fn take_desired(&self, host_id: i64) -> Result<DesiredState, ServiceError> {
+    async fn take_desired(&self, host_id: HostId) -> Result<DesiredState, ServiceError> {
         // Most answers carry no slice waiting to be taken: then nothing
         // moves, and the state is read without a write. (A slice placed
         // after the generation was read either shows here as `placed`,

@@ -26,6 +26,7 @@ use crate::ServiceError;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use tessera_core::ids::{AllocationId, HostId};
 use tessera_core::placement::{PlacementRequest, WorkloadTally, DEFAULT_MAX_CLASSES};
 use tessera_core::schedule::Holding;
 
@@ -128,7 +129,12 @@ impl FleetIndex {
 }
 
 /// A holding as compared: allocation, host, GPUs, slice.
-type HeldKey = (i64, String, Vec<u32>, tessera_core::placement::Slice);
+type HeldKey = (
+    AllocationId,
+    String,
+    Vec<u32>,
+    tessera_core::placement::Slice,
+);
 
 /// A snapshot in a canonical order: hosts, their GPUs (MIG instances and
 /// tenants sorted), each holding's allocation, host, GPUs and slice, and
@@ -138,7 +144,7 @@ fn normalised(
 ) -> (
     Vec<tessera_core::placement::HostState>,
     Vec<HeldKey>,
-    Vec<(i64, i64)>,
+    Vec<(HostId, i64)>,
 ) {
     use tessera_core::placement::GpuMode;
     let mut hosts = s.fleet.hosts().to_vec();
@@ -242,7 +248,7 @@ impl PlannedPool {
     /// its request had in the plan (a request not yet stored when planned
     /// had [`super::admission::PENDING_ID`]), its row's id, and the holding
     /// it keeps.
-    pub fn carry(self, stored: Vec<(i64, i64, Holding)>) -> Option<Carried> {
+    pub fn carry(self, stored: Vec<(AllocationId, AllocationId, Holding)>) -> Option<Carried> {
         let PlannedPool {
             mut snapshot,
             plan,
@@ -250,7 +256,7 @@ impl PlannedPool {
         } = self;
         let index = index?;
         for (id, decision) in &plan.placed {
-            if !stored.iter().any(|(planned, _, _)| planned == id)
+            if !stored.iter().any(|(planned, _, _)| planned.get() == *id)
                 && snapshot.fleet.release(decision).is_err()
             {
                 return None;

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use tessera_core::ids::HostId;
 
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use tokio::sync::Notify;
@@ -29,7 +30,7 @@ use crate::ServiceError;
 #[derive(Debug, Default)]
 struct Read {
     at: Option<Instant>,
-    generations: HashMap<i64, i64>,
+    generations: HashMap<HostId, i64>,
 }
 
 /// The long polls waiting for one host: how many, and what wakes them.
@@ -42,14 +43,14 @@ struct Host {
 /// Waiting long polls per host, and the last read of their generations.
 #[derive(Debug, Default)]
 pub(crate) struct Generations {
-    waiting: Mutex<HashMap<i64, Host>>,
+    waiting: Mutex<HashMap<HostId, Host>>,
     last: tokio::sync::Mutex<Read>,
 }
 
 /// A long poll registered as waiting; unregisters when dropped.
 pub(crate) struct Waiting<'a> {
     generations: &'a Generations,
-    host: i64,
+    host: HostId,
     wake: Arc<Notify>,
 }
 
@@ -77,12 +78,12 @@ impl Drop for Waiting<'_> {
 impl Generations {
     /// A poisoned lock only means a thread panicked mid-update; the map is
     /// still a valid map.
-    fn waiting(&self) -> MutexGuard<'_, HashMap<i64, Host>> {
+    fn waiting(&self) -> MutexGuard<'_, HashMap<HostId, Host>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Registers a long poll for `host` until the guard drops.
-    pub(crate) fn wait(&self, host: i64) -> Waiting<'_> {
+    pub(crate) fn wait(&self, host: HostId) -> Waiting<'_> {
         let mut waiting = self.waiting();
         let h = waiting.entry(host).or_default();
         h.polls += 1;
@@ -94,7 +95,7 @@ impl Generations {
     }
 
     /// Wakes the armed long polls of `host` (`None`: of every host).
-    pub(crate) fn wake(&self, host: Option<i64>) {
+    pub(crate) fn wake(&self, host: Option<HostId>) {
         let waiting = self.waiting();
         match host {
             Some(host) => {
@@ -111,7 +112,7 @@ impl Generations {
     }
 
     /// The hosts with a long poll waiting.
-    pub(crate) fn waiting_hosts(&self) -> Vec<i64> {
+    pub(crate) fn waiting_hosts(&self) -> Vec<HostId> {
         self.waiting().keys().copied().collect()
     }
 
@@ -123,7 +124,7 @@ impl Generations {
     pub(crate) async fn current<C: ConnectionTrait>(
         &self,
         conn: &C,
-        host: i64,
+        host: HostId,
         max_age: Duration,
     ) -> Result<i64, ServiceError> {
         let mut last = self.last.lock().await;
@@ -149,7 +150,7 @@ impl Generations {
         if !hosts.contains(&host) {
             hosts.push(host);
         }
-        let rows: Vec<(i64, i64)> = host::Entity::find()
+        let rows: Vec<(HostId, i64)> = host::Entity::find()
             .select_only()
             .column(host::Column::Id)
             .column(host::Column::DesiredGeneration)
@@ -175,15 +176,15 @@ mod tests {
     #[test]
     fn waiting_long_polls_are_counted_per_host() {
         let g = Generations::default();
-        let a = g.wait(1);
-        let b = g.wait(1);
-        let c = g.wait(2);
+        let a = g.wait(HostId::new(1));
+        let b = g.wait(HostId::new(1));
+        let c = g.wait(HostId::new(2));
         let mut hosts = g.waiting_hosts();
         hosts.sort_unstable();
-        assert_eq!(hosts, [1, 2]);
+        assert_eq!(hosts, [HostId::new(1), HostId::new(2)]);
         drop(a);
         drop(c);
-        assert_eq!(g.waiting_hosts(), [1]);
+        assert_eq!(g.waiting_hosts(), [HostId::new(1)]);
         drop(b);
         assert!(g.waiting_hosts().is_empty());
     }
@@ -196,7 +197,11 @@ mod tests {
         use std::pin::pin;
         use std::task::{Context, Poll, Waker};
         let g = Generations::default();
-        let (one, also_one, two) = (g.wait(1), g.wait(1), g.wait(2));
+        let (one, also_one, two) = (
+            g.wait(HostId::new(1)),
+            g.wait(HostId::new(1)),
+            g.wait(HostId::new(2)),
+        );
         let mut one = pin!(one.wake().notified());
         let mut also_one = pin!(also_one.wake().notified());
         let mut two = pin!(two.wake().notified());
@@ -204,8 +209,8 @@ mod tests {
             n.enable();
         }
         let mut cx = Context::from_waker(Waker::noop());
-        g.wake(Some(1));
-        g.wake(Some(3));
+        g.wake(Some(HostId::new(1)));
+        g.wake(Some(HostId::new(3)));
         assert_eq!(one.as_mut().poll(&mut cx), Poll::Ready(()));
         assert_eq!(also_one.as_mut().poll(&mut cx), Poll::Ready(()));
         assert_eq!(two.as_mut().poll(&mut cx), Poll::Pending);

@@ -23,6 +23,7 @@ use tessera_core::idle::{
     held_by_processes, judge_held, keep_refusal, IdlePolicy, IdleVerdict, MinuteUse, MINUTE_MS,
     ROLLUP_LAG_MINUTES,
 };
+use tessera_core::ids::AllocationId;
 use tessera_core::lifecycle::{AllocationEvent, AllocationPhase};
 use tessera_core::plan::GpuObserved;
 use tessera_protocol::views::AllocationView;
@@ -39,15 +40,15 @@ pub(crate) struct IdlePass {
 
 /// Per allocation, its minutes: the busiest of its devices in each minute
 /// (a whole-GPU slice of two GPUs is idle only if both are).
-fn minutes_of(rollups: Vec<gpu_rollup::Model>) -> BTreeMap<i64, Vec<MinuteUse>> {
-    let mut busiest: BTreeMap<(i64, i64), u8> = BTreeMap::new();
+fn minutes_of(rollups: Vec<gpu_rollup::Model>) -> BTreeMap<AllocationId, Vec<MinuteUse>> {
+    let mut busiest: BTreeMap<(AllocationId, i64), u8> = BTreeMap::new();
     for r in rollups {
         let Some(id) = r.allocation_id else { continue };
         let util = u8::try_from(r.util_avg.clamp(0, 100)).unwrap_or(100);
         let e = busiest.entry((id, r.start_ms)).or_insert(util);
         *e = (*e).max(util);
     }
-    let mut out: BTreeMap<i64, Vec<MinuteUse>> = BTreeMap::new();
+    let mut out: BTreeMap<AllocationId, Vec<MinuteUse>> = BTreeMap::new();
     for ((id, start_ms), util_avg_pct) in busiest {
         out.entry(id).or_default().push(MinuteUse {
             start_ms,
@@ -231,7 +232,7 @@ impl Service {
     pub async fn keep_allocation(
         &self,
         actor: &TenantActor,
-        id: i64,
+        id: AllocationId,
         reason: &str,
     ) -> Result<AllocationView, ServiceError> {
         if !actor.can_request {
@@ -294,13 +295,14 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_core::ids::HostId;
 
-    fn rollup(id: Option<i64>, start_ms: i64, util_avg: i16) -> gpu_rollup::Model {
+    fn rollup(id: Option<AllocationId>, start_ms: i64, util_avg: i16) -> gpu_rollup::Model {
         gpu_rollup::Model {
             id: 0,
             period_ms: 60_000,
             start_ms,
-            host_id: 1,
+            host_id: HostId::new(1),
             device_uuid: "GPU-a".into(),
             allocation_id: id,
             samples: 6,
@@ -318,14 +320,14 @@ mod tests {
     #[test]
     fn a_minute_is_as_busy_as_the_busiest_device_of_the_slice() {
         let m = minutes_of(vec![
-            rollup(Some(7), 0, 3),
-            rollup(Some(7), 0, 40),
-            rollup(Some(7), 60_000, 2),
+            rollup(Some(AllocationId::new(7)), 0, 3),
+            rollup(Some(AllocationId::new(7)), 0, 40),
+            rollup(Some(AllocationId::new(7)), 60_000, 2),
             rollup(None, 0, 99),
-            rollup(Some(8), 0, 150),
+            rollup(Some(AllocationId::new(8)), 0, 150),
         ]);
         assert_eq!(
-            m[&7],
+            m[&AllocationId::new(7)],
             [
                 MinuteUse {
                     start_ms: 0,
@@ -337,7 +339,7 @@ mod tests {
                 }
             ]
         );
-        assert_eq!(m[&8][0].util_avg_pct, 100);
+        assert_eq!(m[&AllocationId::new(8)][0].util_avg_pct, 100);
         assert_eq!(m.len(), 2);
     }
 }

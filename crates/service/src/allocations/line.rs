@@ -91,6 +91,11 @@ impl AdmissionLine {
             None => false,
         }
     }
+
+    /// Whether `ticket` still waits in the line (no turn took it yet).
+    fn holds(&self, ticket: u64) -> bool {
+        self.line().iter().any(|w| w.ticket == ticket)
+    }
 }
 
 /// Leaves the line when the caller goes away before a turn took its request.
@@ -169,7 +174,7 @@ impl Service {
             }
             // Taken by this turn or an earlier one: wait for the answer.
             // Else the line was longer than one turn: try again.
-            if mine || turn_took_it(&self.admission_line, ticket) {
+            if mine || !self.admission_line.holds(ticket) {
                 return answered.await.unwrap_or_else(|_| Err(line_gone()));
             }
         }
@@ -179,7 +184,7 @@ impl Service {
     /// answers each request.
     async fn admit_together(self, mut w: Write, turn: Vec<Waiting>) {
         self.metrics.admission_turn(turn.len());
-        let answers = match self.admit_each(&mut w, &turn).await {
+        let answers: Vec<Answer> = match self.admit_each(&mut w, &turn).await {
             Ok((pools, answers)) => match w.commit(&self, &crate::audit::Actor::System).await {
                 Ok(()) => {
                     let pools = Arc::new(pools);
@@ -195,7 +200,6 @@ impl Service {
                 turn.iter().map(|_| Err(shared(&e))).collect()
             }
         };
-        let answers: Vec<Answer> = answers;
         for (waiting, answer) in turn.into_iter().zip(answers) {
             // A caller that went away is not answered.
             let _ = waiting.answer.send(answer);
@@ -233,10 +237,6 @@ impl Service {
 }
 
 /// Whether request `ticket` has left the line (a turn took it).
-fn turn_took_it(line: &AdmissionLine, ticket: u64) -> bool {
-    !line.line().iter().any(|w| w.ticket == ticket)
-}
-
 impl Service {
     /// Admission turns this process took, and the requests they admitted
     /// (what `tessera_admission_turn_requests` counts).

@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tessera_core::ids::TenantId;
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -34,14 +35,14 @@ pub(crate) enum Touched {
     #[default]
     Nothing,
     /// These tenants'.
-    Tenants(std::collections::BTreeSet<i64>),
+    Tenants(std::collections::BTreeSet<TenantId>),
     /// Every tenant's.
     All,
 }
 
 impl Touched {
     /// Adds what one event touches: its tenant, or every tenant.
-    pub(crate) fn add(&mut self, tenant: Option<i64>) {
+    pub(crate) fn add(&mut self, tenant: Option<TenantId>) {
         match (tenant, &mut *self) {
             (_, Self::All) => {}
             (None, _) => *self = Self::All,
@@ -72,8 +73,8 @@ struct State<V> {
     /// Touches of every tenant.
     all: u64,
     /// Touches per tenant.
-    tenants: HashMap<i64, u64>,
-    lists: HashMap<i64, Kept<V>>,
+    tenants: HashMap<TenantId, u64>,
+    lists: HashMap<TenantId, Kept<V>>,
 }
 
 impl<V> Default for State<V> {
@@ -87,7 +88,7 @@ impl<V> Default for State<V> {
 }
 
 impl<V> State<V> {
-    fn stamp(&self, tenant: i64) -> Stamp {
+    fn stamp(&self, tenant: TenantId) -> Stamp {
         Stamp {
             all: self.all,
             tenant: self.tenants.get(&tenant).copied().unwrap_or(0),
@@ -100,7 +101,7 @@ impl<V> State<V> {
 pub(crate) struct ListCache<V> {
     state: Mutex<State<V>>,
     /// Lists being read, shared by the callers that missed together.
-    pub(crate) flights: crate::memo::Flights<i64, Stamp, Arc<[V]>>,
+    pub(crate) flights: crate::memo::Flights<TenantId, Stamp, Arc<[V]>>,
 }
 
 impl<V> Default for ListCache<V> {
@@ -120,13 +121,13 @@ impl<V: Clone> ListCache<V> {
     }
 
     /// The epochs to build `tenant`'s list under; take them before reading.
-    pub(crate) fn stamp(&self, tenant: i64) -> Stamp {
+    pub(crate) fn stamp(&self, tenant: TenantId) -> Stamp {
         self.lock().stamp(tenant)
     }
 
     /// `tenant`'s kept list, if nothing touched it since it was read and it
     /// is younger than [`KEPT_FOR`] at `now`.
-    pub(crate) fn get(&self, tenant: i64, now: DateTime<Utc>) -> Option<Arc<[V]>> {
+    pub(crate) fn get(&self, tenant: TenantId, now: DateTime<Utc>) -> Option<Arc<[V]>> {
         let state = self.lock();
         let kept = state.lists.get(&tenant)?;
         (kept.stamp == state.stamp(tenant)
@@ -139,7 +140,7 @@ impl<V: Clone> ListCache<V> {
     /// the tenant meanwhile; returns them shared.
     pub(crate) fn put(
         &self,
-        tenant: i64,
+        tenant: TenantId,
         stamp: Stamp,
         now: DateTime<Utc>,
         views: Vec<V>,
@@ -191,45 +192,51 @@ mod tests {
     fn a_list_is_kept_until_a_write_touches_its_tenant_or_a_second_passes() {
         let cache = ListCache::<i64>::default();
         let t0 = chrono::DateTime::UNIX_EPOCH;
-        let stamp = cache.stamp(1);
-        cache.put(1, stamp, t0, vec![7]);
-        assert_eq!(cache.get(1, t0).as_deref(), Some(&[7][..]));
-        assert!(cache.get(2, t0).is_none(), "another tenant's is not there");
+        let stamp = cache.stamp(TenantId::new(1));
+        cache.put(TenantId::new(1), stamp, t0, vec![7]);
+        assert_eq!(cache.get(TenantId::new(1), t0).as_deref(), Some(&[7][..]));
+        assert!(
+            cache.get(TenantId::new(2), t0).is_none(),
+            "another tenant's is not there"
+        );
         // Old enough: read again.
-        assert!(cache.get(1, t0 + KEPT_FOR).is_none());
+        assert!(cache.get(TenantId::new(1), t0 + KEPT_FOR).is_none());
         // Another tenant's write leaves it; its own, or one of every tenant, does not.
-        cache.touch(&Touched::Tenants([2].into()));
-        assert!(cache.get(1, t0).is_some());
-        cache.touch(&Touched::Tenants([1].into()));
-        assert!(cache.get(1, t0).is_none());
-        cache.put(1, cache.stamp(1), t0, vec![7]);
+        cache.touch(&Touched::Tenants([TenantId::new(2)].into()));
+        assert!(cache.get(TenantId::new(1), t0).is_some());
+        cache.touch(&Touched::Tenants([TenantId::new(1)].into()));
+        assert!(cache.get(TenantId::new(1), t0).is_none());
+        cache.put(TenantId::new(1), cache.stamp(TenantId::new(1)), t0, vec![7]);
         cache.touch(&Touched::All);
-        assert!(cache.get(1, t0).is_none());
+        assert!(cache.get(TenantId::new(1), t0).is_none());
     }
 
     #[test]
     fn a_write_while_the_list_is_read_leaves_nothing_stale() {
         let cache = ListCache::<i64>::default();
         let t0 = chrono::DateTime::UNIX_EPOCH;
-        let stamp = cache.stamp(1);
+        let stamp = cache.stamp(TenantId::new(1));
         // ... the database is read; meanwhile a write commits ...
-        cache.touch(&Touched::Tenants([1].into()));
-        cache.put(1, stamp, t0, vec![7]);
-        assert!(cache.get(1, t0).is_none());
-        let stamp = cache.stamp(1);
+        cache.touch(&Touched::Tenants([TenantId::new(1)].into()));
+        cache.put(TenantId::new(1), stamp, t0, vec![7]);
+        assert!(cache.get(TenantId::new(1), t0).is_none());
+        let stamp = cache.stamp(TenantId::new(1));
         cache.touch(&Touched::All);
-        cache.put(1, stamp, t0, vec![7]);
-        assert!(cache.get(1, t0).is_none());
+        cache.put(TenantId::new(1), stamp, t0, vec![7]);
+        assert!(cache.get(TenantId::new(1), t0).is_none());
     }
 
     #[test]
     fn touches_add_up() {
         let mut t = Touched::default();
-        t.add(Some(3));
-        t.add(Some(4));
-        assert_eq!(t, Touched::Tenants([3, 4].into()));
+        t.add(Some(TenantId::new(3)));
+        t.add(Some(TenantId::new(4)));
+        assert_eq!(
+            t,
+            Touched::Tenants([TenantId::new(3), TenantId::new(4)].into())
+        );
         t.add(None);
-        t.add(Some(5));
+        t.add(Some(TenantId::new(5)));
         assert_eq!(t, Touched::All);
     }
 }

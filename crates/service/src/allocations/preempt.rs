@@ -21,6 +21,7 @@ use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use std::collections::BTreeMap;
+use tessera_core::ids::AllocationId;
 use tessera_core::lifecycle::{AllocationEvent, AllocationPhase};
 use tessera_core::placement::Policy;
 use tessera_core::quota::{Quota, Usage};
@@ -90,17 +91,17 @@ impl Service {
         planned: &PlannedPool,
         now: DateTime<Utc>,
     ) -> Result<u32, ServiceError> {
-        let no_room: Vec<i64> = planned
+        let no_room: Vec<AllocationId> = planned
             .plan
             .waiting
             .iter()
             .filter(|x| matches!(&x.why, Wait::NoRoom { error } if error.clears_with_capacity()))
-            .map(|x| x.id)
+            .map(|x| AllocationId::new(x.id))
             .collect();
         if no_room.is_empty() {
             return Ok(0);
         }
-        let queued: BTreeMap<i64, allocation::Model> = allocation::Entity::find()
+        let queued: BTreeMap<AllocationId, allocation::Model> = allocation::Entity::find()
             .filter(allocation::Column::Id.is_in(no_room.clone()))
             .filter(allocation::Column::State.eq(AllocationPhase::Queued))
             .all(w.db())
@@ -115,13 +116,13 @@ impl Service {
                 continue;
             };
             claimants.push(Claimant {
-                id: row.id,
+                id: row.id.get(),
                 priority: row.priority,
                 qos: row.qos,
                 request,
             });
         }
-        let holding: BTreeMap<i64, allocation::Model> = allocation::Entity::find()
+        let holding: BTreeMap<AllocationId, allocation::Model> = allocation::Entity::find()
             .filter(allocation::Column::Id.is_in(planned.snapshot.holders.clone()))
             .filter(
                 sea_orm::Condition::any()
@@ -147,7 +148,7 @@ impl Service {
                     return None;
                 }
                 Some(Running {
-                    id: row.id,
+                    id: row.id.get(),
                     priority: row.priority,
                     qos: row.qos,
                     since: row.placed_at.unwrap_or(row.created_at).timestamp_millis(),
@@ -162,11 +163,11 @@ impl Service {
         let deadline = now + Duration::minutes(i64::from(spec.preemption_grace_minutes));
         let mut told = 0;
         for p in plan_preemption(&planned.snapshot.fleet, &claimants, &running, Policy::Pack) {
-            let Some(for_row) = queued.get(&p.for_id) else {
+            let Some(for_row) = queued.get(&AllocationId::new(p.for_id)) else {
                 continue;
             };
             for id in p.victims {
-                let Some(victim) = holding.get(&id) else {
+                let Some(victim) = holding.get(&AllocationId::new(id)) else {
                     continue;
                 };
                 let why = reason(for_row, victim);
@@ -207,7 +208,7 @@ impl Service {
         if told.is_empty() {
             return Ok(0);
         }
-        let waiting: Vec<i64> = allocation::Entity::find()
+        let waiting: Vec<AllocationId> = allocation::Entity::find()
             .filter(allocation::Column::Id.is_in(told.iter().filter_map(|a| a.preempt_for)))
             .filter(allocation::Column::State.eq(AllocationPhase::Queued))
             .all(&self.db)
@@ -263,7 +264,7 @@ impl Service {
     async fn lift_preemption(
         &self,
         a: &allocation::Model,
-        for_id: i64,
+        for_id: AllocationId,
         now: DateTime<Utc>,
     ) -> Result<(), ServiceError> {
         let mut w = self.begin_write().await?;
@@ -272,7 +273,10 @@ impl Service {
                 allocation::Column::PreemptDeadline,
                 Expr::value(None::<DateTime<Utc>>),
             )
-            .col_expr(allocation::Column::PreemptFor, Expr::value(None::<i64>))
+            .col_expr(
+                allocation::Column::PreemptFor,
+                Expr::value(None::<AllocationId>),
+            )
             .col_expr(
                 allocation::Column::PreemptReason,
                 Expr::value(None::<String>),

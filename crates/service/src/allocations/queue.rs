@@ -16,6 +16,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, Set,
 };
 use std::collections::BTreeMap;
+use tessera_core::ids::{HostId, TenantId};
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationPhase};
 use tessera_core::placement::{Decision, Policy, WorkloadTally};
 use tessera_core::schedule::{
@@ -48,7 +49,7 @@ fn several_tenants<'a>(mut rows: impl Iterator<Item = &'a allocation::Model>) ->
 }
 
 /// Fair-share inputs per (tenant, pool): recent use and weight.
-type Shares = BTreeMap<(i64, String), (u64, u64)>;
+type Shares = BTreeMap<(TenantId, String), (u64, u64)>;
 
 impl Service {
     /// The queue entry of `row`, reading the tenant's share once per pool;
@@ -72,10 +73,10 @@ impl Service {
             }
         };
         Ok(QueueEntry {
-            id: row.id,
+            id: row.id.get(),
             qos: row.qos,
             priority: row.priority,
-            tenant_id: row.tenant_id,
+            tenant_id: row.tenant_id.get(),
             tenant_usage: usage,
             tenant_weight: weight,
             requested_at: row.created_at.timestamp_millis(),
@@ -88,7 +89,7 @@ impl Service {
     async fn fair_share_of<C: ConnectionTrait>(
         &self,
         conn: &C,
-        tenant_id: i64,
+        tenant_id: TenantId,
         pool: &str,
     ) -> Result<(u64, u64), ServiceError> {
         let now = self.now();
@@ -169,16 +170,14 @@ impl Service {
         Ok(by_pool)
     }
 
-    /// Plans one pass over the queue of `spec`'s pool, with `extra` (a
-    /// request being made) queued too: who starts now, who waits and why,
-    /// and (with `estimate`) when each is expected to start. Reads only;
+    /// Plans one pass over the queue of `spec`'s pool: who starts now, who
+    /// waits and why, and (with `estimate`) when each is expected to start. Reads only;
     /// [`Service::store_placement`] writes what the caller decides to keep.
     pub(crate) async fn plan_pool<C: ConnectionTrait>(
         &self,
         conn: &C,
         spec: &PoolSpec,
         now: DateTime<Utc>,
-        extra: Option<&allocation::Model>,
         estimate: bool,
     ) -> Result<PlannedPool, ServiceError> {
         let workload = self.pool_workload(conn, spec).await?;
@@ -186,7 +185,7 @@ impl Service {
             .pool_snapshot(conn, spec, now, View::Live, &workload)
             .await?;
         let queued = Self::queued_in(conn, &spec.name).await?;
-        self.plan_on(conn, spec, snapshot, &queued, extra, now, estimate, None)
+        self.plan_on(conn, spec, snapshot, &queued, None, now, estimate, None)
             .await
     }
 
@@ -343,7 +342,7 @@ impl Service {
         now: DateTime<Utc>,
     ) -> Result<bool, ServiceError> {
         use sea_orm::QuerySelect;
-        let Ok(host_id) = decision.host.parse::<i64>() else {
+        let Ok(host_id) = decision.host.parse::<HostId>() else {
             return Ok(false);
         };
         let Some(known) = snapshot.generation(host_id) else {

@@ -11,6 +11,7 @@ use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
+use tessera_core::ids::AllocationId;
 
 use std::collections::BTreeSet;
 use tessera_core::lifecycle::AllocationPhase;
@@ -143,7 +144,7 @@ impl Service {
     /// re-read inside the transaction. Returns whether it changed.
     pub(crate) async fn end_one(
         &self,
-        id: i64,
+        id: AllocationId,
         event: AllocationEvent,
         now: DateTime<Utc>,
         still: impl Fn(&allocation::Model) -> bool,
@@ -172,7 +173,7 @@ impl Service {
     /// to record.
     pub(crate) async fn end_one_with(
         &self,
-        id: i64,
+        id: AllocationId,
         event: AllocationEvent,
         now: DateTime<Utc>,
         still: impl Fn(&allocation::Model) -> bool,
@@ -290,7 +291,7 @@ impl Service {
             for (id, decision) in &planned.plan.placed {
                 // Locked, and still queued: a release may have ended it
                 // since the queue was read.
-                let Some(row) = allocation::Entity::find_by_id(*id)
+                let Some(row) = allocation::Entity::find_by_id(AllocationId::new(*id))
                     .filter(allocation::Column::State.eq(AllocationPhase::Queued))
                     .lock_exclusive()
                     .one(w.db())

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::catalogue;
+use tessera_core::ids::{AllocationId, HostId};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::mig::MigPlacement;
 use tessera_core::placement::{
@@ -45,18 +46,18 @@ pub struct PoolSnapshot {
     /// The placer's fleet.
     pub fleet: Fleet,
     /// The hosts, by id.
-    hosts: BTreeMap<i64, SnapshotHost>,
+    hosts: BTreeMap<HostId, SnapshotHost>,
     /// What the pool's open allocations hold in `fleet`, and until when
     /// (live view only).
     pub holdings: Vec<Holding>,
     /// The allocation of each of `holdings`, in the same order.
-    pub holders: Vec<i64>,
+    pub holders: Vec<AllocationId>,
 }
 
 impl PoolSnapshot {
     /// The stored placement of a decision.
-    pub fn placement(&self, d: &Decision) -> Option<(i64, StoredPlacement)> {
-        let host_id: i64 = d.host.parse().ok()?;
+    pub fn placement(&self, d: &Decision) -> Option<(HostId, StoredPlacement)> {
+        let host_id: HostId = d.host.parse().ok()?;
         let host = self.hosts.get(&host_id)?;
         let gpus = d
             .gpus
@@ -83,20 +84,20 @@ impl PoolSnapshot {
     /// [`Self::generation_moved`]). Every change to what a host holds moves
     /// its generation (`Write::bump_generation`), so a host whose stored
     /// generation is still this one holds what the snapshot says.
-    pub fn generation(&self, host_id: i64) -> Option<i64> {
+    pub fn generation(&self, host_id: HostId) -> Option<i64> {
         self.hosts.get(&host_id).map(|h| h.generation)
     }
 
     /// Records that a placement stored from this snapshot moved host
     /// `host_id`'s desired generation to `generation`.
-    pub fn generation_moved(&mut self, host_id: i64, generation: i64) {
+    pub fn generation_moved(&mut self, host_id: HostId, generation: i64) {
         if let Some(h) = self.hosts.get_mut(&host_id) {
             h.generation = generation;
         }
     }
 
     /// Every host's desired generation as this snapshot knows it.
-    pub fn generations(&self) -> Vec<(i64, i64)> {
+    pub fn generations(&self) -> Vec<(HostId, i64)> {
         self.hosts
             .iter()
             .map(|(id, h)| (*id, h.generation))
@@ -146,7 +147,7 @@ pub type Occupancy = BTreeMap<String, Vec<(allocation::Model, StoredPlacement)>>
 pub async fn occupancy<C: ConnectionTrait>(
     conn: &C,
     pool: Option<&str>,
-    hosts: Option<&[i64]>,
+    hosts: Option<&[HostId]>,
 ) -> Result<Occupancy, ServiceError> {
     let mut q = allocation::Entity::find()
         .filter(allocation::Column::State.is_in(AllocationPhase::CAPACITY));
@@ -220,7 +221,7 @@ impl Service {
         now: DateTime<Utc>,
     ) -> Result<bool, ServiceError> {
         use sea_orm::QuerySelect;
-        let rows: BTreeMap<i64, (AllocationPhase, Option<DateTime<Utc>>, i32)> =
+        let rows: BTreeMap<AllocationId, (AllocationPhase, Option<DateTime<Utc>>, i32)> =
             allocation::Entity::find()
                 .select_only()
                 .columns([
@@ -231,7 +232,7 @@ impl Service {
                 ])
                 .filter(allocation::Column::Pool.eq(pool))
                 .filter(allocation::Column::State.is_in(AllocationPhase::CAPACITY))
-                .into_tuple::<(i64, AllocationPhase, Option<DateTime<Utc>>, i32)>()
+                .into_tuple::<(AllocationId, AllocationPhase, Option<DateTime<Utc>>, i32)>()
                 .all(conn)
                 .await?
                 .into_iter()
@@ -267,7 +268,7 @@ impl Service {
                         .is_some_and(|seen| now - seen <= self.settings.host_offline_after)
             })
             .collect();
-        let host_ids: Vec<i64> = online.iter().map(|h| h.id).collect();
+        let host_ids: Vec<HostId> = online.iter().map(|h| h.id).collect();
         // Only the pool's models (the first pool listing a model owns it; checked below).
         let models: Vec<String> = pool
             .models
@@ -290,7 +291,7 @@ impl Service {
         let mut states = Vec::new();
         let mut lookup = BTreeMap::new();
         // allocation id → (its GPUs in the snapshot, what it holds, until when).
-        let mut held: BTreeMap<i64, (Vec<u32>, &allocation::Model, &StoredPlacement)> =
+        let mut held: BTreeMap<AllocationId, (Vec<u32>, &allocation::Model, &StoredPlacement)> =
             BTreeMap::new();
         for h in online {
             let mut host_gpus = Vec::new();
@@ -394,7 +395,7 @@ impl Service {
                 },
             );
         }
-        let (holders, holdings): (Vec<i64>, Vec<Holding>) = held
+        let (holders, holdings): (Vec<AllocationId>, Vec<Holding>) = held
             .into_iter()
             .filter_map(|(id, (gpus, a, p))| {
                 let host = a.host_id?;

@@ -5,6 +5,7 @@ use crate::ServiceError;
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
+use tessera_core::ids::AllocationId;
 use tessera_core::lifecycle::{AllocationPhase, AllocationState};
 use tessera_core::placement::Slice;
 use tessera_core::quota::Demand;
@@ -83,7 +84,7 @@ pub fn set_state(a: &mut allocation::ActiveModel, next: &AllocationState, now: D
 /// undo that change.
 pub async fn update_if_state<C: ConnectionTrait>(
     conn: &C,
-    id: i64,
+    id: AllocationId,
     before: AllocationPhase,
     a: allocation::ActiveModel,
 ) -> Result<bool, ServiceError> {

@@ -10,6 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
+use tessera_core::ids::{AllocationId, HostId, TenantId};
 
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, ReleaseOutcome};
@@ -94,14 +95,14 @@ impl Service {
             ));
         };
         let now = self.now();
-        let plan = self.plan_pool(&self.db, spec, now, None, true).await?.plan;
-        if plan.placed(row.id).is_some() {
+        let plan = self.plan_pool(&self.db, spec, now, true).await?.plan;
+        if plan.placed(row.id.get()).is_some() {
             return Ok((
                 "it fits now and is placed within seconds".to_string(),
                 Some(now),
             ));
         }
-        let Some(waits) = plan.waits(row.id) else {
+        let Some(waits) = plan.waits(row.id.get()) else {
             return Ok((
                 format!(
                     "pool '{}' no longer offers {}; cancel the request",
@@ -111,7 +112,11 @@ impl Service {
             ));
         };
         let mut why = waits.why.reason();
-        if plan.reservation.as_ref().is_some_and(|r| r.id == row.id) {
+        if plan
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.id == row.id.get())
+        {
             why.push_str("; it has waited longest, so the host where it fits first is kept for it");
         }
         let mut start = waits
@@ -168,7 +173,7 @@ impl Service {
         };
         let queue_position = queues
             .get(&row.pool)
-            .and_then(|q| q.iter().position(|e| e.id == row.id))
+            .and_then(|q| q.iter().position(|e| e.id == row.id.get()))
             .map(|p| u32::try_from(p + 1).unwrap_or(u32::MAX));
         let connection = match (&placement, row.state) {
             (Some(p), AllocationPhase::Active) => {
@@ -326,7 +331,7 @@ impl Service {
     /// when it may be kept.
     async fn read_list(
         &self,
-        tenant: i64,
+        tenant: TenantId,
         tenant_slug: &str,
         stamp: super::list_cache::Stamp,
         now: chrono::DateTime<chrono::Utc>,
@@ -369,7 +374,7 @@ impl Service {
     pub(crate) async fn own_row(
         &self,
         actor: &TenantActor,
-        id: i64,
+        id: AllocationId,
     ) -> Result<allocation::Model, ServiceError> {
         allocation::Entity::find_by_id(id)
             .filter(allocation::Column::TenantId.eq(actor.tenant_id))
@@ -382,7 +387,7 @@ impl Service {
     pub async fn get_allocation(
         &self,
         actor: &TenantActor,
-        id: i64,
+        id: AllocationId,
     ) -> Result<AllocationView, ServiceError> {
         let row = self.own_row(actor, id).await?;
         self.allocation_view_of(row, &actor.tenant_slug).await
@@ -393,7 +398,7 @@ impl Service {
     pub async fn actor_for_allocation(
         &self,
         who: &Principal,
-        id: i64,
+        id: AllocationId,
     ) -> Result<TenantActor, ServiceError> {
         let not_found = || ServiceError::not_found(format!("allocation {id}"));
         let row = allocation::Entity::find_by_id(id)
@@ -414,7 +419,7 @@ impl Service {
     pub async fn release_allocation(
         &self,
         actor: &TenantActor,
-        id: i64,
+        id: AllocationId,
     ) -> Result<AllocationView, ServiceError> {
         self.own_row(actor, id).await?;
         let now = self.now();
@@ -471,7 +476,7 @@ impl Service {
     pub async fn extend_allocation(
         &self,
         actor: &TenantActor,
-        id: i64,
+        id: AllocationId,
         hours: u32,
     ) -> Result<AllocationView, ServiceError> {
         if !actor.can_request {
@@ -529,7 +534,7 @@ impl Service {
     }
 
     /// Quota and use per pool for a tenant (pools with a quota or with use).
-    pub async fn quota_views(&self, tenant_id: i64) -> Result<Vec<QuotaView>, ServiceError> {
+    pub async fn quota_views(&self, tenant_id: TenantId) -> Result<Vec<QuotaView>, ServiceError> {
         let now = self.now();
         let mut out = Vec::new();
         for p in &self.pools(&self.db).await? {
@@ -558,7 +563,7 @@ impl Service {
             .await?;
         let queues = self.queues(&self.db).await?;
         let specs = self.pools(&self.db).await?;
-        let hostnames: std::collections::BTreeMap<i64, String> =
+        let hostnames: std::collections::BTreeMap<HostId, String> =
             crate::entity::host::Entity::find()
                 .all(&self.db)
                 .await?

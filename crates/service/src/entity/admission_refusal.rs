@@ -1,6 +1,7 @@
 //! `admission_refusals`: requests refused for want of quota, per day, pool
 //! and tenant.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::TenantId;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "admission_refusals")]
@@ -11,7 +12,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub pool: String,
     #[sea_orm(primary_key, auto_increment = false)]
-    pub tenant_id: i64,
+    pub tenant_id: TenantId,
     pub count: i64,
 }
 

@@ -1,12 +1,13 @@
 //! `allocations`: tenants' leases on GPU slices.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::{AllocationId, HostId, TenantId, UserId};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "allocations")]
 pub struct Model {
     #[sea_orm(primary_key)]
-    pub id: i64,
-    pub tenant_id: i64,
+    pub id: AllocationId,
+    pub tenant_id: TenantId,
     pub pool: String,
     pub requested_by: String,
     /// The state's phase (for queries); `state_data` has the whole state.
@@ -24,7 +25,7 @@ pub struct Model {
     pub purpose: String,
     pub lease_hours: i32,
     pub lease_ends_at: Option<DateTimeUtc>,
-    pub host_id: Option<i64>,
+    pub host_id: Option<HostId>,
     pub placement: Option<crate::allocations::StoredPlacement>,
     pub generation: Option<i64>,
     pub mig_device_uuid: Option<String>,
@@ -34,7 +35,7 @@ pub struct Model {
     pub ended_at: Option<DateTimeUtc>,
     pub updated_at: DateTimeUtc,
     /// The user who asked, when a person did (API tokens have none).
-    pub requested_by_user_id: Option<i64>,
+    pub requested_by_user_id: Option<UserId>,
     /// When the "lease ending soon" notice went out.
     pub lease_warned_at: Option<DateTimeUtc>,
     /// When its GPU turned unhealthy, went missing, or its host went
@@ -57,7 +58,7 @@ pub struct Model {
     /// Set while it is told to give way: when it is preempted.
     pub preempt_deadline: Option<DateTimeUtc>,
     /// The waiting request it gives way to.
-    pub preempt_for: Option<i64>,
+    pub preempt_for: Option<AllocationId>,
     /// Why, for its owner.
     pub preempt_reason: Option<String>,
     /// When it was preempted.

@@ -1,12 +1,13 @@
 //! `api_tokens`: tenant-scoped tokens for the REST API (stored hashed).
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::{ApiTokenId, TenantId};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "api_tokens")]
 pub struct Model {
     #[sea_orm(primary_key)]
-    pub id: i64,
-    pub tenant_id: i64,
+    pub id: ApiTokenId,
+    pub tenant_id: TenantId,
     pub name: String,
     #[sea_orm(unique)]
     pub token_hash: String,

@@ -1,6 +1,7 @@
 //! `audit_events`: append-only record of every state change.
 use sea_orm::entity::prelude::*;
 use tessera_core::audit::{AuditAction, AuditTarget};
+use tessera_core::ids::{TenantId, UserId};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "audit_events")]
@@ -8,9 +9,9 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub id: i64,
     pub at: DateTimeUtc,
-    pub actor_user_id: Option<i64>,
+    pub actor_user_id: Option<UserId>,
     pub actor: String,
-    pub tenant_id: Option<i64>,
+    pub tenant_id: Option<TenantId>,
     pub action: AuditAction,
     pub target_type: AuditTarget,
     pub target_id: String,

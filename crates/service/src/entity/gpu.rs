@@ -1,12 +1,13 @@
 //! `gpus`: GPUs as their host's agent last reported them.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::{GpuId, HostId};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "gpus")]
 pub struct Model {
     #[sea_orm(primary_key)]
-    pub id: i64,
-    pub host_id: i64,
+    pub id: GpuId,
+    pub host_id: HostId,
     pub idx: i32,
     #[sea_orm(unique)]
     pub uuid: String,

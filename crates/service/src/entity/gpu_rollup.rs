@@ -1,6 +1,7 @@
 //! `gpu_rollups`: per-minute and per-hour aggregates of one device's samples
 //! for one slice (`tessera_core::telemetry::Rollup`).
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::{AllocationId, HostId};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "gpu_rollups")]
@@ -10,9 +11,9 @@ pub struct Model {
     /// 60,000 (a minute) or 3,600,000 (an hour).
     pub period_ms: i64,
     pub start_ms: i64,
-    pub host_id: i64,
+    pub host_id: HostId,
     pub device_uuid: String,
-    pub allocation_id: Option<i64>,
+    pub allocation_id: Option<AllocationId>,
     pub samples: i32,
     pub util_min: i16,
     pub util_avg: i16,

@@ -1,11 +1,12 @@
 //! `hosts`: GPU machines with an enrolled agent.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::HostId;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "hosts")]
 pub struct Model {
     #[sea_orm(primary_key)]
-    pub id: i64,
+    pub id: HostId,
     #[sea_orm(unique)]
     pub hostname: String,
     #[sea_orm(unique)]

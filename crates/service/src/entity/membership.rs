@@ -1,13 +1,14 @@
 //! `memberships`: a user's role in a tenant, refreshed from IdP groups at each login.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::{TenantId, UserId};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "memberships")]
 pub struct Model {
     #[sea_orm(primary_key)]
     pub id: i64,
-    pub user_id: i64,
-    pub tenant_id: i64,
+    pub user_id: UserId,
+    pub tenant_id: TenantId,
     pub role: tessera_core::role::TenantRole,
 }
 

@@ -1,12 +1,13 @@
 //! `pools`: GPU pools, in the order that decides which pool a GPU joins.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::{GpuId, PoolId};
 use tessera_core::pool::PoolSpec;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "pools")]
 pub struct Model {
     #[sea_orm(primary_key)]
-    pub id: i64,
+    pub id: PoolId,
     #[sea_orm(unique)]
     pub name: String,
     /// Lower first: the first pool that takes a GPU gets it.
@@ -46,7 +47,7 @@ pub struct StoredPool(pub PoolSpec);
 #[derive(
     Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, sea_orm::FromJsonQueryResult,
 )]
-pub struct GpuIds(pub Vec<i64>);
+pub struct GpuIds(pub Vec<GpuId>);
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}

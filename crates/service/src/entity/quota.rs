@@ -1,12 +1,13 @@
 //! `quotas`: a tenant's limit in one pool.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::TenantId;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "quotas")]
 pub struct Model {
     #[sea_orm(primary_key)]
     pub id: i64,
-    pub tenant_id: i64,
+    pub tenant_id: TenantId,
     pub pool: String,
     pub compute_milli: i64,
     pub memory_mib: i64,

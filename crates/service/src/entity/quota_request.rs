@@ -1,12 +1,13 @@
 //! `quota_requests`: a tenant asks for more quota; a platform admin decides.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::{AllocationId, QuotaRequestId, TenantId, UserId};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "quota_requests")]
 pub struct Model {
     #[sea_orm(primary_key)]
-    pub id: i64,
-    pub tenant_id: i64,
+    pub id: QuotaRequestId,
+    pub tenant_id: TenantId,
     pub pool: String,
     /// The increase asked for.
     pub compute_milli: i64,
@@ -18,11 +19,11 @@ pub struct Model {
     /// `proposed`, `pending`, `approved`, `rejected` or `withdrawn`.
     pub state: tessera_core::lifecycle::QuotaRequestPhase,
     pub reject_reason: Option<String>,
-    pub requested_by_user_id: Option<i64>,
+    pub requested_by_user_id: Option<UserId>,
     pub requested_by: String,
-    pub submitted_by_user_id: Option<i64>,
+    pub submitted_by_user_id: Option<UserId>,
     pub submitted_by: Option<String>,
-    pub decided_by_user_id: Option<i64>,
+    pub decided_by_user_id: Option<UserId>,
     pub decided_by: Option<String>,
     pub decided_at: Option<DateTimeUtc>,
     /// What was granted (may differ from what was asked).
@@ -32,9 +33,9 @@ pub struct Model {
     pub granted_ends_at: Option<DateTimeUtc>,
     /// The slice request that was refused for lack of quota; requested again on approval.
     pub slice: Option<Json>,
-    pub slice_user_id: Option<i64>,
+    pub slice_user_id: Option<UserId>,
     pub slice_requested_by: Option<String>,
-    pub allocation_id: Option<i64>,
+    pub allocation_id: Option<AllocationId>,
     pub slice_error: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

@@ -1,11 +1,12 @@
 //! `tenants`: teams that share GPUs.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::TenantId;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "tenants")]
 pub struct Model {
     #[sea_orm(primary_key)]
-    pub id: i64,
+    pub id: TenantId,
     #[sea_orm(unique)]
     pub slug: String,
     pub name: String,

@@ -1,11 +1,12 @@
 //! `users`: people, identified by the IdP's (issuer, subject).
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::UserId;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "users")]
 pub struct Model {
     #[sea_orm(primary_key)]
-    pub id: i64,
+    pub id: UserId,
     pub issuer: String,
     pub subject: String,
     pub email: Option<String>,

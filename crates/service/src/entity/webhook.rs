@@ -1,12 +1,13 @@
 //! `webhooks`: a tenant's outgoing webhook (one per tenant).
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::{TenantId, WebhookId};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhooks")]
 pub struct Model {
     #[sea_orm(primary_key)]
-    pub id: i64,
-    pub tenant_id: i64,
+    pub id: WebhookId,
+    pub tenant_id: TenantId,
     pub url: String,
     /// HMAC key; needed in clear to sign, so it is shown once and never listed.
     pub secret: String,

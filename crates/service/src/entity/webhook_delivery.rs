@@ -1,12 +1,13 @@
 //! `webhook_deliveries`: the outbox of webhook calls, retried with backoff.
 use sea_orm::entity::prelude::*;
+use tessera_core::ids::TenantId;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_deliveries")]
 pub struct Model {
     #[sea_orm(primary_key)]
     pub id: i64,
-    pub tenant_id: i64,
+    pub tenant_id: TenantId,
     pub event: tessera_core::notify::NotificationKind,
     pub payload: String,
     pub attempts: i32,

@@ -4,6 +4,7 @@
 use super::DomainEvent;
 use serde_json::{json, Value};
 use tessera_core::audit::{AuditAction, AuditTarget};
+use tessera_core::ids::TenantId;
 use tessera_core::lifecycle::{AllocationPhase, QuotaRequestPhase};
 use tessera_core::quota::Quota;
 use tessera_protocol::views::JoinTokenStatus;
@@ -15,7 +16,7 @@ pub(crate) struct AuditEntry {
     /// What happened, e.g. `quota_request.approve`.
     pub action: AuditAction,
     /// Tenant concerned, if any (tenant admins see their tenants' events).
-    pub tenant_id: Option<i64>,
+    pub tenant_id: Option<TenantId>,
     /// Kind of target, e.g. `allocation`.
     pub target_type: AuditTarget,
     /// Target id.

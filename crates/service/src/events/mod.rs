@@ -19,6 +19,9 @@ use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use tessera_core::availability::{OpsAction, OpsMode};
 use tessera_core::health::{GpuHealth, HealthVerdict};
+use tessera_core::ids::{
+    AllocationId, ApiTokenId, HostId, JoinTokenId, QuotaGrantId, QuotaRequestId, TenantId, UserId,
+};
 use tessera_core::lifecycle::{AllocationPhase, AllocationState, QuotaRequestState};
 use tessera_core::pool::{GpuMove, PoolSpec};
 use tessera_core::quota::Quota;
@@ -28,7 +31,7 @@ use tessera_core::sharing::SliceShape;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantRef {
     /// Id.
-    pub id: i64,
+    pub id: TenantId,
     /// Slug (for links).
     pub slug: String,
     /// Display name.
@@ -62,9 +65,9 @@ pub struct TenantFields {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllocationRef {
     /// Id.
-    pub id: i64,
+    pub id: AllocationId,
     /// Tenant id.
-    pub tenant_id: i64,
+    pub tenant_id: TenantId,
     /// Pool name.
     pub pool: String,
     /// The shape as people read it (`1g.10gb`).
@@ -72,9 +75,9 @@ pub struct AllocationRef {
     /// Who asked (`Name <email>` or `token:<name>`).
     pub requested_by: String,
     /// The person who asked, when a person did.
-    pub requested_by_user_id: Option<i64>,
+    pub requested_by_user_id: Option<UserId>,
     /// The host it is placed on, once placed.
-    pub host_id: Option<i64>,
+    pub host_id: Option<HostId>,
 }
 
 impl AllocationRef {
@@ -95,7 +98,7 @@ impl AllocationRef {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuotaRequestRef {
     /// Id.
-    pub id: i64,
+    pub id: QuotaRequestId,
     /// Its tenant.
     pub tenant: TenantRef,
     /// Pool name.
@@ -121,7 +124,7 @@ pub struct Roles {
     /// Platform admin?
     pub platform_admin: bool,
     /// Role per tenant id.
-    pub memberships: BTreeMap<i64, tessera_core::role::TenantRole>,
+    pub memberships: BTreeMap<TenantId, tessera_core::role::TenantRole>,
 }
 
 /// Something that happened, with what the audit log, the notifications and
@@ -142,7 +145,7 @@ pub enum DomainEvent {
         state: AllocationState,
         /// The slice it asks for again (after its GPU or host was lost, or
         /// it was drained).
-        requeue_of: Option<i64>,
+        requeue_of: Option<AllocationId>,
     },
     /// A queued slice was placed.
     AllocationPlaced {
@@ -273,7 +276,7 @@ pub enum DomainEvent {
         /// The allocation.
         alloc: AllocationRef,
         /// The waiting request.
-        for_id: i64,
+        for_id: AllocationId,
         /// When it is preempted.
         deadline: DateTime<Utc>,
         /// Why, for its owner.
@@ -284,7 +287,7 @@ pub enum DomainEvent {
         /// The allocation.
         alloc: AllocationRef,
         /// The request.
-        for_id: i64,
+        for_id: AllocationId,
     },
     /// The slice was preempted at the end of its notice.
     AllocationPreempted {
@@ -295,18 +298,18 @@ pub enum DomainEvent {
         /// The new state.
         state: AllocationState,
         /// The request it gave way to.
-        for_id: i64,
+        for_id: AllocationId,
         /// Why.
         reason: String,
     },
     /// The slice that waited for an approved quota request still does not fit.
     WaitingSliceRefused {
         /// The quota request.
-        request_id: i64,
+        request_id: QuotaRequestId,
         /// Its tenant.
         tenant: TenantRef,
         /// Who wanted the slice.
-        user_id: Option<i64>,
+        user_id: Option<UserId>,
         /// Why it was refused.
         error: String,
     },
@@ -326,7 +329,7 @@ pub enum DomainEvent {
     /// Temporary extra quota was granted.
     QuotaGranted {
         /// The grant's id.
-        grant_id: i64,
+        grant_id: QuotaGrantId,
         /// The tenant.
         tenant: TenantRef,
         /// The pool.
@@ -347,9 +350,9 @@ pub enum DomainEvent {
     /// A temporary grant was ended early.
     QuotaGrantEnded {
         /// The grant's id.
-        grant_id: i64,
+        grant_id: QuotaGrantId,
         /// The tenant's id.
-        tenant_id: i64,
+        tenant_id: TenantId,
         /// The pool.
         pool: String,
     },
@@ -376,7 +379,7 @@ pub enum DomainEvent {
         /// What it asks for.
         amount: Quota,
         /// The member who proposed it.
-        requested_by_user_id: Option<i64>,
+        requested_by_user_id: Option<UserId>,
     },
     /// A quota request was taken back.
     QuotaRequestWithdrawn {
@@ -385,7 +388,7 @@ pub enum DomainEvent {
         /// The state it left.
         before: QuotaRequestState,
         /// The member who filed it.
-        requested_by_user_id: Option<i64>,
+        requested_by_user_id: Option<UserId>,
         /// Who withdrew it (display name).
         by: String,
     },
@@ -406,7 +409,7 @@ pub enum DomainEvent {
         /// The admin (display name).
         by: String,
         /// Who filed, submitted or waits for it.
-        people: Vec<i64>,
+        people: Vec<UserId>,
     },
     /// A platform admin rejected a quota request.
     QuotaRequestRejected {
@@ -421,14 +424,14 @@ pub enum DomainEvent {
         /// The admin (display name).
         by: String,
         /// Who filed, submitted or waits for it.
-        people: Vec<i64>,
+        people: Vec<UserId>,
     },
     /// A tenant API token was created.
     ApiTokenCreated {
         /// Tenant id.
-        tenant_id: i64,
+        tenant_id: TenantId,
         /// Token id.
-        token_id: i64,
+        token_id: ApiTokenId,
         /// Its name.
         name: String,
         /// Its visible prefix.
@@ -439,16 +442,16 @@ pub enum DomainEvent {
     /// A tenant API token was revoked.
     ApiTokenRevoked {
         /// Tenant id.
-        tenant_id: i64,
+        tenant_id: TenantId,
         /// Token id.
-        token_id: i64,
+        token_id: ApiTokenId,
         /// Its name.
         name: String,
     },
     /// A host join token was created.
     JoinTokenCreated {
         /// Token id.
-        token_id: i64,
+        token_id: JoinTokenId,
         /// What it is for.
         description: String,
         /// When it stops working.
@@ -459,14 +462,14 @@ pub enum DomainEvent {
     /// An unused host join token was revoked.
     JoinTokenRevoked {
         /// Token id.
-        token_id: i64,
+        token_id: JoinTokenId,
         /// Its status before (`active`).
         status_before: tessera_protocol::views::JoinTokenStatus,
     },
     /// A host enrolled with a join token (again, when `reenrolled`).
     HostEnrolled {
         /// Host id.
-        host_id: i64,
+        host_id: HostId,
         /// Its name.
         hostname: String,
         /// It had enrolled before under this name.
@@ -475,7 +478,7 @@ pub enum DomainEvent {
     /// A host's agent reported for the first time.
     HostFirstReport {
         /// Host id.
-        host_id: i64,
+        host_id: HostId,
         /// GPUs reported.
         gpus: usize,
         /// The agent's GPU backend.
@@ -485,7 +488,7 @@ pub enum DomainEvent {
     /// or decommissioned a host or one of its GPUs.
     FleetOperated {
         /// The host.
-        host_id: i64,
+        host_id: HostId,
         /// Its name.
         hostname: String,
         /// The GPU (index, UUID) when the action was on one GPU.
@@ -536,7 +539,7 @@ pub enum DomainEvent {
     /// A GPU's health verdict changed.
     GpuHealthChanged {
         /// Its host.
-        host_id: i64,
+        host_id: HostId,
         /// The host's name.
         hostname: String,
         /// Index on the host.
@@ -610,12 +613,12 @@ pub enum DomainEvent {
     /// A user signed in.
     UserLoggedIn {
         /// The user.
-        user_id: i64,
+        user_id: UserId,
     },
     /// A user's roles changed at sign-in (or were first recorded).
     UserRolesChanged {
         /// The user.
-        user_id: i64,
+        user_id: UserId,
         /// Roles before (`None`: a new user).
         before: Option<Roles>,
         /// Roles now.
@@ -656,10 +659,10 @@ pub struct AfterCommit {
     pub retries_queue: bool,
     /// A revoked API token: this process forgets its check at once (see
     /// [`crate::token_auth`]).
-    pub forgets_token: Option<i64>,
+    pub forgets_token: Option<ApiTokenId>,
     /// A host whose credential stopped working (re-enrolled or
     /// decommissioned): every replica forgets it at once.
-    pub forgets_host_credential: Option<i64>,
+    pub forgets_host_credential: Option<HostId>,
 }
 
 /// What an event changes in the placer's view of the pools (see

@@ -3,6 +3,7 @@
 
 use super::{AllocationRef, DomainEvent, QuotaRequestRef};
 use serde_json::{json, Value};
+use tessera_core::ids::{AllocationId, TenantId, UserId};
 use tessera_core::lifecycle::QuotaRequestState;
 use tessera_core::notify::NotificationKind;
 
@@ -10,11 +11,11 @@ use tessera_core::notify::NotificationKind;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Recipients {
     /// These users.
-    Users(Vec<i64>),
+    Users(Vec<UserId>),
     /// The tenant's admins.
-    TenantAdmins(i64),
+    TenantAdmins(TenantId),
     /// The platform admins, and these users too.
-    PlatformAdminsAnd(Vec<i64>),
+    PlatformAdminsAnd(Vec<UserId>),
 }
 
 /// A notice before its recipients are looked up.
@@ -23,7 +24,7 @@ pub(crate) struct NoticeDraft {
     /// Kind.
     pub kind: NotificationKind,
     /// The tenant concerned (its webhook gets the event).
-    pub tenant_id: Option<i64>,
+    pub tenant_id: Option<TenantId>,
     /// Who is told.
     pub to: Recipients,
     /// The person who acted is not told about their own action.
@@ -45,7 +46,7 @@ pub(crate) enum Link {
     /// A path in the portal.
     Path(String),
     /// The allocation's page (`/t/<slug>/a/<id>`).
-    Allocation(i64),
+    Allocation(AllocationId),
 }
 
 fn about_allocation(

@@ -12,13 +12,13 @@ use tessera_core::units::{ComputeMilli, MemMiB};
 
 fn alloc() -> AllocationRef {
     AllocationRef {
-        id: 7,
-        tenant_id: 3,
+        id: AllocationId::new(7),
+        tenant_id: TenantId::new(3),
         pool: "h100-mig".into(),
         shape_label: "1g.10gb".into(),
         requested_by: "Bob <bob@example.com>".into(),
-        requested_by_user_id: Some(11),
-        host_id: Some(5),
+        requested_by_user_id: Some(UserId::new(11)),
+        host_id: Some(HostId::new(5)),
     }
 }
 
@@ -37,7 +37,7 @@ fn pool() -> tessera_core::pool::PoolSpec {
 
 fn tenant() -> TenantRef {
     TenantRef {
-        id: 3,
+        id: TenantId::new(3),
         slug: "vision".into(),
         name: "Vision".into(),
     }
@@ -45,7 +45,7 @@ fn tenant() -> TenantRef {
 
 fn request() -> QuotaRequestRef {
     QuotaRequestRef {
-        id: 9,
+        id: QuotaRequestId::new(9),
         tenant: tenant(),
         pool: "h100-mig".into(),
         justification: "training".into(),
@@ -171,9 +171,9 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::WaitingSliceRefused {
-                request_id: 9,
+                request_id: QuotaRequestId::new(9),
                 tenant: tenant(),
-                user_id: Some(11),
+                user_id: Some(UserId::new(11)),
                 error: "no".into(),
             },
             None,
@@ -192,7 +192,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::QuotaGranted {
-                grant_id: 1,
+                grant_id: QuotaGrantId::new(1),
                 tenant: tenant(),
                 pool: "h100-mig".into(),
                 extra: quota(),
@@ -207,8 +207,8 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::QuotaGrantEnded {
-                grant_id: 1,
-                tenant_id: 3,
+                grant_id: QuotaGrantId::new(1),
+                tenant_id: TenantId::new(3),
                 pool: "h100-mig".into(),
             },
             Some("quota.grant_end"),
@@ -230,7 +230,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             DomainEvent::QuotaRequestSubmitted {
                 request: request(),
                 amount: quota(),
-                requested_by_user_id: Some(11),
+                requested_by_user_id: Some(UserId::new(11)),
             },
             Some("quota_request.submit"),
             Some(K::QuotaRequestSubmitted),
@@ -239,7 +239,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             DomainEvent::QuotaRequestWithdrawn {
                 request: request(),
                 before: QuotaRequestState::Pending,
-                requested_by_user_id: Some(11),
+                requested_by_user_id: Some(UserId::new(11)),
                 by: "Carol".into(),
             },
             Some("quota_request.withdraw"),
@@ -254,7 +254,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                 before: quota(),
                 after: quota(),
                 by: "Alice".into(),
-                people: vec![11],
+                people: vec![UserId::new(11)],
             },
             Some("quota_request.approve"),
             Some(K::QuotaRequestApproved),
@@ -266,15 +266,15 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                 reason: "no budget".into(),
                 quota: quota(),
                 by: "Alice".into(),
-                people: vec![11],
+                people: vec![UserId::new(11)],
             },
             Some("quota_request.reject"),
             Some(K::QuotaRequestRejected),
         ),
         (
             DomainEvent::ApiTokenCreated {
-                tenant_id: 3,
-                token_id: 1,
+                tenant_id: TenantId::new(3),
+                token_id: ApiTokenId::new(1),
                 name: "ci".into(),
                 prefix: "tsk_abc".into(),
                 expires_at: at,
@@ -284,8 +284,8 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::ApiTokenRevoked {
-                tenant_id: 3,
-                token_id: 1,
+                tenant_id: TenantId::new(3),
+                token_id: ApiTokenId::new(1),
                 name: "ci".into(),
             },
             Some("api_token.revoke"),
@@ -293,7 +293,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::JoinTokenCreated {
-                token_id: 1,
+                token_id: JoinTokenId::new(1),
                 description: "rack 4".into(),
                 expires_at: at,
                 for_host: None,
@@ -303,7 +303,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::JoinTokenRevoked {
-                token_id: 1,
+                token_id: JoinTokenId::new(1),
                 status_before: tessera_protocol::views::JoinTokenStatus::Active,
             },
             Some("join_token.revoke"),
@@ -311,7 +311,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::HostEnrolled {
-                host_id: 5,
+                host_id: HostId::new(5),
                 hostname: "gpu-01".into(),
                 reenrolled: false,
             },
@@ -320,7 +320,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::HostFirstReport {
-                host_id: 5,
+                host_id: HostId::new(5),
                 gpus: 8,
                 backend: "simulated".into(),
             },
@@ -395,13 +395,15 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             None,
         ),
         (
-            DomainEvent::UserLoggedIn { user_id: 11 },
+            DomainEvent::UserLoggedIn {
+                user_id: UserId::new(11),
+            },
             Some("user.login"),
             None,
         ),
         (
             DomainEvent::UserRolesChanged {
-                user_id: 11,
+                user_id: UserId::new(11),
                 before: None,
                 after: Roles {
                     platform_admin: false,
@@ -438,7 +440,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::FleetOperated {
-                host_id: 3,
+                host_id: HostId::new(3),
                 hostname: "gpu-01".into(),
                 gpu: None,
                 action: OpsAction::Drain {
@@ -489,7 +491,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::AllocationPreempting {
                 alloc: alloc(),
-                for_id: 12,
+                for_id: AllocationId::new(12),
                 deadline: at,
                 reason: "a guaranteed request (#12) needs its room".into(),
             },
@@ -499,7 +501,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::AllocationPreemptLifted {
                 alloc: alloc(),
-                for_id: 12,
+                for_id: AllocationId::new(12),
             },
             Some("allocation.preempt_lift"),
             None,
@@ -509,7 +511,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                 alloc: alloc(),
                 before: AllocationPhase::Active,
                 state: AllocationState::releasing(ReleaseOutcome::Released),
-                for_id: 12,
+                for_id: AllocationId::new(12),
                 reason: "a guaranteed request (#12) needs its room".into(),
             },
             Some("allocation.preempt"),
@@ -545,7 +547,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         ),
         (
             DomainEvent::GpuHealthChanged {
-                host_id: 3,
+                host_id: HostId::new(3),
                 hostname: "gpu-01".into(),
                 index: 0,
                 uuid: "GPU-1".into(),
@@ -652,13 +654,13 @@ fn quota_request_notices_spare_the_actor_and_allocation_notices_reach_the_reques
     let (withdrawn, ..) = &samples()[17];
     let notice = withdrawn.notice().unwrap_or_else(|| unreachable!());
     assert!(notice.spare_actor);
-    assert_eq!(notice.to, Recipients::Users(vec![11]));
+    assert_eq!(notice.to, Recipients::Users(vec![UserId::new(11)]));
     assert_eq!(notice.link, Link::Path("/t/vision/quota#request-9".into()));
     let (active, ..) = &samples()[3];
     let notice = active.notice().unwrap_or_else(|| unreachable!());
     assert!(!notice.spare_actor);
-    assert_eq!(notice.to, Recipients::Users(vec![11]));
-    assert_eq!(notice.link, Link::Allocation(7));
+    assert_eq!(notice.to, Recipients::Users(vec![UserId::new(11)]));
+    assert_eq!(notice.link, Link::Allocation(AllocationId::new(7)));
     assert_eq!(notice.title, "Slice #7 (1g.10gb) is active");
 }
 
@@ -696,12 +698,12 @@ fn quota_growth_retries_the_queue() {
     // A host's credential is forgotten when it is replaced or the host is
     // gone, not when a host first enrols or a GPU is operated on.
     let enrolled = |reenrolled| DomainEvent::HostEnrolled {
-        host_id: 5,
+        host_id: HostId::new(5),
         hostname: "gpu-01".into(),
         reenrolled,
     };
     let operated = |gpu: Option<(u32, String)>, after| DomainEvent::FleetOperated {
-        host_id: 5,
+        host_id: HostId::new(5),
         hostname: "gpu-01".into(),
         gpu,
         action: OpsAction::Decommission,
@@ -711,9 +713,9 @@ fn quota_growth_retries_the_queue() {
         drain_deadline: None,
     };
     let forgotten = |e: DomainEvent| e.after_commit().forgets_host_credential;
-    assert_eq!(forgotten(enrolled(true)), Some(5));
+    assert_eq!(forgotten(enrolled(true)), Some(HostId::new(5)));
     assert_eq!(forgotten(enrolled(false)), None);
-    assert_eq!(forgotten(operated(None, None)), Some(5));
+    assert_eq!(forgotten(operated(None, None)), Some(HostId::new(5)));
     assert_eq!(forgotten(operated(None, Some(OpsMode::Maintenance))), None);
     assert_eq!(
         forgotten(operated(
@@ -731,7 +733,7 @@ fn quota_growth_retries_the_queue() {
     ));
     // Resuming a host, or a GPU turning healthy, frees capacity.
     let resumed = DomainEvent::FleetOperated {
-        host_id: 5,
+        host_id: HostId::new(5),
         hostname: "gpu-01".into(),
         gpu: Some((0, "GPU-1".into())),
         action: OpsAction::Resume,

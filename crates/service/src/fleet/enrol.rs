@@ -9,6 +9,7 @@ use crate::memo::BELIEVED_FOR;
 use crate::{secret, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
+use tessera_core::ids::HostId;
 use tessera_protocol::agent::{EnrollRequest, EnrollResponse};
 
 /// A host that authenticated with its credential: a proof, only made by
@@ -16,14 +17,14 @@ use tessera_protocol::agent::{EnrollRequest, EnrollResponse};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthenticatedHost {
     /// Host id.
-    pub(crate) id: i64,
+    pub(crate) id: HostId,
     /// The host name the credential was issued for.
     pub(crate) hostname: String,
 }
 
 impl AuthenticatedHost {
     /// Host id.
-    pub fn id(&self) -> i64 {
+    pub fn id(&self) -> HostId {
         self.id
     }
 
@@ -200,7 +201,7 @@ impl Service {
             .select_only()
             .columns([host::Column::Id, host::Column::Hostname])
             .filter(host::Column::CredentialHash.eq(hash.as_str()))
-            .into_tuple::<(i64, String)>()
+            .into_tuple::<(HostId, String)>()
             .one(&self.db)
             .await?
             .ok_or(ServiceError::InvalidCredential)?;

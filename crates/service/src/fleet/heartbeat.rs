@@ -38,6 +38,7 @@ use crate::memo::{lock, Asked, Believed, Unwritten};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use tessera_core::ids::HostId;
 
 /// How long a host credential that verified is believed while the other
 /// replicas' notices are heard. A notice that could not be sent is the
@@ -60,13 +61,17 @@ pub const REPORT_FULL_EVERY: Duration = Duration::seconds(60);
 /// ([`REPORT_FULL_EVERY`]), in the same second ever after: after one
 /// short hold each host keeps to its phase. The wall clock, not this
 /// process's, so that a host keeps its phase whichever replica it reaches.
-pub(crate) fn beat_hold(host: i64, now_ms: u64, wait: std::time::Duration) -> std::time::Duration {
+pub(crate) fn beat_hold(
+    host: HostId,
+    now_ms: u64,
+    wait: std::time::Duration,
+) -> std::time::Duration {
     let period = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
     if period < 2 {
         return wait;
     }
     // The fraction of the period (of 2^64) at which the host beats.
-    let fraction = u128::from((host as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let fraction = u128::from((host.get() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let phase = u64::try_from((fraction * u128::from(period)) >> 64).unwrap_or(0);
     let since_beat = (now_ms % period + period - phase) % period;
     let to_beat = period - since_beat;
@@ -89,9 +94,9 @@ pub(crate) struct HostChecks {
     /// By the credential's hash.
     credentials: Believed<AuthenticatedHost>,
     /// By host id.
-    reports: Mutex<HashMap<i64, LastReport>>,
+    reports: Mutex<HashMap<HostId, LastReport>>,
     /// Host id → latest sighting not yet written.
-    seen: Unwritten,
+    seen: Unwritten<HostId>,
 }
 
 impl Default for HostChecks {
@@ -132,7 +137,7 @@ impl HostChecks {
     /// Forgets the credentials of `host` (`None`: of every host): it
     /// enrolled again or was decommissioned, or a notice may have been
     /// missed.
-    pub(crate) fn forget_credentials(&self, host: Option<i64>) {
+    pub(crate) fn forget_credentials(&self, host: Option<HostId>) {
         self.credentials
             .forget(|h| host.is_none_or(|host| h.id == host));
     }
@@ -143,7 +148,7 @@ impl HostChecks {
     /// `offline_after` old.
     pub(crate) fn repeats(
         &self,
-        host: i64,
+        host: HostId,
         digest: &str,
         now: DateTime<Utc>,
         offline_after: Duration,
@@ -172,14 +177,14 @@ impl HostChecks {
     /// due for full processing by its age, which the stored copy cannot
     /// change unless another replica processed it in full since (then one
     /// more full processing does no harm), so there is no need to ask it.
-    pub(crate) fn full_due_here(&self, host: i64, digest: &str, now: DateTime<Utc>) -> bool {
+    pub(crate) fn full_due_here(&self, host: HostId, digest: &str, now: DateTime<Utc>) -> bool {
         lock(&self.reports)
             .get(&host)
             .is_some_and(|last| last.digest == digest && now - last.full_at >= REPORT_FULL_EVERY)
     }
 
     /// Remembers the report of `host` with `digest`, processed in full at `now`.
-    pub(crate) fn processed(&self, host: i64, digest: String, now: DateTime<Utc>) {
+    pub(crate) fn processed(&self, host: HostId, digest: String, now: DateTime<Utc>) {
         self.processed_at(host, digest, now, now);
     }
 
@@ -187,7 +192,7 @@ impl HostChecks {
     /// `full_at` (perhaps by another replica) and seen at `now`.
     pub(crate) fn processed_at(
         &self,
-        host: i64,
+        host: HostId,
         digest: String,
         full_at: DateTime<Utc>,
         now: DateTime<Utc>,
@@ -206,7 +211,7 @@ impl HostChecks {
 
     /// Forgets the last report of `host` (`None`: of every host), so that
     /// the next one is processed in full.
-    pub(crate) fn forget_report(&self, host: Option<i64>) {
+    pub(crate) fn forget_report(&self, host: Option<HostId>) {
         let mut reports = lock(&self.reports);
         match host {
             Some(host) => {
@@ -217,12 +222,12 @@ impl HostChecks {
     }
 
     /// Takes the sightings to write them.
-    pub(crate) fn take_seen(&self) -> HashMap<i64, DateTime<Utc>> {
+    pub(crate) fn take_seen(&self) -> HashMap<HostId, DateTime<Utc>> {
         self.seen.take()
     }
 
     /// Puts back sightings that could not be written.
-    pub(crate) fn restore_seen(&self, seen: HashMap<i64, DateTime<Utc>>) {
+    pub(crate) fn restore_seen(&self, seen: HashMap<HostId, DateTime<Utc>>) {
         self.seen.restore(seen);
     }
 }
@@ -245,7 +250,7 @@ mod tests {
             let mut now = 1_796_000_000_123_u64;
             let mut ends = Vec::new();
             for _ in 0..6 {
-                let hold = beat_hold(host, now, wait);
+                let hold = beat_hold(HostId::new(host), now, wait);
                 assert!(hold >= wait / 2 && hold <= wait, "{hold:?}");
                 // The agent observes and polls again 7 ms later.
                 now += ms(hold);
@@ -258,11 +263,11 @@ mod tests {
             }
         }
         assert_eq!(
-            beat_hold(1, 5, std::time::Duration::ZERO),
+            beat_hold(HostId::new(1), 5, std::time::Duration::ZERO),
             std::time::Duration::ZERO
         );
         assert_eq!(
-            beat_hold(1, 5, std::time::Duration::from_millis(1)),
+            beat_hold(HostId::new(1), 5, std::time::Duration::from_millis(1)),
             std::time::Duration::from_millis(1)
         );
     }
@@ -275,8 +280,10 @@ mod tests {
         for host in 1..=5_000 {
             // All start together; where the second poll ends is where the
             // host beats from then on.
-            let first = start + u64::try_from(beat_hold(host, start, wait).as_millis()).unwrap();
-            let second = first + u64::try_from(beat_hold(host, first, wait).as_millis()).unwrap();
+            let first = start
+                + u64::try_from(beat_hold(HostId::new(host), start, wait).as_millis()).unwrap();
+            let second = first
+                + u64::try_from(beat_hold(HostId::new(host), first, wait).as_millis()).unwrap();
             per_second[usize::try_from((second - start) / 1000 % 15).unwrap()] += 1;
         }
         // 5,000 / 15 = 333 a second, evenly.
@@ -290,37 +297,49 @@ mod tests {
         let offline = Duration::seconds(30);
         let at = |s: i64| t0() + Duration::seconds(s);
         let c = HostChecks::default();
-        assert!(!c.repeats(1, "d", t0(), offline), "nothing processed yet");
-        c.processed(1, "d".into(), t0());
-        assert!(!c.repeats(1, "other", at(5), offline));
-        assert!(!c.repeats(2, "d", at(5), offline), "another host");
+        assert!(
+            !c.repeats(HostId::new(1), "d", t0(), offline),
+            "nothing processed yet"
+        );
+        c.processed(HostId::new(1), "d".into(), t0());
+        assert!(!c.repeats(HostId::new(1), "other", at(5), offline));
+        assert!(
+            !c.repeats(HostId::new(2), "d", at(5), offline),
+            "another host"
+        );
         // Every 25 s: seen each time, never offline, until the minute is up.
-        assert!(c.repeats(1, "d", at(25), offline));
-        assert!(c.repeats(1, "d", at(50), offline));
-        assert!(!c.repeats(1, "d", at(60), offline), "in full once a minute");
-        assert_eq!(c.take_seen(), HashMap::from([(1, at(50))]));
+        assert!(c.repeats(HostId::new(1), "d", at(25), offline));
+        assert!(c.repeats(HostId::new(1), "d", at(50), offline));
+        assert!(
+            !c.repeats(HostId::new(1), "d", at(60), offline),
+            "in full once a minute"
+        );
+        assert_eq!(c.take_seen(), HashMap::from([(HostId::new(1), at(50))]));
         assert!(c.take_seen().is_empty());
 
         // Silent longer than `offline`: in full.
-        c.processed(1, "d".into(), at(100));
-        assert!(!c.repeats(1, "d", at(130), offline));
-        assert!(c.repeats(1, "d", at(129), offline));
+        c.processed(HostId::new(1), "d".into(), at(100));
+        assert!(!c.repeats(HostId::new(1), "d", at(130), offline));
+        assert!(c.repeats(HostId::new(1), "d", at(129), offline));
         // A clock that went back is no repeat.
-        assert!(!c.repeats(1, "d", at(90), offline));
+        assert!(!c.repeats(HostId::new(1), "d", at(90), offline));
 
         // Its age alone makes it due here (not its absence: another
         // replica may have seen the host meanwhile).
-        assert!(!c.full_due_here(1, "d", at(130)));
-        assert!(c.full_due_here(1, "d", at(160)) && !c.full_due_here(1, "other", at(160)));
+        assert!(!c.full_due_here(HostId::new(1), "d", at(130)));
+        assert!(
+            c.full_due_here(HostId::new(1), "d", at(160))
+                && !c.full_due_here(HostId::new(1), "other", at(160))
+        );
         // Forgotten (its desired state changed): in full.
-        c.forget_report(Some(1));
-        assert!(!c.full_due_here(1, "d", at(160)));
-        assert!(!c.repeats(1, "d", at(131), offline));
-        c.processed(1, "d".into(), at(140));
-        c.processed(2, "e".into(), at(140));
+        c.forget_report(Some(HostId::new(1)));
+        assert!(!c.full_due_here(HostId::new(1), "d", at(160)));
+        assert!(!c.repeats(HostId::new(1), "d", at(131), offline));
+        c.processed(HostId::new(1), "d".into(), at(140));
+        c.processed(HostId::new(2), "e".into(), at(140));
         c.forget_report(None);
-        assert!(!c.repeats(1, "d", at(141), offline));
-        assert!(!c.repeats(2, "e", at(141), offline));
+        assert!(!c.repeats(HostId::new(1), "d", at(141), offline));
+        assert!(!c.repeats(HostId::new(2), "e", at(141), offline));
     }
 
     #[test]
@@ -328,31 +347,36 @@ mod tests {
         let offline = Duration::seconds(30);
         let at = |s: i64| t0() + Duration::seconds(s);
         let c = HostChecks::default();
-        c.processed(1, "d".into(), t0());
+        c.processed(HostId::new(1), "d".into(), t0());
         // Seen every 5 s; noted at 10 s, then 20 s, then 30 s.
         for s in [5, 10, 15, 20, 25, 30] {
-            assert!(c.repeats(1, "d", at(s), offline));
+            assert!(c.repeats(HostId::new(1), "d", at(s), offline));
             let noted = c.take_seen();
             let expected = if s % 10 == 0 {
-                HashMap::from([(1, at(s))])
+                HashMap::from([(HostId::new(1), at(s))])
             } else {
                 HashMap::new()
             };
             assert_eq!(noted, expected, "at {s} s");
         }
         // Processing in full wrote it: the next note is 10 s after that.
-        c.processed(1, "d".into(), at(32));
-        assert!(c.repeats(1, "d", at(40), offline));
+        c.processed(HostId::new(1), "d".into(), at(32));
+        assert!(c.repeats(HostId::new(1), "d", at(40), offline));
         assert!(c.take_seen().is_empty());
-        assert!(c.repeats(1, "d", at(42), offline));
-        assert_eq!(c.take_seen(), HashMap::from([(1, at(42))]));
+        assert!(c.repeats(HostId::new(1), "d", at(42), offline));
+        assert_eq!(c.take_seen(), HashMap::from([(HostId::new(1), at(42))]));
     }
 
     #[test]
     fn sightings_survive_a_failed_write() {
         let c = HostChecks::default();
-        c.processed(3, "d".into(), t0());
-        assert!(c.repeats(3, "d", t0() + Duration::seconds(10), Duration::seconds(30)));
+        c.processed(HostId::new(3), "d".into(), t0());
+        assert!(c.repeats(
+            HostId::new(3),
+            "d",
+            t0() + Duration::seconds(10),
+            Duration::seconds(30)
+        ));
         let taken = c.take_seen();
         c.restore_seen(taken.clone());
         assert_eq!(c.take_seen(), taken);

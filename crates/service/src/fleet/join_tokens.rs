@@ -8,6 +8,7 @@ use crate::{secret, PlatformAdmin, Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use std::collections::BTreeMap;
+use tessera_core::ids::{HostId, JoinTokenId};
 use tessera_protocol::views::{CreatedJoinToken, JoinTokenStatus, JoinTokenView};
 
 /// Longest lifetime of a join token.
@@ -27,7 +28,7 @@ fn token_status(t: &join_token::Model, now: DateTime<Utc>) -> JoinTokenStatus {
 
 fn token_view(
     t: &join_token::Model,
-    hosts: &BTreeMap<i64, String>,
+    hosts: &BTreeMap<HostId, String>,
     now: DateTime<Utc>,
 ) -> JoinTokenView {
     JoinTokenView {
@@ -146,7 +147,7 @@ impl Service {
             for_host: for_host.as_ref().map(|h| h.hostname.clone()),
         });
         w.commit(self, &actor).await?;
-        let hosts: BTreeMap<i64, String> =
+        let hosts: BTreeMap<HostId, String> =
             for_host.map(|h| (h.id, h.hostname)).into_iter().collect();
         Ok(CreatedJoinToken {
             token: token_view(&t, &hosts, now),
@@ -158,7 +159,7 @@ impl Service {
     pub async fn revoke_join_token(
         &self,
         admin: &PlatformAdmin<'_>,
-        id: i64,
+        id: JoinTokenId,
     ) -> Result<(), ServiceError> {
         let now = self.now();
         let mut w = self.begin_write().await?;
@@ -197,7 +198,7 @@ impl Service {
         Ok(tokens.iter().map(|t| token_view(t, &hosts, now)).collect())
     }
 
-    async fn host_names(&self) -> Result<BTreeMap<i64, String>, ServiceError> {
+    async fn host_names(&self) -> Result<BTreeMap<HostId, String>, ServiceError> {
         Ok(host::Entity::find()
             .all(&self.db)
             .await?

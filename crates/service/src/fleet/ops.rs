@@ -11,6 +11,7 @@ use crate::{PlatformAdmin, Service, ServiceError};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use tessera_core::availability::{apply, OpsAction, OpsError, OpsMode, OpsOutcome, OpsTarget};
 use tessera_core::health::HealthVerdict;
+use tessera_core::ids::HostId;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::views::{OpsRequest, OpsView};
 
@@ -76,7 +77,7 @@ impl Service {
     pub async fn operate_host(
         &self,
         admin: &PlatformAdmin<'_>,
-        host_id: i64,
+        host_id: HostId,
         req: &OpsRequest,
     ) -> Result<Option<OpsView>, ServiceError> {
         self.operate(admin, host_id, None, req).await
@@ -86,7 +87,7 @@ impl Service {
     pub async fn operate_gpu(
         &self,
         admin: &PlatformAdmin<'_>,
-        host_id: i64,
+        host_id: HostId,
         index: u32,
         req: &OpsRequest,
     ) -> Result<Option<OpsView>, ServiceError> {
@@ -96,7 +97,7 @@ impl Service {
     async fn operate(
         &self,
         admin: &PlatformAdmin<'_>,
-        host_id: i64,
+        host_id: HostId,
         index: Option<u32>,
         req: &OpsRequest,
     ) -> Result<Option<OpsView>, ServiceError> {
@@ -113,7 +114,7 @@ impl Service {
         &self,
         w: &mut Write,
         by: &str,
-        host_id: i64,
+        host_id: HostId,
         index: Option<u32>,
         req: &OpsRequest,
     ) -> Result<Option<OpsView>, ServiceError> {

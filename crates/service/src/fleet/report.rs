@@ -14,6 +14,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::health::{assess, HealthVerdict};
+use tessera_core::ids::{GpuId, HostId};
 use tessera_protocol::agent::{GpuReport, HostReport, ReportAck};
 
 /// Checks a report for internal consistency; names the first offending field.
@@ -229,7 +230,7 @@ impl Service {
         }
         active.update(w.db()).await?;
 
-        let gone: Vec<i64> = existing
+        let gone: Vec<GpuId> = existing
             .values()
             .filter(|g| !report.gpus.iter().any(|r| r.uuid == g.uuid))
             .map(|g| g.id)
@@ -407,7 +408,7 @@ impl Service {
         let Some(at) = seen.values().min().copied() else {
             return Ok(0);
         };
-        let hosts: Vec<i64> = seen.keys().copied().collect();
+        let hosts: Vec<HostId> = seen.keys().copied().collect();
         let written = async {
             let w = self.begin_write().await?;
             for chunk in hosts.chunks(500) {

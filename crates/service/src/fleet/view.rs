@@ -8,6 +8,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::availability::OpsMode;
 use tessera_core::health::{GpuHealth, HealthVerdict};
+use tessera_core::ids::{AllocationId, HostId, TenantId};
 use tessera_core::placement::{FragmentationReport, Policy};
 use tessera_core::slice::label;
 use tessera_protocol::views::{
@@ -46,7 +47,7 @@ fn mig_instances(
 /// What the listing needs of every host (the page's are then read in full).
 #[derive(Debug, sea_orm::FromQueryResult)]
 struct HostFacts {
-    id: i64,
+    id: HostId,
     hostname: String,
     last_seen_at: Option<chrono::DateTime<chrono::Utc>>,
     ops_mode: OpsMode,
@@ -57,7 +58,7 @@ struct HostFacts {
 /// a 5,000-host fleet are 40,000 rows, their groups 5,000.
 #[derive(Debug, sea_orm::FromQueryResult)]
 struct GpuFacts {
-    host_id: i64,
+    host_id: HostId,
     model: String,
     mig_enabled: bool,
     health: HealthVerdict,
@@ -132,7 +133,7 @@ impl Service {
             .into_model::<GpuFacts>()
             .all(&self.db)
             .await?;
-        let mut facts_of: BTreeMap<i64, Vec<&GpuFacts>> = BTreeMap::new();
+        let mut facts_of: BTreeMap<HostId, Vec<&GpuFacts>> = BTreeMap::new();
         for g in &facts {
             facts_of.entry(g.host_id).or_default().push(g);
         }
@@ -222,7 +223,7 @@ impl Service {
         let per_page = HOSTS_PER_PAGE as usize;
         let pages = matching.len().div_ceil(per_page).max(1);
         let page = (filter.page.unwrap_or(1).max(1) as usize).min(pages);
-        let ids: Vec<i64> = matching
+        let ids: Vec<HostId> = matching
             .iter()
             .skip((page - 1) * per_page)
             .take(per_page)
@@ -238,7 +239,7 @@ impl Service {
             );
         }
         // In the listing's order (the database's collation).
-        let position: BTreeMap<i64, usize> =
+        let position: BTreeMap<HostId, usize> =
             ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         shown.sort_by_key(|h| position.get(&h.id).copied());
         let hosts = self.host_views(&specs, shown, now).await?;
@@ -260,7 +261,7 @@ impl Service {
         hosts: Vec<host::Model>,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<HostView>, ServiceError> {
-        let ids: Vec<i64> = hosts.iter().map(|h| h.id).collect();
+        let ids: Vec<HostId> = hosts.iter().map(|h| h.id).collect();
         let gpus = gpu::Entity::find()
             .filter(gpu::Column::HostId.is_in(ids.iter().copied()))
             .order_by_asc(gpu::Column::HostId)
@@ -268,7 +269,7 @@ impl Service {
             .all(&self.db)
             .await?;
         let offline_after = self.settings.host_offline_after;
-        let slugs: BTreeMap<i64, String> = crate::entity::tenant::Entity::find()
+        let slugs: BTreeMap<TenantId, String> = crate::entity::tenant::Entity::find()
             .all(&self.db)
             .await?
             .into_iter()
@@ -291,7 +292,7 @@ impl Service {
         }
         let no_holders = Holders::new();
         // Live slices per host and per GPU UUID.
-        let mut live_by_host: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+        let mut live_by_host: BTreeMap<HostId, BTreeSet<AllocationId>> = BTreeMap::new();
         let mut live_by_gpu: BTreeMap<String, u32> = BTreeMap::new();
         for (uuid, list) in &occupancy {
             for (a, _) in list {

@@ -4,6 +4,7 @@ use crate::entity::notification;
 use crate::{Principal, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use tessera_core::ids::NotificationId;
 use tessera_protocol::quotas::{NotificationView, NotificationsPage};
 
 /// Most notifications listed at once.
@@ -50,7 +51,7 @@ impl Service {
     pub async fn mark_notifications_read(
         &self,
         who: &Principal,
-        id: Option<i64>,
+        id: Option<NotificationId>,
     ) -> Result<u64, ServiceError> {
         let now = self.now();
         let w = self.begin_write().await?;

@@ -15,13 +15,14 @@ pub use webhooks::{
 
 use crate::entity::{membership, user};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use tessera_core::ids::{TenantId, UserId};
 use tessera_protocol::views::TenantRole;
 
 /// Users who administer `tenant_id`.
 pub(crate) async fn tenant_admins<C: ConnectionTrait>(
     conn: &C,
-    tenant_id: i64,
-) -> Result<Vec<i64>, DbErr> {
+    tenant_id: TenantId,
+) -> Result<Vec<UserId>, DbErr> {
     Ok(membership::Entity::find()
         .filter(membership::Column::TenantId.eq(tenant_id))
         .filter(membership::Column::Role.eq(TenantRole::TenantAdmin))
@@ -33,7 +34,7 @@ pub(crate) async fn tenant_admins<C: ConnectionTrait>(
 }
 
 /// Users who are platform admins (as of their latest login).
-pub(crate) async fn platform_admins<C: ConnectionTrait>(conn: &C) -> Result<Vec<i64>, DbErr> {
+pub(crate) async fn platform_admins<C: ConnectionTrait>(conn: &C) -> Result<Vec<UserId>, DbErr> {
     Ok(user::Entity::find()
         .filter(user::Column::PlatformAdmin.eq(true))
         .all(conn)

@@ -13,6 +13,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
+use tessera_core::ids::TenantId;
 
 use sha2::Sha256;
 use tessera_core::notify::{webhook_retry_delay_s, NotificationKind};
@@ -56,7 +57,7 @@ pub struct DueDelivery {
     /// Outbox id.
     pub id: i64,
     /// The tenant whose webhook it is (deliveries are bounded per tenant).
-    pub tenant_id: i64,
+    pub tenant_id: TenantId,
     /// Event kind (`X-Tessera-Event`).
     pub event: NotificationKind,
     /// Where to post.
@@ -113,7 +114,10 @@ impl Service {
         self.webhook_view_of(t.id).await
     }
 
-    async fn webhook_view_of(&self, tenant_id: i64) -> Result<Option<WebhookView>, ServiceError> {
+    async fn webhook_view_of(
+        &self,
+        tenant_id: TenantId,
+    ) -> Result<Option<WebhookView>, ServiceError> {
         let Some(hook) = webhook::Entity::find()
             .filter(webhook::Column::TenantId.eq(tenant_id))
             .one(&self.db)
@@ -264,10 +268,10 @@ impl Service {
     /// given up.
     pub async fn due_webhook_deliveries(
         &self,
-        room: impl Fn(i64) -> u64,
+        room: impl Fn(TenantId) -> u64,
     ) -> Result<Vec<DueDelivery>, ServiceError> {
         let now = self.now();
-        let tenants: Vec<(i64, i64)> = webhook_delivery::Entity::find()
+        let tenants: Vec<(TenantId, i64)> = webhook_delivery::Entity::find()
             .select_only()
             .column(webhook_delivery::Column::TenantId)
             .column_as(webhook_delivery::Column::Id.min(), "oldest")

@@ -18,6 +18,7 @@ use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, Set};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::availability::{OpsAction, OpsMode, MAX_DRAIN_MINUTES};
 use tessera_core::catalogue;
+use tessera_core::ids::{GpuId, HostId, TenantId};
 use tessera_core::pool::{moves, FleetGpu, GpuMove};
 use tessera_protocol::views::{
     AffectedSlice, OpsRequest, PlannedChangeView, PoolAdminView, PoolChangePreview, PoolEdit,
@@ -29,7 +30,7 @@ const MAX_POOLS: usize = 100;
 
 /// The fleet's GPUs with their hosts and the slices on them.
 struct Fleet {
-    hosts: BTreeMap<i64, host::Model>,
+    hosts: BTreeMap<HostId, host::Model>,
     gpus: Vec<gpu::Model>,
     taken: Occupancy,
 }
@@ -108,7 +109,7 @@ impl Service {
                     })
                     .collect();
                 let planned = r.pending_spec.as_ref().map(|next| {
-                    let moved: BTreeSet<i64> = r
+                    let moved: BTreeSet<GpuId> = r
                         .pending_gpus
                         .as_ref()
                         .map(|g| g.0.iter().copied().collect())
@@ -181,7 +182,7 @@ impl Service {
         let (before, after, old) = self.proposal(&self.db, &rows, name, edit).await?;
         let core = fleet.as_core()?;
         let moved = moves(&before, &after, &core);
-        let tenants: BTreeMap<i64, String> = tenant::Entity::find()
+        let tenants: BTreeMap<TenantId, String> = tenant::Entity::find()
             .all(&self.db)
             .await?
             .into_iter()
@@ -519,7 +520,7 @@ impl Service {
         conn: &C,
         row: &pool::Model,
     ) -> Result<bool, ServiceError> {
-        let ids: BTreeSet<i64> = row
+        let ids: BTreeSet<GpuId> = row
             .pending_gpus
             .as_ref()
             .map(|g| g.0.iter().copied().collect())
@@ -541,7 +542,7 @@ impl Service {
         why: &str,
     ) -> Result<(), ServiceError> {
         let mark = marker(&row.name, row.pending_reason.as_deref().unwrap_or_default());
-        let ids: BTreeSet<i64> = row
+        let ids: BTreeSet<GpuId> = row
             .pending_gpus
             .as_ref()
             .map(|g| g.0.iter().copied().collect())

@@ -11,6 +11,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
     QueryOrder, Set,
 };
+use tessera_core::ids::{HostId, QuotaGrantId, QuotaRequestId, TenantId};
 
 use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_core::quota::{Quota, QuotaAmount};
@@ -34,7 +35,7 @@ impl Service {
     }
 
     /// Hosts that reported recently enough to be online.
-    pub(crate) async fn online_host_ids(&self) -> Result<Vec<i64>, ServiceError> {
+    pub(crate) async fn online_host_ids(&self) -> Result<Vec<HostId>, ServiceError> {
         let now = self.now();
         Ok(crate::entity::host::Entity::find()
             .all(&self.db)
@@ -51,7 +52,7 @@ impl Service {
     /// Replaces the permanent quota row (creating it); returns the old one.
     pub(crate) async fn write_base_quota<C: ConnectionTrait>(
         conn: &C,
-        tenant_id: i64,
+        tenant_id: TenantId,
         pool: &str,
         q: &Quota,
         now: DateTime<Utc>,
@@ -95,15 +96,15 @@ impl Service {
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn write_grant<C: ConnectionTrait>(
         conn: &C,
-        tenant_id: i64,
+        tenant_id: TenantId,
         pool: &str,
         extra: &Quota,
         ends_at: DateTime<Utc>,
         reason: &str,
-        quota_request_id: Option<i64>,
+        quota_request_id: Option<QuotaRequestId>,
         by: &str,
         now: DateTime<Utc>,
-    ) -> Result<i64, ServiceError> {
+    ) -> Result<QuotaGrantId, ServiceError> {
         let (compute, memory, slices) = quota_columns(extra);
         let g = quota_grant::ActiveModel {
             tenant_id: Set(tenant_id),
@@ -208,7 +209,7 @@ impl Service {
     pub async fn end_quota_grant(
         &self,
         admin: &PlatformAdmin<'_>,
-        id: i64,
+        id: QuotaGrantId,
     ) -> Result<(), ServiceError> {
         let now = self.now();
         let mut w = self.begin_write().await?;

@@ -13,6 +13,7 @@ use crate::events::{DomainEvent, QuotaRequestRef, TenantRef};
 use crate::{PlatformAdmin, Principal, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use tessera_core::ids::{QuotaRequestId, UserId};
 use tessera_core::lifecycle::QuotaRequestEvent;
 use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_protocol::quotas::{QuotaDecision, QuotaRequestView};
@@ -42,7 +43,7 @@ impl Service {
     pub async fn decide_quota_request(
         &self,
         admin: &PlatformAdmin<'_>,
-        id: i64,
+        id: QuotaRequestId,
         decision: &QuotaDecision,
     ) -> Result<QuotaRequestView, ServiceError> {
         let who = admin.principal();
@@ -148,7 +149,7 @@ impl Service {
         }
         let after = Self::quota_view(w.db(), t.id, &row.pool, now).await?;
         let request = QuotaRequestRef::of(&row, &t);
-        let people: Vec<i64> = [
+        let people: Vec<UserId> = [
             row.requested_by_user_id,
             row.submitted_by_user_id,
             row.slice_user_id,
@@ -217,7 +218,7 @@ impl Service {
         let outcome = match serde_json::from_value::<NewAllocation>(slice.clone()) {
             Ok(slice) => self.request_allocation(&actor, &slice).await,
             Err(e) => {
-                tracing::error!(quota_request = row.id, error = %e, "the stored waiting slice is unreadable");
+                tracing::error!(quota_request = row.id.get(), error = %e, "the stored waiting slice is unreadable");
                 Err(ServiceError::Conflict(format!(
                     "the slice stored with quota request {} can no longer be read; ask for it again",
                     row.id
@@ -227,7 +228,7 @@ impl Service {
         let (allocation_id, error) = match outcome {
             Ok(a) => (Some(a.id), None),
             Err(e) => {
-                tracing::info!(quota_request = row.id, error = %e, "the waiting slice could not be requested");
+                tracing::info!(quota_request = row.id.get(), error = %e, "the waiting slice could not be requested");
                 (None, Some(e.public_message()))
             }
         };
@@ -261,13 +262,14 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_core::ids::TenantId;
     use tessera_protocol::views::MembershipView;
 
     fn row() -> quota_request::Model {
         let now = chrono::Utc::now();
         quota_request::Model {
-            id: 1,
-            tenant_id: 7,
+            id: QuotaRequestId::new(1),
+            tenant_id: TenantId::new(7),
             pool: "p".into(),
             compute_milli: 1000,
             memory_mib: 0,
@@ -276,9 +278,9 @@ mod tests {
             justification: "j".into(),
             state: QuotaRequestPhase::Pending,
             reject_reason: None,
-            requested_by_user_id: Some(10),
+            requested_by_user_id: Some(UserId::new(10)),
             requested_by: "m".into(),
-            submitted_by_user_id: Some(11),
+            submitted_by_user_id: Some(UserId::new(11)),
             submitted_by: Some("a".into()),
             decided_by_user_id: None,
             decided_by: None,
@@ -297,7 +299,7 @@ mod tests {
         }
     }
 
-    fn admin(user_id: i64, tenant_admin_of: Option<i64>) -> Principal {
+    fn admin(user_id: UserId, tenant_admin_of: Option<TenantId>) -> Principal {
         Principal {
             user_id,
             name: "A".into(),
@@ -321,10 +323,13 @@ mod tests {
 
     #[test]
     fn four_eyes_blocks_requester_submitter_and_tenant_admins() {
-        assert!(four_eyes_block(&admin(10, None), &row()).is_some());
-        assert!(four_eyes_block(&admin(11, None), &row()).is_some());
-        assert!(four_eyes_block(&admin(12, Some(7)), &row()).is_some());
-        assert_eq!(four_eyes_block(&admin(12, Some(8)), &row()), None);
-        assert_eq!(four_eyes_block(&admin(12, None), &row()), None);
+        assert!(four_eyes_block(&admin(UserId::new(10), None), &row()).is_some());
+        assert!(four_eyes_block(&admin(UserId::new(11), None), &row()).is_some());
+        assert!(four_eyes_block(&admin(UserId::new(12), Some(TenantId::new(7))), &row()).is_some());
+        assert_eq!(
+            four_eyes_block(&admin(UserId::new(12), Some(TenantId::new(8))), &row()),
+            None
+        );
+        assert_eq!(four_eyes_block(&admin(UserId::new(12), None), &row()), None);
     }
 }

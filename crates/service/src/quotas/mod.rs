@@ -13,6 +13,7 @@ use crate::entity::{quota, quota_grant};
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use tessera_core::ids::TenantId;
 use tessera_core::quota::{Quota, Usage};
 use tessera_core::schedule::QosClass;
 use tessera_core::units::{ComputeMilli, MemMiB};
@@ -74,7 +75,7 @@ impl Service {
     /// The permanent quota and the grants in force.
     pub(crate) async fn quota_parts<C: ConnectionTrait>(
         conn: &C,
-        tenant_id: i64,
+        tenant_id: TenantId,
         pool: &str,
         now: DateTime<Utc>,
     ) -> Result<QuotaParts, ServiceError> {
@@ -98,7 +99,7 @@ impl Service {
     /// The tenant's quota in force in a pool (`None` when it has none).
     pub(crate) async fn quota_of<C: ConnectionTrait>(
         conn: &C,
-        tenant_id: i64,
+        tenant_id: TenantId,
         pool: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<Quota>, ServiceError> {
@@ -115,7 +116,7 @@ impl Service {
     /// [`Self::usage_of`] (tested).
     pub(crate) async fn quota_and_usage<C: ConnectionTrait>(
         conn: &C,
-        tenant_id: i64,
+        tenant_id: TenantId,
         pool: &str,
         now: DateTime<Utc>,
     ) -> Result<(Option<Quota>, Usage), ServiceError> {
@@ -200,7 +201,7 @@ impl Service {
     /// Quota (permanent, temporary, in force) and use of a tenant in a pool.
     pub(crate) async fn quota_view<C: ConnectionTrait>(
         conn: &C,
-        tenant_id: i64,
+        tenant_id: TenantId,
         pool: &str,
         now: DateTime<Utc>,
     ) -> Result<QuotaView, ServiceError> {

@@ -10,6 +10,7 @@ use crate::{Principal, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::json;
+use tessera_core::ids::QuotaRequestId;
 use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_core::lifecycle::{quota_request_transition, QuotaRequestEvent, QuotaRequestState};
 use tessera_core::slice::label;
@@ -108,7 +109,7 @@ impl Service {
     pub async fn submit_quota_request(
         &self,
         who: &Principal,
-        id: i64,
+        id: QuotaRequestId,
     ) -> Result<QuotaRequestView, ServiceError> {
         let (row, t) = self.visible_quota_request(who, id).await?;
         if who.role_in(t.id) != Some(TenantRole::TenantAdmin) {
@@ -151,7 +152,7 @@ impl Service {
     pub async fn withdraw_quota_request(
         &self,
         who: &Principal,
-        id: i64,
+        id: QuotaRequestId,
     ) -> Result<QuotaRequestView, ServiceError> {
         let (row, t) = self.visible_quota_request(who, id).await?;
         let mine = row.requested_by_user_id == Some(who.user_id);
@@ -189,7 +190,7 @@ impl Service {
     pub(crate) async fn visible_quota_request(
         &self,
         who: &Principal,
-        id: i64,
+        id: QuotaRequestId,
     ) -> Result<(quota_request::Model, tenant::Model), ServiceError> {
         let not_found = || ServiceError::not_found(format!("quota request {id}"));
         let row = quota_request::Entity::find_by_id(id)
@@ -223,7 +224,7 @@ impl Service {
     /// The 409 for a request that changed state under us.
     pub(crate) async fn already_moved<C: sea_orm::ConnectionTrait>(
         conn: &C,
-        id: i64,
+        id: QuotaRequestId,
     ) -> ServiceError {
         match quota_request::Entity::find_by_id(id).one(conn).await {
             Ok(Some(row)) => ServiceError::Conflict(decided_message(

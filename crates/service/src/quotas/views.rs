@@ -8,6 +8,7 @@ use super::requests::stored_state;
 use crate::entity::{allocation, gpu, quota, quota_request, tenant};
 use crate::{PlatformAdmin, Principal, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use tessera_core::ids::{HostId, QuotaRequestId, TenantId};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_core::quota::Quota;
@@ -23,7 +24,7 @@ impl Service {
     pub async fn quota_request_view(
         &self,
         who: &Principal,
-        id: i64,
+        id: QuotaRequestId,
     ) -> Result<QuotaRequestView, ServiceError> {
         let (row, t) = self.visible_quota_request(who, id).await?;
         self.request_view(who, &row, &t)
@@ -33,7 +34,7 @@ impl Service {
     pub(crate) async fn tenant_quota_requests(
         &self,
         who: &Principal,
-        tenant_id: i64,
+        tenant_id: TenantId,
     ) -> Result<Vec<QuotaRequestView>, ServiceError> {
         let t = tenant::Entity::find_by_id(tenant_id)
             .one(&self.db)
@@ -65,7 +66,7 @@ impl Service {
             .all(&self.db)
             .await?;
         let tenants = tenant::Entity::find().all(&self.db).await?;
-        let tenant_of = |id: i64| tenants.iter().find(|t| t.id == id);
+        let tenant_of = |id: TenantId| tenants.iter().find(|t| t.id == id);
         let mut items = Vec::new();
         for row in &pending {
             let Some(t) = tenant_of(row.tenant_id) else {
@@ -113,7 +114,7 @@ impl Service {
     async fn pool_capacity(&self, pool: &str) -> Result<PoolCapacityView, ServiceError> {
         let online = self.online_host_ids().await?;
         let pools = self.pools(&self.db).await?;
-        let hosts: std::collections::BTreeMap<i64, crate::entity::host::Model> =
+        let hosts: std::collections::BTreeMap<HostId, crate::entity::host::Model> =
             crate::entity::host::Entity::find()
                 .filter(crate::entity::host::Column::Id.is_in(online.clone()))
                 .all(&self.db)

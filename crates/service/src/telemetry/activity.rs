@@ -6,6 +6,7 @@ use crate::entity::{gpu_rollup, gpu_sample};
 use crate::{Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::BTreeMap;
+use tessera_core::ids::AllocationId;
 use tessera_core::metering::HOUR_MS;
 use tessera_core::telemetry::{roll_up, Rollup, Sample, MINUTE_MS};
 use tessera_protocol::views::{ActivityPoint, AllocationActivity};
@@ -50,7 +51,7 @@ impl Service {
     pub async fn allocation_activity(
         &self,
         actor: &TenantActor,
-        id: i64,
+        id: AllocationId,
     ) -> Result<AllocationActivity, ServiceError> {
         let row = self.own_row(actor, id).await?;
         let memory_mib = u64::try_from(row.demand_memory_mib).unwrap_or(0);
@@ -125,7 +126,7 @@ impl Service {
     /// A young slice's activity sample by sample (its devices merged).
     async fn raw_activity(
         &self,
-        id: i64,
+        id: AllocationId,
         memory_mib: u64,
         from: i64,
     ) -> Result<AllocationActivity, ServiceError> {

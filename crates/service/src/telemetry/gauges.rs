@@ -7,6 +7,7 @@ use crate::entity::{allocation, gpu, gpu_sample, host, tenant};
 use crate::{Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use std::collections::BTreeMap;
+use tessera_core::ids::{AllocationId, HostId, TenantId};
 
 /// Older rounds are stale: the host stopped sending.
 const FRESH_MS: i64 = 3 * 60_000;
@@ -30,7 +31,7 @@ pub struct DeviceGauges {
     /// Its pool.
     pub pool: Option<String>,
     /// The slice.
-    pub allocation: Option<i64>,
+    pub allocation: Option<AllocationId>,
     /// Utilisation, percent (`None`: not measured, a MIG device without GPM).
     pub util_pct: Option<u8>,
     /// Memory used, MiB.
@@ -64,7 +65,7 @@ impl Service {
             fresh = fresh.filter(host::Column::Hostname.is_in(names.iter().cloned()));
         }
         let hosts = fresh.all(&self.db).await?;
-        let tenants: BTreeMap<i64, String> = tenant::Entity::find()
+        let tenants: BTreeMap<TenantId, String> = tenant::Entity::find()
             .all(&self.db)
             .await?
             .into_iter()
@@ -91,7 +92,7 @@ impl Service {
                 .into_iter()
                 .map(|g| (g.uuid.clone(), g))
                 .collect();
-            let slices: BTreeMap<i64, allocation::Model> = allocation::Entity::find()
+            let slices: BTreeMap<AllocationId, allocation::Model> = allocation::Entity::find()
                 .filter(
                     allocation::Column::Id.is_in(samples.iter().filter_map(|s| s.allocation_id)),
                 )
@@ -100,7 +101,7 @@ impl Service {
                 .into_iter()
                 .map(|a| (a.id, a))
                 .collect();
-            let hostnames: BTreeMap<i64, &str> =
+            let hostnames: BTreeMap<HostId, &str> =
                 chunk.iter().map(|h| (h.id, h.hostname.as_str())).collect();
             for s in samples {
                 let Some(g) = gpus.get(&s.gpu_uuid) else {

@@ -11,6 +11,7 @@ use crate::{Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QuerySelect, Set};
 use std::collections::BTreeSet;
+use tessera_core::ids::{AllocationId, HostId};
 use tessera_core::telemetry::MINUTE_MS;
 use tessera_protocol::agent::{TelemetryAck, TelemetryBatch, MAX_TELEMETRY_ROUNDS};
 
@@ -111,7 +112,7 @@ pub fn validate_batch(batch: &TelemetryBatch) -> Result<(), ServiceError> {
 
 /// A slice that held devices on the host during the batch.
 struct Holder {
-    id: i64,
+    id: AllocationId,
     from_ms: i64,
     until_ms: Option<i64>,
     mig_device: Option<String>,
@@ -128,7 +129,7 @@ impl Holder {
 
 async fn holders<C: sea_orm::ConnectionTrait>(
     conn: &C,
-    host_id: i64,
+    host_id: HostId,
     first_ms: i64,
     last_ms: i64,
 ) -> Result<Vec<Holder>, ServiceError> {

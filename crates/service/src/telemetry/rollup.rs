@@ -27,6 +27,7 @@ use sea_orm::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
+use tessera_core::ids::{AllocationId, HostId};
 use tessera_core::metering::HOUR_MS;
 use tessera_core::telemetry::{combine, roll_up, Rollup, Sample, MINUTE_MS, ROLLUP_SETTLE_MS};
 
@@ -99,9 +100,9 @@ pub(crate) fn rollup_of(r: &gpu_rollup::Model) -> Result<Rollup, ServiceError> {
 
 fn row_of(
     period_ms: i64,
-    host_id: i64,
+    host_id: HostId,
     device: &str,
-    allocation_id: Option<i64>,
+    allocation_id: Option<AllocationId>,
     r: &Rollup,
 ) -> gpu_rollup::ActiveModel {
     let big = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
@@ -404,8 +405,10 @@ impl Service {
         }
         let mut rows = Vec::new();
         for ((device, _), samples) in &raw {
-            let host_id = samples.first().map_or(0, |s| s.host_id);
-            let mut by_slice: BTreeMap<Option<i64>, Vec<Sample>> = BTreeMap::new();
+            let Some(host_id) = samples.first().map(|s| s.host_id) else {
+                continue;
+            };
+            let mut by_slice: BTreeMap<Option<AllocationId>, Vec<Sample>> = BTreeMap::new();
             for s in samples {
                 if let Some(sample) = sample_of(s)? {
                     by_slice.entry(s.allocation_id).or_default().push(sample);
@@ -455,8 +458,10 @@ impl Service {
         }
         let mut rows = Vec::new();
         for ((device, hour), minutes) in &parts {
-            let host_id = minutes.first().map_or(0, |m| m.host_id);
-            let mut by_slice: BTreeMap<Option<i64>, Vec<Rollup>> = BTreeMap::new();
+            let Some(host_id) = minutes.first().map(|m| m.host_id) else {
+                continue;
+            };
+            let mut by_slice: BTreeMap<Option<AllocationId>, Vec<Rollup>> = BTreeMap::new();
             for m in minutes {
                 by_slice
                     .entry(m.allocation_id)

@@ -4,6 +4,7 @@
 
 use super::Fixture;
 use sea_orm::EntityTrait;
+use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::plan::{GpuObserved, ObservedInstance};
 use tessera_core::sharing::SliceShape;
 use tessera_protocol::agent::{
@@ -247,12 +248,12 @@ pub async fn members(f: &Fixture, n: usize) -> Vec<TenantActor> {
     actors
 }
 
-pub async fn get(f: &Fixture, a: &TenantActor, id: i64) -> AllocationView {
+pub async fn get(f: &Fixture, a: &TenantActor, id: AllocationId) -> AllocationView {
     f.service.get_allocation(a, id).await.unwrap()
 }
 
 /// (compute milli, memory MiB, slices) the tenant holds in `pool`.
-pub async fn usage(f: &Fixture, tenant_id: i64, pool: &str) -> (u32, u64, u32) {
+pub async fn usage(f: &Fixture, tenant_id: TenantId, pool: &str) -> (u32, u64, u32) {
     let q = f.service.quota_views(tenant_id).await.unwrap();
     let u = q
         .iter()

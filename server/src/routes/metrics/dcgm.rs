@@ -221,7 +221,7 @@ mod tests {
         let held = DeviceGauges {
             tenant: Some("vision".into()),
             pool: Some("h100".into()),
-            allocation: Some(42),
+            allocation: Some(tessera_core::ids::AllocationId::new(42)),
             util_pct: None,
             power_w: None,
             ..gpu("a", 0)
