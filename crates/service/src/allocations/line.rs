@@ -236,7 +236,6 @@ impl Service {
     }
 }
 
-/// Whether request `ticket` has left the line (a turn took it).
 impl Service {
     /// Admission turns this process took, and the requests they admitted
     /// (what `tessera_admission_turn_requests` counts).
