@@ -476,6 +476,40 @@ async fn visitors_without_a_session_are_sent_to_login_and_back() {
 }
 
 #[tokio::test]
+async fn an_allocation_page_whose_id_is_not_a_number_is_a_clear_404() {
+    let app = app().await;
+    let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
+    for (path, shown) in [
+        ("/t/vision/a/abc", "'abc' is not an allocation id"),
+        ("/t/vision/a/%3Cb%3E", "'&lt;b&gt;' is not an allocation id"),
+    ] {
+        let req = Request::get(path)
+            .header(header::COOKIE, &lead)
+            .body(Body::empty())
+            .unwrap();
+        let (status, _, html) = app.call(req).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert!(html.contains("data-test=\"error-panel\""), "{path}: {html}");
+        assert!(
+            html.contains(shown),
+            "{path}: the id as typed, escaped: {html}"
+        );
+        assert!(
+            html.contains("/t/vision/a/42"),
+            "{path}: what an id looks like"
+        );
+    }
+    // A number that names no allocation of the tenant is a 404 too, from the service.
+    let req = Request::get("/t/vision/a/999999")
+        .header(header::COOKIE, &lead)
+        .body(Body::empty())
+        .unwrap();
+    let (status, _, html) = app.call(req).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(!html.contains("is not an allocation id"), "{html}");
+}
+
+#[tokio::test]
 async fn unreachable_idp_gives_a_clear_503_page() {
     let app = app().await;
     let (status, _, body) = app

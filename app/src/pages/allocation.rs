@@ -8,6 +8,7 @@ use crate::components::activity_chart::ActivityChart;
 use crate::components::allocation_state::{Progress, StateBadge};
 use crate::components::copy::CopyButton;
 use crate::components::error_panel::ErrorPanel;
+use crate::error::AppError;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -25,13 +26,9 @@ const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 pub fn AllocationPage() -> impl IntoView {
     let params = use_params_map();
     let slug = move || params.read().get("slug").unwrap_or_default();
-    let id = move || {
-        params
-            .read()
-            .get("id")
-            .and_then(|s| s.parse::<AllocationId>().ok())
-            .unwrap_or(AllocationId::new(-1))
-    };
+    // The path's id as typed: a number names an allocation, anything else
+    // is answered below without asking the server.
+    let id = move || params.read().get("id").unwrap_or_default();
     let (tick, set_tick) = signal(0u64);
     let (settled, set_settled) = signal(false);
     let release = ServerAction::<ReleaseSlice>::new();
@@ -56,7 +53,12 @@ pub fn AllocationPage() -> impl IntoView {
                 keep.version().get(),
             )
         },
-        |(slug, id, _, _, _, _)| get_allocation(slug, id),
+        |(slug, id, _, _, _, _)| async move {
+            match id.parse::<AllocationId>() {
+                Ok(id) => get_allocation(slug, id).await,
+                Err(_) => Err(not_an_id(&slug, &id)),
+            }
+        },
     );
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
@@ -82,6 +84,17 @@ pub fn AllocationPage() -> impl IntoView {
                 }
             })}
         </Transition>
+    }
+}
+
+/// A path whose id is not a number names no allocation.
+fn not_an_id(slug: &str, id: &str) -> AppError {
+    AppError {
+        status: 404,
+        code: "not_found".to_owned(),
+        message: format!(
+            "'{id}' is not an allocation id: allocation ids are numbers, as in /t/{slug}/a/42; your slices are listed on /t/{slug}"
+        ),
     }
 }
 

@@ -16,6 +16,7 @@
 //!   after an idle time and a notice.
 
 use serde::Serialize;
+use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::placement::{Decision, Demand, FleetError, PlacementRequest, Policy};
 use tessera_core::quota::{headroom, Demand as QuotaDemand, Quota, Usage};
 use tessera_core::schedule::{
@@ -331,10 +332,10 @@ pub fn replay(p: &Params, jobs: &[Job], v: &Variant) -> Result<Outcome, FleetErr
             .iter()
             .map(|(i, qos, at)| Waiting {
                 entry: QueueEntry {
-                    id: *i as i64,
+                    id: AllocationId::new(*i as i64),
                     qos: *qos,
                     priority: CLASSES[jobs[*i].class].1,
-                    tenant_id: jobs[*i].tenant,
+                    tenant_id: TenantId::new(jobs[*i].tenant),
                     tenant_usage: 0,
                     tenant_weight: 1,
                     requested_at: *at,
@@ -354,7 +355,7 @@ pub fn replay(p: &Params, jobs: &[Job], v: &Variant) -> Result<Outcome, FleetErr
             .collect();
         let plan = plan_queue(&mut fleet, &waiting, &holdings, now, &policy);
         for (id, d) in plan.placed {
-            let i = id as usize;
+            let i = id.get() as usize;
             let Some(pos) = queue.iter().position(|(j, _, _)| *j == i) else {
                 continue;
             };
@@ -385,7 +386,7 @@ pub fn replay(p: &Params, jobs: &[Job], v: &Variant) -> Result<Outcome, FleetErr
                     |w| matches!(&w.why, Wait::NoRoom { error } if error.clears_with_capacity()),
                 )
                 .filter_map(|w| {
-                    let (i, qos, _) = queue.iter().find(|(j, _, _)| *j as i64 == w.id)?;
+                    let (i, qos, _) = queue.iter().find(|(j, _, _)| *j as i64 == w.id.get())?;
                     Some(Claimant {
                         id: w.id,
                         priority: CLASSES[jobs[*i].class].1,
@@ -399,7 +400,7 @@ pub fn replay(p: &Params, jobs: &[Job], v: &Variant) -> Result<Outcome, FleetErr
             let candidates: Vec<Running> = running
                 .iter()
                 .map(|r| Running {
-                    id: r.job as i64,
+                    id: AllocationId::new(r.job as i64),
                     priority: CLASSES[jobs[r.job].class].1,
                     qos: r.qos,
                     since: r.since,
@@ -410,7 +411,7 @@ pub fn replay(p: &Params, jobs: &[Job], v: &Variant) -> Result<Outcome, FleetErr
             if !claimants.is_empty() {
                 for pre in plan_preemption(&fleet, &claimants, &candidates, Policy::Pack) {
                     for victim in pre.victims {
-                        if let Some(r) = running.iter_mut().find(|r| r.job as i64 == victim) {
+                        if let Some(r) = running.iter_mut().find(|r| r.job as i64 == victim.get()) {
                             r.preempt_at = Some(now + p.grace_ms);
                         }
                     }

@@ -9,6 +9,7 @@
 //! kept for a request that waited too long).
 
 use serde::Serialize;
+use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::placement::{
     Demand, Fleet, FleetError, GpuState, HostState, PlacementRequest, Policy, SplitMix64, Workload,
 };
@@ -300,10 +301,10 @@ pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Result<Outcome, Fl
         while let Some(j) = jobs.get(next).filter(|j| j.arrival <= now) {
             queue.push(Waiting {
                 entry: QueueEntry {
-                    id: j.id,
+                    id: AllocationId::new(j.id),
                     qos: Default::default(),
                     priority: 0,
-                    tenant_id: j.tenant,
+                    tenant_id: TenantId::new(j.tenant),
                     tenant_usage: 0,
                     tenant_weight: 1,
                     requested_at: j.arrival,
@@ -319,15 +320,15 @@ pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Result<Outcome, Fl
                 .map(|s| decayed_usage(s, now, half_life))
                 .collect();
             for w in &mut queue {
-                w.entry.tenant_usage = usage[w.entry.tenant_id as usize];
+                w.entry.tenant_usage = usage[w.entry.tenant_id.get() as usize];
             }
         }
         let holdings: Vec<Holding> = running.iter().map(|(h, _)| h.clone()).collect();
         let plan = plan_queue(&mut fleet, &queue, &holdings, now, &policy);
         passes += 1;
         for (id, d) in plan.placed {
-            let job = &jobs[id as usize];
-            started[id as usize] = Some(now);
+            let job = &jobs[id.get() as usize];
+            started[id.get() as usize] = Some(now);
             used_gpus += d.gpus.len() as i64;
             spans[job.tenant as usize].push(UseSpan {
                 start: now,
@@ -343,7 +344,7 @@ pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Result<Outcome, Fl
             ));
         }
         if !queue.is_empty() {
-            queue.retain(|w| started[w.entry.id as usize].is_none());
+            queue.retain(|w| started[w.entry.id.get() as usize].is_none());
         }
         if next >= jobs.len() && now >= horizon && running.is_empty() {
             break;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::AllocationId;
 use crate::placement::{Decision, Fleet, PlacementError, PlacementRequest, Policy};
 
 use super::queue::{serve_first, QueueEntry};
@@ -84,7 +85,7 @@ pub struct QueuePolicy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {
     /// The request it is held for.
-    pub id: i64,
+    pub id: AllocationId,
     /// The host (fleet id) where it fits first.
     pub host: String,
     /// When it is expected to fit there (ms).
@@ -104,13 +105,13 @@ pub enum Wait {
     /// longer, and its lease would run past the time that request starts.
     Held {
         /// The request the room is held for.
-        for_id: i64,
+        for_id: AllocationId,
     },
     /// The queue is strict ([`Discipline::Fifo`]) and an earlier request
     /// does not fit yet.
     Behind {
         /// The first request in the queue that does not fit.
-        head: i64,
+        head: AllocationId,
     },
 }
 
@@ -133,7 +134,7 @@ impl Wait {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Waits {
     /// The request.
-    pub id: i64,
+    pub id: AllocationId,
     /// Why.
     pub why: Wait,
     /// When it is expected to start (ms), assuming every lease runs to its
@@ -148,7 +149,7 @@ pub struct Waits {
 pub struct QueuePlan {
     /// Requests to place now, in the order they were placed (each decision
     /// is already applied to the fleet passed in).
-    pub placed: Vec<(i64, Decision)>,
+    pub placed: Vec<(AllocationId, Decision)>,
     /// The rest, in queue order.
     pub waiting: Vec<Waits>,
     /// The host held for the request that waited too long, if any.
@@ -157,12 +158,12 @@ pub struct QueuePlan {
 
 impl QueuePlan {
     /// The decision for request `id`, when it is placed now.
-    pub fn placed(&self, id: i64) -> Option<&Decision> {
+    pub fn placed(&self, id: AllocationId) -> Option<&Decision> {
         self.placed.iter().find(|(i, _)| *i == id).map(|(_, d)| d)
     }
 
     /// Why request `id` waits, when it does.
-    pub fn waits(&self, id: i64) -> Option<&Waits> {
+    pub fn waits(&self, id: AllocationId) -> Option<&Waits> {
         self.waiting.iter().find(|w| w.id == id)
     }
 }
@@ -191,7 +192,7 @@ pub fn plan_queue(
     let strict = policy.discipline == Discipline::Fifo;
     // Strict queues: the first request that waits for capacity (one that
     // can never fit as things are does not hold up the others).
-    let mut head: Option<i64> = None;
+    let mut head: Option<AllocationId> = None;
     for w in order {
         if let (true, Some(head)) = (strict, head) {
             plan.waiting.push(Waits {
@@ -271,7 +272,7 @@ pub fn plan_queue(
 /// in this pass (ending at `placed_ends`, in the same order).
 fn returns_by(
     holding: &[Holding],
-    placed: &[(i64, Decision)],
+    placed: &[(AllocationId, Decision)],
     placed_ends: &[i64],
     now: i64,
 ) -> BTreeMap<i64, Vec<Decision>> {

@@ -21,6 +21,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::ids::AllocationId;
 use crate::names::stable_names;
 use crate::placement::{Decision, Fleet, PlacementRequest, Policy};
 #[cfg(doc)]
@@ -121,7 +122,7 @@ pub enum QosQuotaError {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Running {
     /// Allocation id.
-    pub id: i64,
+    pub id: AllocationId,
     /// Its priority (the class's value).
     pub priority: i32,
     /// Its QoS class.
@@ -138,7 +139,7 @@ pub struct Running {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Claimant {
     /// Allocation id.
-    pub id: i64,
+    pub id: AllocationId,
     /// Its priority.
     pub priority: i32,
     /// Its QoS class.
@@ -151,11 +152,11 @@ pub struct Claimant {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Preemption {
     /// The waiting request.
-    pub for_id: i64,
+    pub for_id: AllocationId,
     /// The host where it will fit once they are gone.
     pub host: String,
     /// The slices to preempt, least loss first.
-    pub victims: Vec<i64>,
+    pub victims: Vec<AllocationId>,
 }
 
 /// Whether `victim` may be displaced for a request of class `qos` at
@@ -176,7 +177,7 @@ pub fn may_displace(qos: QosClass, priority: i32, victim: &Running) -> bool {
 
 /// How much is lost by displacing `r`; smaller gives way first: lower
 /// priority, then best-effort before burstable, then younger.
-type Loss = (i32, u8, Reverse<i64>, Reverse<i64>);
+type Loss = (i32, u8, Reverse<i64>, Reverse<AllocationId>);
 
 fn loss(r: &Running) -> Loss {
     (
@@ -202,7 +203,7 @@ pub fn plan_preemption(
         // A slice the snapshot does not hold gives nothing back.
         let _ = fleet.release(&r.decision);
     }
-    let mut taken: BTreeSet<i64> = BTreeSet::new();
+    let mut taken: BTreeSet<AllocationId> = BTreeSet::new();
     let mut out = Vec::new();
     // Claimants for which no victims were found since the last preemption:
     // one asking for the same at the same class and priority finds none

@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::ids::AllocationId;
 use crate::placement::{Demand, GpuState, HostState, PlacementRequest, Workload};
 use crate::schedule::tests::{fleet, whole};
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
@@ -38,7 +39,7 @@ fn run(
     assert_eq!(d.host, host);
     f.apply(&d).unwrap();
     Running {
-        id,
+        id: AllocationId::new(id),
         priority,
         qos,
         since,
@@ -49,7 +50,7 @@ fn run(
 
 fn claim(id: i64, priority: i32, qos: QosClass, request: PlacementRequest) -> Claimant {
     Claimant {
-        id,
+        id: AllocationId::new(id),
         priority,
         qos,
         request,
@@ -57,7 +58,9 @@ fn claim(id: i64, priority: i32, qos: QosClass, request: PlacementRequest) -> Cl
 }
 
 fn victims(plan: &[Preemption]) -> Vec<Vec<i64>> {
-    plan.iter().map(|p| p.victims.clone()).collect()
+    plan.iter()
+        .map(|p| p.victims.iter().map(|v| v.get()).collect())
+        .collect()
 }
 
 #[test]
@@ -75,7 +78,7 @@ fn the_names_are_stable_and_guaranteed_is_the_default() {
 #[test]
 fn who_may_displace_whom() {
     let victim = |qos, priority| Running {
-        id: 1,
+        id: AllocationId::new(1),
         priority,
         qos,
         since: 0,
@@ -139,7 +142,7 @@ fn the_least_loss_gives_way_first() {
     assert_eq!(victims(&one(whole(2))), [vec![4, 1]]);
     assert_eq!(victims(&one(whole(3))), [vec![4, 1, 2]]);
     let plan = one(whole(3));
-    assert_eq!(plan[0].for_id, 9);
+    assert_eq!(plan[0].for_id.get(), 9);
     assert_eq!(plan[0].host, "a");
     // More than the host has: nothing is preempted for it.
     assert!(one(whole(5)).is_empty());
@@ -248,7 +251,7 @@ fn capacity_already_promised_back_is_used_first() {
     let plan = plan_preemption(&f, &claimants, &running, Policy::Pack);
     assert_eq!(
         plan.iter()
-            .map(|p| (p.for_id, p.victims.clone()))
+            .map(|p| (p.for_id.get(), p.victims.iter().map(|v| v.get()).collect()))
             .collect::<Vec<_>>(),
         [(8, vec![2]), (9, vec![1])]
     );
@@ -307,7 +310,7 @@ fn build(c: &Case) -> (Fleet, Vec<Running>) {
         f.apply(&d).unwrap();
         let id = i64::try_from(i).unwrap() + 1;
         running.push(Running {
-            id,
+            id: AllocationId::new(id),
             priority: *priority,
             qos: *q,
             since: id * 10,

@@ -7,18 +7,20 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{AllocationId, TenantId};
+
 /// One queued request, as the scheduler sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueEntry {
     /// Allocation id (ties after age; ids grow with time).
-    pub id: i64,
+    pub id: AllocationId,
     /// Guaranteed before burstable before best-effort.
     #[serde(default)]
     pub qos: super::QosClass,
     /// Higher goes first (within a QoS class).
     pub priority: i32,
     /// Tenant.
-    pub tenant_id: i64,
+    pub tenant_id: TenantId,
     /// The tenant's recent use of the pool (any unit, the same for every
     /// entry of the queue: [`decayed_usage`](super::decayed_usage)).
     pub tenant_usage: u64,
@@ -66,10 +68,10 @@ mod tests {
 
     fn e(id: i64, priority: i32, tenant: i64, used: u64, weight: u64, at: i64) -> QueueEntry {
         QueueEntry {
-            id,
+            id: AllocationId::new(id),
             qos: super::super::QosClass::Guaranteed,
             priority,
-            tenant_id: tenant,
+            tenant_id: TenantId::new(tenant),
             tenant_usage: used,
             tenant_weight: weight,
             requested_at: at,
@@ -84,7 +86,7 @@ mod tests {
             e(3, 0, 3, 5, 0, 0),
         ];
         queue_order(&mut q);
-        let ids: Vec<i64> = q.iter().map(|e| e.id).collect();
+        let ids: Vec<i64> = q.iter().map(|e| e.id.get()).collect();
         assert_eq!(ids, vec![2, 1, 3]);
     }
 
@@ -97,7 +99,7 @@ mod tests {
             e(4, 0, 2, 1000, 4000, 15), // same tenant as 2, older
         ];
         queue_order(&mut q);
-        let ids: Vec<i64> = q.iter().map(|e| e.id).collect();
+        let ids: Vec<i64> = q.iter().map(|e| e.id.get()).collect();
         assert_eq!(ids, vec![3, 4, 2, 1]);
     }
 
@@ -120,7 +122,7 @@ mod tests {
             },
         ];
         queue_order(&mut q);
-        let ids: Vec<i64> = q.iter().map(|e| e.id).collect();
+        let ids: Vec<i64> = q.iter().map(|e| e.id.get()).collect();
         assert_eq!(ids, vec![3, 2, 4, 1]);
     }
 
@@ -128,6 +130,6 @@ mod tests {
     fn equal_shares_are_served_oldest_first() {
         let mut q = vec![e(9, 0, 1, 500, 1000, 50), e(8, 0, 2, 1000, 2000, 40)];
         queue_order(&mut q);
-        assert_eq!(q[0].id, 8);
+        assert_eq!(q[0].id.get(), 8);
     }
 }

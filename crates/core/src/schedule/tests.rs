@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 
+use crate::ids::{AllocationId, TenantId};
 use crate::placement::{
     Decision, Demand, Fleet, GpuState, HostState, PlacementError, PlacementRequest, Policy,
     Workload,
@@ -13,6 +14,11 @@ use crate::units::{CpuMilli, MemMiB};
 use super::{plan_queue, Discipline, Holding, QueueEntry, QueuePlan, QueuePolicy, Wait, Waiting};
 
 const NEVER: i64 = i64::MAX;
+
+/// Request `n`.
+fn aid(n: i64) -> AllocationId {
+    AllocationId::new(n)
+}
 
 pub(super) fn host(id: &str, gpus: u32) -> HostState {
     HostState {
@@ -40,10 +46,10 @@ pub(super) fn whole(count: u32) -> PlacementRequest {
 fn waiting(id: i64, count: u32, requested_at: i64, hold_ms: i64) -> Waiting {
     Waiting {
         entry: QueueEntry {
-            id,
+            id: aid(id),
             qos: Default::default(),
             priority: 0,
-            tenant_id: 1,
+            tenant_id: TenantId::new(1),
             tenant_usage: 0,
             tenant_weight: 1000,
             requested_at,
@@ -80,7 +86,7 @@ fn policy(reserve_after_ms: i64, estimate: bool) -> QueuePolicy {
 }
 
 fn placed_ids(plan: &QueuePlan) -> Vec<i64> {
-    plan.placed.iter().map(|(id, _)| *id).collect()
+    plan.placed.iter().map(|(id, _)| id.get()).collect()
 }
 
 /// Host `a` has one GPU free and one held until 100; host `b` has both
@@ -124,17 +130,20 @@ fn a_starved_request_holds_the_host_where_it_fits_first() {
     let queue = [waiting(1, 2, 0, 1_000), waiting(2, 1, 5, 1_000)];
     let plan = plan_queue(&mut f, &queue, &holdings, 10, &policy(10, false));
     let r = plan.reservation.clone().unwrap();
-    assert_eq!((r.id, r.host.as_str(), r.from), (1, "a", 100));
+    assert_eq!((r.id.get(), r.host.as_str(), r.from), (1, "a", 100));
     // Request 2 would run past 100 on host a: it waits, and says why.
     assert!(plan.placed.is_empty());
-    assert_eq!(plan.waits(2).unwrap().why, Wait::Held { for_id: 1 });
+    assert_eq!(
+        plan.waits(aid(2)).unwrap().why,
+        Wait::Held { for_id: aid(1) }
+    );
     assert!(plan
-        .waits(2)
+        .waits(aid(2))
         .unwrap()
         .why
         .reason()
         .contains("held for request 1"));
-    assert_eq!(plan.waits(1).unwrap().estimated_start, Some(100));
+    assert_eq!(plan.waits(aid(1)).unwrap().estimated_start, Some(100));
 }
 
 #[test]
@@ -154,8 +163,8 @@ fn estimates_replay_the_lease_ends_in_queue_order() {
     let queue = [waiting(1, 2, 0, 1_000), waiting(2, 1, 5, 1_000)];
     let plan = plan_queue(&mut f, &queue, &holdings, 10, &policy(10, true));
     // 1 is reserved host a from 100; 2 starts when b's first GPU frees.
-    assert_eq!(plan.waits(1).unwrap().estimated_start, Some(100));
-    assert_eq!(plan.waits(2).unwrap().estimated_start, Some(200));
+    assert_eq!(plan.waits(aid(1)).unwrap().estimated_start, Some(100));
+    assert_eq!(plan.waits(aid(2)).unwrap().estimated_start, Some(200));
 
     // One GPU, three requests behind a lease that ends at 100: each starts
     // when the one before it ends.
@@ -170,7 +179,7 @@ fn estimates_replay_the_lease_ends_in_queue_order() {
     let starts: Vec<(i64, Option<i64>)> = plan
         .waiting
         .iter()
-        .map(|w| (w.id, w.estimated_start))
+        .map(|w| (w.id.get(), w.estimated_start))
         .collect();
     assert_eq!(starts, vec![(1, Some(100)), (2, Some(150)), (3, Some(200))]);
 }
@@ -192,18 +201,21 @@ fn a_strict_queue_starts_nothing_behind_a_request_that_does_not_fit() {
     // waiting for capacity does, and gets no reservation (strict order
     // needs none).
     assert!(plan.placed.is_empty());
-    assert_eq!(plan.waits(2).unwrap().why, Wait::Behind { head: 1 });
+    assert_eq!(
+        plan.waits(aid(2)).unwrap().why,
+        Wait::Behind { head: aid(1) }
+    );
     assert!(plan
-        .waits(2)
+        .waits(aid(2))
         .unwrap()
         .why
         .reason()
         .contains("request 1 ahead"));
     assert_eq!(plan.reservation, None);
     // In order: 1 when host a frees at 100, 2 when host b's first GPU does.
-    assert_eq!(plan.waits(1).unwrap().estimated_start, Some(100));
-    assert_eq!(plan.waits(2).unwrap().estimated_start, Some(200));
-    assert_eq!(plan.waits(3).unwrap().estimated_start, None);
+    assert_eq!(plan.waits(aid(1)).unwrap().estimated_start, Some(100));
+    assert_eq!(plan.waits(aid(2)).unwrap().estimated_start, Some(200));
+    assert_eq!(plan.waits(aid(3)).unwrap().estimated_start, None);
 }
 
 #[test]
@@ -217,7 +229,7 @@ fn an_overdue_lease_counts_as_ending_now() {
         10,
         &policy(0, true),
     );
-    assert_eq!(plan.waits(1).unwrap().estimated_start, Some(10));
+    assert_eq!(plan.waits(aid(1)).unwrap().estimated_start, Some(10));
     assert_eq!(plan.reservation.as_ref().unwrap().from, 10);
 }
 
@@ -237,14 +249,14 @@ fn what_capacity_cannot_fix_gets_no_estimate_and_no_reservation() {
         10,
         &policy(0, true),
     );
-    assert_eq!(plan.waits(1).unwrap().estimated_start, None);
+    assert_eq!(plan.waits(aid(1)).unwrap().estimated_start, None);
     assert!(matches!(
-        plan.waits(1).unwrap().why,
+        plan.waits(aid(1)).unwrap().why,
         Wait::NoRoom {
             error: PlacementError::NoMatchingGpu { .. }
         }
     ));
-    assert_eq!(plan.waits(2).unwrap().estimated_start, None);
+    assert_eq!(plan.waits(aid(2)).unwrap().estimated_start, None);
     assert_eq!(plan.reservation, None);
     assert_eq!(placed_ids(&plan), vec![3]);
 }
@@ -262,7 +274,7 @@ fn higher_priority_is_served_first_whatever_the_input_order() {
         &policy(NEVER, true),
     );
     assert_eq!(placed_ids(&plan), vec![2]);
-    assert_eq!(plan.waits(1).unwrap().estimated_start, Some(70));
+    assert_eq!(plan.waits(aid(1)).unwrap().estimated_start, Some(70));
 }
 
 /// Ticks a one-host pool: a two-GPU request waits while one-GPU requests
@@ -294,7 +306,7 @@ fn big_request_start(reserve_after_ms: i64, horizon: i64) -> Option<i64> {
             &policy(reserve_after_ms, false),
         );
         for (id, d) in plan.placed {
-            if id == 0 {
+            if id.get() == 0 {
                 return Some(now);
             }
             let w = queue.iter().find(|w| w.entry.id == id).unwrap();
@@ -383,7 +395,7 @@ proptest! {
         // Backfill is complete: nothing left waiting fits the pool as
         // planned, unless the room is held for the reserved request.
         for w in &plan.waiting {
-            let ask = &queue[w.id as usize];
+            let ask = &queue[w.id.get() as usize];
             match &w.why {
                 // (Strict queues stop at the head, so a later request may fit.)
                 Wait::NoRoom { .. } => prop_assert!(f.place(&ask.request, Policy::Pack).is_err() || strict),
@@ -393,9 +405,9 @@ proptest! {
                         matches!(plan.waits(*head).unwrap().why, Wait::NoRoom { .. });
                     prop_assert!(head_waits_for_room);
                     // Nothing behind the head started.
-                    let head = &queue[*head as usize].entry;
+                    let head = &queue[head.get() as usize].entry;
                     for (id, _) in &plan.placed {
-                        prop_assert!(super::queue::serve_first(&queue[*id as usize].entry, head).is_lt());
+                        prop_assert!(super::queue::serve_first(&queue[id.get() as usize].entry, head).is_lt());
                     }
                 }
                 Wait::Held { for_id } => {
@@ -411,10 +423,10 @@ proptest! {
         // Nothing placed now on the held host outlives the reservation,
         // unless it was ahead of the reserved request in the queue.
         if let Some(r) = &plan.reservation {
-            prop_assert!(now - queue[r.id as usize].entry.requested_at >= reserve_after);
-            let reserved = &queue[r.id as usize].entry;
+            prop_assert!(now - queue[r.id.get() as usize].entry.requested_at >= reserve_after);
+            let reserved = &queue[r.id.get() as usize].entry;
             for (id, d) in &plan.placed {
-                let ask = &queue[*id as usize];
+                let ask = &queue[id.get() as usize];
                 let behind = super::queue::serve_first(reserved, &ask.entry).is_lt();
                 if behind && d.host == r.host {
                     prop_assert!(now + ask.hold_ms <= r.from);
@@ -426,7 +438,7 @@ proptest! {
             let placed_until: Vec<(Decision, i64)> = plan
                 .placed
                 .iter()
-                .map(|(id, d)| (d.clone(), now + queue[*id as usize].hold_ms))
+                .map(|(id, d)| (d.clone(), now + queue[id.get() as usize].hold_ms))
                 .collect();
             for (d, until) in holdings
                 .iter()
@@ -437,7 +449,7 @@ proptest! {
                     later.release(&d).unwrap();
                 }
             }
-            let fits = later.place(&queue[r.id as usize].request, Policy::Pack);
+            let fits = later.place(&queue[r.id.get() as usize].request, Policy::Pack);
             prop_assert!(fits.is_ok());
         }
     }
@@ -475,7 +487,7 @@ fn backlogged_shares(weights: [u64; 3], half_life_ms: i64, hours: i64) -> [f64; 
             .iter()
             .map(|(w, t)| {
                 let mut w = w.clone();
-                w.entry.tenant_id = *t as i64;
+                w.entry.tenant_id = TenantId::new(*t as i64);
                 w.entry.tenant_usage = super::decayed_usage(&spans[*t], now, half_life_ms);
                 w.entry.tenant_weight = weights[*t];
                 w

@@ -508,7 +508,7 @@ impl Service {
         let mut planned = self
             .plan_pool_indexed(txn, pools, &spec, now, Some(&pending), false, in_hand)
             .await?;
-        if let Some(decision) = planned.plan.placed(PENDING_ID.get()) {
+        if let Some(decision) = planned.plan.placed(PENDING_ID) {
             if planned.index.as_ref().is_some_and(|i| i.reused)
                 && !self
                     .recheck_host(txn, &planned.snapshot, decision, now)
@@ -523,7 +523,7 @@ impl Service {
                     .await?;
             }
         }
-        let placed = match planned.plan.placed(PENDING_ID.get()).cloned() {
+        let placed = match planned.plan.placed(PENDING_ID).cloned() {
             Some(decision) => {
                 match Self::placed_row(w, pending.clone(), &mut planned.snapshot, &decision, now)
                     .await?

@@ -256,7 +256,7 @@ impl PlannedPool {
         } = self;
         let index = index?;
         for (id, decision) in &plan.placed {
-            if !stored.iter().any(|(planned, _, _)| planned.get() == *id)
+            if !stored.iter().any(|(planned, _, _)| planned == id)
                 && snapshot.fleet.release(decision).is_err()
             {
                 return None;

@@ -96,7 +96,7 @@ impl Service {
             .waiting
             .iter()
             .filter(|x| matches!(&x.why, Wait::NoRoom { error } if error.clears_with_capacity()))
-            .map(|x| AllocationId::new(x.id))
+            .map(|x| x.id)
             .collect();
         if no_room.is_empty() {
             return Ok(0);
@@ -116,7 +116,7 @@ impl Service {
                 continue;
             };
             claimants.push(Claimant {
-                id: row.id.get(),
+                id: row.id,
                 priority: row.priority,
                 qos: row.qos,
                 request,
@@ -148,7 +148,7 @@ impl Service {
                     return None;
                 }
                 Some(Running {
-                    id: row.id.get(),
+                    id: row.id,
                     priority: row.priority,
                     qos: row.qos,
                     since: row.placed_at.unwrap_or(row.created_at).timestamp_millis(),
@@ -163,11 +163,11 @@ impl Service {
         let deadline = now + Duration::minutes(i64::from(spec.preemption_grace_minutes));
         let mut told = 0;
         for p in plan_preemption(&planned.snapshot.fleet, &claimants, &running, Policy::Pack) {
-            let Some(for_row) = queued.get(&AllocationId::new(p.for_id)) else {
+            let Some(for_row) = queued.get(&p.for_id) else {
                 continue;
             };
             for id in p.victims {
-                let Some(victim) = holding.get(&AllocationId::new(id)) else {
+                let Some(victim) = holding.get(&id) else {
                     continue;
                 };
                 let why = reason(for_row, victim);

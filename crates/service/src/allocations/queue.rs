@@ -73,10 +73,10 @@ impl Service {
             }
         };
         Ok(QueueEntry {
-            id: row.id.get(),
+            id: row.id,
             qos: row.qos,
             priority: row.priority,
-            tenant_id: row.tenant_id.get(),
+            tenant_id: row.tenant_id,
             tenant_usage: usage,
             tenant_weight: weight,
             requested_at: row.created_at.timestamp_millis(),

@@ -291,7 +291,7 @@ impl Service {
             for (id, decision) in &planned.plan.placed {
                 // Locked, and still queued: a release may have ended it
                 // since the queue was read.
-                let Some(row) = allocation::Entity::find_by_id(AllocationId::new(*id))
+                let Some(row) = allocation::Entity::find_by_id(*id)
                     .filter(allocation::Column::State.eq(AllocationPhase::Queued))
                     .lock_exclusive()
                     .one(w.db())

@@ -96,13 +96,13 @@ impl Service {
         };
         let now = self.now();
         let plan = self.plan_pool(&self.db, spec, now, true).await?.plan;
-        if plan.placed(row.id.get()).is_some() {
+        if plan.placed(row.id).is_some() {
             return Ok((
                 "it fits now and is placed within seconds".to_string(),
                 Some(now),
             ));
         }
-        let Some(waits) = plan.waits(row.id.get()) else {
+        let Some(waits) = plan.waits(row.id) else {
             return Ok((
                 format!(
                     "pool '{}' no longer offers {}; cancel the request",
@@ -112,11 +112,7 @@ impl Service {
             ));
         };
         let mut why = waits.why.reason();
-        if plan
-            .reservation
-            .as_ref()
-            .is_some_and(|r| r.id == row.id.get())
-        {
+        if plan.reservation.as_ref().is_some_and(|r| r.id == row.id) {
             why.push_str("; it has waited longest, so the host where it fits first is kept for it");
         }
         let mut start = waits
@@ -173,7 +169,7 @@ impl Service {
         };
         let queue_position = queues
             .get(&row.pool)
-            .and_then(|q| q.iter().position(|e| e.id == row.id.get()))
+            .and_then(|q| q.iter().position(|e| e.id == row.id))
             .map(|p| u32::try_from(p + 1).unwrap_or(u32::MAX));
         let connection = match (&placement, row.state) {
             (Some(p), AllocationPhase::Active) => {
