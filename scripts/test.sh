@@ -56,6 +56,9 @@ fi
 log "unit and integration tests (SQLite)"
 cargo test --workspace --exclude tessera-frontend
 
+log "the islands bundle still compiles (cargo feature islands; README: Browser bundle)"
+cargo check -p tessera-frontend --features islands --target wasm32-unknown-unknown
+
 setup_postgres
 log "integration tests (PostgreSQL at ${TESSERA_TEST_POSTGRES_URL%%@*}@...)"
 cargo test -p tessera-service -p tessera-server --test service --test allocations --test quotas --test fleet_ops --test policy --test usage --test http

@@ -34,7 +34,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 // `/pkg/tessera.<hash>.css` when the bundle is built with hashed names.
                 <HashedStylesheet options=options.clone() id="tessera"/>
-                <HydrationScripts options/>
+                <HydrationScripts options islands=cfg!(feature = "islands")/>
                 <MetaTags/>
             </head>
             <body>

@@ -96,6 +96,12 @@ describe('quota requests', () => {
     assert.equal(await n.getAttribute('data-kind'), 'quota_request.created');
     assert.match(await n.textContent(), /Bob Builder/);
     await screenshot(page, '44-notifications');
+    // Reading it here clears the bell at once (the page tells the bell; no
+    // waiting for its next poll).
+    await hydrated(page);
+    await page.click('[data-test=mark-all-read]');
+    await waitFor(async () => (await n.getAttribute('data-read')) === 'true', { what: 'the notification read' });
+    await waitFor(async () => (await page.locator('[data-test=unread-count]').count()) === 0, { what: 'the bell cleared', timeoutMs: 5000 });
 
     await page.goto(`${stack.appUrl}/t/vision/quota`);
     await hydrated(page);

@@ -2,8 +2,10 @@
 
 use leptos::prelude::*;
 
-/// "Copy" → "Copied" after a click.
-#[component]
+/// "Copy" → "Copied" after a click: an island (the page around it may be
+/// server-only).
+#[cfg_attr(feature = "islands", island)]
+#[cfg_attr(not(feature = "islands"), component)]
 pub fn CopyButton(
     /// What to copy.
     text: String,

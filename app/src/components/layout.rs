@@ -9,10 +9,20 @@ use tessera_protocol::views::{TenantRole, ViewerView};
 /// The viewer, loaded once per page load and shared through context.
 pub type ViewerResource = Resource<Result<Option<ViewerView>, crate::error::AppError>>;
 
-/// Bump it to reload the unread-notification count now; the bell bumps it
-/// every [`UNREAD_REFRESH`] (pages that list notifications reload with it).
-#[derive(Clone, Copy, Debug)]
-pub struct UnreadRefresh(pub RwSignal<u64>);
+/// A window event: the viewer's notifications were read here (the bell
+/// reloads its count at once).
+pub const NOTIFICATIONS_READ: &str = "tessera:notifications-read";
+
+/// A window event: the bell's count changed (pages that list notifications
+/// reload).
+pub const UNREAD_CHANGED: &str = "tessera:unread-changed";
+
+/// Tells the window's listeners that `event` happened (browser only).
+pub fn announce(event: &str) {
+    if let Ok(e) = web_sys::Event::new(event) {
+        let _ = window().dispatch_event(&e);
+    }
+}
 
 /// How often the bell asks for the unread count.
 const UNREAD_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
@@ -22,8 +32,6 @@ const UNREAD_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 pub fn Layout(children: Children) -> impl IntoView {
     let viewer: ViewerResource = Resource::new(|| (), |_| get_viewer());
     provide_context(viewer);
-    let refresh = RwSignal::new(0u64);
-    provide_context(UnreadRefresh(refresh));
     // The count when the page is rendered; the bell reloads it itself. (A
     // Suspense inside the header would be created before the page's own on
     // hydration but after them on the server, and shift their ids.)
@@ -41,7 +49,7 @@ pub fn Layout(children: Children) -> impl IntoView {
                         let viewer = viewer.await;
                         let unread = unread_at_load.await.unwrap_or(0);
                         match viewer {
-                            Ok(Some(v)) => view! { <Nav viewer=v unread refresh/> }.into_any(),
+                            Ok(Some(v)) => view! { <Nav viewer=v unread/> }.into_any(),
                             _ => view! {
                                 <nav class="nav"></nav>
                                 <a class="button" href="/auth/login" rel="external" data-test="sign-in">"Sign in"</a>
@@ -57,27 +65,7 @@ pub fn Layout(children: Children) -> impl IntoView {
 }
 
 #[component]
-fn Nav(viewer: ViewerView, unread: u64, refresh: RwSignal<u64>) -> impl IntoView {
-    let unread = RwSignal::new(unread);
-    // Effects run only in the browser, so the server renders the count once
-    // and never polls.
-    Effect::new(move |_| {
-        if let Ok(handle) =
-            set_interval_with_handle(move || refresh.update(|n| *n += 1), UNREAD_REFRESH)
-        {
-            on_cleanup(move || handle.clear());
-        }
-    });
-    Effect::new(move |first: Option<()>| {
-        refresh.track();
-        if first.is_some() {
-            leptos::task::spawn_local(async move {
-                if let Ok(n) = get_unread_notifications().await {
-                    unread.set(n);
-                }
-            });
-        }
-    });
+fn Nav(viewer: ViewerView, unread: u64) -> impl IntoView {
     let pathname = use_location().pathname;
     let current = move |prefix: &str| {
         let path = pathname.get();
@@ -142,18 +130,11 @@ fn Nav(viewer: ViewerView, unread: u64, refresh: RwSignal<u64>) -> impl IntoView
             })}
         </nav>
         <div class="user" data-test="user">
-            <a class=move || if pathname.get() == "/notifications" { "bell active" } else { "bell" } href="/notifications" data-test="notifications-bell" aria-label="Notifications" title="Notifications">
-                <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round">
-                    <path d="M6 8a6 6 0 0 1 12 0c0 7 3 9 3 9H3s3-2 3-9"/>
-                    <path d="M10.3 21a1.94 1.94 0 0 0 3.4 0"/>
-                </svg>
-                {move || {
-                    let n = unread.get();
-                    (n > 0).then(|| view! {
-                        <span class="bell-count" data-test="unread-count" aria-label=format!("{n} unread")>{if n > 99 { "99+".to_owned() } else { n.to_string() }}</span>
-                    })
-                }}
-            </a>
+            // The island renders the same on every page; the highlight is
+            // the page's.
+            <span class=move || if pathname.get() == "/notifications" { "bell-slot active" } else { "bell-slot" }>
+                <Bell unread/>
+            </span>
             <span class="avatar" aria-hidden="true">{initials}</span>
             <span class="user-text">
                 <span class="user-name" data-test="user-name">{viewer.name.clone()}</span>
@@ -163,5 +144,49 @@ fn Nav(viewer: ViewerView, unread: u64, refresh: RwSignal<u64>) -> impl IntoView
                 <button class="button ghost" type="submit" data-test="sign-out">"Sign out"</button>
             </form>
         </div>
+    }
+}
+
+/// The notification bell with the unread count: an island, so it polls on
+/// every page whatever the page around it does.
+#[cfg_attr(feature = "islands", island)]
+#[cfg_attr(not(feature = "islands"), component)]
+fn Bell(
+    /// The count when the page was rendered.
+    unread: u64,
+) -> impl IntoView {
+    let unread = RwSignal::new(unread);
+    let reload = move || {
+        leptos::task::spawn_local(async move {
+            if let Ok(n) = get_unread_notifications().await {
+                if n != unread.get_untracked() {
+                    unread.set(n);
+                    announce(UNREAD_CHANGED);
+                }
+            }
+        });
+    };
+    // Effects run only in the browser: the server renders the count once
+    // and never polls.
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(reload, UNREAD_REFRESH) {
+            on_cleanup(move || handle.clear());
+        }
+        let read = window_event_listener_untyped(NOTIFICATIONS_READ, move |_| reload());
+        on_cleanup(move || read.remove());
+    });
+    view! {
+        <a class="bell" href="/notifications" data-test="notifications-bell" aria-label="Notifications" title="Notifications">
+            <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round">
+                <path d="M6 8a6 6 0 0 1 12 0c0 7 3 9 3 9H3s3-2 3-9"/>
+                <path d="M10.3 21a1.94 1.94 0 0 0 3.4 0"/>
+            </svg>
+            {move || {
+                let n = unread.get();
+                (n > 0).then(|| view! {
+                    <span class="bell-count" data-test="unread-count" aria-label=format!("{n} unread")>{if n > 99 { "99+".to_owned() } else { n.to_string() }}</span>
+                })
+            }}
+        </a>
     }
 }

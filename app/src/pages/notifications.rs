@@ -5,7 +5,7 @@ use crate::api::{
     get_notifications, mark_notification_read, MarkAllNotificationsRead, MarkNotificationRead,
 };
 use crate::components::error_panel::{ErrorPanel, FormError};
-use crate::components::layout::UnreadRefresh;
+use crate::components::layout::{announce, NOTIFICATIONS_READ, UNREAD_CHANGED};
 use crate::format;
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
@@ -17,16 +17,22 @@ use tessera_protocol::quotas::{NotificationView, NotificationsPage as Page};
 /// `/notifications`
 #[component]
 pub fn NotificationsPage() -> impl IntoView {
-    // The bell's reload signal: reloading the list with it keeps both in step.
-    let refresh = use_context::<UnreadRefresh>()
-        .map(|r| r.0)
-        .unwrap_or_else(|| RwSignal::new(0));
+    // Bumped to reload the list: when something here was read, and when
+    // the bell's count changes (news arrived, or was read elsewhere).
+    let refresh = RwSignal::new(0u64);
     let mark_all = ServerAction::<MarkAllNotificationsRead>::new();
     let mark_one = ServerAction::<MarkNotificationRead>::new();
     Effect::new(move |_| {
         if mark_all.value().get().is_some() || mark_one.value().get().is_some() {
             refresh.update(|n| *n += 1);
+            announce(NOTIFICATIONS_READ);
         }
+    });
+    Effect::new(move |_| {
+        let changed = window_event_listener_untyped(UNREAD_CHANGED, move |_| {
+            refresh.update(|n| *n += 1);
+        });
+        on_cleanup(move || changed.remove());
     });
     let list = Resource::new(move || refresh.get(), |_| get_notifications());
     view! {
@@ -47,7 +53,7 @@ pub fn NotificationsPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match list.await {
-                    Ok(p) => view! { <Inbox p=p.value now=p.now refresh mark_one/> }.into_any(),
+                    Ok(p) => view! { <Inbox p=p.value now=p.now mark_one/> }.into_any(),
                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                 }
             })}
@@ -59,7 +65,6 @@ pub fn NotificationsPage() -> impl IntoView {
 fn Inbox(
     p: Page,
     now: DateTime<Utc>,
-    refresh: RwSignal<u64>,
     mark_one: ServerAction<MarkNotificationRead>,
 ) -> impl IntoView {
     if p.items.is_empty() {
@@ -75,7 +80,7 @@ fn Inbox(
     view! {
         <p class="muted small" data-test="unread-total">{format!("{} unread · {} shown", p.unread, p.items.len())}</p>
         <ul class="card notifications" data-test="notifications">
-            {p.items.into_iter().map(|n| view! { <Item n now refresh mark_one/> }).collect_view()}
+            {p.items.into_iter().map(|n| view! { <Item n now mark_one/> }).collect_view()}
         </ul>
     }
     .into_any()
@@ -95,7 +100,6 @@ fn topic(kind: NotificationKind) -> &'static str {
 fn Item(
     n: NotificationView,
     now: DateTime<Utc>,
-    refresh: RwSignal<u64>,
     mark_one: ServerAction<MarkNotificationRead>,
 ) -> impl IntoView {
     let navigate = use_navigate();
@@ -111,7 +115,7 @@ fn Item(
             let (link, navigate) = (link.clone(), navigate.clone());
             leptos::task::spawn_local(async move {
                 let _ = mark_notification_read(id).await;
-                refresh.update(|n| *n += 1);
+                announce(NOTIFICATIONS_READ);
                 navigate(&link, Default::default());
             });
         };
