@@ -4,6 +4,7 @@ pub mod activity_chart;
 pub mod allocation_state;
 pub mod copy;
 pub mod error_panel;
+pub mod go;
 pub mod host_filter;
 pub mod layout;
 pub mod quota;

@@ -8,11 +8,12 @@ use crate::components::activity_chart::ActivityChart;
 use crate::components::allocation_state::{Progress, StateBadge};
 use crate::components::copy::CopyButton;
 use crate::components::error_panel::ErrorPanel;
+use crate::components::go::navigator;
 use crate::error::AppError;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::{use_navigate, use_params_map};
+use leptos_router::hooks::use_params_map;
 use tessera_core::ids::AllocationId;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::schedule::QosClass;
@@ -36,10 +37,10 @@ pub fn AllocationPage() -> impl IntoView {
     let requeue = ServerAction::<RequeueSlice>::new();
     let keep = ServerAction::<KeepSlice>::new();
     // Asked again: go to the new request.
-    let navigate = use_navigate();
+    let navigate = navigator();
     Effect::new(move |_| {
         if let Some(Ok(v)) = requeue.value().get() {
-            navigate(&format!("/t/{}/a/{}", v.tenant, v.id), Default::default());
+            navigate(&format!("/t/{}/a/{}", v.tenant, v.id));
         }
     });
     let alloc = Resource::new(

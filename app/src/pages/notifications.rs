@@ -5,12 +5,12 @@ use crate::api::{
     get_notifications, mark_notification_read, MarkAllNotificationsRead, MarkNotificationRead,
 };
 use crate::components::error_panel::{ErrorPanel, FormError};
+use crate::components::go::navigator;
 use crate::components::layout::{announce, NOTIFICATIONS_READ, UNREAD_CHANGED};
 use crate::format;
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_navigate;
 use tessera_core::notify::{NotificationKind, NotificationTopic};
 use tessera_protocol::quotas::{NotificationView, NotificationsPage as Page};
 
@@ -102,7 +102,7 @@ fn Item(
     now: DateTime<Utc>,
     mark_one: ServerAction<MarkNotificationRead>,
 ) -> impl IntoView {
-    let navigate = use_navigate();
+    let navigate = navigator();
     let (id, read) = (n.id, n.read);
     let open = n.link.clone().map(|link| {
         let href = link.clone();
@@ -116,7 +116,7 @@ fn Item(
             leptos::task::spawn_local(async move {
                 let _ = mark_notification_read(id).await;
                 announce(NOTIFICATIONS_READ);
-                navigate(&link, Default::default());
+                navigate(&link);
             });
         };
         view! { <a class="button" href=href on:click=on_click data-test="notification-open">"Open"</a> }

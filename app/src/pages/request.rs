@@ -5,11 +5,12 @@
 
 use crate::api::{get_request_options, CreateQuotaRequest, RequestSlice};
 use crate::components::error_panel::ErrorPanel;
+use crate::components::go::navigator;
 use crate::components::layout::ViewerResource;
 use crate::components::quota_offer::{OfferDone, QuotaOffer};
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::{use_navigate, use_params_map};
+use leptos_router::hooks::use_params_map;
 use tessera_core::quota::{self, Demand, Quota, Usage};
 use tessera_core::schedule::QosClass;
 use tessera_core::sharing::{SharingMode, SliceShape};
@@ -67,7 +68,10 @@ fn mode_label(mode: SharingMode) -> &'static str {
     }
 }
 
-#[component]
+/// The form: an island of its own WASM file with the `islands` feature (it
+/// carries `tessera-core`'s checks, which only this page needs).
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
 fn RequestForm(
     o: RequestOptions,
     /// The viewer is a tenant admin here (requests quota rather than proposes).
@@ -166,11 +170,11 @@ fn RequestForm(
     let justification = RwSignal::new(String::new());
     let ends_on = RwSignal::new(String::new());
     let submit = ServerAction::<RequestSlice>::new();
-    let navigate = use_navigate();
+    let navigate = navigator();
     let nav_slug = slug.clone();
     let fresh_slug = slug.clone();
     Effect::new(move |_| match submit.value().get() {
-        Some(Ok(a)) => navigate(&format!("/t/{}/a/{}", nav_slug, a.id), Default::default()),
+        Some(Ok(a)) => navigate(&format!("/t/{}/a/{}", nav_slug, a.id)),
         // Someone else took the quota first: reload the quota and use, so
         // the form sees the refusal too and offers the increase.
         Some(Err(e)) if e.code == "quota_exceeded" => {
