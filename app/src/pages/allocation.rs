@@ -26,10 +26,30 @@ const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 #[component]
 pub fn AllocationPage() -> impl IntoView {
     let params = use_params_map();
-    let slug = move || params.read().get("slug").unwrap_or_default();
-    // The path's id as typed: a number names an allocation, anything else
-    // is answered below without asking the server.
-    let id = move || params.read().get("id").unwrap_or_default();
+    // A new view when the path changes (the router keeps the page when it
+    // goes from one allocation to another).
+    move || {
+        let (slug, id) = params.with(|p| {
+            (
+                p.get("slug").unwrap_or_default(),
+                p.get("id").unwrap_or_default(),
+            )
+        });
+        view! { <LiveAllocation slug id/> }
+    }
+}
+
+/// The allocation, reloaded every [`REFRESH`] until it settles, with its
+/// actions: an island (its own WASM file) with the `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveAllocation(
+    /// The tenant's slug.
+    slug: String,
+    /// The path's id as typed: a number names an allocation, anything else
+    /// is answered below without asking the server.
+    id: String,
+) -> impl IntoView {
     let (tick, set_tick) = signal(0u64);
     let (settled, set_settled) = signal(false);
     let release = ServerAction::<ReleaseSlice>::new();
@@ -46,8 +66,8 @@ pub fn AllocationPage() -> impl IntoView {
     let alloc = Resource::new(
         move || {
             (
-                slug(),
-                id(),
+                slug.clone(),
+                id.clone(),
                 tick.get(),
                 release.version().get(),
                 extend.version().get(),
