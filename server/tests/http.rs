@@ -475,6 +475,13 @@ async fn visitors_without_a_session_are_sent_to_login_and_back() {
     );
 }
 
+/// A page's status and HTML, for the person signed in with `cookie`.
+async fn page(app: &App, path: &str, cookie: &str) -> (StatusCode, String) {
+    let (status, body) = app.send("GET", path, cookie, None).await;
+    let html = body.as_str().map(str::to_owned);
+    (status, html.expect("a page, not JSON"))
+}
+
 #[tokio::test]
 async fn an_allocation_page_whose_id_is_not_a_number_is_a_clear_404() {
     let app = app().await;
@@ -483,11 +490,7 @@ async fn an_allocation_page_whose_id_is_not_a_number_is_a_clear_404() {
         ("/t/vision/a/abc", "'abc' is not an allocation id"),
         ("/t/vision/a/%3Cb%3E", "'&lt;b&gt;' is not an allocation id"),
     ] {
-        let req = Request::get(path)
-            .header(header::COOKIE, &lead)
-            .body(Body::empty())
-            .unwrap();
-        let (status, _, html) = app.call(req).await;
+        let (status, html) = page(&app, path, &lead).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
         assert!(html.contains("data-test=\"error-panel\""), "{path}: {html}");
         assert!(
@@ -500,11 +503,7 @@ async fn an_allocation_page_whose_id_is_not_a_number_is_a_clear_404() {
         );
     }
     // A number that names no allocation of the tenant is a 404 too, from the service.
-    let req = Request::get("/t/vision/a/999999")
-        .header(header::COOKIE, &lead)
-        .body(Body::empty())
-        .unwrap();
-    let (status, _, html) = app.call(req).await;
+    let (status, html) = page(&app, "/t/vision/a/999999", &lead).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(!html.contains("is not an allocation id"), "{html}");
 }
