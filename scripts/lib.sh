@@ -87,8 +87,10 @@ build_release() {
     log "the server and the WASM bundle are up to date"
   else
     rm -f "$stamp"
-    log "building the server and the WASM bundle (cargo leptos build --release --precompress)"
-    cargo leptos build --release --precompress
+    # --split: each lazy island (`#[island(lazy)]`) is a WASM chunk of its own,
+    # loaded only by the pages that show it.
+    log "building the server and the WASM bundle (cargo leptos build --release --split --precompress)"
+    cargo leptos build --release --split --precompress
     # cargo-leptos's gzip (libflate) is ~15 % larger than gzip -9 on the WASM.
     find "$SITE_ROOT" -type f ! -name '*.br' ! -name '*.gz' -exec gzip -9 -n -k -f {} +
     # cargo-leptos leaves the hash file (the hashed bundle file names) next to

@@ -26,6 +26,16 @@ impl AppError {
         }
     }
 
+    /// A 404: what the page names does not exist (or cannot be read as a
+    /// name of anything).
+    pub fn not_found(message: impl std::fmt::Display) -> Self {
+        Self {
+            status: 404,
+            code: "not_found".to_owned(),
+            message: message.to_string(),
+        }
+    }
+
     /// Is this a "not allowed" answer?
     pub fn is_forbidden(&self) -> bool {
         self.status == 403

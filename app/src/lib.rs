@@ -51,7 +51,7 @@ pub fn App() -> impl IntoView {
     // Lets tests (and curious users) see when the page has become interactive.
     Effect::new(move |_| {
         if let Some(body) = document().body() {
-            let _ = body.set_attribute("data-hydrated", "true");
+            let _ = body.set_attribute(components::hydrated::HYDRATED, "true");
         }
     });
     view! {

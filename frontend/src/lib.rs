@@ -11,11 +11,14 @@ pub fn hydrate() {
     console_error_panic_hook::set_once();
     #[cfg(feature = "islands")]
     {
+        use tessera_app::components::hydrated::{islands_on_page, HYDRATED};
         leptos::mount::hydrate_islands();
-        // Lets tests see when the page has become interactive (the full app
-        // says so from `App`).
-        if let Some(body) = leptos::prelude::document().body() {
-            let _ = body.set_attribute("data-hydrated", "true");
+        // Lets tests see when the page has become interactive: at once on a
+        // page without islands, else when the last island has hydrated.
+        if islands_on_page() == 0 {
+            if let Some(body) = leptos::prelude::document().body() {
+                let _ = body.set_attribute(HYDRATED, "true");
+            }
         }
     }
     #[cfg(not(feature = "islands"))]

@@ -13,6 +13,7 @@ pub fn CopyButton(
     #[prop(into)]
     what: String,
 ) -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     let (copied, set_copied) = signal(false);
     let label = format!("Copy {what}");
     view! {

@@ -155,6 +155,7 @@ fn Bell(
     /// The count when the page was rendered.
     unread: u64,
 ) -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     let unread = RwSignal::new(unread);
     let reload = move || {
         leptos::task::spawn_local(async move {

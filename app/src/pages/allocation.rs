@@ -50,6 +50,7 @@ fn LiveAllocation(
     /// is answered below without asking the server.
     id: String,
 ) -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     let (tick, set_tick) = signal(0u64);
     let (settled, set_settled) = signal(false);
     let release = ServerAction::<ReleaseSlice>::new();
@@ -110,13 +111,9 @@ fn LiveAllocation(
 
 /// A path whose id is not a number names no allocation.
 fn not_an_id(slug: &str, id: &str) -> AppError {
-    AppError {
-        status: 404,
-        code: "not_found".to_owned(),
-        message: format!(
-            "'{id}' is not an allocation id: allocation ids are numbers, as in /t/{slug}/a/42; your slices are listed on /t/{slug}"
-        ),
-    }
+    AppError::not_found(format!(
+        "'{id}' is not an allocation id: allocation ids are numbers, as in /t/{slug}/a/42; your slices are listed on /t/{slug}"
+    ))
 }
 
 #[component]

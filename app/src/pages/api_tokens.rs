@@ -11,7 +11,27 @@ use leptos_router::hooks::use_params_map;
 #[component]
 pub fn ApiTokensPage() -> impl IntoView {
     let params = use_params_map();
-    let slug = move || params.read().get("slug").unwrap_or_default();
+    view! {
+        <Title text="API tokens"/>
+        // A new island when the path changes (the router keeps the page).
+        {move || {
+            let slug = params.read().get("slug").unwrap_or_default();
+            view! { <LiveApiTokens slug/> }
+        }}
+    }
+}
+
+/// The tenant's API tokens with their create and revoke forms (a created secret
+/// is shown once): an island (its own WASM file) with the `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveApiTokens(
+    /// The tenant's slug.
+    slug: String,
+) -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
+    let slug = StoredValue::new(slug);
+    let slug = move || slug.get_value();
     let create = ServerAction::<CreateApiToken>::new();
     let revoke = ServerAction::<RevokeApiToken>::new();
     let tokens = Resource::new(
@@ -19,7 +39,6 @@ pub fn ApiTokensPage() -> impl IntoView {
         |(slug, _, _)| list_api_tokens(slug),
     );
     view! {
-        <Title text="API tokens"/>
         <section class="page-head">
             <p class="eyebrow"><a href=move || format!("/t/{}", slug())>{slug}</a></p>
             <h1>"API tokens"</h1>

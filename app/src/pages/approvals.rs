@@ -17,6 +17,18 @@ use tessera_protocol::quotas::{
 /// `/admin/approvals` (platform admins).
 #[component]
 pub fn ApprovalsPage() -> impl IntoView {
+    view! {
+        <Title text="Approvals"/>
+        <LiveApprovals/>
+    }
+}
+
+/// The queue with its decision forms: an island (its own WASM file) with the
+/// `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveApprovals() -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     let approve = ServerAction::<ApproveQuotaRequest>::new();
     let reject = ServerAction::<RejectQuotaRequest>::new();
     // Every decision, refused ones included (someone else decided first),
@@ -26,7 +38,6 @@ pub fn ApprovalsPage() -> impl IntoView {
         |_| get_approval_queue(),
     );
     view! {
-        <Title text="Approvals"/>
         <section class="page-head">
             <p class="eyebrow">"Platform"</p>
             <h1>"Quota approvals"</h1>

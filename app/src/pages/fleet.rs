@@ -5,6 +5,7 @@
 use crate::api::{get_fleet, OperateFleet};
 use crate::components::error_panel::ErrorPanel;
 use crate::components::host_filter::{host_query, shown_text, HostFilterForm, HostPager};
+use crate::components::live_region::LiveRegion;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -13,51 +14,38 @@ use tessera_core::availability::{OpsMode, MAX_DRAIN_MINUTES, MAX_REASON_CHARS};
 use tessera_core::health::HealthVerdict;
 use tessera_protocol::views::{FleetQuery, FleetView, HostStatus, HostView, OpsView};
 
-/// How often an open fleet page refreshes itself.
-const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often an open fleet page refreshes itself, in milliseconds.
+const REFRESH_MS: u64 = 5_000;
+
+/// The id of the part of the page that refreshes.
+const LIVE: &str = "fleet-live";
 
 /// `/fleet` (platform admins). Refreshes while open, so hosts going offline
-/// show without a reload.
+/// show without a reload; an open "Operate" panel holds the refresh, so what
+/// is typed stays.
 #[component]
 pub fn FleetPage() -> impl IntoView {
-    let (tick, set_tick) = signal(0u64);
     let operate = ServerAction::<OperateFleet>::new();
     let query = use_query_map();
     let current = move || query.with(host_query);
     let fleet = Resource::new(
-        move || (current(), tick.get(), operate.version().get()),
-        |(q, _, _)| get_fleet(q),
+        move || (current(), operate.version().get()),
+        |(q, _)| get_fleet(q),
     );
-    // Effects run only in the browser: no timers during server rendering.
-    // An open "Operate" panel holds the refresh, so what is typed stays.
-    Effect::new(move |_| {
-        if let Ok(handle) = set_interval_with_handle(
-            move || {
-                let editing = document()
-                    .query_selector("details.ops-panel[open]")
-                    .ok()
-                    .flatten()
-                    .is_some();
-                if !editing {
-                    set_tick.update(|t| *t += 1);
-                }
-            },
-            REFRESH,
-        ) {
-            on_cleanup(move || handle.clear());
-        }
-    });
     view! {
         <Title text="Fleet"/>
-        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                let q = current();
-                match fleet.await {
-                    Ok(f) => view! { <Fleet f q operate/> }.into_any(),
-                    Err(err) => view! { <ErrorPanel err/> }.into_any(),
-                }
-            })}
-        </Transition>
+        <LiveRegion region=LIVE.to_owned() every_ms=REFRESH_MS hold="details.ops-panel[open]".to_owned()/>
+        <div id=LIVE>
+            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    let q = current();
+                    match fleet.await {
+                        Ok(f) => view! { <Fleet f q operate/> }.into_any(),
+                        Err(err) => view! { <ErrorPanel err/> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </div>
     }
 }
 

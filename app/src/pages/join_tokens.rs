@@ -10,6 +10,18 @@ use tessera_protocol::views::JoinTokenStatus;
 /// `/admin/join-tokens` (platform admins).
 #[component]
 pub fn JoinTokensPage() -> impl IntoView {
+    view! {
+        <Title text="Join tokens"/>
+        <LiveJoinTokens/>
+    }
+}
+
+/// The join tokens with their create and revoke forms (a created secret is
+/// shown once): an island (its own WASM file) with the `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveJoinTokens() -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     let create = ServerAction::<CreateJoinToken>::new();
     let revoke = ServerAction::<RevokeJoinToken>::new();
     let tokens = Resource::new(
@@ -19,7 +31,6 @@ pub fn JoinTokensPage() -> impl IntoView {
     // Enrolled hosts, for re-enrolment tokens.
     let hosts = Resource::new(|| (), |_| list_host_names());
     view! {
-        <Title text="Join tokens"/>
         <section class="page-head">
             <p class="eyebrow">"Platform"</p>
             <h1>"Join tokens"</h1>

@@ -17,6 +17,18 @@ use tessera_protocol::quotas::{NotificationView, NotificationsPage as Page};
 /// `/notifications`
 #[component]
 pub fn NotificationsPage() -> impl IntoView {
+    view! {
+        <Title text="Notifications"/>
+        <LiveNotifications/>
+    }
+}
+
+/// The inbox, reloaded when something is read here or the bell's count changes:
+/// an island (its own WASM file) with the `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveNotifications() -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     // Bumped to reload the list: when something here was read, and when
     // the bell's count changes (news arrived, or was read elsewhere).
     let refresh = RwSignal::new(0u64);
@@ -36,7 +48,6 @@ pub fn NotificationsPage() -> impl IntoView {
     });
     let list = Resource::new(move || refresh.get(), |_| get_notifications());
     view! {
-        <Title text="Notifications"/>
         <section class="page-head">
             <div class="section-row">
                 <div>

@@ -25,6 +25,18 @@ struct Actions {
 /// `/admin/pools` (platform admins).
 #[component]
 pub fn PoolsAdminPage() -> impl IntoView {
+    view! {
+        <Title text="Pools"/>
+        <LivePools/>
+    }
+}
+
+/// The pools with their forms: an island (its own WASM file) with the `islands`
+/// feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LivePools() -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     let actions = Actions {
         review: ServerAction::new(),
         editing: RwSignal::new(String::new()),
@@ -42,7 +54,6 @@ pub fn PoolsAdminPage() -> impl IntoView {
         }
     });
     view! {
-        <Title text="Pools"/>
         <section class="page-head">
             <p class="eyebrow">"Platform"</p>
             <h1>"Pools"</h1>

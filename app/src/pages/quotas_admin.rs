@@ -25,6 +25,18 @@ struct Actions {
 /// `/admin/quotas` (platform admins).
 #[component]
 pub fn QuotasAdminPage() -> impl IntoView {
+    view! {
+        <Title text="Quotas"/>
+        <LiveQuotas/>
+    }
+}
+
+/// The quotas with their forms: an island (its own WASM file) with the
+/// `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveQuotas() -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     let actions = Actions {
         set: ServerAction::new(),
         grant: ServerAction::new(),
@@ -69,7 +81,6 @@ pub fn QuotasAdminPage() -> impl IntoView {
     });
     let tenants = Resource::new(move || changed.get(), |_| get_admin_quotas());
     view! {
-        <Title text="Quotas"/>
         <section class="page-head">
             <p class="eyebrow">"Platform"</p>
             <h1>"Quotas"</h1>

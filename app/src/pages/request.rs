@@ -77,6 +77,7 @@ fn RequestForm(
     /// The viewer is a tenant admin here (requests quota rather than proposes).
     admin: bool,
 ) -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     let slug = o.tenant.clone();
     let pools = RwSignal::new(o.pools.clone());
     let first = o

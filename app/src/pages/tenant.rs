@@ -14,7 +14,26 @@ use tessera_protocol::views::{QuotaView, TenantRole, TenantView};
 #[component]
 pub fn TenantPage() -> impl IntoView {
     let params = use_params_map();
-    let slug = move || params.read().get("slug").unwrap_or_default();
+    view! {
+        // A new island when the path changes (the router keeps the page).
+        {move || {
+            let slug = params.read().get("slug").unwrap_or_default();
+            view! { <LiveTenant slug/> }
+        }}
+    }
+}
+
+/// The tenant, refreshed while open so states change without a reload: an
+/// island (its own WASM file) with the `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveTenant(
+    /// The tenant's slug.
+    slug: String,
+) -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
+    let slug = StoredValue::new(slug);
+    let slug = move || slug.get_value();
     let (tick, set_tick) = signal(0u64);
     let tenant = Resource::new(move || (slug(), tick.get()), |(slug, _)| get_tenant(slug));
     // Refreshes while the page is open, so states change without a reload.

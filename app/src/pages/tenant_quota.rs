@@ -19,8 +19,59 @@ use tessera_protocol::views::QuotaView;
 #[component]
 pub fn TenantQuotaPage() -> impl IntoView {
     let params = use_params_map();
-    let slug = move || params.read().get("slug").unwrap_or_default();
+    let query = use_query_map();
     let viewer = expect_context::<ViewerResource>();
+    view! {
+        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            // A new island when the path changes (the router keeps the page).
+            {move || Suspend::new(async move {
+                let slug = params.read().get("slug").unwrap_or_default();
+                let member = matches!(viewer.await, Ok(Some(v)) if v.tenants.iter().any(|m| m.slug == slug));
+                let prefill = query.with(Prefill::from_query);
+                view! { <LiveTenantQuota slug member prefill/> }
+            })}
+        </Suspense>
+    }
+}
+
+/// What the query string fills the request form with
+/// (`?pool=&gpus=&memory_gib=&max_slices=`; empty values count as absent).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Prefill {
+    pool: Option<String>,
+    gpus: Option<String>,
+    memory_gib: Option<String>,
+    max_slices: Option<String>,
+}
+
+impl Prefill {
+    fn from_query(query: &leptos_router::params::ParamsMap) -> Self {
+        let get = |key: &str| query.get(key).filter(|v| !v.is_empty());
+        Self {
+            pool: get("pool"),
+            gpus: get("gpus"),
+            memory_gib: get("memory_gib"),
+            max_slices: get("max_slices"),
+        }
+    }
+}
+
+/// The quota page with its request forms: an island (its own WASM file)
+/// with the `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveTenantQuota(
+    /// The tenant's slug.
+    slug: String,
+    /// The viewer is a member (platform admins may look without being one).
+    member: bool,
+    /// The request form's initial values.
+    prefill: Prefill,
+) -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
+    let slug = StoredValue::new(slug);
+    let slug = move || slug.get_value();
+    let prefill = StoredValue::new(prefill);
     let create = ServerAction::<CreateQuotaRequest>::new();
     let submit = ServerAction::<SubmitQuotaRequest>::new();
     let withdraw = ServerAction::<WithdrawQuotaRequest>::new();
@@ -38,10 +89,8 @@ pub fn TenantQuotaPage() -> impl IntoView {
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                let here = slug();
-                let member = matches!(viewer.await, Ok(Some(v)) if v.tenants.iter().any(|m| m.slug == here));
                 match page.await {
-                    Ok(p) => view! { <TenantQuota p=p.value now=p.now member create submit withdraw/> }.into_any(),
+                    Ok(p) => view! { <TenantQuota p=p.value now=p.now member prefill=prefill.get_value() create submit withdraw/> }.into_any(),
                     Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
                 }
             })}
@@ -55,6 +104,7 @@ fn TenantQuota(
     now: DateTime<Utc>,
     /// The viewer is a member (platform admins may look without being one).
     member: bool,
+    prefill: Prefill,
     create: ServerAction<CreateQuotaRequest>,
     submit: ServerAction<SubmitQuotaRequest>,
     withdraw: ServerAction<WithdrawQuotaRequest>,
@@ -86,7 +136,7 @@ fn TenantQuota(
             }}
         </section>
         {if member {
-            view! { <RequestForm slug=slug.clone() pools=p.pools.clone() admin=p.can_submit create/> }.into_any()
+            view! { <RequestForm slug=slug.clone() pools=p.pools.clone() admin=p.can_submit prefill=prefill.clone() create/> }.into_any()
         } else {
             view! { <p class="callout warn" data-test="not-member">"You are not a member of this tenant, so you cannot ask for its quota. As a platform admin, change it on "<a href="/admin/quotas">"the Quotas page"</a>"."</p> }.into_any()
         }}
@@ -154,16 +204,12 @@ fn RequestForm(
     pools: Vec<String>,
     /// Tenant admins submit; members propose to them.
     admin: bool,
+    prefill: Prefill,
     create: ServerAction<CreateQuotaRequest>,
 ) -> impl IntoView {
-    let query = use_query_map();
-    let param = move |key: &str, default: &str| {
-        query
-            .read()
-            .get(key)
-            .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| default.to_owned())
-    };
+    let value =
+        |given: &Option<String>, default: &str| given.clone().unwrap_or_else(|| default.to_owned());
+    let pool = value(&prefill.pool, "");
     let done_slug = slug.clone();
     let (label, intro) = if admin {
         (
@@ -202,21 +248,21 @@ fn RequestForm(
                         <select name="pool" required data-test="qr-pool">
                             {pools.into_iter().map(|name| {
                                 let (n, value) = (name.clone(), name.clone());
-                                view! { <option value=value selected=move || param("pool", "") == n>{name}</option> }
+                                view! { <option value=value selected=pool == n>{name}</option> }
                             }).collect_view()}
                         </select>
                     </label>
                     <label class="field">
                         <span>"GPUs"</span>
-                        <input type="number" name="gpus" min="0" step="any" required value=move || param("gpus", "0") data-test="qr-gpus"/>
+                        <input type="number" name="gpus" min="0" step="any" required value=value(&prefill.gpus, "0") data-test="qr-gpus"/>
                     </label>
                     <label class="field">
                         <span>"Memory (GiB)"</span>
-                        <input type="number" name="memory_gib" min="0" step="any" required value=move || param("memory_gib", "0") data-test="qr-memory"/>
+                        <input type="number" name="memory_gib" min="0" step="any" required value=value(&prefill.memory_gib, "0") data-test="qr-memory"/>
                     </label>
                     <label class="field">
                         <span>"Slices"</span>
-                        <input type="number" name="max_slices" min="0" step="1" required value=move || param("max_slices", "0") data-test="qr-slices"/>
+                        <input type="number" name="max_slices" min="0" step="1" required value=value(&prefill.max_slices, "0") data-test="qr-slices"/>
                     </label>
                     <label class="field">
                         <span>"Until (optional)"</span>

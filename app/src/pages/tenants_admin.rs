@@ -10,10 +10,21 @@ use tessera_protocol::views::TenantAdminView;
 /// `/admin/tenants` (platform admins).
 #[component]
 pub fn TenantsAdminPage() -> impl IntoView {
+    view! {
+        <Title text="Tenants"/>
+        <LiveTenants/>
+    }
+}
+
+/// The tenants with their forms: an island (its own WASM file) with the
+/// `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveTenants() -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
     let save = ServerAction::<SaveTenant>::new();
     let tenants = Resource::new(move || save.version().get(), |_| list_tenants_admin());
     view! {
-        <Title text="Tenants"/>
         <section class="page-head">
             <p class="eyebrow">"Platform"</p>
             <h1>"Tenants"</h1>

@@ -17,7 +17,27 @@ const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
 #[component]
 pub fn WebhookPage() -> impl IntoView {
     let params = use_params_map();
-    let slug = move || params.read().get("slug").unwrap_or_default();
+    view! {
+        <Title text="Webhook"/>
+        // A new island when the path changes (the router keeps the page).
+        {move || {
+            let slug = params.read().get("slug").unwrap_or_default();
+            view! { <LiveWebhook slug/> }
+        }}
+    }
+}
+
+/// The webhook form and its deliveries, reloaded while open: an island (its own
+/// WASM file) with the `islands` feature.
+#[cfg_attr(feature = "islands", island(lazy))]
+#[cfg_attr(not(feature = "islands"), component)]
+fn LiveWebhook(
+    /// The tenant's slug.
+    slug: String,
+) -> impl IntoView {
+    crate::components::hydrated::island_hydrated();
+    let slug = StoredValue::new(slug);
+    let slug = move || slug.get_value();
     let save = ServerAction::<SetWebhook>::new();
     let delete = ServerAction::<DeleteWebhook>::new();
     let test = ServerAction::<SendTestWebhook>::new();
@@ -44,7 +64,6 @@ pub fn WebhookPage() -> impl IntoView {
         }
     });
     view! {
-        <Title text="Webhook"/>
         <section class="page-head">
             <p class="eyebrow"><a href=move || format!("/t/{}", slug())>{slug}</a></p>
             <h1>"Webhook"</h1>
