@@ -1,8 +1,10 @@
-// What the browser downloads for the first page of each role, from its own
-// network log (Chrome DevTools Protocol): bytes as transferred (compressed,
-// with headers) and decoded, per kind. Prints the figures (and writes them to
+// What the browser downloads for the first page of each role, and for the
+// heaviest page (the request form, a lazy island), from its own network log
+// (Chrome DevTools Protocol): bytes as transferred (compressed, with headers)
+// and decoded, per kind. Prints the figures (and writes them to
 // artifacts/bundle-sizes.json); asserts that compression and long-lived
-// caching are in use, not a size threshold.
+// caching are in use and that a lazy island's WASM loads only on its page,
+// not a size threshold.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -84,7 +86,7 @@ describe('browser bundle delivery', () => {
   after(async () => {
     if (Object.keys(figures).length) {
       writeFileSync(path.join(ARTIFACTS, 'bundle-sizes.json'), `${JSON.stringify(figures, null, 2)}\n`);
-      console.log('first page per role (Tessera origin; transferred = compressed, with headers):');
+      console.log('first page per role, and the request page (Tessera origin; transferred = compressed, with headers):');
       for (const [role, f] of Object.entries(figures)) {
         const parts = Object.entries(f.tessera.kinds)
           .map(([k, v]) => `${k} ${kib(v.transferred)} (of ${kib(v.decoded)})`)
@@ -148,6 +150,33 @@ describe('browser bundle delivery', () => {
   it('platform admin: the first page after sign-in is compressed and hashed', async () => {
     const entries = await measure('platform admin (alice, /fleet)', (page) => signIn(stack, page, 'alice', '/fleet'));
     assertDelivery(entries, 'admin');
+  });
+
+  // A lazy island's own WASM file (`split_<island>_loader_*.wasm`).
+  const lazyIslands = (entries) => entries
+    .map((e) => new URL(e.url).pathname.split('/').pop())
+    .filter((name) => /^split_.*\.wasm$/.test(name));
+
+  it('first pages load no lazy island; the request page loads the request form\'s, and the form works', async () => {
+    const first = await measure('tenant member, first page (bob, /t/vision)', (page) => signIn(stack, page, 'bob', '/t/vision'));
+    assert.deepEqual(lazyIslands(first), [], 'the tenant page has no lazy island');
+    const { context, page } = await newPage(stack);
+    const recording = await recordNetwork(page);
+    await signIn(stack, page, 'bob', '/t/vision/request');
+    await hydrated(page);
+    await page.waitForLoadState('networkidle');
+    const entries = await recording.stop();
+    const tessera = summarize(entries, stack.appUrl);
+    figures['the request page (bob, /t/vision/request)'] = { tessera, other: { transferred: 0, requests: 0 } };
+    assertDelivery(entries, 'request page');
+    const loaded = lazyIslands(entries);
+    assert.equal(loaded.length, 1, `one lazy island: ${loaded.join(' ')}`);
+    assert.match(loaded[0], /^split_request_form_loader_/);
+    // Hydrated: the form checks what is typed in the browser.
+    await page.fill('[data-test=lease-hours]', '0');
+    await page.waitForSelector('[data-test=validation]', { timeout: 10_000 });
+    assert.ok(await page.isDisabled('[data-test=submit-request]'));
+    await context.close();
   });
 
   it('a file without a hash in its name is not cached for long; a hashed one comes from the cache on the next page', async () => {

@@ -201,7 +201,11 @@ describe('fleet operations', () => {
     await hydrated(page);
     const shown = async () => page.locator('[data-test=host]').evaluateAll((hosts) => hosts.map((h) => h.dataset.hostname));
     assert.deepEqual(await shown(), ['gpu-ops-a', 'gpu-ops-b', 'gpu-ops-mps']);
+    // The page swaps in a fresh fleet every 5 s, but not while a filter is
+    // being typed into: what is typed stays.
     await page.fill('[data-test=filter-host]', 'OPS-M');
+    await page.waitForTimeout(6_000);
+    assert.equal(await page.inputValue('[data-test=filter-host]'), 'OPS-M');
     await Promise.all([page.waitForURL(/q=OPS-M/), page.click('[data-test=filter-apply]')]);
     await waitFor(async () => (await shown()).join() === 'gpu-ops-mps', { what: 'the search applied' });
     assert.match(await page.textContent('[data-test=fleet-total]'), /1–1 of 1 host matching · page 1 of 1/);

@@ -63,8 +63,9 @@ describe('self-service slices', () => {
     assert.match(await page.textContent('[data-test=conn-k8s]'), /nvidia\.com\/mig-1g\.10gb: 1/);
     assert.equal((await page.textContent('[data-test=conn-host]')).trim(), 'gpu-h100-e2e');
     await page.click('[data-test=copy-device]');
+    // The button says so once the (asynchronous) copy is done.
+    await waitFor(async () => /Copied/.test(await page.textContent('[data-test=copy-device]')), { what: 'copied' });
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), device);
-    assert.match(await page.textContent('[data-test=copy-device]'), /Copied/);
     await screenshot(page, '22-allocation-active');
 
     // The agent samples the simulated MIG device and sends it; /metrics has

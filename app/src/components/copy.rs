@@ -2,10 +2,11 @@
 
 use leptos::prelude::*;
 
-/// "Copy" → "Copied" after a click: an island (the page around it may be
-/// server-only).
-#[cfg_attr(feature = "islands", island)]
-#[cfg_attr(not(feature = "islands"), component)]
+/// "Copy" → "Copied" once a click has copied `text`. Not an island of its own: it is only
+/// used inside islands (the allocation's connection details, the webhook
+/// secret), and an island inside an island renders differently on the
+/// server than where it hydrates.
+#[component]
 pub fn CopyButton(
     /// What to copy.
     text: String,
@@ -13,7 +14,6 @@ pub fn CopyButton(
     #[prop(into)]
     what: String,
 ) -> impl IntoView {
-    crate::components::hydrated::island_hydrated();
     let (copied, set_copied) = signal(false);
     let label = format!("Copy {what}");
     view! {
@@ -23,8 +23,13 @@ pub fn CopyButton(
             data-test=format!("copy-{what}")
             aria-label=label
             on:click=move |_| {
-                let _ = window().navigator().clipboard().write_text(&text);
-                set_copied.set(true);
+                // "Copied" once the browser says so (it may refuse).
+                let write = window().navigator().clipboard().write_text(&text);
+                leptos::task::spawn_local(async move {
+                    if wasm_bindgen_futures::JsFuture::from(write).await.is_ok() {
+                        set_copied.set(true);
+                    }
+                });
             }
         >
             {move || if copied.get() { "Copied ✓" } else { "Copy" }}

@@ -7,8 +7,9 @@
 use leptos::prelude::*;
 
 /// Reloads the element with id `region` from the server every `every_ms`
-/// milliseconds, except while an element matching `hold` is on the page (an
-/// open form, so what is being typed stays). Renders nothing.
+/// milliseconds, except while a form field in it has the focus (a filter
+/// being typed into) or an element matching `hold` is on the page (an open form),
+/// so what is being typed or chosen stays. Renders nothing.
 #[cfg_attr(feature = "islands", island)]
 #[cfg_attr(not(feature = "islands"), component)]
 pub fn LiveRegion(
@@ -26,8 +27,9 @@ pub fn LiveRegion(
         let (region, hold) = (region.clone(), hold.clone());
         let busy = RwSignal::new(false);
         let tick = move || {
-            let held =
-                !hold.is_empty() && document().query_selector(&hold).ok().flatten().is_some();
+            let held = (!hold.is_empty()
+                && document().query_selector(&hold).ok().flatten().is_some())
+                || focused_in(&region);
             if held || busy.get_untracked() {
                 return;
             }
@@ -44,6 +46,18 @@ pub fn LiveRegion(
             on_cleanup(move || handle.clear());
         }
     });
+}
+
+/// Whether a form field inside `region` has the focus.
+fn focused_in(region: &str) -> bool {
+    let doc = document();
+    match (doc.get_element_by_id(region), doc.active_element()) {
+        (Some(region), Some(active)) => {
+            matches!(active.tag_name().as_str(), "INPUT" | "SELECT" | "TEXTAREA")
+                && region.contains(Some(&active))
+        }
+        _ => false,
+    }
 }
 
 /// Fetches this page again and swaps in its element `region`. A failed or

@@ -9,6 +9,7 @@ use crate::components::allocation_state::{Progress, StateBadge};
 use crate::components::copy::CopyButton;
 use crate::components::error_panel::ErrorPanel;
 use crate::components::go::navigator;
+use crate::components::live_region::LiveRegion;
 use crate::error::AppError;
 use crate::format;
 use leptos::prelude::*;
@@ -17,7 +18,7 @@ use leptos_router::hooks::use_params_map;
 use tessera_core::ids::AllocationId;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::schedule::QosClass;
-use tessera_protocol::views::AllocationView;
+use tessera_protocol::views::{AllocationActivity, AllocationView};
 
 /// How often an open allocation page refreshes while the allocation changes.
 const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
@@ -26,33 +27,66 @@ const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 #[component]
 pub fn AllocationPage() -> impl IntoView {
     let params = use_params_map();
-    // A new view when the path changes (the router keeps the page when it
-    // goes from one allocation to another).
-    move || {
-        let (slug, id) = params.with(|p| {
+    let path = move || {
+        params.with(|p| {
             (
                 p.get("slug").unwrap_or_default(),
                 p.get("id").unwrap_or_default(),
             )
-        });
-        view! { <LiveAllocation slug id/> }
+        })
+    };
+    let alloc = Resource::new(path, |(slug, id)| async move {
+        match id.parse::<AllocationId>() {
+            Ok(id) => get_allocation(slug, id).await,
+            Err(_) => Err(not_an_id(&slug, &id)),
+        }
+    });
+    // The charts, drawn on the server too (a slice never active has none).
+    let activity = Resource::new(path, |(slug, id)| async move {
+        match id.parse::<AllocationId>() {
+            Ok(id) => get_allocation_activity(slug, id).await.ok(),
+            Err(_) => None,
+        }
+    });
+    view! {
+        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let (slug, _) = path();
+                let (a, activity) = (alloc.await, activity.await);
+                match a {
+                    Ok(a) => {
+                        let charts = a.active_at.is_some() && !a.is_terminal();
+                        view! {
+                            {charts.then(|| view! { <LiveRegion region=ACTIVITY.to_owned() every_ms=ACTIVITY_REFRESH_MS hold=String::new()/> })}
+                            <LiveAllocation slug a activity/>
+                        }.into_any()
+                    }
+                    Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
+                }
+            })}
+        </Suspense>
     }
 }
 
-/// The allocation, reloaded every [`REFRESH`] until it settles, with its
-/// actions: an island (its own WASM file) with the `islands` feature.
+/// The allocation as the server rendered it, reloaded every [`REFRESH`]
+/// until it settles, with its actions: an island (its own WASM file) with
+/// the `islands` feature. It gets the allocation as a prop, so it hydrates
+/// exactly what the server rendered, whatever changed since.
 #[cfg_attr(feature = "islands", island(lazy))]
 #[cfg_attr(not(feature = "islands"), component)]
 fn LiveAllocation(
     /// The tenant's slug.
     slug: String,
-    /// The path's id as typed: a number names an allocation, anything else
-    /// is answered below without asking the server.
-    id: String,
+    /// The allocation when the page was rendered.
+    a: AllocationView,
+    /// Its utilisation and memory then (`None` if it has none yet).
+    activity: Option<AllocationActivity>,
 ) -> impl IntoView {
     crate::components::hydrated::island_hydrated();
-    let (tick, set_tick) = signal(0u64);
-    let (settled, set_settled) = signal(false);
+    let id = a.id;
+    let current = RwSignal::new(a);
+    // A failed reload (the server restarting, say) shows the error until a
+    // reload succeeds.
     let release = ServerAction::<ReleaseSlice>::new();
     let extend = ServerAction::<ExtendSlice>::new();
     let requeue = ServerAction::<RequeueSlice>::new();
@@ -64,29 +98,32 @@ fn LiveAllocation(
             navigate(&format!("/t/{}/a/{}", v.tenant, v.id));
         }
     });
-    let alloc = Resource::new(
-        move || {
-            (
-                slug.clone(),
-                id.clone(),
-                tick.get(),
-                release.version().get(),
-                extend.version().get(),
-                keep.version().get(),
-            )
-        },
-        |(slug, id, _, _, _, _)| async move {
-            match id.parse::<AllocationId>() {
-                Ok(id) => get_allocation(slug, id).await,
-                Err(_) => Err(not_an_id(&slug, &id)),
+    let slug = StoredValue::new(slug);
+    // News (a new state, a notice, the connection details) loads the page
+    // again: the server renders it and the island hydrates it afresh, which
+    // (unlike redrawing it here) keeps every button working. A failed read
+    // (the server restarting, say) leaves the page as it is until one works.
+    let reload = move || {
+        leptos::task::spawn_local(async move {
+            if let Ok(fresh) = get_allocation(slug.get_value(), id).await {
+                // `as_of` changes with every read.
+                let news = current.with_untracked(|shown| {
+                    let mut same = fresh.clone();
+                    same.as_of = shown.as_of;
+                    same != *shown
+                });
+                if news {
+                    let _ = window().location().reload();
+                }
             }
-        },
-    );
+        });
+    };
+    // Effects run only in the browser.
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
             move || {
-                if !settled.get_untracked() {
-                    set_tick.update(|t| *t += 1);
+                if !current.with_untracked(AllocationView::is_terminal) {
+                    reload();
                 }
             },
             REFRESH,
@@ -94,19 +131,18 @@ fn LiveAllocation(
             on_cleanup(move || handle.clear());
         }
     });
-    view! {
-        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                match alloc.await {
-                    Ok(a) => {
-                        set_settled.set(a.is_terminal());
-                        view! { <Allocation a release extend requeue keep/> }.into_any()
-                    }
-                    Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
-                }
-            })}
-        </Transition>
-    }
+    // After a release, an extension or a keep, at once.
+    Effect::new(move |first: Option<()>| {
+        let _ = (
+            release.version().get(),
+            extend.version().get(),
+            keep.version().get(),
+        );
+        if first.is_some() {
+            reload();
+        }
+    });
+    view! { <Allocation a=current.get_untracked() activity release extend requeue keep/> }
 }
 
 /// A path whose id is not a number names no allocation.
@@ -119,6 +155,7 @@ fn not_an_id(slug: &str, id: &str) -> AppError {
 #[component]
 fn Allocation(
     a: AllocationView,
+    activity: Option<AllocationActivity>,
     release: ServerAction<ReleaseSlice>,
     extend: ServerAction<ExtendSlice>,
     requeue: ServerAction<RequeueSlice>,
@@ -287,7 +324,7 @@ fn Allocation(
                 </section>
             }
         })}
-        {a.active_at.is_some().then(|| view! { <ActivitySection slug=slug.clone() id/> })}
+        {a.active_at.is_some().then(|| view! { <ActivitySection activity/> })}
         <section class="card">
             <h2 class="section-title">"Details"</h2>
             <dl class="facts">
@@ -351,36 +388,24 @@ fn Allocation(
     }
 }
 
-/// How often the activity charts refresh (telemetry arrives every few
-/// seconds; the charts show minutes).
-const ACTIVITY_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often the activity charts refresh, in milliseconds (telemetry
+/// arrives every few seconds; the charts show minutes).
+const ACTIVITY_REFRESH_MS: u64 = 10_000;
 
-/// The slice's utilisation and memory since it started.
+/// The id of the activity charts, which the page keeps current.
+const ACTIVITY: &str = "allocation-activity";
+
+/// The slice's utilisation and memory since it started (the page keeps it
+/// current, see [`ACTIVITY_REFRESH_MS`]).
 #[component]
-fn ActivitySection(slug: String, id: AllocationId) -> impl IntoView {
-    let (tick, set_tick) = signal(0u64);
-    let activity = Resource::new(
-        move || tick.get(),
-        move |_| get_allocation_activity(slug.clone(), id),
-    );
-    Effect::new(move |_| {
-        if let Ok(handle) =
-            set_interval_with_handle(move || set_tick.update(|t| *t += 1), ACTIVITY_REFRESH)
-        {
-            on_cleanup(move || handle.clear());
-        }
-    });
+fn ActivitySection(activity: Option<AllocationActivity>) -> impl IntoView {
     view! {
-        <section class="card" data-test="activity">
+        <section class="card" data-test="activity" id=ACTIVITY>
             <h2 class="section-title">"Activity"</h2>
-            <Transition fallback=|| view! { <p class="muted small">"Loading…"</p> }>
-                {move || Suspend::new(async move {
-                    match activity.await {
-                        Ok(activity) => view! { <ActivityChart activity/> }.into_any(),
-                        Err(err) => view! { <p class="callout danger">{err.to_string()}</p> }.into_any(),
-                    }
-                })}
-            </Transition>
+            {match activity {
+                Some(activity) => view! { <ActivityChart activity/> }.into_any(),
+                None => view! { <p class="muted small">"No figures yet."</p> }.into_any(),
+            }}
         </section>
     }
 }

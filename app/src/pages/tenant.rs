@@ -3,6 +3,7 @@
 use crate::api::get_tenant;
 use crate::components::allocation_state::StateBadge;
 use crate::components::error_panel::ErrorPanel;
+use crate::components::live_region::LiveRegion;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -10,50 +11,30 @@ use leptos_router::hooks::use_params_map;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::views::{QuotaView, TenantRole, TenantView};
 
-/// `/t/:slug`
+/// How often an open tenant page refreshes, in milliseconds.
+const REFRESH_MS: u64 = 3_000;
+
+/// The id of the part of the page that refreshes.
+const LIVE: &str = "tenant-live";
+
+/// `/t/:slug`. Refreshes while open, so states change without a reload.
 #[component]
 pub fn TenantPage() -> impl IntoView {
     let params = use_params_map();
+    let slug = move || params.read().get("slug").unwrap_or_default();
+    let tenant = Resource::new(slug, get_tenant);
     view! {
-        // A new island when the path changes (the router keeps the page).
-        {move || {
-            let slug = params.read().get("slug").unwrap_or_default();
-            view! { <LiveTenant slug/> }
-        }}
-    }
-}
-
-/// The tenant, refreshed while open so states change without a reload: an
-/// island (its own WASM file) with the `islands` feature.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
-fn LiveTenant(
-    /// The tenant's slug.
-    slug: String,
-) -> impl IntoView {
-    crate::components::hydrated::island_hydrated();
-    let slug = StoredValue::new(slug);
-    let slug = move || slug.get_value();
-    let (tick, set_tick) = signal(0u64);
-    let tenant = Resource::new(move || (slug(), tick.get()), |(slug, _)| get_tenant(slug));
-    // Refreshes while the page is open, so states change without a reload.
-    Effect::new(move |_| {
-        if let Ok(handle) = set_interval_with_handle(
-            move || set_tick.update(|t| *t += 1),
-            std::time::Duration::from_secs(3),
-        ) {
-            on_cleanup(move || handle.clear());
-        }
-    });
-    view! {
-        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                match tenant.await {
-                    Ok(t) => view! { <Tenant t/> }.into_any(),
-                    Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
-                }
-            })}
-        </Transition>
+        <LiveRegion region=LIVE.to_owned() every_ms=REFRESH_MS hold=String::new()/>
+        <div id=LIVE>
+            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match tenant.await {
+                        Ok(t) => view! { <Tenant t/> }.into_any(),
+                        Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </div>
     }
 }
 
