@@ -62,9 +62,22 @@ describe('self-service slices', () => {
     assert.match(await page.textContent('[data-test=conn-env]'), new RegExp(`CUDA_VISIBLE_DEVICES=${device}`));
     assert.match(await page.textContent('[data-test=conn-k8s]'), /nvidia\.com\/mig-1g\.10gb: 1/);
     assert.equal((await page.textContent('[data-test=conn-host]')).trim(), 'gpu-h100-e2e');
-    await page.click('[data-test=copy-device]');
-    // The button says so once the (asynchronous) copy is done.
-    await waitFor(async () => /Copied/.test(await page.textContent('[data-test=copy-device]')), { what: 'copied' });
+    // Settled: the page loads itself again on news, not every second.
+    let loads = 0;
+    const counted = () => { loads += 1; };
+    page.on('load', counted);
+    await page.waitForTimeout(3_000);
+    page.off('load', counted);
+    assert.ok(loads <= 1, `the active allocation's page loaded ${loads} times in 3 s`);
+    // The button says so once the (asynchronous) copy is done. The page
+    // loads itself again when the allocation changes (the last details may
+    // arrive just after it became active), which resets the button: click
+    // again then.
+    await waitFor(async () => {
+      if (/Copied/.test(await page.textContent('[data-test=copy-device]'))) return true;
+      await page.click('[data-test=copy-device]');
+      return false;
+    }, { what: 'copied' });
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), device);
     await screenshot(page, '22-allocation-active');
 
