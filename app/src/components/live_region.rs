@@ -8,8 +8,8 @@ use leptos::prelude::*;
 
 /// Reloads the element with id `region` from the server every `every_ms`
 /// milliseconds, except while a form field in it has the focus (a filter
-/// being typed into) or an element matching `hold` is on the page (an open form),
-/// so what is being typed or chosen stays. Renders nothing.
+/// being typed into) or an element matching `hold` is on the page (an open
+/// form), so what is being typed or chosen stays. Renders nothing.
 #[cfg_attr(feature = "islands", island)]
 #[cfg_attr(not(feature = "islands"), component)]
 pub fn LiveRegion(

@@ -84,9 +84,8 @@ fn LiveAllocation(
 ) -> impl IntoView {
     crate::components::hydrated::island_hydrated();
     let id = a.id;
-    let current = RwSignal::new(a);
-    // A failed reload (the server restarting, say) shows the error until a
-    // reload succeeds.
+    // What the page shows: reloads compare with it.
+    let shown = StoredValue::new(a.clone());
     let release = ServerAction::<ReleaseSlice>::new();
     let extend = ServerAction::<ExtendSlice>::new();
     let requeue = ServerAction::<RequeueSlice>::new();
@@ -107,7 +106,7 @@ fn LiveAllocation(
         leptos::task::spawn_local(async move {
             if let Ok(fresh) = get_allocation(slug.get_value(), id).await {
                 // `as_of` changes with every read.
-                let news = current.with_untracked(|shown| {
+                let news = shown.with_value(|shown| {
                     let mut same = fresh.clone();
                     same.as_of = shown.as_of;
                     same != *shown
@@ -122,7 +121,7 @@ fn LiveAllocation(
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
             move || {
-                if !current.with_untracked(AllocationView::is_terminal) {
+                if !shown.with_value(AllocationView::is_terminal) {
                     reload();
                 }
             },
@@ -142,7 +141,7 @@ fn LiveAllocation(
             reload();
         }
     });
-    view! { <Allocation a=current.get_untracked() activity release extend requeue keep/> }
+    view! { <Allocation a activity release extend requeue keep/> }
 }
 
 /// A path whose id is not a number names no allocation.
