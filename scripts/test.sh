@@ -56,9 +56,6 @@ fi
 log "unit and integration tests (SQLite)"
 cargo test --workspace --exclude tessera-frontend
 
-log "the fully hydrated bundle still compiles (without the islands feature; README: Browser bundle)"
-cargo check -p tessera-frontend --target wasm32-unknown-unknown
-
 setup_postgres
 log "integration tests (PostgreSQL at ${TESSERA_TEST_POSTGRES_URL%%@*}@...)"
 cargo test -p tessera-service -p tessera-server --test service --test allocations --test quotas --test fleet_ops --test policy --test usage --test http

@@ -34,7 +34,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 // `/pkg/tessera.<hash>.css` when the bundle is built with hashed names.
                 <HashedStylesheet options=options.clone() id="tessera"/>
-                <HydrationScripts options islands=cfg!(feature = "islands")/>
+                <HydrationScripts options islands=true/>
                 <MetaTags/>
             </head>
             <body>
@@ -48,12 +48,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    // Lets tests (and curious users) see when the page has become interactive.
-    Effect::new(move |_| {
-        if let Some(body) = document().body() {
-            let _ = body.set_attribute(components::hydrated::HYDRATED, "true");
-        }
-    });
     view! {
         <Title formatter=|text: String| if text.is_empty() { "Tessera".to_owned() } else { format!("{text} · Tessera") }/>
         <Router>

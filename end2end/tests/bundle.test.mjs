@@ -3,8 +3,8 @@
 // (Chrome DevTools Protocol): bytes as transferred (compressed, with headers)
 // and decoded, per kind. Prints the figures (and writes them to
 // artifacts/bundle-sizes.json); asserts that compression and long-lived
-// caching are in use and that a lazy island's WASM loads only on its page,
-// not a size threshold.
+// caching are in use (lazy islands and their chunks included) and that a
+// lazy island's WASM loads only on its page, not a size threshold.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -172,6 +172,13 @@ describe('browser bundle delivery', () => {
     const loaded = lazyIslands(entries);
     assert.equal(loaded.length, 1, `one lazy island: ${loaded.join(' ')}`);
     assert.match(loaded[0], /^split_request_form_loader_/);
+    // The lazy island's file and the chunks it shares are hashed too, so the
+    // next visit takes them from the cache without asking.
+    const wasm = entries.filter((e) => new URL(e.url).origin === stack.appUrl && kindOf(e) === 'wasm');
+    assert.ok(wasm.length > 1, `the request page's WASM files: ${wasm.map((e) => e.url).join(' ')}`);
+    for (const e of wasm) {
+      assert.equal(e.cacheControl, 'public, max-age=31536000, immutable', e.url);
+    }
     // Hydrated: the form checks what is typed in the browser.
     await page.fill('[data-test=lease-hours]', '0');
     await page.waitForSelector('[data-test=validation]', { timeout: 10_000 });

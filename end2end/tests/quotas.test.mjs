@@ -99,9 +99,15 @@ describe('quota requests', () => {
     // Reading it here clears the bell at once (the page tells the bell; no
     // waiting for its next poll).
     await hydrated(page);
+    const listLoads = [];
+    page.on('request', (r) => { if (r.url().includes('/api/ui/get_notifications')) listLoads.push(r.url()); });
     await page.click('[data-test=mark-all-read]');
     await waitFor(async () => (await n.getAttribute('data-read')) === 'true', { what: 'the notification read' });
     await waitFor(async () => (await page.locator('[data-test=unread-count]').count()) === 0, { what: 'the bell cleared', timeoutMs: 5000 });
+    // The list reloaded once for that read (after the bell counted again),
+    // not once for the action and again for the bell's news.
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(listLoads.length, 1, `list loads after marking read: ${listLoads.length}`);
 
     await page.goto(`${stack.appUrl}/t/vision/quota`);
     await hydrated(page);
@@ -173,12 +179,29 @@ describe('quota requests', () => {
     const url = `http://127.0.0.1:${receiver.address().port}/hook`;
     try {
       const { context, page } = await newPage(stack);
+      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: stack.appUrl });
       await signIn(stack, page, 'carol', '/t/vision/webhook');
       await hydrated(page);
       await page.fill('[data-test=webhook-url]', url);
       await page.click('[data-test=webhook-save]');
+      const first = (await page.locator('[data-test=webhook-secret]').textContent()).trim();
+      assert.match(first, /^whsec_[0-9a-f]{64}$/);
+      // The island drew the secret and the form again after hydrating: their
+      // buttons work. Saving again rotates the secret in place (a form that
+      // lost its handler would post without JS, and the new secret, shown
+      // only here, would be lost), and the copy button copies the new one.
+      await waitFor(async () => /Save and rotate/.test(await page.textContent('[data-test=webhook-save]')), { what: 'the form drawn again for an existing webhook' });
+      await page.evaluate(() => { window.__samePage = true; });
+      await page.click('[data-test=webhook-save]');
+      await waitFor(async () => {
+        const now = (await page.locator('[data-test=webhook-secret]').textContent()).trim();
+        return now !== first && /^whsec_[0-9a-f]{64}$/.test(now);
+      }, { what: 'the rotated secret on the page' });
       const secret = (await page.locator('[data-test=webhook-secret]').textContent()).trim();
-      assert.match(secret, /^whsec_[0-9a-f]{64}$/);
+      assert.equal(await page.evaluate(() => window.__samePage), true, 'rotating did not load the page again');
+      await page.click('[data-test=copy-webhook-secret]');
+      await waitFor(async () => /Copied/.test(await page.textContent('[data-test=copy-webhook-secret]')), { what: 'the copy button saying Copied' });
+      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), secret);
       await page.click('[data-test=webhook-test]');
       await waitFor(async () => received.some((r) => r.headers['x-tessera-event'] === 'webhook.test'), { what: 'the test event at the receiver' });
       const r = received.find((x) => x.headers['x-tessera-event'] === 'webhook.test');

@@ -4,8 +4,10 @@
 //!
 //! With `hash-files = true` cargo-leptos puts a content hash into the names of
 //! the JS, WASM and CSS files (`tessera.<hash>.wasm`) and lists the hashes in
-//! `hash.txt`. Those names never change meaning, so browsers may keep them for
-//! a year; anything else gets a short cache.
+//! `hash.txt`. It hashes the lazy islands' WASM files too (`chunk_4.<hash>.wasm`),
+//! which only wasm-split's manifest names (`hash.txt` lists the manifest's
+//! hash). Those names never change meaning, so browsers may keep them for a
+//! year; anything else gets a short cache.
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -49,6 +51,10 @@ struct Hashes {
     all: BTreeSet<String>,
     /// The stylesheet's.
     css: Option<String>,
+    /// wasm-split's manifest's (`manifest: ...`).
+    manifest: Option<String>,
+    /// The lazy islands' WASM files, hashed names as the manifest lists them.
+    split_files: BTreeSet<String>,
 }
 
 impl Hashes {
@@ -59,21 +65,62 @@ impl Hashes {
             if hash.is_empty() {
                 continue;
             }
-            if kind.trim() == "css" {
-                hashes.css = Some(hash.to_owned());
+            match kind.trim() {
+                "css" => hashes.css = Some(hash.to_owned()),
+                "manifest" => hashes.manifest = Some(hash.to_owned()),
+                _ => {}
             }
             hashes.all.insert(hash.to_owned());
         }
         hashes
     }
 
-    /// True when the last segment of `path` is `<name>.<hash>.<ext>` for a listed hash.
+    /// Adds the WASM files that wasm-split's manifest (`{"island": ["chunk_4.<hash>",
+    /// "split_island_loader_<n>.<hash>"], ...}`) names, which cargo-leptos
+    /// hashed: every name with a dot has its hash in it.
+    fn add_split_files(&mut self, manifest: &str) -> Result<(), serde_json::Error> {
+        let modules: std::collections::BTreeMap<String, Vec<String>> =
+            serde_json::from_str(manifest)?;
+        self.split_files.extend(
+            modules
+                .into_values()
+                .flatten()
+                .filter(|m| m.contains('.'))
+                .map(|m| format!("{m}.wasm")),
+        );
+        Ok(())
+    }
+
+    /// True when the last segment of `path` is `<name>.<hash>.<ext>` for a
+    /// listed hash, or a hashed lazy-island file.
     fn is_hashed(&self, path: &str) -> bool {
         let file = path.rsplit('/').next().unwrap_or("");
-        file.split('.')
-            .skip(1)
-            .any(|segment| self.all.contains(segment))
+        self.split_files.contains(file)
+            || file
+                .split('.')
+                .skip(1)
+                .any(|segment| self.all.contains(segment))
     }
+}
+
+/// The hashes of `hash_file`, with the lazy islands' files from the manifest
+/// it names in `pkg`. A manifest that is missing or does not parse leaves
+/// those files revalidated (and is logged): slower, never stale.
+fn read_hashes(pkg: &Path, hash_file: Option<&Path>) -> Hashes {
+    let Some(text) = hash_file.and_then(|p| std::fs::read_to_string(p).ok()) else {
+        return Hashes::default();
+    };
+    let mut hashes = Hashes::parse(&text);
+    if let Some(hash) = hashes.manifest.clone() {
+        let path = pkg.join(format!("__wasm_split_manifest.{hash}.json"));
+        let read = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| hashes.add_split_files(&text).map_err(|e| e.to_string()));
+        if let Err(e) = read {
+            tracing::warn!(path = %path.display(), error = %e, "the lazy islands' WASM files will be revalidated on every page: the split manifest is unreadable");
+        }
+    }
+    hashes
 }
 
 /// The stylesheet's name without its hash, which pages outside the Leptos
@@ -86,10 +133,7 @@ pub fn pkg_router<S: Clone + Send + Sync + 'static>(
     site_root: &Path,
     hash_file: Option<&Path>,
 ) -> Router<S> {
-    let hashes = hash_file
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .map(|text| Hashes::parse(&text))
-        .unwrap_or_default();
+    let hashes = read_hashes(&site_root.join("pkg"), hash_file);
     let files = ServeDir::new(site_root.join("pkg"))
         .precompressed_br()
         .precompressed_gzip();
@@ -166,7 +210,18 @@ mod tests {
             rand::random::<u32>()
         ));
         std::fs::create_dir_all(dir.join("pkg")).unwrap();
-        std::fs::write(dir.join("hash.txt"), "js: AbC-1\nwasm: dEf_2\ncss: ghi3\n").unwrap();
+        std::fs::write(
+            dir.join("hash.txt"),
+            "js: AbC-1\nwasm: dEf_2\ncss: ghi3\nmanifest: mAn4\nsplit: sPl5\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("pkg/__wasm_split_manifest.mAn4.json"),
+            r#"{"form_loader_1":["chunk_4.cHk6","split_form_loader_1.fOr7"]}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.join("pkg/chunk_4.cHk6.wasm"), b"\0asm chunk").unwrap();
+        std::fs::write(dir.join("pkg/chunk_9.wasm"), b"\0asm unlisted").unwrap();
         std::fs::write(dir.join("pkg/tessera.dEf_2.wasm"), b"\0asm plain").unwrap();
         std::fs::write(dir.join("pkg/tessera.dEf_2.wasm.br"), b"brotli bytes").unwrap();
         std::fs::write(dir.join("pkg/tessera.dEf_2.wasm.gz"), b"gzip bytes").unwrap();
@@ -199,6 +254,28 @@ mod tests {
         assert!(!hashes.is_hashed("/tessera.AbC.js"));
     }
 
+    #[test]
+    fn the_split_manifest_names_the_hashed_lazy_island_files() {
+        let mut hashes = Hashes::parse("js: a\nmanifest: m1\n");
+        assert_eq!(hashes.manifest.as_deref(), Some("m1"));
+        hashes
+            .add_split_files(r#"{"x":["chunk_1.h1","split_x.h2"],"y":["chunk_1.h1","plain"]}"#)
+            .unwrap();
+        assert!(hashes.is_hashed("/pkg/chunk_1.h1.wasm"));
+        assert!(hashes.is_hashed("/split_x.h2.wasm"));
+        // Without a hash in the name, or not a name the manifest gives.
+        assert!(!hashes.is_hashed("/plain.wasm"));
+        assert!(!hashes.is_hashed("/chunk_1.h1.js"));
+        assert!(hashes.add_split_files("[not a manifest]").is_err());
+        // No manifest at all: nothing is added, nothing fails.
+        let root = std::env::temp_dir().join(format!("tessera-nomanifest-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("hash.txt"), "js: a\nmanifest: gone\n").unwrap();
+        let read = read_hashes(&root, Some(&root.join("hash.txt")));
+        assert!(read.split_files.is_empty() && read.all.contains("a"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
     #[tokio::test]
     async fn hashed_files_are_immutable_and_precompressed_when_accepted() {
         let root = site("serve");
@@ -221,6 +298,13 @@ mod tests {
         assert_eq!(resp.headers()[header::CACHE_CONTROL], IMMUTABLE);
 
         let resp = get(&router, "/extra.js", "br").await;
+        assert_eq!(resp.headers()[header::CACHE_CONTROL], REVALIDATE);
+        // A lazy island's chunk, hashed as the split manifest names it; one
+        // the manifest does not name is revalidated.
+        let resp = get(&router, "/chunk_4.cHk6.wasm", "br").await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(resp.headers()[header::CACHE_CONTROL], IMMUTABLE);
+        let resp = get(&router, "/chunk_9.wasm", "br").await;
         assert_eq!(resp.headers()[header::CACHE_CONTROL], REVALIDATE);
         // Pages outside the app link the stylesheet without its hash.
         let resp = get(&router, STYLESHEET, "identity").await;

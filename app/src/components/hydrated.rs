@@ -1,11 +1,11 @@
 //! When a page has become interactive: `body[data-hydrated]`, which the
 //! browser tests wait for before they click.
 //!
-//! The fully hydrated app sets it from `App`. With the `islands` feature
-//! there is no `App` in the browser and lazy islands load on their own, so
-//! every island counts itself in `body[data-islands]` once its effects run,
-//! and the last one to do so sets `data-hydrated` (a page without islands
-//! is marked by the frontend's entry point).
+//! There is no `App` in the browser (only the islands hydrate) and lazy
+//! islands load on their own, so every island counts itself in
+//! `body[data-islands]` once its effects run, and the last one to do so sets
+//! `data-hydrated` (a page without islands is marked by the frontend's entry
+//! point).
 
 use leptos::prelude::*;
 
@@ -15,10 +15,9 @@ pub const HYDRATED: &str = "data-hydrated";
 /// Where the islands count themselves.
 pub const ISLANDS: &str = "data-islands";
 
-/// Counts the calling island as hydrated (browser only, islands build only;
-/// a no-op otherwise). Every island calls it first thing.
+/// Counts the calling island as hydrated (in the browser; a no-op on the
+/// server, where effects do not run). Every island calls it first thing.
 pub fn island_hydrated() {
-    #[cfg(feature = "islands")]
     Effect::new(|_| {
         let Some(body) = document().body() else {
             return;

@@ -13,8 +13,9 @@ pub type ViewerResource = Resource<Result<Option<ViewerView>, crate::error::AppE
 /// reloads its count at once).
 pub const NOTIFICATIONS_READ: &str = "tessera:notifications-read";
 
-/// A window event: the bell's count changed (pages that list notifications
-/// reload).
+/// A window event: the bell's count changed, or the bell counted again
+/// because something was read (pages that list notifications reload, once
+/// per read).
 pub const UNREAD_CHANGED: &str = "tessera:unread-changed";
 
 /// Tells the window's listeners that `event` happened (browser only).
@@ -149,31 +150,37 @@ fn Nav(viewer: ViewerView, unread: u64) -> impl IntoView {
 
 /// The notification bell with the unread count: an island, so it polls on
 /// every page whatever the page around it does.
-#[cfg_attr(feature = "islands", island)]
-#[cfg_attr(not(feature = "islands"), component)]
+#[island]
 fn Bell(
     /// The count when the page was rendered.
     unread: u64,
 ) -> impl IntoView {
     crate::components::hydrated::island_hydrated();
     let unread = RwSignal::new(unread);
-    let reload = move || {
+    // Counts again; tells the page when the count changed, or always after
+    // something was read (`after_read`), so a list on the page reloads once.
+    let reload = move |after_read: bool| {
         leptos::task::spawn_local(async move {
-            if let Ok(n) = get_unread_notifications().await {
-                if n != unread.get_untracked() {
+            let counted = get_unread_notifications().await;
+            let changed = match counted {
+                Ok(n) if n != unread.get_untracked() => {
                     unread.set(n);
-                    announce(UNREAD_CHANGED);
+                    true
                 }
+                _ => false,
+            };
+            if changed || after_read {
+                announce(UNREAD_CHANGED);
             }
         });
     };
     // Effects run only in the browser: the server renders the count once
     // and never polls.
     Effect::new(move |_| {
-        if let Ok(handle) = set_interval_with_handle(reload, UNREAD_REFRESH) {
+        if let Ok(handle) = set_interval_with_handle(move || reload(false), UNREAD_REFRESH) {
             on_cleanup(move || handle.clear());
         }
-        let read = window_event_listener_untyped(NOTIFICATIONS_READ, move |_| reload());
+        let read = window_event_listener_untyped(NOTIFICATIONS_READ, move |_| reload(true));
         on_cleanup(move || read.remove());
     });
     view! {

@@ -10,16 +10,15 @@ use leptos::prelude::*;
 /// milliseconds, except while a form field in it has the focus (a filter
 /// being typed into) or an element matching `hold` is on the page (an open
 /// form), so what is being typed or chosen stays. Renders nothing.
-#[cfg_attr(feature = "islands", island)]
-#[cfg_attr(not(feature = "islands"), component)]
+#[island]
 pub fn LiveRegion(
     /// The id of the element to keep current.
     region: String,
     /// How often, in milliseconds.
     every_ms: u64,
-    /// A CSS selector: while it matches, the region is left alone (empty:
-    /// never).
-    hold: String,
+    /// A CSS selector: while it matches, the region is left alone.
+    #[prop(optional, into)]
+    hold: Option<String>,
 ) -> impl IntoView {
     crate::components::hydrated::island_hydrated();
     // Effects run only in the browser.
@@ -27,8 +26,9 @@ pub fn LiveRegion(
         let (region, hold) = (region.clone(), hold.clone());
         let busy = RwSignal::new(false);
         let tick = move || {
-            let held = (!hold.is_empty()
-                && document().query_selector(&hold).ok().flatten().is_some())
+            let held = hold
+                .as_deref()
+                .is_some_and(|hold| document().query_selector(hold).ok().flatten().is_some())
                 || focused_in(&region);
             if held || busy.get_untracked() {
                 return;

@@ -35,29 +35,29 @@ pub fn AllocationPage() -> impl IntoView {
             )
         })
     };
-    let alloc = Resource::new(path, |(slug, id)| async move {
-        match id.parse::<AllocationId>() {
-            Ok(id) => get_allocation(slug, id).await,
-            Err(_) => Err(not_an_id(&slug, &id)),
-        }
-    });
-    // The charts, drawn on the server too (a slice never active has none).
-    let activity = Resource::new(path, |(slug, id)| async move {
-        match id.parse::<AllocationId>() {
-            Ok(id) => get_allocation_activity(slug, id).await.ok(),
-            Err(_) => None,
-        }
+    // The allocation, and its charts when it has been active (drawn on the
+    // server too). Page components run only on the server (the browser
+    // hydrates the islands), so this is read once per page load.
+    let page = Resource::new(path, |(slug, id)| async move {
+        let id = id
+            .parse::<AllocationId>()
+            .map_err(|_| not_an_id(&slug, &id))?;
+        let a = get_allocation(slug.clone(), id).await?;
+        let activity = match a.active_at {
+            Some(_) => Some(get_allocation_activity(slug, id).await?),
+            None => None,
+        };
+        Ok::<_, AppError>((a, activity))
     });
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 let (slug, _) = path();
-                let (a, activity) = (alloc.await, activity.await);
-                match a {
-                    Ok(a) => {
+                match page.await {
+                    Ok((a, activity)) => {
                         let charts = a.active_at.is_some() && !a.is_terminal();
                         view! {
-                            {charts.then(|| view! { <LiveRegion region=ACTIVITY.to_owned() every_ms=ACTIVITY_REFRESH_MS hold=String::new()/> })}
+                            {charts.then(|| view! { <LiveRegion region=ACTIVITY.to_owned() every_ms=ACTIVITY_REFRESH_MS/> })}
                             <LiveAllocation slug a activity/>
                         }.into_any()
                     }
@@ -69,11 +69,10 @@ pub fn AllocationPage() -> impl IntoView {
 }
 
 /// The allocation as the server rendered it, reloaded every [`REFRESH`]
-/// until it settles, with its actions: an island (its own WASM file) with
-/// the `islands` feature. It gets the allocation as a prop, so it hydrates
-/// exactly what the server rendered, whatever changed since.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// until it settles, with its actions: a lazy island (its own WASM file).
+/// It gets the allocation as a prop, so it hydrates exactly what the server
+/// rendered, whatever changed since.
+#[island(lazy)]
 fn LiveAllocation(
     /// The tenant's slug.
     slug: String,

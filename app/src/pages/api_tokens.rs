@@ -22,9 +22,8 @@ pub fn ApiTokensPage() -> impl IntoView {
 }
 
 /// The tenant's API tokens with their create and revoke forms (a created secret
-/// is shown once): an island (its own WASM file) with the `islands` feature.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// is shown once): a lazy island (its own WASM file).
+#[island(lazy)]
 fn LiveApiTokens(
     /// The tenant's slug.
     slug: String,

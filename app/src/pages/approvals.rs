@@ -23,10 +23,8 @@ pub fn ApprovalsPage() -> impl IntoView {
     }
 }
 
-/// The queue with its decision forms: an island (its own WASM file) with the
-/// `islands` feature.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// The queue with its decision forms: a lazy island (its own WASM file).
+#[island(lazy)]
 fn LiveApprovals() -> impl IntoView {
     crate::components::hydrated::island_hydrated();
     let approve = ServerAction::<ApproveQuotaRequest>::new();

@@ -25,16 +25,15 @@ const LIVE: &str = "fleet-live";
 /// is typed stays.
 #[component]
 pub fn FleetPage() -> impl IntoView {
+    // Its forms post without JS and come back to the page, with an error
+    // (if any) as the action's value.
     let operate = ServerAction::<OperateFleet>::new();
     let query = use_query_map();
     let current = move || query.with(host_query);
-    let fleet = Resource::new(
-        move || (current(), operate.version().get()),
-        |(q, _)| get_fleet(q),
-    );
+    let fleet = Resource::new(current, get_fleet);
     view! {
         <Title text="Fleet"/>
-        <LiveRegion region=LIVE.to_owned() every_ms=REFRESH_MS hold="details.ops-panel[open]".to_owned()/>
+        <LiveRegion region=LIVE.to_owned() every_ms=REFRESH_MS hold="details.ops-panel[open]"/>
         <div id=LIVE>
             <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || Suspend::new(async move {

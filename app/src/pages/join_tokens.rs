@@ -17,9 +17,8 @@ pub fn JoinTokensPage() -> impl IntoView {
 }
 
 /// The join tokens with their create and revoke forms (a created secret is
-/// shown once): an island (its own WASM file) with the `islands` feature.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// shown once): a lazy island (its own WASM file).
+#[island(lazy)]
 fn LiveJoinTokens() -> impl IntoView {
     crate::components::hydrated::island_hydrated();
     let create = ServerAction::<CreateJoinToken>::new();

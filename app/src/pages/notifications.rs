@@ -24,19 +24,19 @@ pub fn NotificationsPage() -> impl IntoView {
 }
 
 /// The inbox, reloaded when something is read here or the bell's count changes:
-/// an island (its own WASM file) with the `islands` feature.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// a lazy island (its own WASM file).
+#[island(lazy)]
 fn LiveNotifications() -> impl IntoView {
     crate::components::hydrated::island_hydrated();
-    // Bumped to reload the list: when something here was read, and when
-    // the bell's count changes (news arrived, or was read elsewhere).
+    // Bumped to reload the list when the bell has counted again: after its
+    // count changed (news arrived, or was read elsewhere) and after
+    // something was read here (the bell counts at once, then the list
+    // reloads: once).
     let refresh = RwSignal::new(0u64);
     let mark_all = ServerAction::<MarkAllNotificationsRead>::new();
     let mark_one = ServerAction::<MarkNotificationRead>::new();
     Effect::new(move |_| {
         if mark_all.value().get().is_some() || mark_one.value().get().is_some() {
-            refresh.update(|n| *n += 1);
             announce(NOTIFICATIONS_READ);
         }
     });

@@ -31,10 +31,8 @@ pub fn PoolsAdminPage() -> impl IntoView {
     }
 }
 
-/// The pools with their forms: an island (its own WASM file) with the `islands`
-/// feature.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// The pools with their forms: a lazy island (its own WASM file).
+#[island(lazy)]
 fn LivePools() -> impl IntoView {
     crate::components::hydrated::island_hydrated();
     let actions = Actions {

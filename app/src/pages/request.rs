@@ -68,10 +68,9 @@ fn mode_label(mode: SharingMode) -> &'static str {
     }
 }
 
-/// The form: an island of its own WASM file with the `islands` feature (it
-/// carries `tessera-core`'s checks, which only this page needs).
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// The form: a lazy island, in its own WASM file (it carries
+/// `tessera-core`'s checks, which only this page needs).
+#[island(lazy)]
 fn RequestForm(
     o: RequestOptions,
     /// The viewer is a tenant admin here (requests quota rather than proposes).

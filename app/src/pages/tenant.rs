@@ -24,7 +24,7 @@ pub fn TenantPage() -> impl IntoView {
     let slug = move || params.read().get("slug").unwrap_or_default();
     let tenant = Resource::new(slug, get_tenant);
     view! {
-        <LiveRegion region=LIVE.to_owned() every_ms=REFRESH_MS hold=String::new()/>
+        <LiveRegion region=LIVE.to_owned() every_ms=REFRESH_MS/>
         <div id=LIVE>
             <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || Suspend::new(async move {

@@ -56,10 +56,9 @@ impl Prefill {
     }
 }
 
-/// The quota page with its request forms: an island (its own WASM file)
-/// with the `islands` feature.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// The quota page with its request forms: a lazy island (its own
+/// WASM file).
+#[island(lazy)]
 fn LiveTenantQuota(
     /// The tenant's slug.
     slug: String,

@@ -16,10 +16,8 @@ pub fn TenantsAdminPage() -> impl IntoView {
     }
 }
 
-/// The tenants with their forms: an island (its own WASM file) with the
-/// `islands` feature.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// The tenants with their forms: a lazy island (its own WASM file).
+#[island(lazy)]
 fn LiveTenants() -> impl IntoView {
     crate::components::hydrated::island_hydrated();
     let save = ServerAction::<SaveTenant>::new();

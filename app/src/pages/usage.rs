@@ -50,9 +50,11 @@ pub fn UsagePage() -> impl IntoView {
             group_by: q.get("group_by").unwrap_or_default(),
         })
     };
+    // The price form posts without JS and comes back to the page, with an
+    // error (if any) as the action's value.
     let set = ServerAction::<SetPrice>::new();
     let report = Resource::new(filter, |f| get_usage(f.month, f.tenant, f.group_by));
-    let prices = Resource::new(move || set.version().get(), |_| list_prices());
+    let prices = Resource::new(|| (), |_| list_prices());
     view! {
         <Title text="Usage & cost"/>
         <section class="page-head">

@@ -27,10 +27,9 @@ pub fn WebhookPage() -> impl IntoView {
     }
 }
 
-/// The webhook form and its deliveries, reloaded while open: an island (its own
-/// WASM file) with the `islands` feature.
-#[cfg_attr(feature = "islands", island(lazy))]
-#[cfg_attr(not(feature = "islands"), component)]
+/// The webhook form and its deliveries, reloaded while open: a lazy island (its
+/// own WASM file).
+#[island(lazy)]
 fn LiveWebhook(
     /// The tenant's slug.
     slug: String,
