@@ -491,7 +491,7 @@ async fn an_allocation_page_whose_id_is_not_a_number_is_a_clear_404() {
         ("/t/vision/a/%3Cb%3E", "'&lt;b&gt;' is not an allocation id"),
     ] {
         let (status, html) = page(&app, path, &lead).await;
-        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {html}");
         assert!(html.contains("data-test=\"error-panel\""), "{path}: {html}");
         assert!(
             html.contains(shown),
