@@ -107,8 +107,15 @@ impl Hashes {
 /// it names in `pkg`. A manifest that is missing or does not parse leaves
 /// those files revalidated (and is logged): slower, never stale.
 fn read_hashes(pkg: &Path, hash_file: Option<&Path>) -> Hashes {
-    let Some(text) = hash_file.and_then(|p| std::fs::read_to_string(p).ok()) else {
+    let Some(hash_file) = hash_file else {
         return Hashes::default();
+    };
+    let text = match std::fs::read_to_string(hash_file) {
+        Ok(text) => text,
+        Err(e) => {
+            tracing::warn!(path = %hash_file.display(), error = %e, "bundle files will be revalidated on every page: the hash file is unreadable");
+            return Hashes::default();
+        }
     };
     let mut hashes = Hashes::parse(&text);
     if let Some(hash) = hashes.manifest.clone() {

@@ -5,19 +5,14 @@ use crate::components::error_panel::ErrorPanel;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
 
 /// `/t/:slug/api-tokens` (tenant admins).
 #[component]
 pub fn ApiTokensPage() -> impl IntoView {
-    let params = use_params_map();
+    let slug = super::path_slug();
     view! {
         <Title text="API tokens"/>
-        // A new island when the path changes (the router keeps the page).
-        {move || {
-            let slug = params.read().get("slug").unwrap_or_default();
-            view! { <LiveApiTokens slug/> }
-        }}
+        <LiveApiTokens slug/>
     }
 }
 

@@ -19,3 +19,10 @@ pub mod tenant_quota;
 pub mod tenants_admin;
 pub mod usage;
 pub mod webhook;
+
+/// The `:slug` of the page's path. Page components run on the server, once
+/// per request (only islands run in the browser), so it is read once.
+fn path_slug() -> String {
+    use leptos::prelude::WithUntracked;
+    leptos_router::hooks::use_params_map().with_untracked(|p| p.get("slug").unwrap_or_default())
+}

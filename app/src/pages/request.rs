@@ -10,7 +10,6 @@ use crate::components::layout::ViewerResource;
 use crate::components::quota_offer::{OfferDone, QuotaOffer};
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
 use tessera_core::quota::{self, Demand, Quota, Usage};
 use tessera_core::schedule::QosClass;
 use tessera_core::sharing::{SharingMode, SliceShape};
@@ -20,15 +19,14 @@ use tessera_protocol::views::{NewAllocation, PoolChoice, RequestOptions, TenantR
 /// `/t/:slug/request`
 #[component]
 pub fn RequestPage() -> impl IntoView {
-    let params = use_params_map();
-    let slug = move || params.read().get("slug").unwrap_or_default();
+    let slug = StoredValue::new(super::path_slug());
     let viewer = expect_context::<ViewerResource>();
-    let options = Resource::new(slug, get_request_options);
+    let options = Resource::new(move || slug.get_value(), get_request_options);
     view! {
         <Title text="Request a slice"/>
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                let here = slug();
+                let here = slug.get_value();
                 let admin = matches!(viewer.await, Ok(Some(v)) if v.tenants.iter().any(|m| m.slug == here && m.role == TenantRole::TenantAdmin));
                 match options.await {
                     Ok(o) => view! { <RequestForm o admin/> }.into_any(),

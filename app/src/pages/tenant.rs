@@ -7,7 +7,6 @@ use crate::components::live_region::LiveRegion;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::views::{QuotaView, TenantRole, TenantView};
 
@@ -20,9 +19,8 @@ const LIVE: &str = "tenant-live";
 /// `/t/:slug`. Refreshes while open, so states change without a reload.
 #[component]
 pub fn TenantPage() -> impl IntoView {
-    let params = use_params_map();
-    let slug = move || params.read().get("slug").unwrap_or_default();
-    let tenant = Resource::new(slug, get_tenant);
+    let slug = super::path_slug();
+    let tenant = Resource::new(move || slug.clone(), get_tenant);
     view! {
         <LiveRegion region=LIVE.to_owned() every_ms=REFRESH_MS/>
         <div id=LIVE>

@@ -11,21 +11,20 @@ use crate::format;
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::{use_params_map, use_query_map};
+use leptos_router::hooks::use_query_map;
 use tessera_protocol::quotas::TenantQuotaPage as QuotaPage;
 use tessera_protocol::views::QuotaView;
 
 /// `/t/:slug/quota`
 #[component]
 pub fn TenantQuotaPage() -> impl IntoView {
-    let params = use_params_map();
+    let slug = StoredValue::new(super::path_slug());
     let query = use_query_map();
     let viewer = expect_context::<ViewerResource>();
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
-            // A new island when the path changes (the router keeps the page).
             {move || Suspend::new(async move {
-                let slug = params.read().get("slug").unwrap_or_default();
+                let slug = slug.get_value();
                 let member = matches!(viewer.await, Ok(Some(v)) if v.tenants.iter().any(|m| m.slug == slug));
                 let prefill = query.with(Prefill::from_query);
                 view! { <LiveTenantQuota slug member prefill/> }

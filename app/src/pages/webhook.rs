@@ -7,7 +7,6 @@ use crate::components::error_panel::{ErrorPanel, FormError};
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
 use tessera_protocol::quotas::WebhookDeliveryStatus;
 
 /// How often the deliveries reload while the page is open.
@@ -16,14 +15,10 @@ const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
 /// `/t/:slug/webhook` (tenant admins).
 #[component]
 pub fn WebhookPage() -> impl IntoView {
-    let params = use_params_map();
+    let slug = super::path_slug();
     view! {
         <Title text="Webhook"/>
-        // A new island when the path changes (the router keeps the page).
-        {move || {
-            let slug = params.read().get("slug").unwrap_or_default();
-            view! { <LiveWebhook slug/> }
-        }}
+        <LiveWebhook slug/>
     }
 }
 
