@@ -49,6 +49,9 @@ fn fgd_reproduces_the_paper_and_pack_beats_it_on_the_default_trace() {
         "fgd {fgd:.4} is not within 0.3 points of the paper's {PAPER_FGD_DEFAULT}"
     );
     assert!(pack > fgd && pack > best_fit, "pack {pack:.4}");
-    assert!(pack >= 0.9590, "pack {pack:.4} fell below 95.9 %");
+    assert!(
+        pack >= 0.9600,
+        "pack {pack:.4} fell below the 96.0 % target"
+    );
     std::fs::remove_dir_all(&only).ok();
 }

@@ -37,7 +37,8 @@ pub struct ScoreBreakdown {
     pub fragmentation_after: f64,
     /// `fragmentation_after - fragmentation_before`; negative when the
     /// placement uses up capacity that was stranded. `pack` minimises this
-    /// plus `gpu_waste` (in GPUs).
+    /// plus `gpu_waste` (in GPUs), GPU left without CPU or memory to feed
+    /// it, and how many other GPUs share the gap it leaves.
     pub fragmentation_delta: f64,
     /// Compute taken beyond the request (a MIG profile rounding a share up),
     /// in thousandths; `pack` counts it as fragmentation.

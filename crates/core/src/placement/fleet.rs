@@ -9,6 +9,7 @@ use crate::catalogue;
 
 use super::error::FleetError;
 use super::frag::{cell_for, Cell, Pairing};
+use super::gaps::GapCounts;
 use super::index::{HostAgg, ModelEntry, Slot, SlotKind, MAX_IDS, NO_GROUP};
 use super::mig_table::{MigTable, EMPTY_STATE};
 use super::shape::{Shape, ShapeSpec};
@@ -35,6 +36,8 @@ pub struct Fleet {
     pub(crate) cells: Vec<Cell>,
     /// CPU and memory the workload pairs with GPU (for `pack`'s stranding).
     pub(crate) pairing: Pairing,
+    /// Partly used shared GPUs by gap (for `pack`'s sum-of-squares term).
+    pub(crate) gaps: GapCounts,
 }
 
 /// How much of the fleet's GPU capacity is free, and how much of that the
@@ -205,6 +208,7 @@ impl Fleet {
             total_weight: 0,
             cells: Vec::new(),
             pairing: Pairing::default(),
+            gaps: GapCounts::new(&[], &[]),
         };
         for (h, host) in hosts.iter().enumerate() {
             if fleet.host_ids.insert(host.id.clone(), h).is_some() {
@@ -255,14 +259,13 @@ impl Fleet {
         let &h = self.host_ids.get(id)?;
         let mut agg = *self.aggs.get(h)?;
         let (first, len) = (agg.first as usize, agg.len as usize);
-        let slots = self.slots.get(first..first + len)?.to_vec();
+        let slots: Vec<Slot> = self.slots.get(first..first + len)?.to_vec();
         agg.first = 0;
         let n = self.classes.len();
         Some(Fleet {
             hosts: vec![self.hosts.get(h)?.clone()],
             host_ids: BTreeMap::from([(id.to_owned(), 0)]),
             aggs: vec![agg],
-            slots,
             models: self.models.clone(),
             pools: self.pools.clone(),
             workload: self.workload.clone(),
@@ -270,6 +273,8 @@ impl Fleet {
             total_weight: self.total_weight,
             cells: self.cells.get(h * n..(h + 1) * n)?.to_vec(),
             pairing: self.pairing,
+            gaps: GapCounts::new(&slots, &self.classes),
+            slots,
         })
     }
 
@@ -304,6 +309,9 @@ impl Fleet {
         self.classes = classes;
         self.total_weight = self.classes.iter().map(|c| c.weight).sum();
         self.pairing = Pairing::of(&self.classes);
+        if !self.gaps.holds_for(&self.classes, self.slots.len()) {
+            self.gaps = GapCounts::new(&self.slots, &self.classes);
+        }
         self.workload = workload;
         if cells_hold {
             return;
@@ -340,7 +348,9 @@ impl Fleet {
         let agg = &mut self.aggs[h];
         agg.cpu_free = host.cpu_free.0;
         agg.mem_free = host.memory_free.0;
-        agg.refresh(&self.slots[agg.first as usize..(agg.first + agg.len) as usize]);
+        let range = agg.first as usize..(agg.first + agg.len) as usize;
+        agg.refresh(&self.slots[range.clone()]);
+        self.gaps.update(range, &self.slots);
         self.refresh_cells(h);
     }
 

@@ -13,8 +13,10 @@
 //! and the placement chosen is the one that grows the workload-weighted
 //! fragmentation least. Unlike FGD it measures exactly (no quantised score),
 //! judges CPU and memory as well as GPU, counts GPU left without the CPU or
-//! memory to feed it as fragmented, and puts CPU-only work where it strands
-//! no GPU. [`Policy::Fgd`] is the published algorithm, kept as the
+//! memory to feed it as fragmented, puts CPU-only work where it strands
+//! no GPU, and keeps the counts of partly used shared GPUs at each gap
+//! level balanced (the Sum-of-Squares rule of online bin packing, see
+//! `gaps`), so that the next share finds a gap it fills well. [`Policy::Fgd`] is the published algorithm, kept as the
 //! reference `placement-bench` compares against. Everything is pure and
 //! deterministic: no clock, no I/O, randomness only from a seed.
 
@@ -24,6 +26,7 @@ mod decision;
 mod error;
 mod fleet;
 mod frag;
+mod gaps;
 mod index;
 mod mig_table;
 mod place;

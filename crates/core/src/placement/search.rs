@@ -16,6 +16,13 @@ use super::shape::{Shape, ShapeKind, NO_PROFILE};
 /// default trace loses 0.7 points.
 const STRANDED_WEIGHT: i64 = 2;
 
+/// What one unit of the sum-of-squares term (see `gaps`) costs in `pack`,
+/// in thousandths of a GPU fragmented for the whole workload. Measured on
+/// the 23 Alibaba traces (10 seeds): 10 and 30 are within 0.03 points of
+/// each other everywhere; against no term (0) the default trace gains 0.24
+/// points (95.95 → 96.19 %) and `gpushare100` 0.8.
+const GAP_WEIGHT: f64 = 10.0;
+
 /// GPUs per host compared for de-duplication; beyond this, no de-duplication.
 const DEDUP: usize = 16;
 
@@ -406,8 +413,10 @@ impl<'a> Search<'a> {
                 );
                 frag_delta = Some(d);
                 let stranded = fleet.pairing.stranded_delta(before, after);
+                let gaps = fleet.gaps.delta(&self.scratch);
+                let gaps = (GAP_WEIGHT * fleet.total_weight as f64 * gaps).round() as i64;
                 [
-                    d + fleet.total_weight * (waste + STRANDED_WEIGHT * stranded),
+                    d + fleet.total_weight * (waste + STRANDED_WEIGHT * stranded) + gaps,
                     leftover,
                     host_after,
                 ]

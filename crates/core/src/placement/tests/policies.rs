@@ -118,6 +118,38 @@ fn pack_keeps_pairs_of_idle_gpus_for_multi_gpu_work() {
 }
 
 #[test]
+fn pack_fills_a_gap_many_gpus_share_before_a_rare_one() {
+    // Lone 0.81 shares leave 190 free that only the rare 0.11 share fits.
+    // A 0.11 share on the GPU with 250 free leaves 140, still usable by the
+    // next 0.11; the fragmentation measure alone prefers that by a little.
+    // With one lone 0.81 it stays so. With six waiting for a 0.11, pack
+    // fills one of them: a gap that many GPUs share is unlikely to be
+    // filled on all of them (the sum-of-squares term).
+    let workload = Workload::new(vec![
+        class(&whole(1), 50),
+        class(&frac(810), 20),
+        class(&frac(470), 10),
+        class(&frac(110), 5),
+    ]);
+    let with_lone_810s = |n: u32| {
+        let mut gpus = vec![shared(0, L4, 750)];
+        gpus.extend((1..=n).map(|i| shared(i, L4, 810)));
+        Fleet::new(vec![host("h", gpus)], workload.clone()).unwrap()
+    };
+    let one = with_lone_810s(1).place(&frac(110), Policy::Pack).unwrap();
+    assert_eq!(one.gpus, vec![0]);
+    let six = with_lone_810s(6).place(&frac(110), Policy::Pack).unwrap();
+    assert_ne!(six.gpus, vec![0]);
+    // The fragmentation measure alone would not have chosen it.
+    assert!(
+        six.score.fragmentation_delta > one.score.fragmentation_delta,
+        "{} {}",
+        six.score.fragmentation_delta,
+        one.score.fragmentation_delta
+    );
+}
+
+#[test]
 fn host_cpu_exhaustion_counts_as_fragmentation() {
     // The only class needs 8 cores; putting a CPU-only job on the GPU host
     // would strand its GPU.
