@@ -26,7 +26,7 @@ use super::index::{Slot, SlotKind};
 use super::shape::{Shape, ShapeKind};
 
 /// Width of a gap level, in thousandths of a GPU.
-pub(crate) const LEVEL_MILLI: u32 = 100;
+const LEVEL_MILLI: u32 = 100;
 
 /// Levels: free compute 0..=999 of a shared GPU in use, and one for more
 /// (a GPU model with more than one GPU of compute cannot occur today).
@@ -65,11 +65,12 @@ impl GapCounts {
     }
 
     /// The level of `slot`'s gap, if counted: a shared GPU in use with room
-    /// left that some class fits.
+    /// left that some class fits (and a client more allowed).
     fn level(&self, slot: &Slot) -> Option<usize> {
         let counted = slot.kind == SlotKind::Shared
             && !slot.allocated
             && slot.clients > 0
+            && slot.clients < slot.max_clients
             && slot.free > 0
             && slot.free >= self.open_from;
         counted.then(|| ((slot.free / LEVEL_MILLI) as usize).min(LEVELS - 1))
@@ -175,12 +176,15 @@ mod tests {
 
     #[test]
     fn counts_partly_used_gpus_with_a_gap_some_class_fits() {
+        let mut full = shared(300, 1);
+        full.max_clients = 1; // no client more: closed
         let mut slots = vec![
             shared(1000, 0), // idle: a new bin, not a gap
             shared(530, 1),
             shared(560, 1),
             shared(60, 2), // no class fits 60: closed
             shared(190, 1),
+            full,
         ];
         let mut gaps = GapCounts::new(&slots, &mix());
         assert_eq!(gaps.counts[5], 2);
