@@ -3,6 +3,7 @@
 mod agent;
 mod backend;
 mod client;
+mod commands;
 mod credential;
 mod reconcile;
 mod telemetry;
@@ -17,12 +18,10 @@ use backend::{
 use clap::CommandFactory;
 use clap::{Parser, Subcommand, ValueEnum};
 use client::ServerClient;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use telemetry::Cadence;
-use tessera_core::plan::GpuDesired;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Backend {
@@ -79,6 +78,10 @@ struct Cli {
     /// cannot set time-slicing.
     #[arg(long, env = "TESSERA_DEVICE_PLUGIN_CONFIG", value_name = "PATH")]
     device_plugin_config: Option<PathBuf>,
+    /// The NVML library to load instead of the system's libnvidia-ml.so.1
+    /// (NVML backend), e.g. the fake library the tests run against.
+    #[arg(long, env = "TESSERA_NVML_LIBRARY", value_name = "PATH", global = true)]
+    nvml_library: Option<PathBuf>,
     /// Seconds a released slice's processes get between SIGTERM and SIGKILL
     /// (NVML backend).
     #[arg(long = "stop-grace-seconds", default_value_t = 30, global = true)]
@@ -122,74 +125,18 @@ enum Command {
         #[arg(long)]
         desired: PathBuf,
     },
-}
-
-/// `tessera-agent plan`: one JSON line per GPU; non-zero exit if any GPU fails.
-fn plan_command(cli: &Cli, desired: &std::path::Path) -> ExitCode {
-    let paths = match sim_host_paths(cli) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("tessera-agent: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let backend = match (cli.backend, paths.as_slice()) {
-        (Backend::Sim, [one]) => match SimBackend::from_file(one) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("tessera-agent: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        _ => {
-            eprintln!("tessera-agent: plan needs --backend sim and exactly one --sim-host FILE");
-            return ExitCode::from(2);
-        }
-    };
-    let wanted: BTreeMap<u32, GpuDesired> = match std::fs::read_to_string(desired)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("tessera-agent: {}: {e}", desired.display());
-            return ExitCode::from(2);
-        }
-    };
-    let inventory = match backend.inventory() {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("tessera-agent: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut ok = true;
-    for (index, want) in &wanted {
-        let Some(gpu) = inventory.gpus.iter().find(|g| g.index == *index) else {
-            println!(
-                "{}",
-                serde_json::json!({"gpu": index, "error": format!("there is no GPU {index} on this host")})
-            );
-            ok = false;
-            continue;
-        };
-        let model = tessera_core::catalogue::lookup(&gpu.name, gpu.memory_mib);
-        let line = match reconcile::reconcile_gpu(&backend, *index, &model, want) {
-            Ok(out) => {
-                serde_json::json!({"gpu": index, "ops": out.applied, "observed": out.observed})
-            }
-            Err(e) => {
-                ok = false;
-                serde_json::json!({"gpu": index, "error": e.to_string()})
-            }
-        };
-        println!("{line}");
-    }
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    /// Read this host's GPUs through the backend and print one JSON
+    /// document: the inventory and `--rounds` telemetry rounds (what the
+    /// agent would report; `scripts/hw-check.sh` runs it on real GPUs).
+    /// Changes nothing.
+    Probe {
+        /// Telemetry rounds to take (GPM needs two for a MIG device's activity).
+        #[arg(long, default_value_t = 2)]
+        rounds: u32,
+        /// Milliseconds between rounds.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+    },
 }
 
 /// The join token from `--join-token` / `TESSERA_JOIN_TOKEN`, or read from
@@ -237,11 +184,27 @@ fn sim_host_paths(cli: &Cli) -> Result<Vec<PathBuf>, backend::BackendError> {
     Ok(paths)
 }
 
+/// The one backend `plan` and `probe` work on (exit code 2 otherwise).
+fn one_backend(cli: &Cli) -> Result<Arc<dyn GpuBackend>, ExitCode> {
+    match backends(cli) {
+        Ok(mut b) if b.len() == 1 => Ok(b.remove(0)),
+        Ok(_) => {
+            eprintln!("tessera-agent: this command works on one host: give one --sim-host FILE");
+            Err(ExitCode::from(2))
+        }
+        Err(e) => {
+            eprintln!("tessera-agent: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 fn backends(cli: &Cli) -> Result<Vec<Arc<dyn GpuBackend>>, backend::BackendError> {
     match cli.backend {
         Backend::Nvml => Ok(vec![Arc::new(NvmlBackend::init(NvmlOptions {
             device_plugin_config: cli.device_plugin_config.clone(),
             stop_grace: std::time::Duration::from_secs(cli.stop_grace_seconds),
+            library: cli.nvml_library.clone(),
         })?)]),
         Backend::Sim => {
             let paths = sim_host_paths(cli)?;
@@ -287,8 +250,23 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    if let Some(Command::Plan { desired }) = &cli.command {
-        return plan_command(&cli, desired);
+    match &cli.command {
+        Some(Command::Plan { desired }) => {
+            return match one_backend(&cli) {
+                Ok(b) => commands::plan(b.as_ref(), desired),
+                Err(code) => code,
+            }
+        }
+        Some(Command::Probe {
+            rounds,
+            interval_ms,
+        }) => {
+            return match one_backend(&cli) {
+                Ok(b) => commands::probe(b.as_ref(), *rounds, *interval_ms),
+                Err(code) => code,
+            }
+        }
+        Some(Command::Run) | None => {}
     }
     let Some(server) = cli.server.clone() else {
         eprintln!("tessera-agent: --server URL (or TESSERA_SERVER) is required");

@@ -75,10 +75,11 @@ pub fn reconcile_gpu(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sim::{Fault, FaultAction, SimBackend, SimGpus, SimHost};
+    use crate::backend::sim::{Fault, FaultAction, SimBackend, SimHost};
     use tessera_core::catalogue;
     use tessera_core::mig::MigPlacement;
     use tessera_core::plan::{ComputeInstance, DesiredInstance, Released};
+    use tessera_sim_host::SimGpus;
 
     fn h100_host(faults: Vec<Fault>) -> SimBackend {
         SimBackend::new(SimHost {

@@ -134,7 +134,8 @@ pub struct TelemetryLoop {
     pub held: tokio::sync::watch::Receiver<BTreeSet<u32>>,
 }
 
-fn now_ms() -> i64 {
+/// The wall clock, ms since the epoch.
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

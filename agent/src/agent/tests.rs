@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
-use crate::backend::sim::{sim_uuid, Fault, FaultAction, SimBackend, SimGpus, SimHost};
+use crate::backend::sim::{Fault, FaultAction, SimBackend, SimHost};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Condvar, Mutex};
@@ -11,6 +11,7 @@ use std::time::Instant;
 use tessera_core::mig::MigPlacement;
 use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuDesired};
 use tessera_protocol::agent::{GpuDesiredEntry, ReportAck};
+use tessera_sim_host::{sim_uuid, SimGpus};
 
 fn sim(hostname: &str, faults: Vec<Fault>) -> SimBackend {
     SimBackend::new(SimHost {

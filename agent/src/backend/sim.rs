@@ -1,195 +1,30 @@
-//! Simulated GPU hosts, described in a small TOML file:
-//!
-//! ```toml
-//! hostname = "gpu-h100-01"
-//! cpu_cores = 96
-//! memory_gib = 1024
-//!
-//! [[gpus]]
-//! model = "H100-80GB"
-//! count = 8
-//! mig_enabled = true
-//! nvlink_groups = [[0, 1, 2, 3], [4, 5, 6, 7]]
-//! ```
-//!
-//! Models come from `tessera_core::catalogue`; an unknown model is a generic GPU
-//! with `memory_gib` of memory.
-//!
-//! Hardware faults are injected at run time through `health_file` (a path,
-//! relative to the host file), read at every report; a missing file means a
-//! healthy host:
-//!
-//! ```toml
-//! [[gpu]]
-//! index = 3
-//! lost = true                      # fallen off the bus: every call fails
-//! xids = [{ xid = 79, count = 1 }]
-//! ecc_uncorrected = 2
-//! retired_pages_pending = true
-//! remapped_rows_pending = true
-//! remap_failure = false
-//! throttle = ["hw_thermal_slowdown"]
-//! ```
+//! Simulated GPU hosts, described in a small TOML file (see
+//! [`tessera_sim_host::description`] for the format, faults included) and
+//! modelled by [`tessera_sim_host::HostState`], the same model the fake NVML
+//! library answers from, so the simulation and the fake agree.
 //!
 //! A lost GPU fails the way the hardware does: it is still listed (with the
 //! facts read before it was lost), but reading or changing its state fails
 //! with `NVML_ERROR_GPU_IS_LOST`, and it has no telemetry.
 //!
-//! Telemetry follows `workload` (see `tessera_core::telemetry::WorkloadProfile`):
-//! each MIG device, and each GPU a slice holds whole or shared, runs that
-//! profile seeded by its UUID; a GPU with MIG on is as busy as its
-//! instances, weighted by their compute slices; a free GPU idles.
+//! Telemetry reports what NVML would (see [`tessera_sim_host::telemetry`]):
+//! no utilisation for a GPU with MIG on, per-MIG-device activity only on
+//! GPUs with GPM (Hopper), and not in a device's first round.
 
 use super::{op_name, BackendError, GpuBackend, Inventory};
-use serde::Deserialize;
-use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
-use tessera_core::catalogue;
 use tessera_core::health::HealthSignals;
-use tessera_core::mig::MigPlacement;
-use tessera_core::plan::{
-    plan, ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, Op, SimGpu,
-};
-use tessera_core::telemetry::seed_of;
-use tessera_protocol::agent::{GpuReport, GpuSample, InstanceSample, MigDevice};
-
-/// One simulated host file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SimHost {
-    /// Host name.
-    pub hostname: String,
-    /// CPU cores.
-    pub cpu_cores: u64,
-    /// Host memory in GiB.
-    pub memory_gib: u64,
-    /// Driver version to report.
-    #[serde(default = "default_driver")]
-    pub driver_version: String,
-    /// GPU groups.
-    pub gpus: Vec<SimGpus>,
-    /// Driver misbehaviour to simulate, for testing failure paths.
-    #[serde(default)]
-    pub faults: Vec<Fault>,
-    /// A file of GPU hardware faults, read at every report (see the module
-    /// documentation); relative to the host file.
-    #[serde(default)]
-    pub health_file: Option<std::path::PathBuf>,
-    /// The load slices on this host run (`idle`, `notebook`, `training`,
-    /// `inference`; default `notebook`): what telemetry reports for each MIG
-    /// device and each GPU a slice holds, reproducibly per device.
-    #[serde(default)]
-    pub workload: tessera_core::telemetry::WorkloadProfile,
-}
-
-/// The `health_file`: what is wrong with which GPU.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HealthFile {
-    #[serde(default)]
-    gpu: Vec<GpuFault>,
-}
-
-/// One GPU's hardware faults.
-#[derive(Debug, Clone, Deserialize)]
-struct GpuFault {
-    index: u32,
-    #[serde(flatten)]
-    signals: HealthSignals,
-}
-
-/// The error NVML gives for every call on a GPU that fell off the bus.
-const GPU_IS_LOST: &str = "GPU is lost (NVML_ERROR_GPU_IS_LOST)";
-
-/// A simulated driver fault: an operation that fails or hangs.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Fault {
-    /// Operation name, e.g. `create_gpu_instance` (see `op_name`).
-    pub op: String,
-    /// Only on this GPU (all GPUs when absent).
-    #[serde(default)]
-    pub gpu: Option<u32>,
-    /// `fail` or `hang`.
-    pub action: FaultAction,
-    /// For `hang`: how long, in milliseconds, before the operation goes on.
-    #[serde(default)]
-    pub hang_ms: u64,
-    /// How many times the fault fires (forever when absent).
-    #[serde(default)]
-    pub times: Option<u32>,
-}
-
-/// What a fault does.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultAction {
-    /// The driver refuses the operation.
-    Fail,
-    /// The driver takes `hang_ms` before doing it.
-    Hang,
-}
-
-fn default_driver() -> String {
-    "550.90.07 (simulated)".to_owned()
-}
-
-/// A group of identical GPUs.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SimGpus {
-    /// Catalogue model name.
-    pub model: String,
-    /// How many.
-    pub count: u32,
-    /// Memory for models the catalogue does not know.
-    #[serde(default)]
-    pub memory_gib: Option<u64>,
-    /// Start with MIG mode on (MIG-capable models only).
-    #[serde(default)]
-    pub mig_enabled: bool,
-    /// NVLink islands, as GPU indices within this group.
-    #[serde(default)]
-    pub nvlink_groups: Vec<Vec<u32>>,
-    /// MIG instances each GPU of the group starts with, as `profile@start`
-    /// (e.g. `"3g.40gb@0"`); needs `mig_enabled`.
-    #[serde(default)]
-    pub instances: Vec<String>,
-}
-
-/// The desired state for a starting layout of `profile@start` entries.
-fn starting_layout(model: &catalogue::GpuModel, entries: &[String]) -> Result<GpuDesired, String> {
-    let spec = model
-        .mig
-        .ok_or_else(|| format!("{} does not support MIG", model.name))?;
-    let mut instances = Vec::new();
-    for e in entries {
-        let (profile, start) = e
-            .split_once('@')
-            .and_then(|(p, s)| s.parse::<u8>().ok().map(|s| (p, s)))
-            .ok_or_else(|| format!("'{e}' is not profile@start, e.g. 3g.40gb@0"))?;
-        let p = spec
-            .profile(profile)
-            .ok_or_else(|| format!("{} has no MIG profile '{profile}'", model.name))?;
-        instances.push(DesiredInstance {
-            placement: MigPlacement::new(p.name, start),
-            compute_instances: vec![ComputeInstance::whole(p.compute_slices)],
-        });
-    }
-    Ok(GpuDesired {
-        mig_enabled: true,
-        instances,
-        ..GpuDesired::default()
-    })
-}
+use tessera_core::plan::{GpuObserved, Op};
+use tessera_protocol::agent::{GpuReport, GpuSample};
+use tessera_sim_host::{telemetry, HostError, HostState, GPU_IS_LOST};
+pub use tessera_sim_host::{Fault, FaultAction, HealthFile, SimHost};
 
 /// A simulated host: inventory plus a faithful driver model per GPU.
 #[derive(Debug)]
 pub struct SimBackend {
     host: SimHost,
-    gpus: Vec<GpuReport>,
     driver: Mutex<Driver>,
     /// Where `health_file` is, resolved.
     health_path: Option<std::path::PathBuf>,
@@ -197,14 +32,10 @@ pub struct SimBackend {
 
 #[derive(Debug)]
 struct Driver {
-    hostname: String,
-    gpus: Vec<SimGpu>,
-    faults: Vec<Fault>,
-    /// Per GPU: the UUID of each GPU instance, by start memory slice.
-    mig_uuids: Vec<BTreeMap<u8, String>>,
-    /// GPU instances created so far on this host: part of each new UUID, so a
-    /// re-created instance gets a new one, as with the real driver.
-    created: u64,
+    state: HostState,
+    /// MIG devices sampled in the previous telemetry round (GPM measures
+    /// between two samples).
+    gpm_seen: BTreeSet<String>,
 }
 
 impl SimBackend {
@@ -227,101 +58,13 @@ impl SimBackend {
 
     /// Builds the simulated GPUs, rejecting what no real host could have.
     pub fn new(host: SimHost) -> Result<Self, String> {
-        if host.cpu_cores == 0 || host.memory_gib == 0 {
-            return Err("cpu_cores and memory_gib must be greater than 0".to_owned());
-        }
-        let mut gpus = Vec::new();
-        for (g, group) in host.gpus.iter().enumerate() {
-            let reported = group.memory_gib.unwrap_or(0) * 1024;
-            let model = catalogue::lookup(&group.model, reported);
-            if model.generic && group.memory_gib.is_none() {
-                return Err(format!(
-                    "gpus[{g}].model '{}' is not in the catalogue; add memory_gib for it",
-                    group.model
-                ));
-            }
-            if group.mig_enabled && model.mig.is_none() {
-                return Err(format!("gpus[{g}]: {} does not support MIG", group.model));
-            }
-            let base = gpus.len() as u32;
-            for i in 0..group.count {
-                let peers = group
-                    .nvlink_groups
-                    .iter()
-                    .find(|island| island.contains(&i))
-                    .map(|island| {
-                        island
-                            .iter()
-                            .filter(|p| **p != i)
-                            .map(|p| base + p)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                gpus.push(GpuReport {
-                    index: base + i,
-                    uuid: sim_uuid(&host.hostname, base + i),
-                    name: if model.generic {
-                        group.model.clone()
-                    } else {
-                        model.name.to_owned()
-                    },
-                    memory_mib: if model.generic {
-                        reported
-                    } else {
-                        model.memory_mib
-                    },
-                    mig_capable: model.mig.is_some(),
-                    mig_enabled: group.mig_enabled,
-                    nvlink_peers: peers,
-                    health: HealthSignals::default(),
-                    sharing: None,
-                    mig_devices: Vec::new(),
-                });
-            }
-            for island in &group.nvlink_groups {
-                if let Some(bad) = island.iter().find(|p| **p >= group.count) {
-                    return Err(format!(
-                        "gpus[{g}].nvlink_groups: GPU {bad} does not exist in a group of {}",
-                        group.count
-                    ));
-                }
-            }
-        }
-        let mut layouts = Vec::with_capacity(gpus.len());
-        for (g, group) in host.gpus.iter().enumerate() {
-            if !group.instances.is_empty() && !group.mig_enabled {
-                return Err(format!("gpus[{g}].instances needs mig_enabled = true"));
-            }
-            for _ in 0..group.count {
-                layouts.push((g, group.instances.as_slice()));
-            }
-        }
-        let mut sims = Vec::with_capacity(gpus.len());
-        for (gpu, (g, entries)) in gpus.iter().zip(layouts) {
-            let model = catalogue::lookup(&gpu.name, gpu.memory_mib);
-            let mut sim = SimGpu::new(model);
-            if gpu.mig_enabled {
-                let err = |e: String| format!("gpus[{g}].instances: {e}");
-                let desired = starting_layout(&model, entries).map_err(err)?;
-                let ops = plan(&model, sim.observed(), &desired).map_err(|e| err(e.to_string()))?;
-                sim.apply_all(&ops).map_err(|(_, e)| err(e.to_string()))?;
-            }
-            sims.push(sim);
-        }
-        let mut driver = Driver {
-            hostname: host.hostname.clone(),
-            mig_uuids: vec![BTreeMap::new(); sims.len()],
-            gpus: sims,
-            faults: host.faults.clone(),
-            created: 0,
-        };
-        for index in 0..driver.gpus.len() {
-            driver.sync_mig_uuids(index);
-        }
+        let state = HostState::new(&host)?;
         Ok(Self {
             host,
-            gpus,
-            driver: Mutex::new(driver),
+            driver: Mutex::new(Driver {
+                state,
+                gpm_seen: BTreeSet::new(),
+            }),
             health_path: None,
         })
     }
@@ -372,107 +115,22 @@ impl SimBackend {
     /// the whole GPU), so tests can see what the driver does with busy GPUs.
     #[cfg(test)]
     pub fn start_process(&self, index: u32, gi_start: Option<u8>) -> Result<(), BackendError> {
-        let mut driver = self.driver();
-        let gpu = driver
-            .gpus
-            .get_mut(index as usize)
-            .ok_or(BackendError::NoSuchGpu(index))?;
-        gpu.start_process(gi_start)
-            .map_err(|e| BackendError::Refused {
-                index,
-                op: "start_process",
-                detail: e.to_string(),
-            })
+        self.driver()
+            .state
+            .start_process(index, gi_start)
+            .map_err(refused(index, "start_process"))
     }
 }
 
-impl Driver {
-    /// The first matching fault, used up by one firing.
-    fn fire(&mut self, index: u32, op: &str) -> Option<Fault> {
-        let pos = self
-            .faults
-            .iter()
-            .position(|f| f.op == op && f.gpu.is_none_or(|g| g == index) && f.times != Some(0))?;
-        let fault = self.faults[pos].clone();
-        if let Some(n) = self.faults[pos].times.as_mut() {
-            *n -= 1;
-        }
-        Some(fault)
+fn refused(index: u32, op: &'static str) -> impl FnOnce(HostError) -> BackendError {
+    move |e| match e {
+        HostError::NoSuchGpu(i) => BackendError::NoSuchGpu(i),
+        HostError::Refused(e) => BackendError::Refused {
+            index,
+            op,
+            detail: e.to_string(),
+        },
     }
-
-    /// Gives each new GPU instance of GPU `index` a UUID and forgets those of
-    /// destroyed ones. Called after every operation, each of which creates or
-    /// destroys at most one GPU instance, so a destroy followed by a create at
-    /// the same start yields a new UUID.
-    fn sync_mig_uuids(&mut self, index: usize) {
-        let (Some(gpu), Some(uuids)) = (self.gpus.get(index), self.mig_uuids.get_mut(index)) else {
-            return;
-        };
-        let starts: Vec<u8> = gpu
-            .observed()
-            .instances
-            .iter()
-            .map(|i| i.placement.start)
-            .collect();
-        uuids.retain(|start, _| starts.contains(start));
-        for start in starts {
-            if let std::collections::btree_map::Entry::Vacant(e) = uuids.entry(start) {
-                self.created += 1;
-                e.insert(mig_uuid(&self.hostname, index as u32, start, self.created));
-            }
-        }
-    }
-
-    /// The usable MIG devices of GPU `index`: GPU instances with a compute
-    /// instance (CUDA cannot run in a GPU instance without one).
-    fn mig_devices(&self, index: usize) -> Vec<MigDevice> {
-        let (Some(gpu), Some(uuids)) = (self.gpus.get(index), self.mig_uuids.get(index)) else {
-            return Vec::new();
-        };
-        let mut devices: Vec<MigDevice> = gpu
-            .observed()
-            .instances
-            .iter()
-            .filter(|i| !i.compute_instances.is_empty())
-            .filter_map(|i| {
-                uuids.get(&i.placement.start).map(|uuid| MigDevice {
-                    gi_start: i.placement.start,
-                    profile: i.placement.profile.clone(),
-                    uuid: uuid.clone(),
-                })
-            })
-            .collect();
-        devices.sort_by_key(|d| d.gi_start);
-        devices
-    }
-}
-
-/// A simulated MIG device UUID, unique per host, GPU, start and creation.
-fn mig_uuid(hostname: &str, index: u32, gi_start: u8, creation: u64) -> String {
-    let h = hex::encode(Sha256::digest(
-        format!("{hostname}/{index}/mig/{gi_start}/{creation}").as_bytes(),
-    ));
-    format!(
-        "MIG-{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-/// A stable UUID for a simulated GPU (same host and index, same UUID).
-pub fn sim_uuid(hostname: &str, index: u32) -> String {
-    let h = hex::encode(Sha256::digest(format!("{hostname}/{index}").as_bytes()));
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
 }
 
 impl GpuBackend for SimBackend {
@@ -487,26 +145,26 @@ impl GpuBackend for SimBackend {
     fn inventory(&self) -> Result<Inventory, BackendError> {
         let faults = self.faults_now()?;
         let driver = self.driver();
-        let gpus = self
-            .gpus
+        let gpus = driver
+            .state
+            .reports()
             .iter()
-            .zip(&driver.gpus)
-            .enumerate()
-            .map(|(i, (g, sim))| {
+            .map(|g| {
                 let health = faults.get(&g.index).cloned().unwrap_or_default();
-                if health.lost {
-                    // Only what was read before the GPU was lost.
-                    return GpuReport {
+                let sim = driver.state.gpu(g.index);
+                match sim {
+                    Some(sim) if !health.lost => GpuReport {
+                        mig_enabled: sim.observed().mig_enabled,
+                        sharing: Some(sim.observed().clone()),
+                        mig_devices: driver.state.mig_devices(g.index),
                         health,
                         ..g.clone()
-                    };
-                }
-                GpuReport {
-                    mig_enabled: sim.observed().mig_enabled,
-                    sharing: Some(sim.observed().clone()),
-                    mig_devices: driver.mig_devices(i),
-                    health,
-                    ..g.clone()
+                    },
+                    // Only what was read before the GPU was lost.
+                    _ => GpuReport {
+                        health,
+                        ..g.clone()
+                    },
                 }
             })
             .collect();
@@ -522,8 +180,8 @@ impl GpuBackend for SimBackend {
         self.check_not_lost(index, "nvmlDeviceGetHandleByIndex")?;
         let driver = self.driver();
         let gpu = driver
-            .gpus
-            .get(index as usize)
+            .state
+            .gpu(index)
             .ok_or(BackendError::NoSuchGpu(index))?;
         Ok(gpu.observed().clone())
     }
@@ -531,7 +189,7 @@ impl GpuBackend for SimBackend {
     fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError> {
         let name = op_name(op);
         self.check_not_lost(index, "nvmlDeviceGetHandleByIndex")?;
-        let fault = self.driver().fire(index, name);
+        let fault = self.driver().state.fire(index, name);
         match fault {
             Some(Fault {
                 action: FaultAction::Fail,
@@ -553,81 +211,36 @@ impl GpuBackend for SimBackend {
             }
             None => {}
         }
-        let mut driver = self.driver();
-        let gpu = driver
-            .gpus
-            .get_mut(index as usize)
-            .ok_or(BackendError::NoSuchGpu(index))?;
-        gpu.apply(op).map_err(|e| BackendError::Refused {
-            index,
-            op: name,
-            detail: e.to_string(),
-        })?;
-        driver.sync_mig_uuids(index as usize);
-        Ok(())
+        self.driver()
+            .state
+            .apply(index, op)
+            .map_err(refused(index, name))
     }
 
-    fn sample(
-        &self,
-        at_ms: i64,
-        held: &std::collections::BTreeSet<u32>,
-    ) -> Result<Vec<GpuSample>, BackendError> {
+    fn sample(&self, at_ms: i64, held: &BTreeSet<u32>) -> Result<Vec<GpuSample>, BackendError> {
         let faults = self.faults_now()?;
-        let driver = self.driver();
-        let profile = self.host.workload;
-        let mut out = Vec::with_capacity(self.gpus.len());
-        for (i, (g, sim)) in self.gpus.iter().zip(&driver.gpus).enumerate() {
-            if faults.get(&g.index).is_some_and(|f| f.lost) {
+        let mut driver = self.driver();
+        let mut out = Vec::new();
+        let mut seen_now = BTreeSet::new();
+        let count = driver.state.reports().len() as u32;
+        for index in 0..count {
+            if faults.get(&index).is_some_and(|f| f.lost) {
                 continue;
             }
-            let model = catalogue::lookup(&g.name, g.memory_mib);
-            let mut instances = Vec::new();
-            let (util_pct, mem_used_mib) = if sim.observed().mig_enabled {
-                // A MIG GPU is as busy as its instances, by compute slices.
-                let mut weighted = 0u64;
-                let mut mem = 0u64;
-                for d in driver.mig_devices(i) {
-                    let Some(p) = model.mig.and_then(|spec| spec.profile(&d.profile)) else {
-                        continue;
-                    };
-                    let seed = seed_of(&d.uuid);
-                    let util = profile.utilisation_pct(seed, at_ms);
-                    let used = profile.memory_used_mib(seed, at_ms, p.memory_mib);
-                    weighted += u64::from(util) * u64::from(p.compute_slices);
-                    mem += used;
-                    instances.push(InstanceSample {
-                        uuid: d.uuid,
-                        util_pct: Some(util),
-                        mem_used_mib: used,
-                    });
-                }
-                (u8::try_from(weighted / 7).unwrap_or(100), mem)
-            } else if held.contains(&g.index) {
-                let seed = seed_of(&g.uuid);
-                (
-                    profile.utilisation_pct(seed, at_ms),
-                    profile.memory_used_mib(seed, at_ms, g.memory_mib),
-                )
-            } else {
-                (0, 0)
-            };
-            // An H100 SXM idles near 70 W and peaks near 700 W; other models
-            // scale with their memory, roughly.
-            let (idle_w, max_w) = if g.memory_mib >= 80_000 {
-                (70, 700)
-            } else {
-                (30, 300)
-            };
-            out.push(GpuSample {
-                uuid: g.uuid.clone(),
-                util_pct,
-                mem_used_mib,
-                power_mw: Some((idle_w + (max_w - idle_w) * u32::from(util_pct) / 100) * 1000),
-                temp_c: Some(30 + u32::from(util_pct) / 2),
-                sm_clock_mhz: Some(if util_pct > 0 { 1980 } else { 345 }),
-                instances,
-            });
+            let seen = |uuid: &str| driver.gpm_seen.contains(uuid);
+            if let Some(s) = telemetry::sample(
+                &driver.state,
+                index,
+                at_ms,
+                held.contains(&index),
+                self.host.workload,
+                &seen,
+            ) {
+                seen_now.extend(driver.state.mig_devices(index).into_iter().map(|d| d.uuid));
+                out.push(s);
+            }
         }
+        driver.gpm_seen = seen_now;
         Ok(out)
     }
 }
@@ -636,6 +249,9 @@ impl GpuBackend for SimBackend {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use tessera_core::plan::ComputeInstance;
+    use tessera_protocol::agent::MigDevice;
+    use tessera_sim_host::{description::default_driver, sim_uuid, SimGpus};
 
     fn host(model: &str, count: u32, mig: bool, islands: Vec<Vec<u32>>) -> SimHost {
         SimHost {

@@ -251,8 +251,11 @@ pub struct TelemetryRound {
 pub struct GpuSample {
     /// The GPU's UUID.
     pub uuid: String,
-    /// Utilisation, percent (0..=100).
-    pub util_pct: u8,
+    /// Utilisation, percent (0..=100); `None` where the driver does not
+    /// measure it (a GPU with MIG on: NVML answers `NOT_SUPPORTED`), which
+    /// is unknown, not idle.
+    #[serde(default)]
+    pub util_pct: Option<u8>,
     /// Framebuffer memory used, MiB.
     pub mem_used_mib: u64,
     /// Power draw, milliwatts.

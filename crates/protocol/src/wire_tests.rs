@@ -240,7 +240,7 @@ fn telemetry_batches_keep_their_shape_and_refuse_unknown_fields() {
             at_ms: 1_796_000_000_000,
             gpus: vec![GpuSample {
                 uuid: "GPU-1".into(),
-                util_pct: 40,
+                util_pct: Some(40),
                 mem_used_mib: 1024,
                 power_mw: Some(300_000),
                 temp_c: None,
@@ -267,4 +267,13 @@ fn telemetry_batches_keep_their_shape_and_refuse_unknown_fields() {
     assert!(serde_json::from_str::<TelemetryBatch>(minimal).is_ok());
     let extra = minimal.replace(r#""util_pct":0"#, r#""util_pct":0,"fan":3"#);
     assert!(serde_json::from_str::<TelemetryBatch>(&extra).is_err());
+    // A GPU whose utilisation the driver does not give (MIG on) leaves it
+    // out or sends null: unknown, not 0.
+    for unknown in [
+        minimal.replace(r#""util_pct":0,"#, ""),
+        minimal.replace(r#""util_pct":0"#, r#""util_pct":null"#),
+    ] {
+        let parsed = serde_json::from_str::<TelemetryBatch>(&unknown).unwrap();
+        assert_eq!(parsed.rounds[0].gpus[0].util_pct, None, "{unknown}");
+    }
 }

@@ -51,7 +51,7 @@ async fn main() {
                         gpus: gpus(i)
                             .into_iter()
                             .map(|g| GpuSample {
-                                util_pct: u8::try_from((i + r as usize) % 101).unwrap(),
+                                util_pct: Some(u8::try_from((i + r as usize) % 101).unwrap()),
                                 mem_used_mib: 40_000,
                                 power_mw: Some(400_000),
                                 temp_c: Some(60),

@@ -688,7 +688,7 @@ async fn the_fleet_pages_filters_and_searches_its_hosts() {
                 at_ms: now_ms - 5_000,
                 gpus: vec![GpuSample {
                     uuid: format!("GPU-a{i:02}"),
-                    util_pct: util,
+                    util_pct: Some(util),
                     mem_used_mib: 8_000,
                     power_mw: None,
                     temp_c: None,

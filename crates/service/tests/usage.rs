@@ -227,7 +227,7 @@ fn round(at_ms: i64, gpu: &str, gpu_util: u8, mig: Option<(&str, u8)>) -> Teleme
         at_ms,
         gpus: vec![GpuSample {
             uuid: gpu.into(),
-            util_pct: gpu_util,
+            util_pct: Some(gpu_util),
             mem_used_mib: 20_000,
             power_mw: Some(350_000),
             temp_c: Some(60),
@@ -317,7 +317,7 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
         "{err:?}"
     );
     let mut bad = rounds.clone();
-    bad[3].gpus[0].util_pct = 101;
+    bad[3].gpus[0].util_pct = Some(101);
     let err = f
         .service
         .record_telemetry(&agent.host, &batch("gpu-1", bad))

@@ -20,7 +20,7 @@ use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper::Device;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tessera_core::health::{HealthSignals, ThrottleReason, XidEvent, MAX_XIDS};
@@ -34,13 +34,13 @@ pub struct XidLog {
 impl XidLog {
     /// Starts the watcher thread (its own NVML handle); without event
     /// support the log stays empty and says so once.
-    pub fn start() -> Arc<Self> {
+    pub fn start(library: Option<std::path::PathBuf>) -> Arc<Self> {
         let log = Arc::new(Self::default());
         let writer = Arc::clone(&log);
         let spawned = std::thread::Builder::new()
             .name("xid-watch".to_owned())
             .spawn(move || {
-                if let Err(e) = watch(&writer) {
+                if let Err(e) = watch(&writer, library.as_deref()) {
                     tracing::warn!("XID events are not available: {e}; GPU health comes from ECC, memory and throttle figures only");
                 }
             });
@@ -84,8 +84,8 @@ impl XidLog {
     }
 }
 
-fn watch(log: &XidLog) -> Result<(), NvmlError> {
-    let nvml = Nvml::init()?;
+fn watch(log: &XidLog, library: Option<&std::path::Path>) -> Result<(), NvmlError> {
+    let nvml = super::load_nvml(library)?;
     let mut set = nvml.create_event_set()?;
     for i in 0..nvml.device_count()? {
         let dev = nvml.device_by_index(i)?;

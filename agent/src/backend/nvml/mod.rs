@@ -48,6 +48,17 @@ pub struct NvmlOptions {
     pub device_plugin_config: Option<PathBuf>,
     /// Time a released slice's processes get between SIGTERM and SIGKILL.
     pub stop_grace: std::time::Duration,
+    /// The NVML library to load instead of the system's `libnvidia-ml.so.1`
+    /// (the fake library in tests).
+    pub library: Option<PathBuf>,
+}
+
+/// Loads and initialises NVML from `library`, or the system's.
+pub fn load_nvml(library: Option<&std::path::Path>) -> Result<Nvml, NvmlError> {
+    match library {
+        Some(path) => Nvml::builder().lib_path(path.as_os_str()).init(),
+        None => Nvml::init(),
+    }
 }
 
 /// GPUs as NVML reports them.
@@ -85,11 +96,11 @@ fn unavailable(e: NvmlError) -> BackendError {
 impl NvmlBackend {
     /// Loads and initialises NVML.
     pub fn init(options: NvmlOptions) -> Result<Self, BackendError> {
-        let nvml = Nvml::init().map_err(unavailable)?;
+        let nvml = load_nvml(options.library.as_deref()).map_err(unavailable)?;
         Ok(Self {
             gpm: gpm::GpmTracker::default(),
             nvml,
-            xids: health::XidLog::start(),
+            xids: health::XidLog::start(options.library.clone()),
             last_read: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             sharing: Sharing::new(
                 Box::new(SystemRunner::default()),

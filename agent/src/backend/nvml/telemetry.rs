@@ -32,7 +32,11 @@ use tessera_protocol::agent::{GpuSample, InstanceSample};
 const MIB: u64 = 1024 * 1024;
 
 /// One sample of GPU `index`; `gpm` keeps its MIG devices' GPM samples
-/// from one round to the next.
+/// from one round to the next. Each figure is read on its own: one the
+/// driver does not give in this mode (utilisation with MIG on) is unknown,
+/// and a MIG device that cannot be read is left out of the round, while
+/// the rest of the GPU still counts. Only a GPU that cannot be named or
+/// whose memory cannot be read misses the round.
 pub fn sample_gpu(
     nvml: &Nvml,
     gpm: &GpmTracker<GpmSample>,
@@ -42,8 +46,17 @@ pub fn sample_gpu(
         .device_by_index(index)
         .map_err(|e| call_err("nvmlDeviceGetHandleByIndex", e))?;
     let uuid = call("nvmlDeviceGetUUID", dev.uuid())?;
-    let util = call("nvmlDeviceGetUtilizationRates", dev.utilization_rates())?;
     let memory = call("nvmlDeviceGetMemoryInfo", dev.memory_info())?;
+    let util_pct = match dev.utilization_rates() {
+        Ok(util) => Some(u8::try_from(util.gpu.min(100)).unwrap_or(100)),
+        // "On MIG-enabled GPUs, querying device utilization rates is not
+        // currently supported" (nvml.h): unknown, not idle.
+        Err(NvmlError::NotSupported) => None,
+        Err(e) => {
+            tracing::debug!(gpu = index, "no utilisation: {e}");
+            None
+        }
+    };
     let mut instances = Vec::new();
     let mut targets = Vec::new();
     if matches!(dev.mig_mode(), Ok(mode) if mode.current == 1) {
@@ -56,9 +69,18 @@ pub fn sample_gpu(
             let mig = match dev.mig_device_by_index(i) {
                 Ok(d) => d,
                 Err(NvmlError::NotFound | NvmlError::InvalidArg) => continue,
-                Err(e) => return Err(call_err("nvmlDeviceGetMigDeviceHandleByIndex", e)),
+                Err(e) => {
+                    tracing::debug!(gpu = index, slot = i, "no MIG device handle: {e}");
+                    continue;
+                }
             };
-            let uuid = call("nvmlDeviceGetUUID", mig.uuid())?;
+            let (uuid, memory) = match (mig.uuid(), mig.memory_info()) {
+                (Ok(uuid), Ok(memory)) => (uuid, memory),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::debug!(gpu = index, slot = i, "MIG device left out: {e}");
+                    continue;
+                }
+            };
             match parent.mig_gi_id(&mig) {
                 Ok(gi_id) => targets.push(MigTarget {
                     gi_id,
@@ -69,7 +91,7 @@ pub fn sample_gpu(
             instances.push(InstanceSample {
                 uuid,
                 util_pct: None,
-                mem_used_mib: mig.memory_info().map(|m| m.used / MIB).unwrap_or(0),
+                mem_used_mib: memory.used / MIB,
             });
         }
     }
@@ -79,7 +101,7 @@ pub fn sample_gpu(
     }
     Ok(GpuSample {
         uuid,
-        util_pct: u8::try_from(util.gpu.min(100)).unwrap_or(100),
+        util_pct,
         mem_used_mib: memory.used / MIB,
         power_mw: dev.power_usage().ok(),
         temp_c: dev.temperature(TemperatureSensor::Gpu).ok(),

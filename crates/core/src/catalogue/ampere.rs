@@ -9,7 +9,7 @@
 //! 4864 / 9856 / 19968 / 40192); A100-80GB (R515) 9.50 / 19.50 / 39.25 /
 //! 79.00 GiB; A30 (R470+) 5.81 / 11.69 / 23.50 GiB.
 
-use super::{GpuModel, MigProfile, MigSpec, MPS_MAX_CLIENTS_VOLTA};
+use super::{Architecture, GpuModel, MigProfile, MigSpec, MPS_MAX_CLIENTS_VOLTA};
 
 const ONE_SLICE_STARTS_7: &[u8] = &[0, 1, 2, 3, 4, 5, 6];
 const TWO_SLICE_1G_STARTS: &[u8] = &[0, 2, 4, 6];
@@ -90,6 +90,7 @@ pub(super) const A30_24GB: GpuModel = GpuModel {
     mig: Some(&A30_MIG),
     mps_max_clients: MPS_MAX_CLIENTS_VOLTA,
     generic: false,
+    architecture: Architecture::Ampere,
 };
 
 /// NVIDIA A100 40 GB (SXM4 and PCIe share the profile table).
@@ -99,6 +100,7 @@ pub(super) const A100_40GB: GpuModel = GpuModel {
     mig: Some(&A100_40GB_MIG),
     mps_max_clients: MPS_MAX_CLIENTS_VOLTA,
     generic: false,
+    architecture: Architecture::Ampere,
 };
 
 /// NVIDIA A100 80 GB (SXM4 and PCIe share the profile table).
@@ -108,4 +110,5 @@ pub(super) const A100_80GB: GpuModel = GpuModel {
     mig: Some(&A100_80GB_MIG),
     mps_max_clients: MPS_MAX_CLIENTS_VOLTA,
     generic: false,
+    architecture: Architecture::Ampere,
 };

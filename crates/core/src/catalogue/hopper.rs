@@ -12,7 +12,7 @@
 //! against hardware).
 
 use super::ampere::profile;
-use super::{GpuModel, MigProfile, MigSpec, MPS_MAX_CLIENTS_VOLTA};
+use super::{Architecture, GpuModel, MigProfile, MigSpec, MPS_MAX_CLIENTS_VOLTA};
 
 const ONE_SLICE_STARTS_7: &[u8] = &[0, 1, 2, 3, 4, 5, 6];
 const TWO_SLICE_1G_STARTS: &[u8] = &[0, 2, 4, 6];
@@ -113,6 +113,7 @@ pub(super) const H100_80GB: GpuModel = GpuModel {
     mig: Some(&H100_80GB_MIG),
     mps_max_clients: MPS_MAX_CLIENTS_VOLTA,
     generic: false,
+    architecture: Architecture::Hopper,
 };
 
 /// NVIDIA H100 NVL (94 GB HBM3).
@@ -122,6 +123,7 @@ pub(super) const H100_NVL_94GB: GpuModel = GpuModel {
     mig: Some(&H100_94GB_MIG),
     mps_max_clients: MPS_MAX_CLIENTS_VOLTA,
     generic: false,
+    architecture: Architecture::Hopper,
 };
 
 /// NVIDIA H200 (SXM5 and NVL, 141 GB HBM3e).
@@ -131,4 +133,5 @@ pub(super) const H200_141GB: GpuModel = GpuModel {
     mig: Some(&H200_MIG),
     mps_max_clients: MPS_MAX_CLIENTS_VOLTA,
     generic: false,
+    architecture: Architecture::Hopper,
 };

@@ -41,6 +41,36 @@ pub struct GpuModel {
     pub mps_max_clients: u32,
     /// True when the name was not in the catalogue (a generic non-MIG model).
     pub generic: bool,
+    /// The GPU generation: what the driver can measure depends on it.
+    pub architecture: Architecture,
+}
+
+/// A GPU generation, as NVML's `nvmlDeviceGetArchitecture` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Architecture {
+    /// Not in the catalogue: assume nothing beyond what every GPU offers.
+    Unknown,
+    /// V100.
+    Volta,
+    /// T4.
+    Turing,
+    /// A100, A30, A10, A40, A16, RTX A-series.
+    Ampere,
+    /// L4, L40, L40S, RTX 6000 Ada.
+    Ada,
+    /// H100, H200.
+    Hopper,
+}
+
+impl Architecture {
+    /// GPU Performance Monitoring (`nvmlGpmQueryDeviceSupport`, and per GPU
+    /// instance `nvmlGpmMigSampleGet`): "Hopper or newer fully supported
+    /// devices" (nvml.h, GPM functions). The only per-MIG-instance activity
+    /// figure NVML has.
+    pub fn has_gpm(self) -> bool {
+        self >= Self::Hopper
+    }
 }
 
 /// MIG geometry of a model.
@@ -136,6 +166,7 @@ impl GpuModel {
             mig: None,
             mps_max_clients: MPS_MAX_CLIENTS_VOLTA,
             generic: true,
+            architecture: Architecture::Unknown,
         }
     }
 }

@@ -330,3 +330,22 @@ fn catalogue_serializes() {
     assert_eq!(json["name"], "A30-24GB");
     assert_eq!(json["mig"]["profiles"][0]["name"], "1g.6gb");
 }
+
+#[test]
+fn only_hopper_has_gpm_per_mig_instance() {
+    let gpm: Vec<&str> = super::all_models()
+        .iter()
+        .filter(|m| m.architecture.has_gpm())
+        .map(|m| m.name)
+        .collect();
+    assert_eq!(gpm, ["H100-80GB", "H100-NVL-94GB", "H200-141GB"]);
+    assert!(!super::lookup("Mystery", 1024).architecture.has_gpm());
+    assert_eq!(
+        super::lookup("NVIDIA A100-SXM4-40GB", 40960).architecture,
+        super::Architecture::Ampere
+    );
+    assert_eq!(
+        super::lookup("NVIDIA L4", 23034).architecture,
+        super::Architecture::Ada
+    );
+}

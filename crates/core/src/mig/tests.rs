@@ -196,6 +196,7 @@ fn compute_exhaustion_is_reported() {
         mig: Some(&SPEC),
         mps_max_clients: 48,
         generic: false,
+        architecture: crate::catalogue::Architecture::Ampere,
     };
     let l = layout(&[("2g.1gb", 0), ("2g.1gb", 1), ("2g.1gb", 2), ("2g.1gb", 3)]);
     assert_eq!(

@@ -32,7 +32,8 @@ pub struct DeviceGauges {
     pub pool: Option<String>,
     /// The slice.
     pub allocation: Option<AllocationId>,
-    /// Utilisation, percent (`None`: not measured, a MIG device without GPM).
+    /// Utilisation, percent (`None`: not measured: a GPU with MIG on, a
+    /// MIG device without GPM or in its first round).
     pub util_pct: Option<u8>,
     /// Memory used, MiB.
     pub mem_used_mib: u64,

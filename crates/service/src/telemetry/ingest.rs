@@ -69,7 +69,7 @@ pub fn validate_batch(batch: &TelemetryBatch) -> Result<(), ServiceError> {
                     format!("'{}' is not a GPU UUID, or appears twice", s.uuid),
                 ));
             }
-            if s.util_pct > 100 {
+            if s.util_pct.is_some_and(|u| u > 100) {
                 return Err(ServiceError::invalid(field("util_pct"), "must be 0-100"));
             }
             if i64::try_from(s.mem_used_mib).is_err() {
@@ -318,10 +318,10 @@ impl Service {
                     })
                     .collect();
                 if on_gpu.is_empty() {
-                    rows.push(row(&s.uuid, None, Some(s.util_pct), s.mem_used_mib));
+                    rows.push(row(&s.uuid, None, s.util_pct, s.mem_used_mib));
                 }
                 for a in on_gpu {
-                    rows.push(row(&s.uuid, Some(a), Some(s.util_pct), s.mem_used_mib));
+                    rows.push(row(&s.uuid, Some(a), s.util_pct, s.mem_used_mib));
                 }
                 for inst in &s.instances {
                     let holder = holders.iter().find(|a| {

@@ -54,7 +54,9 @@ const FAMILIES: [Family; 6] = [
     Family {
         name: "DCGM_FI_DEV_GPU_UTIL",
         help: "GPU utilization (in %).",
-        value: |d| whole_gpu(d).map(|()| f64::from(d.util_pct.unwrap_or(0))),
+        // No series where the driver does not measure it (a GPU with MIG
+        // on), as dcgm-exporter: absent, never a made-up 0.
+        value: |d| whole_gpu(d).and(d.util_pct).map(f64::from),
     },
     Family {
         name: "DCGM_FI_DEV_POWER_USAGE",
@@ -260,6 +262,13 @@ mod tests {
             ours.matches("DCGM_FI_PROF_GR_ENGINE_ACTIVE{").count(),
             1,
             "a MIG device without a utilisation reading has no activity series: {ours}"
+        );
+        // The held GPU's utilisation is unknown (MIG on): no series for it,
+        // where a 0 would read as idle.
+        assert_eq!(
+            ours.matches("DCGM_FI_DEV_GPU_UTIL{").count(),
+            1,
+            "only the GPU whose utilisation was measured: {ours}"
         );
     }
 
