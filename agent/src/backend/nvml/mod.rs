@@ -354,8 +354,11 @@ impl GpuBackend for NvmlBackend {
                             gpus.push(g);
                             continue;
                         }
+                        // Lost before it was ever read: nothing to report it
+                        // by (not even its UUID); the other GPUs still count.
                         None => {
-                            return Err(call_err("nvmlDeviceGetHandleByIndex", NvmlError::GpuLost))
+                            tracing::warn!(gpu = index, "GPU is lost (NVML_ERROR_GPU_IS_LOST) and was never read; left out of the report");
+                            continue;
                         }
                     }
                 }

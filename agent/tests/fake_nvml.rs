@@ -1,0 +1,412 @@
+//! The agent's NVML backend run for real, against the fake NVML library
+//! (`tessera-fake-nvml`, loaded with `--nvml-library`): telemetry per GPU
+//! mode and generation, MIG changes through the driver, released slices'
+//! processes stopped (real processes, really signalled), and the simulated
+//! backend answering as the fake does for the same host.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::OnceLock;
+
+/// The fake library, built once per run (cheap when it is fresh) next to
+/// this test's own build, so a stale library never answers.
+fn library() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        // target/<profile>/deps/fake_nvml-<hash>
+        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "--quiet", "-p", "tessera-fake-nvml"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let target_dir = profile_dir.parent().unwrap();
+        let status = build
+            .env("CARGO_TARGET_DIR", target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "building the fake NVML library failed");
+        let lib = profile_dir.join("libtessera_fake_nvml.so");
+        assert!(lib.exists(), "{} was not built", lib.display());
+        lib
+    })
+}
+
+/// A scratch folder for one test.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("tessera-fake-nvml-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn host(&self, text: &str) -> PathBuf {
+        self.write("host.toml", text)
+    }
+
+    /// The agent on the fake library, with this folder's host, state and
+    /// processes.
+    fn agent(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tessera-agent"));
+        c.arg("--nvml-library")
+            .arg(library())
+            .env("TESSERA_FAKE_NVML_HOST", self.0.join("host.toml"))
+            .env("TESSERA_FAKE_NVML_STATE", self.0.join("state.json"))
+            .env("TESSERA_FAKE_NVML_PROCESSES", self.0.join("processes.toml"))
+            .env("TESSERA_LOG", "error");
+        c
+    }
+
+    /// Processes "running on" the GPUs: (pid, gpu, GPU instance start).
+    fn processes(&self, list: &[(u32, u32, Option<u8>)]) {
+        let text: String = list
+            .iter()
+            .map(|(pid, gpu, gi)| {
+                let gi = gi.map(|s| format!("gi_start = {s}\n")).unwrap_or_default();
+                format!("[[process]]\npid = {pid}\ngpu = {gpu}\nused_mib = 2048\n{gi}")
+            })
+            .collect();
+        self.write("processes.toml", &text);
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "agent failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `tessera-agent probe` on `cmd`'s backend: inventory and two rounds.
+fn probe(mut cmd: Command) -> Value {
+    json_of(
+        &cmd.args(["probe", "--rounds", "2", "--interval-ms", "50"])
+            .output()
+            .unwrap(),
+    )
+}
+
+/// `tessera-agent plan` with `desired` (`{"<gpu>": GpuDesired}`): whether
+/// every GPU got there, and each GPU's line.
+fn plan(scratch: &Scratch, mut cmd: Command, desired: &str) -> (bool, Vec<Value>) {
+    let file = scratch.write("desired.json", desired);
+    let out = cmd.arg("plan").arg("--desired").arg(file).output().unwrap();
+    let lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out.status.success(), lines)
+}
+
+fn gpu(doc: &Value, round: usize, index: usize) -> &Value {
+    &doc["rounds"][round]["gpus"][index]
+}
+
+const H100_MIG: &str = "hostname = \"h100\"\ncpu_cores = 32\nmemory_gib = 256\nworkload = \"training\"\n\
+    [[gpus]]\nmodel = \"H100-80GB\"\ncount = 1\nmig_enabled = true\ninstances = [\"3g.40gb@0\", \"1g.10gb@6\"]\n";
+
+const A100_MIG: &str = "hostname = \"a100\"\ncpu_cores = 32\nmemory_gib = 256\nworkload = \"training\"\n\
+    [[gpus]]\nmodel = \"A100-SXM4-40GB\"\ncount = 1\nmig_enabled = true\ninstances = [\"3g.20gb@4\", \"2g.10gb@0\"]\n";
+
+const L4: &str = "hostname = \"l4\"\ncpu_cores = 16\nmemory_gib = 64\nworkload = \"training\"\n\
+    [[gpus]]\nmodel = \"L4\"\ncount = 2\n";
+
+#[test]
+fn an_h100_in_mig_mode_measures_each_instance_through_gpm_and_not_the_parent() {
+    let s = Scratch::new("h100");
+    s.host(H100_MIG);
+    let doc = probe(s.agent());
+    assert_eq!(doc["backend"], "nvml");
+    let inventory = &doc["gpus"][0];
+    assert_eq!(inventory["mig_enabled"], true);
+    assert_eq!(inventory["mig_devices"].as_array().unwrap().len(), 2);
+    for round in 0..2 {
+        let g = gpu(&doc, round, 0);
+        // nvml.h: utilisation is not supported on a MIG-enabled GPU.
+        assert_eq!(g["util_pct"], Value::Null, "round {round}: {g}");
+        assert!(g["mem_used_mib"].as_u64().unwrap() > 0, "{g}");
+        assert!(g["power_mw"].as_u64().unwrap() > 0, "{g}");
+        let instances = g["instances"].as_array().unwrap();
+        assert_eq!(instances.len(), 2, "{g}");
+        for i in instances {
+            assert!(i["uuid"].as_str().unwrap().starts_with("MIG-"));
+            assert!(i["mem_used_mib"].as_u64().unwrap() > 0, "{i}");
+            // GPM measures between two samples: nothing in the first round.
+            if round == 0 {
+                assert_eq!(i["util_pct"], Value::Null, "{i}");
+            } else {
+                let pct = i["util_pct"].as_u64().expect("activity in round 2");
+                assert!(pct <= 100);
+            }
+        }
+    }
+}
+
+#[test]
+fn an_a100_in_mig_mode_has_memory_per_instance_and_no_activity_figure() {
+    let s = Scratch::new("a100");
+    s.host(A100_MIG);
+    let doc = probe(s.agent());
+    for round in 0..2 {
+        let g = gpu(&doc, round, 0);
+        assert_eq!(g["util_pct"], Value::Null, "{g}");
+        let instances = g["instances"].as_array().unwrap();
+        assert_eq!(instances.len(), 2);
+        for i in instances {
+            // No GPM before Hopper: unknown, never 0.
+            assert_eq!(i["util_pct"], Value::Null, "{i}");
+            assert!(i["mem_used_mib"].as_u64().unwrap() > 0, "{i}");
+        }
+    }
+}
+
+fn sleeper() -> Child {
+    Command::new("sleep").arg("300").spawn().unwrap()
+}
+
+/// Whether the child has exited (reaping it), within `secs`.
+fn exits_within(child: &mut Child, secs: u64) -> bool {
+    for _ in 0..secs * 20 {
+        if child.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn a_whole_gpu_is_measured_busy_while_a_process_runs_and_released_stops_it() {
+    let s = Scratch::new("l4");
+    s.host(L4);
+    let idle = probe(s.agent());
+    assert_eq!(gpu(&idle, 1, 0)["util_pct"], 0);
+    assert_eq!(gpu(&idle, 1, 0)["mem_used_mib"], 0);
+
+    let mut work = sleeper();
+    s.processes(&[(work.id(), 0, None)]);
+    let busy = probe(s.agent());
+    let g = gpu(&busy, 1, 0);
+    assert!(g["util_pct"].as_u64().unwrap() > 0, "{g}");
+    assert!(g["mem_used_mib"].as_u64().unwrap() > 0, "{g}");
+    assert_eq!(busy["gpus"][0]["sharing"]["processes_running"], true);
+    assert_eq!(gpu(&busy, 1, 1)["util_pct"], 0, "the other GPU idles");
+
+    // Not released: nothing is stopped.
+    let keep =
+        r#"{"0": {"mig_enabled": false, "instances": [], "mps": null, "time_slice_replicas": 1}}"#;
+    let (ok, _) = plan(&s, s.agent(), keep);
+    assert!(ok);
+    assert!(
+        work.try_wait().unwrap().is_none(),
+        "a process of a live slice was stopped"
+    );
+
+    // Released: the agent stops it (SIGTERM), as on a host.
+    let released = r#"{"0": {"mig_enabled": false, "instances": [], "mps": null, "time_slice_replicas": 1,
+        "released": {"instances": [], "whole_gpu": true}}}"#;
+    let mut agent = s.agent();
+    agent.args(["--stop-grace-seconds", "2"]);
+    let (ok, lines) = plan(&s, agent, released);
+    assert!(ok, "{lines:?}");
+    assert_eq!(lines[0]["ops"][0]["op"], "stop_processes", "{lines:?}");
+    assert!(
+        exits_within(&mut work, 5),
+        "the released slice's process still runs"
+    );
+    let after = probe(s.agent());
+    assert_eq!(gpu(&after, 1, 0)["util_pct"], 0);
+}
+
+const GI_1G_AT_0: &str = r#"{"placement": {"profile": "1g.10gb", "start": 0}, "compute_instances": [{"start": 0, "size": 1}]}"#;
+
+#[test]
+fn mig_changes_go_through_the_driver_and_a_released_instance_is_emptied_first() {
+    let s = Scratch::new("mig");
+    s.host(
+        "hostname = \"h\"\ncpu_cores = 8\nmemory_gib = 64\n[[gpus]]\nmodel = \"H100-80GB\"\ncount = 1\n",
+    );
+    // MIG on and one instance, from a GPU with MIG off.
+    let one = format!(
+        r#"{{"0": {{"mig_enabled": true, "instances": [{GI_1G_AT_0}], "mps": null, "time_slice_replicas": 1}}}}"#
+    );
+    let (ok, lines) = plan(&s, s.agent(), &one);
+    assert!(ok, "{lines:?}");
+    let ops: Vec<&str> = lines[0]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["op"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "enable_mig",
+            "create_gpu_instance",
+            "create_compute_instance"
+        ]
+    );
+    // The GPU keeps its layout across processes, as hardware does.
+    let doc = probe(s.agent());
+    let devices = doc["gpus"][0]["mig_devices"].as_array().unwrap().clone();
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0]["profile"], "1g.10gb");
+
+    // A tenant's process runs in the instance.
+    let mut work = sleeper();
+    s.processes(&[(work.id(), 0, Some(0))]);
+    let doc = probe(s.agent());
+    assert_eq!(doc["gpus"][0]["sharing"]["instances"][0]["in_use"], true);
+
+    // Asked to remove the instance while it is not released: refused, and
+    // the process runs on.
+    let none =
+        r#"{"0": {"mig_enabled": true, "instances": [], "mps": null, "time_slice_replicas": 1}}"#;
+    let (ok, lines) = plan(&s, s.agent(), none);
+    assert!(!ok, "{lines:?}");
+    assert!(work.try_wait().unwrap().is_none());
+
+    // Released: stopped, then destroyed.
+    let released = r#"{"0": {"mig_enabled": true, "instances": [], "mps": null, "time_slice_replicas": 1,
+        "released": {"instances": [0], "whole_gpu": false}}}"#;
+    let mut agent = s.agent();
+    agent.args(["--stop-grace-seconds", "2"]);
+    let (ok, lines) = plan(&s, agent, released);
+    assert!(ok, "{lines:?}");
+    assert!(
+        exits_within(&mut work, 5),
+        "the released instance's process still runs"
+    );
+    let doc = probe(s.agent());
+    assert_eq!(doc["gpus"][0]["mig_devices"], serde_json::json!([]));
+}
+
+#[test]
+fn a_gpu_lost_before_the_agent_first_read_it_does_not_hide_the_others() {
+    let s = Scratch::new("lost");
+    s.host(&L4.replace(
+        "workload = \"training\"\n",
+        "workload = \"training\"\nhealth_file = \"health.toml\"\n",
+    ));
+    s.write("health.toml", "[[gpu]]\nindex = 1\nlost = true\n");
+    let doc = probe(s.agent());
+    let gpus = doc["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 1, "{doc}");
+    assert_eq!(gpus[0]["index"], 0);
+    assert_eq!(doc["rounds"][1]["gpus"].as_array().unwrap().len(), 1);
+}
+
+/// The fields of a probe the simulated backend and the fake must agree
+/// on: everything but the load, which follows the clock.
+fn comparable(doc: &Value) -> Value {
+    let rounds: Vec<Value> = doc["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["gpus"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| {
+                    serde_json::json!({
+                        "uuid": g["uuid"],
+                        "util_known": !g["util_pct"].is_null(),
+                        "instances": g["instances"].as_array().unwrap().iter().map(|i| serde_json::json!({
+                            "uuid": i["uuid"],
+                            "util_known": !i["util_pct"].is_null(),
+                            "mem_used_mib": i["mem_used_mib"],
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    // The host name is the machine's under NVML, the file's in the
+    // simulation.
+    serde_json::json!({
+        "driver_version": doc["driver_version"],
+        "gpus": doc["gpus"],
+        "rounds": rounds,
+    })
+}
+
+#[test]
+fn the_simulator_answers_as_the_fake_library_does() {
+    let hosts = [
+        H100_MIG.to_owned(),
+        A100_MIG.to_owned(),
+        L4.to_owned(),
+        "hostname = \"mixed\"\ncpu_cores = 64\nmemory_gib = 512\n\
+         [[gpus]]\nmodel = \"A30-24GB\"\ncount = 2\nmig_enabled = true\ninstances = [\"2g.12gb@0\"]\n\
+         [[gpus]]\nmodel = \"H100-80GB\"\ncount = 2\nnvlink_groups = [[0, 1]]\n"
+            .to_owned(),
+    ];
+    let scenarios = [
+        // MIG off and back to a whole GPU.
+        r#"{"0": {"mig_enabled": false, "instances": [], "mps": null, "time_slice_replicas": 1}}"#.to_owned(),
+        // A new layout.
+        format!(r#"{{"0": {{"mig_enabled": true, "instances": [{GI_1G_AT_0}], "mps": null, "time_slice_replicas": 1}}}}"#),
+        // Something the driver refuses: MIG on a GPU without it, or a
+        // profile a model lacks.
+        r#"{"0": {"mig_enabled": true, "instances": [{"placement": {"profile": "7g.80gb", "start": 0}, "compute_instances": [{"start": 0, "size": 7}]}], "mps": null, "time_slice_replicas": 1}}"#.to_owned(),
+    ];
+    for host in &hosts {
+        let s = Scratch::new("agree");
+        let host_file = s.host(host);
+        let sim = || {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_tessera-agent"));
+            c.args(["--backend", "sim", "--sim-host"])
+                .arg(&host_file)
+                .env("TESSERA_LOG", "error");
+            c
+        };
+        let name = host.lines().next().unwrap();
+        assert_eq!(
+            comparable(&probe(sim())),
+            comparable(&probe(s.agent())),
+            "{name}: the probe differs"
+        );
+        for desired in &scenarios {
+            let _ = std::fs::remove_file(s.0.join("state.json"));
+            let (sim_ok, sim_lines) = plan(&s, sim(), desired);
+            let (fake_ok, fake_lines) = plan(&s, s.agent(), desired);
+            assert_eq!(
+                sim_ok, fake_ok,
+                "{name} {desired}: {sim_lines:?} vs {fake_lines:?}"
+            );
+            if sim_ok {
+                assert_eq!(sim_lines, fake_lines, "{name} {desired}");
+            } else {
+                // Both refuse, each in its own words.
+                for l in sim_lines.iter().chain(&fake_lines) {
+                    assert!(l.get("error").is_some() || l.get("ops").is_some(), "{l}");
+                }
+            }
+        }
+    }
+}
