@@ -82,6 +82,15 @@ struct Cli {
     /// (NVML backend), e.g. the fake library the tests run against.
     #[arg(long, env = "TESSERA_NVML_LIBRARY", value_name = "PATH", global = true)]
     nvml_library: Option<PathBuf>,
+    /// The NVIDIA device plugin's process name: after changing its config
+    /// the agent sends it SIGHUP, on which it reads the file again.
+    #[arg(
+        long,
+        env = "TESSERA_DEVICE_PLUGIN_PROCESS",
+        default_value = "nvidia-device-plugin",
+        value_name = "NAME"
+    )]
+    device_plugin_process: String,
     /// Seconds a released slice's processes get between SIGTERM and SIGKILL
     /// (NVML backend).
     #[arg(long = "stop-grace-seconds", default_value_t = 30, global = true)]
@@ -203,6 +212,7 @@ fn backends(cli: &Cli) -> Result<Vec<Arc<dyn GpuBackend>>, backend::BackendError
     match cli.backend {
         Backend::Nvml => Ok(vec![Arc::new(NvmlBackend::init(NvmlOptions {
             device_plugin_config: cli.device_plugin_config.clone(),
+            device_plugin_process: cli.device_plugin_process.clone(),
             stop_grace: std::time::Duration::from_secs(cli.stop_grace_seconds),
             library: cli.nvml_library.clone(),
         })?)]),

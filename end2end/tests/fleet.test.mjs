@@ -187,10 +187,12 @@ describe('fleet operations', () => {
       { what: 'MPS daemon defaults on the fleet page' });
     const plugin = await page.request.get(`${stack.appUrl}${await host.locator('[data-test=device-plugin-link]').getAttribute('href')}`);
     const text = await plugin.text();
-    // renameByDefault: replicas are advertised as nvidia.com/gpu.shared, which the pod snippet requests.
-    for (const part of ['mps:', 'renameByDefault: true', 'name: nvidia.com/gpu', `- ${view.gpus[0].uuid}`]) {
+    // renameByDefault: replicas are advertised as nvidia.com/gpu.shared, which the pod snippet requests;
+    // as time-slicing replicas, never the plugin's own `mps:` section (its daemon would split the GPU equally).
+    for (const part of ['timeSlicing:', 'replicas: 48', 'renameByDefault: true', 'name: nvidia.com/gpu', `- ${view.gpus[0].uuid}`]) {
       assert.ok(text.includes(part), `${part} in ${text}`);
     }
+    assert.ok(!text.includes('mps:'), `no mps section in ${text}`);
     assert.match(view.connection.pod_snippet, /nvidia\.com\/gpu\.shared: 1/);
     await context.close();
   });

@@ -162,7 +162,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
     let api_docs_page =
         SwaggerUi::new(API_DOCS_PATH).config(utoipa_swagger_ui::Config::from(OPENAPI_PATH));
 
-    let routes = generate_route_list(App);
+    let routes = route_list();
     let service = state.service.clone();
     let page_context = move || {
         leptos::prelude::provide_context(service.clone());
@@ -359,4 +359,16 @@ pub async fn run_scheduler(
             Err(e) => tracing::warn!("allocation timer: {e:?}"),
         }
     }
+}
+
+/// The pages' routes, listed once per process. Listing them runs the whole
+/// app with resource loading suppressed process-wide (leptos_server's
+/// `SuppressResourceLoad`): a page rendered on another thread meanwhile
+/// would wait forever (leptos-rs/leptos#4773), so a process that builds
+/// several routers (the tests, replicas in one process) must not list them
+/// again while serving.
+fn route_list() -> Vec<leptos_axum::AxumRouteListing> {
+    static ROUTES: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> =
+        std::sync::OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(App)).clone()
 }

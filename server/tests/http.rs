@@ -508,6 +508,32 @@ async fn an_allocation_page_whose_id_is_not_a_number_is_a_clear_404() {
     assert!(!html.contains("is not an allocation id"), "{html}");
 }
 
+/// Building a router while another serves pages (the tests, replicas in one
+/// process) must not stall the pages: listing the routes suppresses resource
+/// loading process-wide in leptos, and a page whose resource was first polled
+/// then waited forever (a 408 after 30 s; leptos-rs/leptos#4773).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_render_while_another_router_is_built() {
+    let app = Arc::new(app().await);
+    let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
+    let serving = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            for round in 0..60 {
+                let page = page(&app, "/t/vision/a/abc", &lead);
+                let (status, _) = tokio::time::timeout(std::time::Duration::from_secs(10), page)
+                    .await
+                    .unwrap_or_else(|_| panic!("round {round}: the page never finished"));
+                assert_eq!(status, StatusCode::NOT_FOUND, "round {round}");
+            }
+        })
+    };
+    for _ in 0..4 {
+        let _other = app_with("", Vec::new()).await;
+    }
+    serving.await.unwrap();
+}
+
 #[tokio::test]
 async fn unreachable_idp_gives_a_clear_503_page() {
     let app = app().await;

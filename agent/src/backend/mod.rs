@@ -48,14 +48,6 @@ pub enum BackendError {
     /// No GPU with this index.
     #[error("there is no GPU {0} on this host")]
     NoSuchGpu(u32),
-    /// A sharing mode needs agent configuration that was not given.
-    #[error("{what} is not set up on this host: {hint}")]
-    NotConfigured {
-        /// What cannot be done.
-        what: &'static str,
-        /// What to pass or install.
-        hint: String,
-    },
     /// The simulation file is wrong.
     #[error("simulated host file {path}: {message}")]
     SimConfig {

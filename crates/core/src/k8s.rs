@@ -117,14 +117,19 @@ pub fn replicated(replicas: &BTreeMap<String, u32>) -> Option<ReplicatedResource
     })
 }
 
-/// The plugin config for time-sliced and MPS replicas per GPU UUID.
-pub fn device_plugin_config(
-    time_sliced: &BTreeMap<String, u32>,
-    mps: &BTreeMap<String, u32>,
-) -> DevicePluginConfig {
+/// The plugin config for the shared GPUs: replicas per GPU UUID, for
+/// time-sliced GPUs and for MPS GPUs alike, all under `timeSlicing`.
+///
+/// Never under the plugin's own `mps:` section: with it the plugin starts
+/// an MPS control daemon of its own and splits the GPU equally among the
+/// replicas ("Shared Access to GPUs with MPS" in its README), which would
+/// contradict Tessera's daemon and its per-slice grants. Advertised as
+/// replicas, pods land on the GPU and connect to Tessera's daemon through
+/// the pipe directory and limits in their environment.
+pub fn device_plugin_config(shared: &BTreeMap<String, u32>) -> DevicePluginConfig {
     let sharing = DevicePluginSharing {
-        time_slicing: replicated(time_sliced),
-        mps: replicated(mps),
+        time_slicing: replicated(shared),
+        mps: None,
     };
     DevicePluginConfig {
         version: CONFIG_VERSION.to_owned(),
@@ -329,23 +334,24 @@ mod tests {
             ("GPU-b".to_owned(), 4),
             ("GPU-c".to_owned(), 1),
         ]);
-        let mps = BTreeMap::from([("GPU-d".to_owned(), 8)]);
-        let config = device_plugin_config(&ts, &mps);
-        // The shape of the plugin README's time-slicing and MPS examples.
+        let mut shared = ts.clone();
+        // An MPS GPU (48 clients) is advertised as replicas too.
+        shared.insert("GPU-d".to_owned(), 48);
+        let config = device_plugin_config(&shared);
+        // The shape of the plugin README's time-slicing example; no `mps:`
+        // section, whose own daemon would split the GPU equally.
         let expected: DevicePluginConfig = serde_json::from_value(serde_json::json!({
             "version": "v1",
             "sharing": {
                 "timeSlicing": {"renameByDefault": true, "resources": [
-                    {"name": "nvidia.com/gpu", "replicas": 4, "devices": ["GPU-a", "GPU-b"]}
-                ]},
-                "mps": {"renameByDefault": true, "resources": [
-                    {"name": "nvidia.com/gpu", "replicas": 8, "devices": ["GPU-d"]}
+                    {"name": "nvidia.com/gpu", "replicas": 4, "devices": ["GPU-a", "GPU-b"]},
+                    {"name": "nvidia.com/gpu", "replicas": 48, "devices": ["GPU-d"]}
                 ]}
             }
         }))
         .unwrap();
         assert_eq!(config, expected);
-        let none = device_plugin_config(&BTreeMap::new(), &BTreeMap::new());
+        let none = device_plugin_config(&BTreeMap::new());
         assert_eq!(none.sharing, None);
     }
 

@@ -44,7 +44,7 @@ impl Service {
             .all(&self.db)
             .await?;
         let pools = self.pools(&self.db).await?;
-        let (mut mig, mut time_sliced, mut mps) = (Vec::new(), BTreeMap::new(), BTreeMap::new());
+        let (mut mig, mut shared) = (Vec::new(), BTreeMap::new());
         for g in &gpus {
             let index = g.index()?;
             let observed = g.observed().cloned();
@@ -67,17 +67,20 @@ impl Service {
                 tessera_core::catalogue::lookup(&g.model, u64::try_from(g.memory_mib).unwrap_or(0));
             match pool.sharing {
                 SharingMode::TimeSlicing => {
-                    time_sliced.insert(g.uuid.clone(), pool.time_slice_replicas);
+                    shared.insert(g.uuid.clone(), pool.time_slice_replicas);
                 }
+                // As many replicas as the daemon takes clients; the
+                // clients connect to Tessera's daemon (see
+                // `device_plugin_config`).
                 SharingMode::Mps => {
-                    mps.insert(g.uuid.clone(), model.mps_max_clients);
+                    shared.insert(g.uuid.clone(), model.mps_max_clients);
                 }
                 SharingMode::Mig | SharingMode::Exclusive => {}
             }
         }
         Ok(HostK8s {
             mig_parted: mig_parted(&format!("tessera-{}", h.hostname), &mig),
-            device_plugin: device_plugin_config(&time_sliced, &mps),
+            device_plugin: device_plugin_config(&shared),
             hostname: h.hostname,
         })
     }

@@ -40,17 +40,31 @@ use tessera_protocol::agent::{GpuReport, MigDevice};
 use time_slicing::TimeSlicingFile;
 
 /// How the NVML backend shares GPUs beyond MIG.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct NvmlOptions {
     /// The NVIDIA device plugin's config file, where time-slicing replicas
     /// are written (`--device-plugin-config`); without it, time-slicing
     /// cannot be set.
     pub device_plugin_config: Option<PathBuf>,
+    /// The device plugin's process name, told (SIGHUP) to read the config
+    /// again after the agent changed it.
+    pub device_plugin_process: String,
     /// Time a released slice's processes get between SIGTERM and SIGKILL.
     pub stop_grace: std::time::Duration,
     /// The NVML library to load instead of the system's `libnvidia-ml.so.1`
     /// (the fake library in tests).
     pub library: Option<PathBuf>,
+}
+
+impl Default for NvmlOptions {
+    fn default() -> Self {
+        Self {
+            device_plugin_config: None,
+            device_plugin_process: time_slicing::DEVICE_PLUGIN_PROCESS.to_owned(),
+            stop_grace: std::time::Duration::from_secs(30),
+            library: None,
+        }
+    }
 }
 
 /// Loads and initialises NVML from `library`, or the system's.
@@ -107,6 +121,10 @@ impl NvmlBackend {
                 PathBuf::from(MPS_PIPE_ROOT),
                 PathBuf::from(MPS_LOG_ROOT),
                 options.device_plugin_config,
+                time_slicing::DevicePlugin::new(
+                    options.device_plugin_process,
+                    Box::new(SystemRunner::default()),
+                ),
                 stop::ProcessStopper::new(Box::new(SystemRunner::default()), options.stop_grace),
             ),
         })
@@ -164,6 +182,11 @@ pub struct GpuFacts {
 pub struct Sharing {
     mps: MpsControl,
     time_slicing: Option<TimeSlicingFile>,
+    plugin: time_slicing::DevicePlugin,
+    /// Replicas per GPU UUID on a host without a device plugin config:
+    /// there processes share a GPU by the driver's own time-slicing, and
+    /// the count is the agent's bookkeeping (set again after a restart).
+    replicas: std::sync::Mutex<std::collections::BTreeMap<String, u32>>,
     stopper: stop::ProcessStopper,
 }
 
@@ -175,13 +198,24 @@ impl Sharing {
         mps_pipe_root: PathBuf,
         mps_log_root: PathBuf,
         device_plugin_config: Option<PathBuf>,
+        plugin: time_slicing::DevicePlugin,
         stopper: stop::ProcessStopper,
     ) -> Self {
         Self {
             mps: MpsControl::new(runner, mps_pipe_root, mps_log_root),
             time_slicing: device_plugin_config.map(TimeSlicingFile::new),
+            plugin,
+            replicas: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             stopper,
         }
+    }
+
+    fn replicas_without_plugin(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, u32>> {
+        self.replicas
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The GPU's sharing state and its MIG devices.
@@ -194,7 +228,11 @@ impl Sharing {
         let mps = self.mps.observe(&gpu.uuid)?;
         let time_slice_replicas = match &self.time_slicing {
             Some(file) => file.replicas(&gpu.uuid)?,
-            None => 1,
+            None => self
+                .replicas_without_plugin()
+                .get(&gpu.uuid)
+                .copied()
+                .unwrap_or(1),
         };
         Ok((
             GpuObserved {
@@ -308,16 +346,26 @@ impl Sharing {
                     ));
                 }
                 match &self.time_slicing {
-                    Some(file) => file.set(&gpu.uuid, *replicas),
-                    None if *replicas == 1 => Ok(()),
-                    None => Err(BackendError::NotConfigured {
-                        what: "time-slicing",
-                        hint: "start the agent with --device-plugin-config PATH, the config file \
-                               the NVIDIA device plugin reads (its --config-file), so Tessera can \
-                               write the replicas there"
-                            .to_owned(),
-                    }),
+                    Some(file) => {
+                        if file.set(&gpu.uuid, *replicas)? {
+                            self.plugin.reload()?;
+                        }
+                    }
+                    None => {
+                        let before = self
+                            .replicas_without_plugin()
+                            .insert(gpu.uuid.clone(), *replicas);
+                        if before.is_none() && *replicas > 1 {
+                            tracing::info!(
+                                gpu = index,
+                                replicas,
+                                "no --device-plugin-config: the GPU is time-sliced by the driver \
+                                 (processes share it as they start); Kubernetes is not told"
+                            );
+                        }
+                    }
                 }
+                Ok(())
             }
         }
     }

@@ -232,6 +232,14 @@ impl GpuBackend for FakeHost {
 const UUID: &str = "GPU-fake-h100";
 
 fn host(name: &str, device_plugin_config: bool) -> (FakeHost, Recorder, PathBuf) {
+    host_with_plugin(name, device_plugin_config, "tessera-no-such-plugin")
+}
+
+fn host_with_plugin(
+    name: &str,
+    device_plugin_config: bool,
+    plugin_process: &str,
+) -> (FakeHost, Recorder, PathBuf) {
     let root = temp_root(name);
     let rec = Recorder::default();
     let config = device_plugin_config.then(|| root.join("device-plugin/config.yaml"));
@@ -241,6 +249,10 @@ fn host(name: &str, device_plugin_config: bool) -> (FakeHost, Recorder, PathBuf)
             root.join("run"),
             root.join("log"),
             config,
+            super::time_slicing::DevicePlugin::new(
+                plugin_process.to_owned(),
+                Box::new(super::mps::SystemRunner::default()),
+            ),
             super::stop::ProcessStopper::new(
                 Box::new(super::mps::SystemRunner::default()),
                 std::time::Duration::from_millis(300),
@@ -616,15 +628,81 @@ fn reconciles_time_slicing_into_the_device_plugin_config() {
 }
 
 #[test]
-fn time_slicing_without_a_device_plugin_config_says_what_to_pass() {
+fn time_slicing_without_a_device_plugin_is_the_drivers_and_the_agent_keeps_the_count() {
     let (h, _, root) = host("nvml-ts-none", false);
-    let err = h.apply(0, &Op::SetReplicas { replicas: 4 }).unwrap_err();
-    assert!(matches!(err, BackendError::NotConfigured { .. }), "{err}");
-    assert!(err.to_string().contains("--device-plugin-config"), "{err}");
-    // One replica is what a GPU without the config has anyway.
+    h.apply(0, &Op::SetReplicas { replicas: 4 }).unwrap();
+    assert_eq!(h.observe(0).unwrap().time_slice_replicas, 4);
+    let model = h.facts.model;
+    let desired = GpuDesired {
+        time_slice_replicas: 4,
+        ..GpuDesired::default()
+    };
+    let out = reconcile_gpu(&h, 0, &model, &desired).unwrap();
+    assert!(out.applied.is_empty(), "{:?}", out.applied);
     h.apply(0, &Op::SetReplicas { replicas: 1 }).unwrap();
     assert_eq!(h.observe(0).unwrap().time_slice_replicas, 1);
     let _ = std::fs::remove_dir_all(root);
+}
+
+#[test]
+fn a_changed_config_makes_the_running_device_plugin_read_it_again() {
+    // A stand-in plugin: a script whose process name the kernel takes from
+    // the file name, counting the SIGHUPs it gets.
+    let root = temp_root("nvml-ts-reload");
+    std::fs::create_dir_all(&root).unwrap();
+    let script = root.join("fake-dev-plugin");
+    let hups = root.join("hups");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ntrap 'echo hup >> \"{}\"' HUP\nwhile :; do sleep 0.05; done\n",
+            hups.display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&script)
+        .status()
+        .unwrap();
+    let mut plugin = std::process::Command::new(&script).spawn().unwrap();
+    let count = || {
+        std::fs::read_to_string(&hups)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let wait_for = |n: usize| {
+        for _ in 0..100 {
+            if count() >= n {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    // The plugin has to be running (and its trap set) first.
+    for _ in 0..100 {
+        if !super::time_slicing::processes_named("fake-dev-plugin").is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+
+    let (h, _, cfg_root) = host_with_plugin("nvml-ts-reload-host", true, "fake-dev-plugin");
+    h.apply(0, &Op::SetReplicas { replicas: 4 }).unwrap();
+    wait_for(1);
+    assert_eq!(count(), 1, "the plugin was told once");
+    // The same replicas again: the file does not change, nothing is sent.
+    h.apply(0, &Op::SetReplicas { replicas: 4 }).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(count(), 1);
+    h.apply(0, &Op::SetReplicas { replicas: 1 }).unwrap();
+    wait_for(2);
+    assert_eq!(count(), 2);
+    let _ = plugin.kill();
+    let _ = plugin.wait();
+    let _ = std::fs::remove_dir_all(root);
+    let _ = std::fs::remove_dir_all(cfg_root);
 }
 
 #[test]

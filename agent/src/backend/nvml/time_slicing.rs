@@ -20,6 +20,7 @@
 //! list that is not UUIDs is an error, never skipped (a file the agent
 //! misread would be rewritten without the entries it missed).
 
+use super::mps::{CommandRunner, CommandSpec};
 use crate::backend::BackendError;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -46,7 +47,7 @@ pub enum ConfigError {
 /// The config for `replicas` per GPU UUID (GPUs with fewer than 2 replicas
 /// are left out).
 pub fn render_time_slicing(replicas: &BTreeMap<String, u32>) -> Result<String, ConfigError> {
-    let config = tessera_core::k8s::device_plugin_config(replicas, &BTreeMap::new());
+    let config = tessera_core::k8s::device_plugin_config(replicas);
     Ok(serde_yaml_ng::to_string(&config)?)
 }
 
@@ -114,7 +115,6 @@ impl TimeSlicingFile {
     }
 
     /// Where it is.
-    /// Where it is.
     #[cfg(test)]
     pub fn path(&self) -> &std::path::Path {
         &self.path
@@ -143,11 +143,12 @@ impl TimeSlicingFile {
 
     /// Advertises `replicas` for the GPU `uuid`, keeping the other GPUs'
     /// entries. The file is replaced atomically (written aside, renamed).
-    pub fn set(&self, uuid: &str, replicas: u32) -> Result<(), BackendError> {
+    /// Whether the file changed.
+    pub fn set(&self, uuid: &str, replicas: u32) -> Result<bool, BackendError> {
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut all = self.read()?;
         if all.get(uuid).copied().unwrap_or(1) == replicas {
-            return Ok(());
+            return Ok(false);
         }
         if replicas > 1 {
             all.insert(uuid.to_owned(), replicas);
@@ -162,7 +163,103 @@ impl TimeSlicingFile {
         let tmp = PathBuf::from(tmp);
         let text = render_time_slicing(&all).map_err(|e| self.err(e))?;
         std::fs::write(&tmp, text).map_err(|e| self.err(e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| self.err(e))
+        std::fs::rename(&tmp, &self.path).map_err(|e| self.err(e))?;
+        Ok(true)
+    }
+}
+
+/// The NVIDIA device plugin's processes on this host. The plugin reads its
+/// config file when it starts and does not watch it; on SIGHUP it stops
+/// its plugins and starts them again with the file read anew
+/// (`k8s-device-plugin`, `cmd/nvidia-device-plugin/main.go`: "On SIGHUP,
+/// restart this loop, restarting all of the plugins"), which is what its
+/// own config-manager sidecar sends after changing the file.
+pub struct DevicePlugin {
+    /// The process name (`/proc/<pid>/comm`).
+    process: String,
+    runner: Box<dyn CommandRunner>,
+}
+
+impl std::fmt::Debug for DevicePlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevicePlugin")
+            .field("process", &self.process)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The device plugin's process name in NVIDIA's images.
+pub const DEVICE_PLUGIN_PROCESS: &str = "nvidia-device-plugin";
+
+/// The kernel keeps 15 bytes of a process name (`TASK_COMM_LEN` 16).
+const COMM_LEN: usize = 15;
+
+/// The live processes called `name` (as `/proc/<pid>/comm` has it).
+pub fn processes_named(name: &str) -> Vec<u32> {
+    let want = &name.as_bytes()[..name.len().min(COMM_LEN)];
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.strip_suffix(b"\n").unwrap_or(&comm) == want)
+        })
+        .filter(|pid| super::stop::alive(*pid))
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+impl DevicePlugin {
+    /// The plugin processes called `process`, signalled through `runner`.
+    pub fn new(process: String, runner: Box<dyn CommandRunner>) -> Self {
+        Self { process, runner }
+    }
+
+    /// Tells every running plugin to read its config again (SIGHUP);
+    /// returns the processes told. None running is not an error: a plugin
+    /// that starts later reads the file as it is.
+    pub fn reload(&self) -> Result<Vec<u32>, BackendError> {
+        let pids = processes_named(&self.process);
+        if pids.is_empty() {
+            tracing::info!(
+                process = %self.process,
+                "no device plugin runs on this host; it reads the new replicas when it starts"
+            );
+            return Ok(pids);
+        }
+        let mut args = vec!["-HUP".to_owned()];
+        args.extend(pids.iter().map(u32::to_string));
+        let out = self
+            .runner
+            .run(&CommandSpec {
+                program: "kill".to_owned(),
+                args,
+                env: Vec::new(),
+                stdin: None,
+                daemon: false,
+            })
+            .map_err(|e| BackendError::Nvml {
+                call: "kill",
+                detail: e.to_string(),
+            })?;
+        if !out.success {
+            return Err(BackendError::Nvml {
+                call: "kill",
+                detail: format!(
+                    "could not signal the device plugin ({}): {}",
+                    self.process,
+                    out.stderr.trim()
+                ),
+            });
+        }
+        tracing::info!(
+            ?pids,
+            "told the device plugin to read its config again (SIGHUP)"
+        );
+        Ok(pids)
     }
 }
 
