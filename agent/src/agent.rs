@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tessera_protocol::agent::{
-    DesiredState, EnrollRequest, GpuApplyError, HostReport, DESIRED_MAX_WAIT_S,
+    DesiredState, EnrollRequest, GpuApplyError, HostReport, ProcessesStopped, DESIRED_MAX_WAIT_S,
 };
 use thiserror::Error;
 
@@ -71,6 +71,8 @@ pub struct Applied {
     pub ops: usize,
     /// GPUs that did not reach their desired state, and why.
     pub errors: Vec<GpuApplyError>,
+    /// Processes stopped for released slices.
+    pub stopped: Vec<ProcessesStopped>,
 }
 
 /// Brings every GPU listed in `desired` to its desired state: checks that the
@@ -104,7 +106,10 @@ pub fn apply_desired(
         }
         let model = tessera_core::catalogue::lookup(&gpu.name, gpu.memory_mib);
         match reconcile_gpu(backend, entry.index, &model, &entry.desired) {
-            Ok(outcome) => applied.ops += outcome.applied.len(),
+            Ok(outcome) => {
+                applied.ops += outcome.applied.len();
+                applied.stopped.extend(outcome.stopped);
+            }
             Err(e) => {
                 if let crate::reconcile::ReconcileError::Apply { applied: n, .. } = &e {
                     applied.ops += n;
@@ -124,6 +129,8 @@ struct Control {
     /// The generation last applied, and that pass's errors (what is reported).
     applied_generation: Option<i64>,
     errors: Vec<GpuApplyError>,
+    /// Processes stopped while applying that generation (reported with it).
+    stopped: Vec<ProcessesStopped>,
     /// The last report the server took, and its name for it (`ReportAck::digest`).
     last_report: Option<(HostReport, String)>,
 }
@@ -242,6 +249,7 @@ impl HostAgent {
             desired: control.desired.clone(),
             applied_generation: control.applied_generation,
             errors: control.errors.clone(),
+            stopped: control.stopped.clone(),
             last_report: None,
         };
         let fetch = {
@@ -266,6 +274,7 @@ impl HostAgent {
         };
         control.applied_generation = mine.applied_generation;
         control.errors = mine.errors;
+        control.stopped = mine.stopped;
         Ok(fetch)
     }
 
@@ -295,6 +304,19 @@ impl HostAgent {
                 tracing::warn!(host = %self.hostname, gpu = e.index, generation = desired.generation, "{}", e.message);
             }
         }
+        if new_generation {
+            control.stopped.clear();
+        }
+        for s in applied.stopped {
+            match control
+                .stopped
+                .iter_mut()
+                .find(|c| c.index == s.index && c.scope == s.scope)
+            {
+                Some(c) => c.add(s.terminated, s.killed),
+                None => control.stopped.push(s),
+            }
+        }
         control.applied_generation = Some(desired.generation);
         control.errors = applied.errors;
     }
@@ -311,6 +333,7 @@ impl HostAgent {
             gpus: inventory.gpus,
             applied_generation: control.applied_generation,
             errors: control.errors.clone(),
+            stopped: control.stopped.clone(),
         }
     }
 
@@ -353,6 +376,7 @@ impl HostAgent {
             desired: None,
             applied_generation: None,
             errors: Vec::new(),
+            stopped: Vec::new(),
             last_report: None,
         };
         // The GPUs slices hold outside MIG, for the telemetry loop, which

@@ -6,6 +6,7 @@
 use crate::backend::{op_name, BackendError, GpuBackend};
 use tessera_core::catalogue::GpuModel;
 use tessera_core::plan::{plan, GpuDesired, GpuObserved, Op, PlanError};
+use tessera_protocol::agent::ProcessesStopped;
 use thiserror::Error;
 
 /// What one pass did.
@@ -13,6 +14,8 @@ use thiserror::Error;
 pub struct Outcome {
     /// Operations applied, in order.
     pub applied: Vec<Op>,
+    /// Processes stopped for released slices.
+    pub stopped: Vec<ProcessesStopped>,
     /// The state after the pass.
     pub observed: GpuObserved,
 }
@@ -56,8 +59,9 @@ pub fn reconcile_gpu(
     let ops =
         plan(model, &observed, desired).map_err(|source| ReconcileError::Plan { index, source })?;
     let mut applied = Vec::with_capacity(ops.len());
+    let mut stopped = Vec::new();
     for op in ops {
-        backend
+        let outcome = backend
             .apply(index, &op)
             .map_err(|source| ReconcileError::Apply {
                 index,
@@ -66,10 +70,15 @@ pub fn reconcile_gpu(
                 source,
             })?;
         tracing::info!(gpu = index, op = op_name(&op), "applied");
+        stopped.extend(outcome);
         applied.push(op);
     }
     let observed = backend.observe(index).map_err(ReconcileError::Observe)?;
-    Ok(Outcome { applied, observed })
+    Ok(Outcome {
+        applied,
+        stopped,
+        observed,
+    })
 }
 
 #[cfg(test)]
@@ -209,12 +218,22 @@ mod tests {
 
         smaller.released = Released {
             instances: vec![0],
-            whole_gpu: false,
+            ..Released::default()
         };
         let out = reconcile_gpu(&b, 0, &model(), &smaller).unwrap();
         assert_eq!(
             out.applied.first(),
             Some(&Op::StopProcesses { gi_start: Some(0) })
+        );
+        assert_eq!(
+            out.stopped,
+            vec![tessera_protocol::agent::ProcessesStopped {
+                index: 0,
+                scope: tessera_protocol::agent::StopScope::Instance { gi_start: 0 },
+                terminated: 1,
+                killed: 0,
+            }],
+            "what was stopped is told"
         );
         assert_eq!(out.observed.instances.len(), 2);
     }

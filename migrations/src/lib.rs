@@ -24,6 +24,7 @@ mod m20261210_000016_add_host_report_digest;
 mod m20261211_000017_add_pool_capacity_epoch;
 mod m20261212_000018_pending_rollups;
 mod m20261213_000019_allocation_indexes;
+mod m20261214_000020_add_processes_stopped;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -51,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261211_000017_add_pool_capacity_epoch::Migration),
             Box::new(m20261212_000018_pending_rollups::Migration),
             Box::new(m20261213_000019_allocation_indexes::Migration),
+            Box::new(m20261214_000020_add_processes_stopped::Migration),
         ]
     }
 }

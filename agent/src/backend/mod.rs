@@ -5,7 +5,7 @@ pub mod sim;
 
 use std::collections::BTreeSet;
 use tessera_core::plan::{GpuObserved, Op};
-use tessera_protocol::agent::{GpuReport, GpuSample};
+use tessera_protocol::agent::{GpuReport, GpuSample, ProcessesStopped};
 use thiserror::Error;
 
 /// What a backend sees on its host.
@@ -69,8 +69,9 @@ pub trait GpuBackend: Send + Sync + 'static {
     fn inventory(&self) -> Result<Inventory, BackendError>;
     /// The sharing state of GPU `index` (MIG mode and instances, MPS, replicas).
     fn observe(&self, index: u32) -> Result<GpuObserved, BackendError>;
-    /// Applies one planned operation to GPU `index`.
-    fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError>;
+    /// Applies one planned operation to GPU `index`; for the operations
+    /// that stop processes, what was stopped.
+    fn apply(&self, index: u32, op: &Op) -> Result<Option<ProcessesStopped>, BackendError>;
     /// One telemetry sample of every GPU that answers, taken at `at_ms`
     /// (see `tessera_core::telemetry` for what each figure means). `held`:
     /// the GPUs the desired state says slices run on whole or shared (the
@@ -83,6 +84,7 @@ pub trait GpuBackend: Send + Sync + 'static {
 pub fn op_name(op: &Op) -> &'static str {
     match op {
         Op::StopProcesses { .. } => "stop_processes",
+        Op::StopAllocation { .. } => "stop_allocation",
         Op::SetMps { .. } => "set_mps",
         Op::DestroyComputeInstance { .. } => "destroy_compute_instance",
         Op::DestroyGpuInstance { .. } => "destroy_gpu_instance",

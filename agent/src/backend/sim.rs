@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use tessera_core::health::HealthSignals;
 use tessera_core::plan::{GpuObserved, Op};
-use tessera_protocol::agent::{GpuReport, GpuSample};
+use tessera_protocol::agent::{GpuReport, GpuSample, ProcessesStopped, StopScope};
 use tessera_sim_host::{telemetry, HostError, HostState, GPU_IS_LOST};
 pub use tessera_sim_host::{Fault, FaultAction, HealthFile, SimHost};
 
@@ -186,7 +186,7 @@ impl GpuBackend for SimBackend {
         Ok(gpu.observed().clone())
     }
 
-    fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError> {
+    fn apply(&self, index: u32, op: &Op) -> Result<Option<ProcessesStopped>, BackendError> {
         let name = op_name(op);
         self.check_not_lost(index, "nvmlDeviceGetHandleByIndex")?;
         let fault = self.driver().state.fire(index, name);
@@ -211,10 +211,43 @@ impl GpuBackend for SimBackend {
             }
             None => {}
         }
-        self.driver()
+        let mut driver = self.driver();
+        // The simulation knows busy, not how many: a busy scope is one process.
+        let stopping = {
+            let o = driver
+                .state
+                .gpu(index)
+                .ok_or(BackendError::NoSuchGpu(index))?
+                .observed();
+            match op {
+                Op::StopProcesses { gi_start: None } => Some((StopScope::Gpu, o.processes_running)),
+                Op::StopProcesses {
+                    gi_start: Some(start),
+                } => Some((
+                    StopScope::Instance { gi_start: *start },
+                    o.instances
+                        .iter()
+                        .any(|i| i.placement.start == *start && i.in_use),
+                )),
+                Op::StopAllocation { allocation } => Some((
+                    StopScope::Allocation {
+                        allocation: *allocation,
+                    },
+                    o.allocations_running.contains(allocation),
+                )),
+                _ => None,
+            }
+        };
+        driver
             .state
             .apply(index, op)
-            .map_err(refused(index, name))
+            .map_err(refused(index, name))?;
+        Ok(stopping.map(|(scope, busy)| ProcessesStopped {
+            index,
+            scope,
+            terminated: u32::from(busy),
+            killed: 0,
+        }))
     }
 
     fn sample(&self, at_ms: i64, held: &BTreeSet<u32>) -> Result<Vec<GpuSample>, BackendError> {

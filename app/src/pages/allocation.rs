@@ -346,6 +346,10 @@ fn Allocation(
                 </dd>
                 <dt>"Requested"</dt><dd>{format!("{} by {}", format::when(a.created_at), a.requested_by)}</dd>
                 {(!a.purpose.is_empty()).then(|| view! { <dt>"Purpose"</dt><dd>{a.purpose.clone()}</dd> })}
+                {a.processes_stopped.map(|p| view! {
+                    <dt>"At release"</dt>
+                    <dd data-test="processes-stopped" title="SIGTERM, then SIGKILL for what still ran after the grace period">{p.describe()}</dd>
+                })}
             </dl>
         </section>
         {open.then(|| {

@@ -15,6 +15,12 @@ use crate::units::{ComputeMilli, MemMiB};
 /// hard limit; beyond 64 each replica's share is too small to be useful.
 pub const MAX_TIME_SLICE_REPLICAS: u32 = 64;
 
+/// Environment variable naming the allocation a process runs for: the agent
+/// finds a released shared slice's processes by it (MPS and time-sliced
+/// slices share a GPU with others, so the GPU's process list alone does not
+/// say whose a process is).
+pub const ENV_ALLOCATION: &str = "TESSERA_ALLOCATION";
+
 /// Environment variable limiting an MPS client's share of the SMs (percent).
 pub const ENV_MPS_ACTIVE_THREAD_PERCENTAGE: &str = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
 /// Environment variable limiting an MPS client's pinned device memory,

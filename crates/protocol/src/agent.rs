@@ -1,7 +1,7 @@
 //! The agent API: enrolment and inventory reports.
 
 use serde::{Deserialize, Serialize};
-use tessera_core::ids::HostId;
+use tessera_core::ids::{AllocationId, HostId};
 
 /// Path prefix of the agent API.
 pub const AGENT_API_PREFIX: &str = "/api/agent/v1";
@@ -55,6 +55,50 @@ pub struct HostReport {
     /// GPUs whose desired state could not be reached in that pass, and why.
     #[serde(default)]
     pub errors: Vec<GpuApplyError>,
+    /// Processes stopped for released slices while applying that generation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped: Vec<ProcessesStopped>,
+}
+
+/// Processes the agent stopped on one GPU for released slices: SIGTERM,
+/// then SIGKILL for those still there after the grace period.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessesStopped {
+    /// GPU index.
+    pub index: u32,
+    /// Whose processes.
+    pub scope: StopScope,
+    /// Processes that exited after SIGTERM.
+    pub terminated: u32,
+    /// Processes that needed SIGKILL.
+    pub killed: u32,
+}
+
+impl ProcessesStopped {
+    /// Adds `other`'s counts (same GPU and scope).
+    pub fn add(&mut self, terminated: u32, killed: u32) {
+        self.terminated = self.terminated.saturating_add(terminated);
+        self.killed = self.killed.saturating_add(killed);
+    }
+}
+
+/// Which processes of a GPU were stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StopScope {
+    /// Every process on the GPU (a whole GPU released, or a mode change).
+    Gpu,
+    /// The processes in the GPU instance at `gi_start` (a MIG slice).
+    Instance {
+        /// Start of the GPU instance.
+        gi_start: u8,
+    },
+    /// The processes tagged `TESSERA_ALLOCATION=<allocation>` (a shared slice).
+    Allocation {
+        /// The released slice.
+        allocation: AllocationId,
+    },
 }
 
 /// A GPU that could not be brought to its desired state.

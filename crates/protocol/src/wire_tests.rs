@@ -55,6 +55,7 @@ fn allocation_view_states_are_the_phase_names() {
         drain: None,
         idle: None,
         preemption: None,
+        processes_stopped: None,
         connection: None,
         created_at: at(),
         placed_at: None,

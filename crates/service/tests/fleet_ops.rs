@@ -558,8 +558,16 @@ async fn a_released_slices_processes_are_stopped_unless_the_pool_refuses() {
     }
 }
 
+/// An MPS GPU's daemon defaults are its smallest grant (a client without
+/// its variables gets least); the grants travel to the agent, which raises
+/// running servers to the largest; a released client's processes are named
+/// by its allocation, and what the agent stopped shows on the slice and in
+/// the audit trail.
 #[tokio::test]
-async fn an_mps_gpus_daemon_defaults_follow_the_largest_grant_of_its_clients() {
+async fn an_mps_gpus_daemon_defaults_are_its_smallest_grant_and_a_release_stops_its_clients() {
+    use tessera_core::plan::MpsGrant;
+    use tessera_core::units::MemMiB;
+    use tessera_protocol::agent::{ProcessesStopped, StopScope};
     let mut pools = common::pools();
     for p in &mut pools {
         if p.name == "l4-shared" {
@@ -574,13 +582,12 @@ async fn an_mps_gpus_daemon_defaults_follow_the_largest_grant_of_its_clients() {
             "l4-shared",
             tessera_core::sharing::SliceShape::Mps {
                 compute_percent: pct,
-                memory_mib: tessera_core::units::MemMiB(mib),
+                memory_mib: MemMiB(mib),
             },
             2,
         )
     };
-    let daemon =
-        |d: &tessera_protocol::agent::DesiredState| entry(d, "GPU-14").desired.mps.unwrap();
+    let gpu = |d: &tessera_protocol::agent::DesiredState| entry(d, "GPU-14").desired.clone();
     let small = f
         .service
         .request_allocation(&alice, &mps(25, 6144))
@@ -592,29 +599,103 @@ async fn an_mps_gpus_daemon_defaults_follow_the_largest_grant_of_its_clients() {
         .await
         .unwrap();
     let d = agent.converge(&f).await;
-    assert_eq!(daemon(&d).default_active_thread_percentage, 40);
+    let daemon = gpu(&d).mps.unwrap();
+    assert_eq!(daemon.default_active_thread_percentage, 25);
+    assert_eq!(daemon.default_pinned_mem_limit, Some(MemMiB(4096)));
+    let mut grants = gpu(&d).mps_clients;
+    grants.sort_by_key(|g| g.allocation);
     assert_eq!(
-        daemon(&d).default_pinned_mem_limit,
-        Some(tessera_core::units::MemMiB(6144))
+        grants,
+        vec![
+            MpsGrant {
+                allocation: small.id,
+                active_thread_percentage: 25,
+                pinned_mem_limit: MemMiB(6144),
+            },
+            MpsGrant {
+                allocation: large.id,
+                active_thread_percentage: 40,
+                pinned_mem_limit: MemMiB(4096),
+            },
+        ]
     );
+    assert_eq!(
+        MpsGrant::ceiling(&grants),
+        Some((40, MemMiB(6144))),
+        "what running servers get"
+    );
+
+    // Releasing one names its processes; the other keeps running.
     f.service
         .release_allocation(&alice, large.id)
         .await
         .unwrap();
+    let d = agent.fetch(&f).await;
+    assert_eq!(gpu(&d).released.allocations, vec![large.id]);
+    assert!(!gpu(&d).released.whole_gpu, "the other client stays");
+    assert_eq!(gpu(&d).mps_clients.len(), 1);
+    let gpus = agent.applied(&d);
+    let mut r = common::agent::report("gpu-l4", gpus, Some(d.generation));
+    r.stopped = vec![
+        ProcessesStopped {
+            index: 0,
+            scope: StopScope::Allocation {
+                allocation: large.id,
+            },
+            terminated: 1,
+            killed: 1,
+        },
+        // Another slice's record is not this one's.
+        ProcessesStopped {
+            index: 0,
+            scope: StopScope::Allocation {
+                allocation: small.id,
+            },
+            terminated: 5,
+            killed: 0,
+        },
+    ];
+    f.service.record_report(&agent.host, &r).await.unwrap();
+    let ended = get(&f, &alice, large.id).await;
+    assert_eq!(ended.state, AllocationPhase::Released);
+    let stopped = ended.processes_stopped.expect("what was stopped");
+    assert_eq!((stopped.terminated, stopped.killed), (1, 1));
+    assert_eq!(
+        stopped.describe(),
+        "2 processes stopped (1 killed after the grace period)"
+    );
+    let audit = f.audit_entries().await;
+    let end = audit
+        .iter()
+        .rev()
+        .find(|e| e.action.to_string() == "allocation.end" && e.target_id == large.id.to_string())
+        .expect("an end entry");
+    assert_eq!(
+        end.after.as_ref().and_then(|a| a.get("processes_stopped")),
+        Some(&serde_json::json!({"terminated": 1, "killed": 1})),
+        "{end:?}"
+    );
+    assert_eq!(get(&f, &alice, small.id).await.processes_stopped, None);
+
     let d = agent.converge(&f).await;
-    assert_eq!(daemon(&d).default_active_thread_percentage, 25);
+    assert_eq!(gpu(&d).mps.unwrap().default_active_thread_percentage, 25);
     f.service
         .release_allocation(&alice, small.id)
         .await
         .unwrap();
     agent.converge(&f).await;
-    let d = agent.converge(&f).await;
+    // Nothing said is nothing running.
     assert_eq!(
-        daemon(&d).default_active_thread_percentage,
-        100,
+        get(&f, &alice, small.id).await.processes_stopped.map(|p| p.total()),
+        Some(0)
+    );
+    let d = agent.converge(&f).await;
+    let daemon = gpu(&d).mps.unwrap();
+    assert_eq!(
+        daemon.default_active_thread_percentage, 100,
         "no clients: open"
     );
-    assert_eq!(daemon(&d).default_pinned_mem_limit, None);
+    assert_eq!(daemon.default_pinned_mem_limit, None);
 }
 
 /// The fleet page at size: one page of 50 hosts by name, a search on the

@@ -35,6 +35,7 @@ fn report(hostname: &str, gpus: usize, uuid_prefix: &str) -> HostReport {
             .collect(),
         applied_generation: None,
         errors: vec![],
+        stopped: Vec::new(),
     }
 }
 

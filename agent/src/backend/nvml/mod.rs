@@ -36,7 +36,7 @@ use tessera_core::catalogue::{self, GpuModel};
 use tessera_core::plan::{GpuObserved, Op};
 use tessera_core::sharing::MAX_TIME_SLICE_REPLICAS;
 use tessera_core::slice::MPS_PIPE_ROOT;
-use tessera_protocol::agent::{GpuReport, MigDevice};
+use tessera_protocol::agent::{GpuReport, MigDevice, ProcessesStopped, StopScope};
 use time_slicing::TimeSlicingFile;
 
 /// How the NVML backend shares GPUs beyond MIG.
@@ -234,11 +234,24 @@ impl Sharing {
                 .copied()
                 .unwrap_or(1),
         };
+        // Whose processes run on a GPU that is not partitioned (MPS and
+        // time-sliced slices share it).
+        let mut allocations_running: Vec<_> = if !mig.mig_enabled && mig.processes_running {
+            d.processes(None)?
+                .into_iter()
+                .filter_map(stop::allocation_of)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        allocations_running.sort_unstable();
+        allocations_running.dedup();
         Ok((
             GpuObserved {
                 mig_enabled: mig.mig_enabled,
                 instances: mig.instances,
                 processes_running: mig.processes_running,
+                allocations_running,
                 mps,
                 time_slice_replicas,
             },
@@ -246,14 +259,15 @@ impl Sharing {
         ))
     }
 
-    /// Applies one planned operation to GPU `index`.
+    /// Applies one planned operation to GPU `index`; what it stopped, for
+    /// the operations that stop processes.
     pub fn apply(
         &self,
         d: &dyn MigDriver,
         gpu: &GpuFacts,
         index: u32,
         op: &Op,
-    ) -> Result<(), BackendError> {
+    ) -> Result<Option<ProcessesStopped>, BackendError> {
         let refused =
             |op: &'static str, detail: String| BackendError::Refused { index, op, detail };
         match op {
@@ -268,26 +282,28 @@ impl Sharing {
                         match found {
                             Some(g) => Some(g.id),
                             // Already gone: nothing runs in it.
-                            None => return Ok(()),
+                            None => return Ok(None),
                         }
                     }
                     None => None,
                 };
                 let pids = d.processes(gi_id)?;
-                let report = self.stopper.stop(&pids).map_err(|e| {
-                    refused(
-                        "stop_processes",
-                        format!("could not stop processes {pids:?}: {e}"),
-                    )
-                })?;
-                tracing::info!(
-                    gpu = index,
-                    ?gi_start,
-                    terminated = report.terminated,
-                    killed = report.killed,
-                    "stopped the processes of a released slice"
-                );
-                Ok(())
+                let scope = match gi_start {
+                    Some(start) => StopScope::Instance { gi_start: *start },
+                    None => StopScope::Gpu,
+                };
+                self.stop(index, scope, &pids).map(Some)
+            }
+            Op::StopAllocation { allocation } => {
+                let pids: Vec<u32> = d
+                    .processes(None)?
+                    .into_iter()
+                    .filter(|pid| stop::allocation_of(*pid) == Some(*allocation))
+                    .collect();
+                let scope = StopScope::Allocation {
+                    allocation: *allocation,
+                };
+                self.stop(index, scope, &pids).map(Some)
             }
             Op::SetMps { settings } => {
                 if settings.is_some() && d.mig_enabled()? {
@@ -307,7 +323,9 @@ impl Sharing {
                         ));
                     }
                 }
-                self.mps.apply(&gpu.uuid, gpu.memory_mib, *settings)
+                self.mps
+                    .apply(&gpu.uuid, gpu.memory_mib, *settings)
+                    .map(|()| None)
             }
             Op::EnableMig => {
                 if gpu.model.mig.is_none() {
@@ -322,18 +340,20 @@ impl Sharing {
                         "MPS cannot run with MIG mode on; stop the MPS daemon first".to_owned(),
                     ));
                 }
-                mig::set_mig(d, index, true)
+                mig::set_mig(d, index, true).map(|()| None)
             }
-            Op::DisableMig => mig::set_mig(d, index, false),
+            Op::DisableMig => mig::set_mig(d, index, false).map(|()| None),
             Op::CreateGpuInstance { profile, start } => {
-                mig::create_gpu_instance(d, index, &gpu.model, profile, *start)
+                mig::create_gpu_instance(d, index, &gpu.model, profile, *start).map(|()| None)
             }
-            Op::DestroyGpuInstance { start } => mig::destroy_gpu_instance(d, index, *start),
+            Op::DestroyGpuInstance { start } => {
+                mig::destroy_gpu_instance(d, index, *start).map(|()| None)
+            }
             Op::CreateComputeInstance { gi_start, ci } => {
-                mig::create_compute_instance(d, index, *gi_start, *ci)
+                mig::create_compute_instance(d, index, *gi_start, *ci).map(|()| None)
             }
             Op::DestroyComputeInstance { gi_start, ci } => {
-                mig::destroy_compute_instance(d, index, *gi_start, *ci)
+                mig::destroy_compute_instance(d, index, *gi_start, *ci).map(|()| None)
             }
             Op::SetReplicas { replicas } => {
                 if !(1..=MAX_TIME_SLICE_REPLICAS).contains(replicas) {
@@ -365,9 +385,36 @@ impl Sharing {
                         }
                     }
                 }
-                Ok(())
+                Ok(None)
             }
         }
+    }
+
+    /// Stops `pids` of GPU `index` (SIGTERM, grace, SIGKILL) for `scope`.
+    fn stop(
+        &self,
+        index: u32,
+        scope: StopScope,
+        pids: &[u32],
+    ) -> Result<ProcessesStopped, BackendError> {
+        let report = self.stopper.stop(pids).map_err(|e| BackendError::Refused {
+            index,
+            op: "stop_processes",
+            detail: format!("could not stop processes {pids:?}: {e}"),
+        })?;
+        tracing::info!(
+            gpu = index,
+            ?scope,
+            terminated = report.terminated,
+            killed = report.killed,
+            "stopped the processes of a released slice"
+        );
+        Ok(ProcessesStopped {
+            index,
+            scope,
+            terminated: u32::try_from(report.terminated).unwrap_or(u32::MAX),
+            killed: u32::try_from(report.killed).unwrap_or(u32::MAX),
+        })
     }
 }
 
@@ -494,7 +541,7 @@ impl GpuBackend for NvmlBackend {
         Ok(self.sharing.observe(&d, &facts)?.0)
     }
 
-    fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError> {
+    fn apply(&self, index: u32, op: &Op) -> Result<Option<ProcessesStopped>, BackendError> {
         let (d, facts) = self.gpu(index)?;
         self.sharing.apply(&d, &facts, index, op)
     }

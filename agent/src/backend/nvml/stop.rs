@@ -7,6 +7,8 @@
 use super::mps::{CommandRunner, CommandSpec};
 use crate::backend::BackendError;
 use std::time::{Duration, Instant};
+use tessera_core::ids::AllocationId;
+use tessera_core::sharing::ENV_ALLOCATION;
 
 /// How often a stopping process is checked for.
 const POLL: Duration = Duration::from_millis(100);
@@ -126,6 +128,19 @@ impl ProcessStopper {
     }
 }
 
+/// The shared slice process `pid` runs for: `TESSERA_ALLOCATION` in its
+/// environment as it started (`/proc/<pid>/environ`; the agent runs as
+/// root). `None` for a process without it, or one that has gone.
+pub fn allocation_of(pid: u32) -> Option<AllocationId> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{ENV_ALLOCATION}=");
+    environ
+        .split(|b| *b == 0)
+        .find_map(|var| var.strip_prefix(prefix.as_bytes()))
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// What stopping did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StopReport {
@@ -190,6 +205,27 @@ mod tests {
         );
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(child.wait().unwrap().signal(), Some(9));
+    }
+
+    #[test]
+    fn a_process_is_known_by_the_allocation_in_its_environment() {
+        let mut tagged = Command::new("sleep")
+            .arg("30")
+            .env("TESSERA_ALLOCATION", "42")
+            .spawn()
+            .unwrap();
+        let mut plain = Command::new("sleep")
+            .arg("30")
+            .env_remove("TESSERA_ALLOCATION")
+            .spawn()
+            .unwrap();
+        assert_eq!(allocation_of(tagged.id()), Some(AllocationId::new(42)));
+        assert_eq!(allocation_of(plain.id()), None);
+        for c in [&mut tagged, &mut plain] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        assert_eq!(allocation_of(tagged.id()), None, "gone");
     }
 
     #[test]

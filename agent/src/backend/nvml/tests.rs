@@ -214,7 +214,11 @@ impl GpuBackend for FakeHost {
         }
         Ok(self.sharing.observe(&self.mig, &self.facts)?.0)
     }
-    fn apply(&self, index: u32, op: &Op) -> Result<(), BackendError> {
+    fn apply(
+        &self,
+        index: u32,
+        op: &Op,
+    ) -> Result<Option<tessera_protocol::agent::ProcessesStopped>, BackendError> {
         if index != 0 {
             return Err(BackendError::NoSuchGpu(index));
         }

@@ -134,7 +134,8 @@ fn sorted(cis: &[ComputeInstance]) -> Vec<ComputeInstance> {
 /// in order:
 ///
 /// 1. stop the GPU's processes when `desired.released.whole_gpu` (a mode
-///    change with processes running needs it), and stop MPS if it must go;
+///    change with processes running needs it), else those of released
+///    shared slices, and stop MPS if it must go;
 /// 2. tear down GPU instances that are not wanted (stopping released
 ///    processes first, then compute instances, then the instance), and
 ///    compute instances that are not wanted in instances that stay;
@@ -170,6 +171,15 @@ pub fn plan(
         }
         ops.push(Op::StopProcesses { gi_start: None });
         stopped_all = true;
+    }
+    // A released shared slice's processes (found by their tag) go before
+    // the daemon or the replicas change; with none running, nothing to do.
+    if !stopped_all {
+        for &allocation in &released.allocations {
+            if observed.allocations_running.contains(&allocation) {
+                ops.push(Op::StopAllocation { allocation });
+            }
+        }
     }
     if observed.mps.is_some() && desired.mps.is_none() {
         ops.push(Op::SetMps { settings: None });

@@ -127,14 +127,20 @@ fn random_observed(rng: &mut Rng, model: &GpuModel) -> GpuObserved {
             mig_enabled: true,
             instances,
             processes_running: false,
+            allocations_running: Vec::new(),
             mps: None,
             time_slice_replicas: random_replicas(rng),
         }
     } else {
+        let processes_running = rng.chance(50);
         GpuObserved {
             mig_enabled: false,
             instances: Vec::new(),
-            processes_running: rng.chance(50),
+            processes_running,
+            allocations_running: (0..3)
+                .filter(|_| processes_running && rng.chance(50))
+                .map(crate::ids::AllocationId::new)
+                .collect(),
             mps: random_mps(rng),
             time_slice_replicas: random_replicas(rng),
         }
@@ -150,6 +156,10 @@ fn random_desired(rng: &mut Rng, model: &GpuModel, observed: &GpuObserved) -> Gp
             .filter(|_| rng.chance(50))
             .collect(),
         whole_gpu: rng.chance(30),
+        allocations: (0..3)
+            .filter(|_| rng.chance(30))
+            .map(crate::ids::AllocationId::new)
+            .collect(),
     };
     if model.mig.is_some() && rng.chance(60) {
         let mut layout: Vec<MigPlacement> = if observed.mig_enabled && rng.chance(60) {
@@ -186,6 +196,7 @@ fn random_desired(rng: &mut Rng, model: &GpuModel, observed: &GpuObserved) -> Gp
             mps: None,
             time_slice_replicas: random_replicas(rng),
             released,
+            mps_clients: Vec::new(),
         }
     } else {
         GpuDesired {
@@ -194,6 +205,7 @@ fn random_desired(rng: &mut Rng, model: &GpuModel, observed: &GpuObserved) -> Gp
             mps: random_mps(rng),
             time_slice_replicas: random_replicas(rng),
             released,
+            mps_clients: Vec::new(),
         }
     }
 }
@@ -267,6 +279,9 @@ proptest! {
                     }
                 }
                 prop_assert!(sim.satisfies(&desired), "{:#?}\n{:#?}", ops, sim.observed());
+                for a in &desired.released.allocations {
+                    prop_assert!(!sim.observed().allocations_running.contains(a), "{:?} still runs", a);
+                }
                 if observed.processes_running && desired.released.whole_gpu {
                     prop_assert!(ops.contains(&Op::StopProcesses { gi_start: None }), "{:#?}", ops);
                     prop_assert!(!sim.observed().processes_running);

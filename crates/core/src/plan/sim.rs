@@ -5,6 +5,7 @@
 //! compute instances left, MIG mode changes with instances or processes
 //! present, MPS together with MIG.
 
+use crate::ids::AllocationId;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -125,6 +126,9 @@ impl SimGpu {
         if observed.processes_running {
             sim.start_process(None)?;
         }
+        for &allocation in &observed.allocations_running {
+            sim.start_tagged_process(allocation)?;
+        }
         Ok(sim)
     }
 
@@ -168,6 +172,16 @@ impl SimGpu {
                 }
                 self.state.processes_running = true;
             }
+        }
+        Ok(())
+    }
+
+    /// A process of shared slice `allocation` starts on the GPU (MIG off).
+    pub fn start_tagged_process(&mut self, allocation: AllocationId) -> Result<(), SimError> {
+        self.start_process(None)?;
+        if !self.state.allocations_running.contains(&allocation) {
+            self.state.allocations_running.push(allocation);
+            self.state.allocations_running.sort_unstable();
         }
         Ok(())
     }
@@ -294,6 +308,7 @@ impl SimGpu {
             }
             Op::StopProcesses { gi_start: None } => {
                 self.state.processes_running = false;
+                self.state.allocations_running.clear();
                 for instance in &mut self.state.instances {
                     instance.in_use = false;
                 }
@@ -302,6 +317,10 @@ impl SimGpu {
                 gi_start: Some(start),
             } => {
                 self.instance_mut(*start)?.in_use = false;
+            }
+            // The others on the GPU keep running.
+            Op::StopAllocation { allocation } => {
+                self.state.allocations_running.retain(|a| a != allocation);
             }
             Op::SetMps { settings } => self.set_mps(*settings)?,
             Op::SetReplicas { replicas } => {

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::AllocationId;
 use crate::mig::MigPlacement;
 use crate::units::MemMiB;
 
@@ -60,11 +61,14 @@ pub struct MpsSettings {
 
 impl MpsSettings {
     /// The daemon's defaults for a GPU whose clients were granted `shares`
-    /// (share of the SMs in percent, pinned memory): the largest share and
-    /// the largest memory any of them was granted. A client's own
-    /// environment sets its lower limit; the defaults make sure no client
-    /// that leaves it out runs above the largest grant. 100 % and unlimited
-    /// while there are no clients.
+    /// (share of the SMs in percent, pinned memory): the *smallest* share
+    /// and memory any of them was granted, so a client that leaves its
+    /// variables out gets least, not most. A default reaches only servers
+    /// started afterwards (NVIDIA MPS docs, `set_default_active_thread_percentage`);
+    /// the agent raises each running server to the largest grant
+    /// ([`MpsGrant`]) because a client's own variables can only lower the
+    /// server's limit, never raise it. 100 % and unlimited while there are
+    /// no clients.
     pub fn for_clients(shares: &[(u8, MemMiB)]) -> Self {
         if shares.is_empty() {
             return Self {
@@ -76,10 +80,33 @@ impl MpsSettings {
             default_active_thread_percentage: shares
                 .iter()
                 .map(|(pct, _)| (*pct).clamp(1, 100))
-                .max()
+                .min()
                 .unwrap_or(100),
-            default_pinned_mem_limit: shares.iter().map(|(_, mem)| *mem).max(),
+            default_pinned_mem_limit: shares.iter().map(|(_, mem)| *mem).min(),
         }
+    }
+}
+
+/// What one MPS client (a live shared slice) was granted: the agent sets
+/// running servers' limits to the largest grant and checks each client
+/// process against its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MpsGrant {
+    /// The slice.
+    pub allocation: AllocationId,
+    /// Share of the SMs, 1..=100 (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`).
+    pub active_thread_percentage: u8,
+    /// Pinned device memory (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`).
+    pub pinned_mem_limit: MemMiB,
+}
+
+impl MpsGrant {
+    /// The per-server limits that let every grant in `grants` have its
+    /// share (its own variables lower it from there): the largest of each.
+    pub fn ceiling(grants: &[MpsGrant]) -> Option<(u8, MemMiB)> {
+        let pct = grants.iter().map(|g| g.active_thread_percentage).max()?;
+        let mem = grants.iter().map(|g| g.pinned_mem_limit).max()?;
+        Some((pct.clamp(1, 100), mem))
     }
 }
 
@@ -92,6 +119,10 @@ pub struct GpuObserved {
     pub instances: Vec<ObservedInstance>,
     /// Processes are running on the GPU outside any GPU instance (MIG off).
     pub processes_running: bool,
+    /// Shared slices with processes on the GPU, by the `TESSERA_ALLOCATION`
+    /// in those processes' environment (MIG off; what a host can tell).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocations_running: Vec<AllocationId>,
     /// The MPS daemon runs for this GPU with these defaults.
     pub mps: Option<MpsSettings>,
     /// Time-slicing replicas advertised for the GPU (1 = not shared).
@@ -104,6 +135,7 @@ impl Default for GpuObserved {
             mig_enabled: false,
             instances: Vec::new(),
             processes_running: false,
+            allocations_running: Vec::new(),
             mps: None,
             time_slice_replicas: 1,
         }
@@ -119,10 +151,16 @@ pub struct Released {
     /// Starts of GPU instances whose processes may be stopped.
     #[serde(default)]
     pub instances: Vec<u8>,
-    /// Every process on the GPU may be stopped (whole-GPU, MPS and
-    /// time-sliced allocations released, or the GPU drained).
+    /// Every process on the GPU may be stopped (whole-GPU allocations
+    /// released, or the GPU drained).
     #[serde(default)]
     pub whole_gpu: bool,
+    /// Released MPS and time-sliced slices of a GPU that others still
+    /// share: the processes whose environment names one of them
+    /// (`TESSERA_ALLOCATION=<id>`, set by the slice's launch snippets) may
+    /// be stopped, and only those.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<AllocationId>,
 }
 
 impl Released {
@@ -146,6 +184,10 @@ pub struct GpuDesired {
     /// What may be interrupted.
     #[serde(default)]
     pub released: Released,
+    /// What each live MPS client was granted (empty unless `mps`): for the
+    /// running servers' limits and the check of every client process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mps_clients: Vec<MpsGrant>,
 }
 
 impl Default for GpuDesired {
@@ -156,6 +198,7 @@ impl Default for GpuDesired {
             mps: None,
             time_slice_replicas: 1,
             released: Released::default(),
+            mps_clients: Vec::new(),
         }
     }
 }
@@ -176,6 +219,7 @@ impl GpuDesired {
             mps: observed.mps,
             time_slice_replicas: observed.time_slice_replicas,
             released: Released::default(),
+            mps_clients: Vec::new(),
         }
     }
 }
@@ -189,6 +233,12 @@ pub enum Op {
     StopProcesses {
         /// GPU instance start, or `None` for the whole GPU.
         gi_start: Option<u8>,
+    },
+    /// Stop the processes of a released MPS or time-sliced slice: those
+    /// whose environment carries `TESSERA_ALLOCATION=<allocation>`.
+    StopAllocation {
+        /// The released slice.
+        allocation: AllocationId,
     },
     /// Start, reconfigure (`Some`) or stop (`None`) the MPS daemon.
     SetMps {

@@ -416,6 +416,52 @@ fn whole_gpu_released_without_mode_change_stops_processes() {
 }
 
 #[test]
+fn a_released_shared_slice_stops_only_its_own_processes() {
+    use crate::ids::AllocationId;
+    let l4 = lookup("NVIDIA L4", 23034);
+    let busy = GpuObserved {
+        processes_running: true,
+        allocations_running: vec![
+            AllocationId::new(3),
+            AllocationId::new(4),
+            AllocationId::new(5),
+        ],
+        time_slice_replicas: 4,
+        ..GpuObserved::default()
+    };
+    let mut desired = GpuDesired::keep(&busy);
+    // 6 was released with nothing running.
+    desired.released.allocations = vec![
+        AllocationId::new(3),
+        AllocationId::new(5),
+        AllocationId::new(6),
+    ];
+    assert_eq!(
+        run(l4, &busy, &desired),
+        vec![
+            Op::StopAllocation {
+                allocation: AllocationId::new(3)
+            },
+            Op::StopAllocation {
+                allocation: AllocationId::new(5)
+            }
+        ]
+    );
+    // None of theirs runs: nothing to stop.
+    let idle = GpuObserved {
+        allocations_running: vec![AllocationId::new(4)],
+        ..busy.clone()
+    };
+    assert_eq!(plan(&l4, &idle, &desired), Ok(vec![]));
+    // The whole GPU released stops everything once, not slice by slice.
+    desired.released.whole_gpu = true;
+    assert_eq!(
+        run(l4, &busy, &desired),
+        vec![Op::StopProcesses { gi_start: None }]
+    );
+}
+
+#[test]
 fn mig_profile_names_are_compared_canonically() {
     let observed = mig_on(vec![obs("1g.5gb", 0, 1, false), obs("3g.20gb", 4, 3, true)]);
     let desired = want(vec![gi("MIG 1g.5gb", 0, 1), gi("mig-3G.20GB", 4, 3)]);
@@ -466,16 +512,28 @@ fn a_desired_gpu_instance_needs_a_compute_instance() {
 }
 
 #[test]
-fn mps_defaults_are_the_largest_grant_and_open_without_clients() {
+fn mps_defaults_are_the_smallest_grant_and_servers_get_the_largest() {
+    use crate::ids::AllocationId;
+    use crate::plan::MpsGrant;
     let none = MpsSettings::for_clients(&[]);
     assert_eq!(none.default_active_thread_percentage, 100);
     assert_eq!(none.default_pinned_mem_limit, None);
     let two = MpsSettings::for_clients(&[(25, MemMiB(6144)), (40, MemMiB(4096))]);
-    assert_eq!(two.default_active_thread_percentage, 40);
-    assert_eq!(two.default_pinned_mem_limit, Some(MemMiB(6144)));
+    assert_eq!(two.default_active_thread_percentage, 25);
+    assert_eq!(two.default_pinned_mem_limit, Some(MemMiB(4096)));
     assert_eq!(
         MpsSettings::for_clients(&[(0, MemMiB(1))]).default_active_thread_percentage,
         1,
         "never 0"
+    );
+    let grant = |id, pct, mib| MpsGrant {
+        allocation: AllocationId::new(id),
+        active_thread_percentage: pct,
+        pinned_mem_limit: MemMiB(mib),
+    };
+    assert_eq!(MpsGrant::ceiling(&[]), None);
+    assert_eq!(
+        MpsGrant::ceiling(&[grant(1, 25, 6144), grant(2, 40, 4096)]),
+        Some((40, MemMiB(6144)))
     );
 }

@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sharing::{MpsShare, ENV_MPS_ACTIVE_THREAD_PERCENTAGE, ENV_MPS_PINNED_DEVICE_MEM_LIMIT};
+use crate::ids::AllocationId;
+use crate::sharing::{
+    MpsShare, ENV_ALLOCATION, ENV_MPS_ACTIVE_THREAD_PERCENTAGE, ENV_MPS_PINNED_DEVICE_MEM_LIMIT,
+};
 use crate::units::MemMiB;
 
 /// Where the agent runs each GPU's MPS control daemon: one pipe directory per
@@ -56,8 +59,11 @@ pub struct Connection {
     pub pod_snippet: String,
 }
 
-/// Connection details for `target` on `host`.
-pub fn connection(host: &str, target: &ConnectionTarget) -> Connection {
+/// Connection details for allocation `id`'s `target` on `host`. The
+/// environment names the allocation (`TESSERA_ALLOCATION`) in every mode,
+/// and so does the pod snippet, with the MPS limits: the agent stops a
+/// released shared slice's processes by it.
+pub fn connection(host: &str, id: AllocationId, target: &ConnectionTarget) -> Connection {
     let mut env = Vec::new();
     let (resource, count) = match target {
         ConnectionTarget::Mig {
@@ -97,8 +103,15 @@ pub fn connection(host: &str, target: &ConnectionTarget) -> Connection {
             )
         }
     };
+    env.push((ENV_ALLOCATION.to_string(), id.to_string()));
+    // The device plugin sets CUDA_VISIBLE_DEVICES in the container.
+    let pod_env: String = env
+        .iter()
+        .filter(|(k, _)| k != "CUDA_VISIBLE_DEVICES")
+        .map(|(k, v)| format!("        - name: {k}\n          value: \"{v}\"\n"))
+        .collect();
     let pod_snippet = format!(
-        "spec:\n  nodeSelector:\n    kubernetes.io/hostname: {host}\n  containers:\n    - name: main\n      resources:\n        limits:\n          {resource}: {count}\n"
+        "spec:\n  nodeSelector:\n    kubernetes.io/hostname: {host}\n  containers:\n    - name: main\n      env:\n{pod_env}      resources:\n        limits:\n          {resource}: {count}\n"
     );
     Connection {
         host: host.to_string(),

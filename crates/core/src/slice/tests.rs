@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
+use crate::ids::AllocationId;
 use crate::placement;
 use crate::sharing::{MpsShare, PoolPolicy, SharingMode, SliceShape};
 use crate::units::{ComputeMilli, MemMiB};
@@ -157,6 +158,7 @@ fn labels() {
 fn connection_details() {
     let mig = connection(
         "gpu-1",
+        AllocationId::new(7),
         &ConnectionTarget::Mig {
             profile: "1g.10gb".into(),
             device_uuid: "MIG-abc".into(),
@@ -164,7 +166,10 @@ fn connection_details() {
     );
     assert_eq!(
         mig.env,
-        vec![("CUDA_VISIBLE_DEVICES".to_string(), "MIG-abc".to_string())]
+        vec![
+            ("CUDA_VISIBLE_DEVICES".to_string(), "MIG-abc".to_string()),
+            ("TESSERA_ALLOCATION".to_string(), "7".to_string())
+        ]
     );
     assert_eq!(mig.k8s_resource, "nvidia.com/mig-1g.10gb");
     assert!(mig.pod_snippet.contains("nvidia.com/mig-1g.10gb: 1"));
@@ -172,6 +177,7 @@ fn connection_details() {
 
     let mps = connection(
         "gpu-2",
+        AllocationId::new(8),
         &ConnectionTarget::Mps {
             gpu_uuid: "GPU-1".into(),
             share: MpsShare {
@@ -194,8 +200,23 @@ fn connection_details() {
         Some("0=2048M")
     );
 
+    // The pod gets the tag and the limits; the device plugin picks the GPU.
+    for needed in [
+        "- name: TESSERA_ALLOCATION\n          value: \"8\"",
+        "- name: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE\n          value: \"25\"",
+        "- name: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT\n          value: \"0=2048M\"",
+    ] {
+        assert!(
+            mps.pod_snippet.contains(needed),
+            "{needed}: {}",
+            mps.pod_snippet
+        );
+    }
+    assert!(!mps.pod_snippet.contains("CUDA_VISIBLE_DEVICES"));
+
     let whole = connection(
         "gpu-3",
+        AllocationId::new(9),
         &ConnectionTarget::Whole {
             gpu_uuids: vec!["GPU-a".into(), "GPU-b".into()],
         },

@@ -77,6 +77,10 @@ pub struct AllocationView {
     /// when, for which request and why, and when it was preempted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<PreemptionNotice>,
+    /// What the host stopped when it was released (absent until the host
+    /// reports the slice gone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes_stopped: Option<ProcessesStoppedView>,
     /// How to use it, once active.
     pub connection: Option<tessera_core::slice::Connection>,
     /// Timestamps.
@@ -89,6 +93,54 @@ pub struct AllocationView {
     pub ended_at: Option<DateTime<Utc>>,
     /// Server time of this view.
     pub as_of: DateTime<Utc>,
+}
+
+/// The processes a host stopped when a slice was released: SIGTERM, and
+/// SIGKILL after the grace period for those still running.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessesStoppedView {
+    /// Exited after SIGTERM.
+    pub terminated: u32,
+    /// Needed SIGKILL.
+    pub killed: u32,
+}
+
+impl ProcessesStoppedView {
+    /// Processes stopped in all.
+    pub fn total(&self) -> u32 {
+        self.terminated.saturating_add(self.killed)
+    }
+
+    /// For people: "2 processes stopped (1 killed after the grace period)".
+    pub fn describe(&self) -> String {
+        let total = self.total();
+        let stopped = match total {
+            0 => return "none was running".to_owned(),
+            1 => "1 process stopped".to_owned(),
+            n => format!("{n} processes stopped"),
+        };
+        match self.killed {
+            0 => stopped,
+            k if k == total => format!("{stopped}, killed after the grace period"),
+            k => format!("{stopped} ({k} killed after the grace period)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProcessesStoppedView as P;
+
+    #[test]
+    fn what_was_stopped_reads_as_a_sentence() {
+        let p = |terminated, killed| P { terminated, killed }.describe();
+        assert_eq!(p(0, 0), "none was running");
+        assert_eq!(p(1, 0), "1 process stopped");
+        assert_eq!(p(2, 0), "2 processes stopped");
+        assert_eq!(p(1, 1), "2 processes stopped (1 killed after the grace period)");
+        assert_eq!(p(0, 1), "1 process stopped, killed after the grace period");
+    }
 }
 
 impl AllocationView {

@@ -15,7 +15,8 @@ mod usage;
 
 pub use allocations::{
     ActivityPoint, AllocatedGpu, AllocationActivity, AllocationView, CapacityLost, DrainNotice,
-    IdleNotice, KeepRequest, PoolChoice, PreemptionNotice, PriorityChoice, RequestOptions,
+    IdleNotice, KeepRequest, PoolChoice, PreemptionNotice, PriorityChoice, ProcessesStoppedView,
+    RequestOptions,
 };
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
 pub use audit::{AuditEventView, AuditPage};

@@ -89,6 +89,7 @@ pub async fn enrol(service: &Service, i: usize) -> AuthenticatedHost {
                 gpus: gpus(i),
                 applied_generation: None,
                 errors: Vec::new(),
+                stopped: Vec::new(),
             },
         )
         .await

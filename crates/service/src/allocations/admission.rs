@@ -498,6 +498,8 @@ impl Service {
             preempt_for: None,
             preempt_reason: None,
             preempted_at: None,
+            processes_terminated: None,
+            processes_killed: None,
         };
         // The new request takes its turn in the pool's queue: it starts now
         // if the queue lets it (requests ahead of it placed first; a host

@@ -18,7 +18,9 @@ use tessera_core::ids::HostId;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent};
 use tessera_core::placement::Slice;
-use tessera_core::plan::{ComputeInstance, DesiredInstance, GpuDesired, MpsSettings, Released};
+use tessera_core::plan::{
+    ComputeInstance, DesiredInstance, GpuDesired, MpsGrant, MpsSettings, Released,
+};
 use tessera_core::sharing::SharingMode;
 use tessera_core::units::MemMiB;
 use tessera_protocol::agent::{DesiredState, GpuDesiredEntry, DESIRED_MAX_WAIT_S};
@@ -104,9 +106,9 @@ impl Service {
             let mut live = Vec::new();
             for (a, p) in owned {
                 if a.state == AllocationPhase::Releasing {
-                    releasing.push(p);
+                    releasing.push((a.id, p));
                 } else {
-                    live.push(p);
+                    live.push((a.id, p));
                 }
             }
             let policy = pool.policy();
@@ -119,7 +121,7 @@ impl Service {
                         continue;
                     };
                     desired.mig_enabled = true;
-                    for p in &live {
+                    for (_, p) in &live {
                         if let Slice::Mig(m) = &p.slice {
                             let Some(profile) = spec.profile(&m.profile) else {
                                 continue;
@@ -146,37 +148,46 @@ impl Service {
                         }
                     }
                     desired.instances.sort_by_key(|i| i.placement.start);
-                    desired.released = Released {
-                        instances: releasing
-                            .iter()
-                            .filter_map(|p| match &p.slice {
-                                Slice::Mig(m) => Some(m.start),
-                                _ => None,
-                            })
-                            .collect(),
-                        whole_gpu: false,
-                    };
+                    desired.released.instances = releasing
+                        .iter()
+                        .filter_map(|(_, p)| match &p.slice {
+                            Slice::Mig(m) => Some(m.start),
+                            _ => None,
+                        })
+                        .collect();
                 }
                 SharingMode::Exclusive => {
                     desired.released.whole_gpu = !releasing.is_empty();
                 }
                 SharingMode::TimeSlicing => {
                     desired.time_slice_replicas = policy.time_slice_replicas;
+                    desired.released.allocations = releasing.iter().map(|(id, _)| *id).collect();
                 }
                 SharingMode::Mps => {
-                    // The daemon's defaults follow what the GPU's clients
-                    // were granted (each client's environment has its own).
-                    let shares: Vec<(u8, MemMiB)> = live
+                    // The daemon's defaults are the smallest grant; running
+                    // servers get the largest, and each client's own
+                    // environment its share.
+                    desired.mps_clients = live
                         .iter()
-                        .filter_map(|p| match &p.slice {
-                            Slice::Shared { compute, memory } => Some((
-                                u8::try_from(compute.0.div_ceil(10).min(100)).unwrap_or(100),
-                                *memory,
-                            )),
+                        .filter_map(|(id, p)| match &p.slice {
+                            Slice::Shared { compute, memory } => Some(MpsGrant {
+                                allocation: *id,
+                                active_thread_percentage: u8::try_from(
+                                    compute.0.div_ceil(10).clamp(1, 100),
+                                )
+                                .unwrap_or(100),
+                                pinned_mem_limit: *memory,
+                            }),
                             _ => None,
                         })
                         .collect();
+                    let shares: Vec<(u8, MemMiB)> = desired
+                        .mps_clients
+                        .iter()
+                        .map(|c| (c.active_thread_percentage, c.pinned_mem_limit))
+                        .collect();
                     desired.mps = Some(MpsSettings::for_clients(&shares));
+                    desired.released.allocations = releasing.iter().map(|(id, _)| *id).collect();
                 }
             }
             if pool.on_release == crate::pools::ReleasePolicy::Refuse {

@@ -11,11 +11,13 @@ use crate::{Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
+use super::StoredPlacement;
 use std::collections::BTreeMap;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, ReleaseOutcome};
 use tessera_core::placement::Slice;
-use tessera_protocol::agent::{GpuReport, HostReport};
+use tessera_protocol::agent::{GpuReport, HostReport, StopScope};
+use tessera_protocol::views::ProcessesStoppedView;
 
 /// A state change to write.
 struct Change {
@@ -23,6 +25,8 @@ struct Change {
     mig_device_uuid: Option<String>,
     activated: bool,
     teardown_error: Option<String>,
+    /// What the host stopped for the slice, when it ends a release.
+    stopped: Option<ProcessesStoppedView>,
 }
 
 impl Service {
@@ -87,6 +91,7 @@ impl Service {
                             mig_device_uuid: Some(d.uuid.clone()),
                             activated: true,
                             teardown_error: None,
+                            stopped: None,
                         },
                         None => Change {
                             state: step(
@@ -101,6 +106,7 @@ impl Service {
                             mig_device_uuid: None,
                             activated: false,
                             teardown_error: None,
+                            stopped: None,
                         },
                     }
                 }
@@ -110,12 +116,14 @@ impl Service {
                         mig_device_uuid: None,
                         activated: false,
                         teardown_error: None,
+                        stopped: None,
                     },
                     None => Change {
                         state: step(&state, AllocationEvent::Provisioned)?,
                         mig_device_uuid: None,
                         activated: true,
                         teardown_error: None,
+                        stopped: None,
                     },
                 },
                 (AllocationState::Releasing { .. }, _) => {
@@ -129,6 +137,7 @@ impl Service {
                             mig_device_uuid: None,
                             activated: false,
                             teardown_error: Some(reason),
+                            stopped: None,
                         },
                         (None, true) => continue,
                         (None, false) => Change {
@@ -136,6 +145,7 @@ impl Service {
                             mig_device_uuid: None,
                             activated: false,
                             teardown_error: None,
+                            stopped: Some(stopped_for(report, row.id, &placement)),
                         },
                     }
                 }
@@ -167,6 +177,11 @@ impl Service {
         let alloc = AllocationRef::of(&row);
         let mut a: allocation::ActiveModel = row.into();
         set_state(&mut a, &state, now);
+        if let Some(stopped) = change.stopped {
+            a.processes_terminated =
+                Set(Some(i32::try_from(stopped.terminated).unwrap_or(i32::MAX)));
+            a.processes_killed = Set(Some(i32::try_from(stopped.killed).unwrap_or(i32::MAX)));
+        }
         if change.activated {
             a.active_at = Set(Some(now));
             a.lease_ends_at = Set(Some(now + Duration::hours(i64::from(lease_hours))));
@@ -205,10 +220,38 @@ impl Service {
                 alloc,
                 before,
                 state,
+                processes_stopped: change.stopped,
             },
         });
         Ok(())
     }
+}
+
+/// What the host says it stopped for allocation `id` at `placement` while
+/// applying the generation that released it: its GPU instance (MIG), its
+/// GPUs (whole GPUs) or its tagged processes (a shared slice). Nothing
+/// said is nothing running: the agent stops only what runs, and says so.
+fn stopped_for(
+    report: &HostReport,
+    id: tessera_core::ids::AllocationId,
+    placement: &StoredPlacement,
+) -> ProcessesStoppedView {
+    let on = |index: u32| placement.gpus.iter().any(|g| g.index == index);
+    let mine = |scope: &StopScope| match (&placement.slice, scope) {
+        (Slice::Mig(m), StopScope::Instance { gi_start }) => m.start == *gi_start,
+        (Slice::Whole, StopScope::Gpu) => true,
+        (_, StopScope::Allocation { allocation }) => *allocation == id,
+        _ => false,
+    };
+    report
+        .stopped
+        .iter()
+        .filter(|s| on(s.index) && mine(&s.scope))
+        .fold(ProcessesStoppedView::default(), |mut t, s| {
+            t.terminated = t.terminated.saturating_add(s.terminated);
+            t.killed = t.killed.saturating_add(s.killed);
+            t
+        })
 }
 
 fn step(state: &AllocationState, event: AllocationEvent) -> Result<AllocationState, ServiceError> {

@@ -18,7 +18,8 @@ use tessera_core::placement::Slice;
 use tessera_core::sharing::{MpsShare, SliceShape};
 use tessera_core::slice::{connection, ConnectionTarget};
 use tessera_protocol::views::{
-    AllocationView, IdleNotice, PoolChoice, PriorityChoice, QuotaView, RequestOptions,
+    AllocationView, IdleNotice, PoolChoice, PriorityChoice, ProcessesStoppedView, QuotaView,
+    RequestOptions,
 };
 
 impl Service {
@@ -203,7 +204,7 @@ impl Service {
                         gpu_uuids: p.gpu_uuids(),
                     }),
                 };
-                target.map(|t| connection(&p.hostname, &t))
+                target.map(|t| connection(&p.hostname, row.id, &t))
             }
             _ => None,
         };
@@ -264,6 +265,13 @@ impl Service {
                         preempted_at: row.preempted_at,
                     })
                 }
+                _ => None,
+            },
+            processes_stopped: match (row.processes_terminated, row.processes_killed) {
+                (Some(t), Some(k)) => Some(ProcessesStoppedView {
+                    terminated: u32::try_from(t).unwrap_or(0),
+                    killed: u32::try_from(k).unwrap_or(0),
+                }),
                 _ => None,
             },
             connection,

@@ -63,6 +63,11 @@ pub struct Model {
     pub preempt_reason: Option<String>,
     /// When it was preempted.
     pub preempted_at: Option<DateTimeUtc>,
+    /// At release: its processes that exited on SIGTERM (null until the
+    /// host reports the slice gone).
+    pub processes_terminated: Option<i32>,
+    /// At release: its processes that needed SIGKILL.
+    pub processes_killed: Option<i32>,
 }
 
 /// An allocation's whole lifecycle state, as stored: a row whose state

@@ -280,12 +280,19 @@ impl DomainEvent {
                 alloc,
                 before,
                 state,
-            } => allocation(
-                alloc,
-                AuditAction::AllocationEnd,
-                Some(json!({"state": before})),
-                Some(state_json(state)),
-            ),
+                processes_stopped,
+            } => {
+                let mut after = state_json(state);
+                if let (Some(stopped), Value::Object(map)) = (processes_stopped, &mut after) {
+                    map.insert("processes_stopped".to_owned(), state_json(stopped));
+                }
+                allocation(
+                    alloc,
+                    AuditAction::AllocationEnd,
+                    Some(json!({"state": before})),
+                    Some(after),
+                )
+            }
             Self::AllocationExpired {
                 alloc,
                 before,

@@ -199,6 +199,8 @@ pub enum DomainEvent {
         before: AllocationPhase,
         /// The new state.
         state: AllocationState,
+        /// What the host stopped, when it was releasing and said.
+        processes_stopped: Option<tessera_protocol::views::ProcessesStoppedView>,
     },
     /// Its lease ended.
     AllocationExpired {

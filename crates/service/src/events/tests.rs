@@ -130,6 +130,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                 alloc: alloc(),
                 before: AllocationPhase::Releasing,
                 state: AllocationState::Released,
+                processes_stopped: None,
             },
             Some("allocation.end"),
             None,

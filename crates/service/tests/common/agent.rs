@@ -74,6 +74,7 @@ pub fn report(hostname: &str, gpus: Vec<GpuReport>, applied: Option<i64>) -> Hos
         gpus,
         applied_generation: applied,
         errors: vec![],
+        stopped: Vec::new(),
     }
 }
 
@@ -169,6 +170,7 @@ pub fn apply_entry(g: &mut GpuReport, e: &GpuDesiredEntry) {
             })
             .collect(),
         processes_running: false,
+        allocations_running: Vec::new(),
         mps: d.mps,
         time_slice_replicas: d.time_slice_replicas,
     });

@@ -336,6 +336,17 @@ impl Fixture {
         .n
     }
 
+    /// Audit entries recorded so far, oldest first.
+    pub async fn audit_entries(&self) -> Vec<tessera_service::entity::audit_event::Model> {
+        use sea_orm::{EntityTrait, QueryOrder};
+        use tessera_service::entity::audit_event;
+        audit_event::Entity::find()
+            .order_by_asc(audit_event::Column::Id)
+            .all(self.service.db())
+            .await
+            .unwrap()
+    }
+
     /// Audit actions recorded so far, oldest first.
     pub async fn audit_actions(&self) -> Vec<String> {
         use sea_orm::{EntityTrait, QueryOrder};
