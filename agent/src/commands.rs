@@ -41,7 +41,7 @@ pub fn plan(backend: &dyn GpuBackend, desired: &Path) -> ExitCode {
         let model = tessera_core::catalogue::lookup(&gpu.name, gpu.memory_mib);
         let line = match reconcile::reconcile_gpu(backend, *index, &model, want) {
             Ok(out) => {
-                serde_json::json!({"gpu": index, "ops": out.applied, "observed": out.observed})
+                serde_json::json!({"gpu": index, "ops": out.applied, "stopped": out.stopped, "observed": out.observed})
             }
             Err(e) => {
                 ok = false;

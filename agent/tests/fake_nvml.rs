@@ -234,12 +234,95 @@ fn a_whole_gpu_is_measured_busy_while_a_process_runs_and_released_stops_it() {
     let (ok, lines) = plan(&s, agent, released);
     assert!(ok, "{lines:?}");
     assert_eq!(lines[0]["ops"][0]["op"], "stop_processes", "{lines:?}");
+    assert_eq!(
+        lines[0]["stopped"],
+        serde_json::json!([{"index": 0, "scope": {"kind": "gpu"}, "terminated": 1, "killed": 0}])
+    );
     assert!(
         exits_within(&mut work, 5),
         "the released slice's process still runs"
     );
     let after = probe(s.agent());
     assert_eq!(gpu(&after, 1, 0)["util_pct"], 0);
+}
+
+fn tagged_sleeper(allocation: u32) -> Child {
+    Command::new("sleep")
+        .arg("300")
+        .env("TESSERA_ALLOCATION", allocation.to_string())
+        .spawn()
+        .unwrap()
+}
+
+/// MPS and time-sliced slices share a GPU: releasing one stops the
+/// processes that carry its allocation and none of its neighbours'.
+#[test]
+fn a_released_shared_slice_stops_its_own_processes_and_no_others() {
+    let s = Scratch::new("shared");
+    s.host(L4);
+    let mut mine = tagged_sleeper(7);
+    let mut neighbour = tagged_sleeper(8);
+    let mut untagged = sleeper();
+    s.processes(&[
+        (mine.id(), 0, None),
+        (neighbour.id(), 0, None),
+        (untagged.id(), 0, None),
+    ]);
+    let shared = |released: &str| {
+        format!(
+            r#"{{"0": {{"mig_enabled": false, "instances": [], "mps": null, "time_slice_replicas": 4,
+            "released": {{"instances": [], "whole_gpu": false, "allocations": [{released}]}}}}}}"#
+        )
+    };
+    // Which slices run is observed from the processes' environment.
+    let (ok, lines) = plan(&s, s.agent(), &shared(""));
+    assert!(ok, "{lines:?}");
+    assert_eq!(
+        lines[0]["observed"]["allocations_running"],
+        serde_json::json!([7, 8])
+    );
+
+    let mut agent = s.agent();
+    agent.args(["--stop-grace-seconds", "2"]);
+    let (ok, lines) = plan(&s, agent, &shared("7, 9"));
+    assert!(ok, "{lines:?}");
+    // (Each `plan` is a new agent without a device plugin: it sets the
+    // replicas again.)
+    let stops: Vec<&Value> = lines[0]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|op| op["op"].as_str().unwrap().starts_with("stop"))
+        .collect();
+    assert_eq!(
+        stops,
+        vec![&serde_json::json!({"op": "stop_allocation", "allocation": 7})],
+        "9 runs nothing: nothing to do for it"
+    );
+    assert_eq!(
+        lines[0]["stopped"],
+        serde_json::json!([{"index": 0, "scope": {"kind": "allocation", "allocation": 7}, "terminated": 1, "killed": 0}])
+    );
+    assert!(
+        exits_within(&mut mine, 5),
+        "the released slice's process still runs"
+    );
+    assert!(
+        neighbour.try_wait().unwrap().is_none(),
+        "a neighbour was stopped"
+    );
+    assert!(
+        untagged.try_wait().unwrap().is_none(),
+        "an untagged process was stopped"
+    );
+    assert_eq!(
+        lines[0]["observed"]["allocations_running"],
+        serde_json::json!([8])
+    );
+    for c in [&mut neighbour, &mut untagged] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
 }
 
 const GI_1G_AT_0: &str = r#"{"placement": {"profile": "1g.10gb", "start": 0}, "compute_instances": [{"start": 0, "size": 1}]}"#;
