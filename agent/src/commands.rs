@@ -81,8 +81,23 @@ pub fn probe(backend: &dyn GpuBackend, rounds: u32, interval_ms: u64) -> ExitCod
             }
         }
     }
+    // What Tessera's catalogue expects of each GPU (MIG profiles, GPM): a
+    // hardware check compares it with what the driver says.
+    let catalogue: Vec<_> = inventory
+        .gpus
+        .iter()
+        .map(|g| {
+            let model = tessera_core::catalogue::lookup(&g.name, g.memory_mib);
+            serde_json::json!({
+                "index": g.index,
+                "model": model,
+                "gpm_expected": model.architecture.has_gpm(),
+            })
+        })
+        .collect();
     let doc = serde_json::json!({
         "backend": backend.name(),
+        "catalogue": catalogue,
         "hostname": backend.hostname(),
         "driver_version": inventory.driver_version,
         "cpu_milli": inventory.cpu_milli,

@@ -91,6 +91,27 @@ struct Cli {
         value_name = "NAME"
     )]
     device_plugin_process: String,
+    /// The MPS control program (NVML backend): `nvidia-cuda-mps-control`
+    /// on the PATH, or a path (the fake one the tests run against).
+    #[arg(
+        long,
+        env = "TESSERA_MPS_CONTROL",
+        default_value = "nvidia-cuda-mps-control",
+        value_name = "PROGRAM",
+        global = true
+    )]
+    mps_control: String,
+    /// Where the MPS daemons' pipe directories live, one per GPU UUID (NVML
+    /// backend). Slices tell their clients `/var/run/tessera/mps/<GPU UUID>`:
+    /// change it only where clients are told otherwise (tests).
+    #[arg(
+        long,
+        env = "TESSERA_MPS_PIPE_ROOT",
+        default_value = "/var/run/tessera/mps",
+        value_name = "DIR",
+        global = true
+    )]
+    mps_pipe_root: PathBuf,
     /// Seconds a released slice's processes get between SIGTERM and SIGKILL
     /// (NVML backend).
     #[arg(long = "stop-grace-seconds", default_value_t = 30, global = true)]
@@ -215,6 +236,8 @@ fn backends(cli: &Cli) -> Result<Vec<Arc<dyn GpuBackend>>, backend::BackendError
             device_plugin_process: cli.device_plugin_process.clone(),
             stop_grace: std::time::Duration::from_secs(cli.stop_grace_seconds),
             library: cli.nvml_library.clone(),
+            mps_control: cli.mps_control.clone(),
+            mps_pipe_root: cli.mps_pipe_root.clone(),
         })?)]),
         Backend::Sim => {
             let paths = sim_host_paths(cli)?;

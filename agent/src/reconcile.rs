@@ -73,7 +73,19 @@ pub fn reconcile_gpu(
         stopped.extend(outcome);
         applied.push(op);
     }
-    let observed = backend.observe(index).map_err(ReconcileError::Observe)?;
+    let mut observed = backend.observe(index).map_err(ReconcileError::Observe)?;
+    if observed.mps.is_some() {
+        // Clients that do not keep to their slice, for the report.
+        observed.mps_strays = backend
+            .mps_clients(index)
+            .map_err(ReconcileError::Observe)?
+            .iter()
+            .filter_map(|c| c.stray(&desired.mps_clients))
+            .collect();
+        for s in &observed.mps_strays {
+            tracing::warn!(gpu = index, pid = s.pid, "MPS client: {}", s.problem);
+        }
+    }
     Ok(Outcome {
         applied,
         stopped,

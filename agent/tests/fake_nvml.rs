@@ -36,6 +36,11 @@ fn library() -> &'static Path {
     })
 }
 
+/// The fake `nvidia-cuda-mps-control`, built with the library.
+fn mps_control() -> PathBuf {
+    library().parent().unwrap().join("tessera-fake-mps-control")
+}
+
 /// A scratch folder for one test.
 struct Scratch(PathBuf);
 
@@ -491,5 +496,185 @@ fn the_simulator_answers_as_the_fake_library_does() {
                 }
             }
         }
+    }
+}
+
+/// One line to the fake MPS control daemon of GPU `uuid`; its output.
+fn mps(s: &Scratch, uuid: &str, line: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new(mps_control())
+        .env("CUDA_MPS_PIPE_DIRECTORY", s.0.join("mps").join(uuid))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{line}\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{line}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn mps_client(env: &[(&str, &str)]) -> Child {
+    let mut c = Command::new("sleep");
+    c.arg("300").env_remove("TESSERA_ALLOCATION");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
+}
+
+/// MPS as strong as MPS allows: the daemon's defaults are the smallest
+/// grant (a client without its variables gets least); a client's variables
+/// can only lower its server's limit, so the agent raises running servers to
+/// the largest grant; clients that leave their variables out or name no
+/// slice are reported. The control daemon is the fake, which keeps MPS's
+/// documented rules.
+#[test]
+fn mps_servers_are_raised_to_the_largest_grant_and_stray_clients_are_reported() {
+    let s = Scratch::new("mps");
+    s.host(L4);
+    let uuid = probe(s.agent())["gpus"][0]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let agent = || {
+        let mut a = s.agent();
+        a.arg("--mps-control")
+            .arg(mps_control())
+            .arg("--mps-pipe-root")
+            .arg(s.0.join("mps"));
+        a
+    };
+    let desired = r#"{"0": {"mig_enabled": false, "instances": [], "time_slice_replicas": 1,
+        "mps": {"default_active_thread_percentage": 25, "default_pinned_mem_limit": 4096},
+        "mps_clients": [
+            {"allocation": 7, "active_thread_percentage": 25, "pinned_mem_limit": 4096},
+            {"allocation": 8, "active_thread_percentage": 40, "pinned_mem_limit": 6144}]}}"#;
+    let (ok, lines) = plan(&s, agent(), desired);
+    assert!(ok, "{lines:?}");
+    assert_eq!(lines[0]["ops"][0]["op"], "set_mps", "{lines:?}");
+    assert_eq!(
+        lines[0]["observed"]["mps_servers"],
+        Value::Null,
+        "no client yet"
+    );
+
+    // The 40 % slice's first process starts its server at the defaults: it
+    // gets 25 %, whatever its variables say.
+    let big = [
+        ("TESSERA_ALLOCATION", "8"),
+        ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "40"),
+        ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=6144M"),
+    ];
+    let mut first = mps_client(&big);
+    mps(&s, &uuid, &format!("fake_connect {}", first.id()));
+    let clients: Value = serde_json::from_str(&mps(&s, &uuid, "fake_clients")).unwrap();
+    assert_eq!(clients[0]["pct"], 25, "{clients}");
+
+    // The agent raises the running server to the largest grant.
+    let (ok, lines) = plan(&s, agent(), desired);
+    assert!(ok, "{lines:?}");
+    assert_eq!(
+        lines[0]["ops"],
+        serde_json::json!([{"op": "set_mps_server_limits", "active_thread_percentage": 40, "pinned_mem_limit": 6144}])
+    );
+    let server = &lines[0]["observed"]["mps_servers"][0];
+    assert_eq!(server["active_thread_percentage"], 40, "{server}");
+    assert_eq!(server["pinned_mem_limit"], 6144, "{server}");
+    let (ok, again) = plan(&s, agent(), desired);
+    assert!(ok && again[0]["ops"] == serde_json::json!([]), "{again:?}");
+
+    // Clients that connect now get their own share; one that leaves its
+    // variables out gets the largest: reported, with the one that names a
+    // slice the GPU does not hold.
+    let mut second = mps_client(&big);
+    let mut small = mps_client(&[
+        ("TESSERA_ALLOCATION", "7"),
+        ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"),
+        ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=4096M"),
+    ]);
+    let mut bare = mps_client(&[]);
+    let mut stranger = mps_client(&[
+        ("TESSERA_ALLOCATION", "99"),
+        ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "10"),
+        ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=1G"),
+    ]);
+    for c in [&second, &small, &bare, &stranger] {
+        mps(&s, &uuid, &format!("fake_connect {}", c.id()));
+    }
+    let clients: Value = serde_json::from_str(&mps(&s, &uuid, "fake_clients")).unwrap();
+    let got = |pid: u32| {
+        clients
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["pid"] == pid)
+            .map(|c| (c["pct"].as_u64().unwrap(), c["mem_mib"].as_u64().unwrap()))
+            .unwrap()
+    };
+    assert_eq!(got(second.id()), (40, 6144));
+    assert_eq!(got(small.id()), (25, 4096));
+    assert_eq!(
+        got(bare.id()),
+        (40, 6144),
+        "the gap MPS leaves: reported below"
+    );
+
+    let (ok, lines) = plan(&s, agent(), desired);
+    assert!(ok, "{lines:?}");
+    let strays = lines[0]["observed"]["mps_strays"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let stray_pids: Vec<u64> = strays.iter().map(|s| s["pid"].as_u64().unwrap()).collect();
+    assert_eq!(
+        stray_pids,
+        vec![u64::from(bare.id()), u64::from(stranger.id())],
+        "{strays:?}"
+    );
+    assert!(strays[0]["problem"]
+        .as_str()
+        .unwrap()
+        .contains("without TESSERA_ALLOCATION"));
+    assert!(strays[1]["problem"]
+        .as_str()
+        .unwrap()
+        .contains("names slice 99"));
+
+    // What the daemon was told, in order.
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.0.join("mps").join(&uuid).join("fake-mps.json")).unwrap(),
+    )
+    .unwrap();
+    let log: Vec<&str> = state["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .filter(|l| l.starts_with("set_"))
+        .collect();
+    assert_eq!(
+        log,
+        vec![
+            "set_default_active_thread_percentage 25",
+            "set_default_device_pinned_mem_limit 0 4096M",
+            "set_active_thread_percentage 5000000 40",
+            "set_device_pinned_mem_limit 5000000 0 6144M",
+        ]
+    );
+    for c in [
+        &mut first,
+        &mut second,
+        &mut small,
+        &mut bare,
+        &mut stranger,
+    ] {
+        c.kill().unwrap();
+        c.wait().unwrap();
     }
 }

@@ -178,12 +178,15 @@ describe('fleet operations', () => {
     assert.equal(env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, '25');
     assert.equal(env.CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, '0=6144M');
     assert.equal(view.connection.k8s_resource, 'nvidia.com/gpu.shared');
+    // Its processes carry the slice's id: the agent stops them, and only them, at release.
+    assert.equal(env.TESSERA_ALLOCATION, String(made.body.id));
+    assert.match(view.connection.pod_snippet, new RegExp(`name: TESSERA_ALLOCATION\\n\\s+value: "${made.body.id}"`));
     const { context, page } = await newPage(stack);
     await signIn(stack, page, 'alice', '/fleet');
     await hydrated(page);
     const host = page.locator('[data-test=host][data-hostname=gpu-ops-mps]');
     // The agent applied the daemon defaults the server derived from the grant.
-    await waitFor(async () => /MPS ≤25 % · 6\.0 GiB/.test((await host.locator('[data-test=gpu-mps]').textContent()) ?? ''),
+    await waitFor(async () => /MPS default 25 % · 6\.0 GiB/.test((await host.locator('[data-test=gpu-mps]').textContent()) ?? ''),
       { what: 'MPS daemon defaults on the fleet page' });
     const plugin = await page.request.get(`${stack.appUrl}${await host.locator('[data-test=device-plugin-link]').getAttribute('href')}`);
     const text = await plugin.text();

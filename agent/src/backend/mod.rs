@@ -4,7 +4,7 @@ pub mod nvml;
 pub mod sim;
 
 use std::collections::BTreeSet;
-use tessera_core::plan::{GpuObserved, Op};
+use tessera_core::plan::{GpuObserved, MpsClient, Op};
 use tessera_protocol::agent::{GpuReport, GpuSample, ProcessesStopped};
 use thiserror::Error;
 
@@ -72,6 +72,12 @@ pub trait GpuBackend: Send + Sync + 'static {
     /// Applies one planned operation to GPU `index`; for the operations
     /// that stop processes, what was stopped.
     fn apply(&self, index: u32, op: &Op) -> Result<Option<ProcessesStopped>, BackendError>;
+    /// The MPS clients of GPU `index`'s daemon and what their environment
+    /// names (none without a daemon, or where clients cannot be seen).
+    fn mps_clients(&self, index: u32) -> Result<Vec<MpsClient>, BackendError> {
+        let _ = index;
+        Ok(Vec::new())
+    }
     /// One telemetry sample of every GPU that answers, taken at `at_ms`
     /// (see `tessera_core::telemetry` for what each figure means). `held`:
     /// the GPUs the desired state says slices run on whole or shared (the
@@ -86,6 +92,7 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::StopProcesses { .. } => "stop_processes",
         Op::StopAllocation { .. } => "stop_allocation",
         Op::SetMps { .. } => "set_mps",
+        Op::SetMpsServerLimits { .. } => "set_mps_server_limits",
         Op::DestroyComputeInstance { .. } => "destroy_compute_instance",
         Op::DestroyGpuInstance { .. } => "destroy_gpu_instance",
         Op::DisableMig => "disable_mig",

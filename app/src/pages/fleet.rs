@@ -241,13 +241,18 @@ fn Host(
                                     }).collect_view()}
                                     {holders.into_iter().map(|h| view! { <span class="chip busy" data-test="gpu-holder">{h}</span> }).collect_view()}
                                     {g.mps.map(|m| view! {
-                                        <span class="chip" data-test="gpu-mps" title="MPS control daemon defaults: the largest share granted to a client of this GPU">
+                                        <span class="chip" data-test="gpu-mps" title="MPS control daemon defaults: the smallest share granted to a client of this GPU, what a client that sets no limits of its own gets from a new server; running servers are raised to the largest grant">
                                             {format!(
-                                                "MPS ≤{} % · {}",
+                                                "MPS default {} % · {}",
                                                 m.default_active_thread_percentage,
                                                 m.default_pinned_mem_limit.map_or_else(|| "no memory limit".to_owned(), format::mem)
                                             )}
                                         </span>
+                                    })}
+                                    {(!g.mps_strays.is_empty()).then(|| view! {
+                                        <ul class="findings small" data-test="gpu-mps-strays" title="MPS clients that do not keep to their slice (the agent reads each client's environment)">
+                                            {g.mps_strays.iter().map(|s| view! { <li>{format!("process {}: {}", s.pid, s.problem)}</li> }).collect_view()}
+                                        </ul>
                                     })}
                                 </td>
                                 <td data-test="gpu-health">

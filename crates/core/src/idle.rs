@@ -7,6 +7,7 @@
 //! has measured, so an agent that stops sending cannot get slices taken
 //! away.
 
+use crate::ids::AllocationId;
 use crate::placement::Slice;
 use crate::plan::GpuObserved;
 use serde::{Deserialize, Serialize};
@@ -169,10 +170,15 @@ pub fn judge(
 
 /// Whether the driver says processes hold the slice, from its GPUs' latest
 /// reports: its MIG instance is in use, or processes run on its whole GPUs.
-/// `None` where the driver cannot tell for this slice: a GPU shared by MPS
-/// or time-slicing runs every client's processes in one list, and a GPU
-/// not reported yet says nothing.
-pub fn held_by_processes(slice: &Slice, gpus: &[Option<&GpuObserved>]) -> Option<bool> {
+/// A shared slice (MPS, time-slicing) is held when a process naming it
+/// (`TESSERA_ALLOCATION`) runs on its GPU; without one the host cannot
+/// tell (an untagged process may be its). `None` where the driver cannot
+/// tell, and for a GPU not reported yet.
+pub fn held_by_processes(
+    allocation: AllocationId,
+    slice: &Slice,
+    gpus: &[Option<&GpuObserved>],
+) -> Option<bool> {
     match slice {
         Slice::Mig(m) => {
             let observed = gpus.first().copied().flatten()?;
@@ -189,7 +195,14 @@ pub fn held_by_processes(slice: &Slice, gpus: &[Option<&GpuObserved>]) -> Option
             }
             (!gpus.is_empty()).then_some(any)
         }
-        Slice::Shared { .. } | Slice::HostOnly => None,
+        Slice::Shared { .. } => {
+            let observed = gpus.first().copied().flatten()?;
+            observed
+                .allocations_running
+                .contains(&allocation)
+                .then_some(true)
+        }
+        Slice::HostOnly => None,
     }
 }
 
@@ -291,31 +304,67 @@ mod tests {
                 start,
             })
         };
-        assert_eq!(held_by_processes(&on(1), &[Some(&mig)]), Some(true));
-        assert_eq!(held_by_processes(&on(0), &[Some(&mig)]), Some(false));
+        assert_eq!(
+            held_by_processes(AllocationId::new(1), &on(1), &[Some(&mig)]),
+            Some(true)
+        );
+        assert_eq!(
+            held_by_processes(AllocationId::new(1), &on(0), &[Some(&mig)]),
+            Some(false)
+        );
         // Not reported yet, or the instance is not in the report.
-        assert_eq!(held_by_processes(&on(0), &[None]), None);
-        assert_eq!(held_by_processes(&on(4), &[Some(&mig)]), None);
+        assert_eq!(
+            held_by_processes(AllocationId::new(1), &on(0), &[None]),
+            None
+        );
+        assert_eq!(
+            held_by_processes(AllocationId::new(1), &on(4), &[Some(&mig)]),
+            None
+        );
         let busy = GpuObserved {
             processes_running: true,
             ..GpuObserved::default()
         };
         let free = GpuObserved::default();
         assert_eq!(
-            held_by_processes(&Slice::Whole, &[Some(&free), Some(&busy)]),
+            held_by_processes(
+                AllocationId::new(1),
+                &Slice::Whole,
+                &[Some(&free), Some(&busy)]
+            ),
             Some(true)
         );
         assert_eq!(
-            held_by_processes(&Slice::Whole, &[Some(&free)]),
+            held_by_processes(AllocationId::new(1), &Slice::Whole, &[Some(&free)]),
             Some(false)
         );
-        assert_eq!(held_by_processes(&Slice::Whole, &[Some(&free), None]), None);
+        assert_eq!(
+            held_by_processes(AllocationId::new(1), &Slice::Whole, &[Some(&free), None]),
+            None
+        );
         // A shared GPU's process list is every client's.
         let shared = Slice::Shared {
             compute: crate::units::ComputeMilli(250),
             memory: crate::units::MemMiB(4096),
         };
-        assert_eq!(held_by_processes(&shared, &[Some(&busy)]), None);
+        assert_eq!(
+            held_by_processes(AllocationId::new(1), &shared, &[Some(&busy)]),
+            None
+        );
+        // ...but a process naming the slice holds it.
+        let tagged = GpuObserved {
+            processes_running: true,
+            allocations_running: vec![AllocationId::new(1)],
+            ..GpuObserved::default()
+        };
+        assert_eq!(
+            held_by_processes(AllocationId::new(1), &shared, &[Some(&tagged)]),
+            Some(true)
+        );
+        assert_eq!(
+            held_by_processes(AllocationId::new(2), &shared, &[Some(&tagged)]),
+            None
+        );
 
         // Held: in use whatever the telemetry says; unknown or free: judged.
         let p = IdlePolicy::new(15, 10);

@@ -39,7 +39,9 @@ fn code(e: HostError) -> Ret {
             | SimError::Layout(LayoutError::UnknownProfile { .. }) => INVALID_ARGUMENT,
             // Taken slices, or no instance of the profile left.
             SimError::Layout(_) | SimError::ComputeInstance(_) => INSUFFICIENT_RESOURCES,
-            SimError::InvalidMps | SimError::ReplicasOutOfRange => INVALID_ARGUMENT,
+            SimError::InvalidMps | SimError::ReplicasOutOfRange | SimError::NoMpsDaemon => {
+                INVALID_ARGUMENT
+            }
         },
     }
 }

@@ -686,7 +686,10 @@ async fn an_mps_gpus_daemon_defaults_are_its_smallest_grant_and_a_release_stops_
     agent.converge(&f).await;
     // Nothing said is nothing running.
     assert_eq!(
-        get(&f, &alice, small.id).await.processes_stopped.map(|p| p.total()),
+        get(&f, &alice, small.id)
+            .await
+            .processes_stopped
+            .map(|p| p.total()),
         Some(0)
     );
     let d = agent.converge(&f).await;

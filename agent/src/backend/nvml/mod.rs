@@ -33,7 +33,7 @@ use nvml_wrapper::Nvml;
 use raw::NvmlGpu;
 use std::path::PathBuf;
 use tessera_core::catalogue::{self, GpuModel};
-use tessera_core::plan::{GpuObserved, Op};
+use tessera_core::plan::{GpuObserved, MpsClient, Op};
 use tessera_core::sharing::MAX_TIME_SLICE_REPLICAS;
 use tessera_core::slice::MPS_PIPE_ROOT;
 use tessera_protocol::agent::{GpuReport, MigDevice, ProcessesStopped, StopScope};
@@ -54,6 +54,11 @@ pub struct NvmlOptions {
     /// The NVML library to load instead of the system's `libnvidia-ml.so.1`
     /// (the fake library in tests).
     pub library: Option<PathBuf>,
+    /// The MPS control program (`nvidia-cuda-mps-control`, or a fake).
+    pub mps_control: String,
+    /// Where the MPS daemons' pipe directories live, one per GPU UUID; it
+    /// must be what slices tell their clients (`CUDA_MPS_PIPE_DIRECTORY`).
+    pub mps_pipe_root: PathBuf,
 }
 
 impl Default for NvmlOptions {
@@ -63,6 +68,8 @@ impl Default for NvmlOptions {
             device_plugin_process: time_slicing::DEVICE_PLUGIN_PROCESS.to_owned(),
             stop_grace: std::time::Duration::from_secs(30),
             library: None,
+            mps_control: mps::MPS_CONTROL.to_owned(),
+            mps_pipe_root: PathBuf::from(MPS_PIPE_ROOT),
         }
     }
 }
@@ -118,7 +125,7 @@ impl NvmlBackend {
             last_read: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             sharing: Sharing::new(
                 Box::new(SystemRunner::default()),
-                PathBuf::from(MPS_PIPE_ROOT),
+                options.mps_pipe_root,
                 PathBuf::from(MPS_LOG_ROOT),
                 options.device_plugin_config,
                 time_slicing::DevicePlugin::new(
@@ -126,7 +133,8 @@ impl NvmlBackend {
                     Box::new(SystemRunner::default()),
                 ),
                 stop::ProcessStopper::new(Box::new(SystemRunner::default()), options.stop_grace),
-            ),
+            )
+            .with_mps_program(options.mps_control),
         })
     }
 
@@ -210,6 +218,12 @@ impl Sharing {
         }
     }
 
+    /// Runs `program` as the MPS control program.
+    pub fn with_mps_program(mut self, program: String) -> Self {
+        self.mps = self.mps.with_program(program);
+        self
+    }
+
     fn replicas_without_plugin(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, u32>> {
@@ -252,7 +266,14 @@ impl Sharing {
                 instances: mig.instances,
                 processes_running: mig.processes_running,
                 allocations_running,
+                mps_servers: match mps {
+                    Some(_) => self.mps.servers(&gpu.uuid)?,
+                    None => Vec::new(),
+                },
                 mps,
+                // Which clients stray needs the grants: the reconcile pass
+                // knows them (`GpuBackend::mps_clients`).
+                mps_strays: Vec::new(),
                 time_slice_replicas,
             },
             mig.devices,
@@ -327,6 +348,13 @@ impl Sharing {
                     .apply(&gpu.uuid, gpu.memory_mib, *settings)
                     .map(|()| None)
             }
+            Op::SetMpsServerLimits {
+                active_thread_percentage,
+                pinned_mem_limit,
+            } => self
+                .mps
+                .set_server_limits(&gpu.uuid, *active_thread_percentage, *pinned_mem_limit)
+                .map(|()| None),
             Op::EnableMig => {
                 if gpu.model.mig.is_none() {
                     return Err(refused(
@@ -539,6 +567,11 @@ impl GpuBackend for NvmlBackend {
     fn observe(&self, index: u32) -> Result<GpuObserved, BackendError> {
         let (d, facts) = self.gpu(index)?;
         Ok(self.sharing.observe(&d, &facts)?.0)
+    }
+
+    fn mps_clients(&self, index: u32) -> Result<Vec<MpsClient>, BackendError> {
+        let (_, facts) = self.gpu(index)?;
+        self.sharing.mps.clients(&facts.uuid)
     }
 
     fn apply(&self, index: u32, op: &Op) -> Result<Option<ProcessesStopped>, BackendError> {

@@ -15,7 +15,10 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-use tessera_core::plan::MpsSettings;
+use tessera_core::plan::{MpsClient, MpsServer, MpsSettings};
+use tessera_core::sharing::{
+    ENV_ALLOCATION, ENV_MPS_ACTIVE_THREAD_PERCENTAGE, ENV_MPS_PINNED_DEVICE_MEM_LIMIT,
+};
 use tessera_core::units::MemMiB;
 use wait_timeout::ChildExt;
 
@@ -26,6 +29,8 @@ pub const MPS_LOG_ROOT: &str = "/var/log/tessera/mps";
 /// The file in the pipe directory where Tessera notes the pinned-memory
 /// limit it set (the daemon has no reliable way to read it back).
 const PINNED_LIMIT_FILE: &str = "tessera-pinned-mem-limit";
+/// The same for each server's own limit: lines of `<server pid> <MiB>`.
+const SERVER_LIMITS_FILE: &str = "tessera-server-mem-limits";
 
 /// One command to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +135,8 @@ impl CommandRunner for SystemRunner {
 /// The MPS control daemons of a host.
 pub struct MpsControl {
     runner: Box<dyn CommandRunner>,
+    /// The control program ([`MPS_CONTROL`] unless told otherwise).
+    program: String,
     pipe_root: PathBuf,
     log_root: PathBuf,
     /// Tries (100 ms apart) for a freshly started daemon to answer.
@@ -159,10 +166,17 @@ impl MpsControl {
     pub fn new(runner: Box<dyn CommandRunner>, pipe_root: PathBuf, log_root: PathBuf) -> Self {
         Self {
             runner,
+            program: MPS_CONTROL.to_owned(),
             pipe_root,
             log_root,
             start_tries: 50,
         }
+    }
+
+    /// Runs `program` as the control program (a path, or a name on `PATH`).
+    pub fn with_program(mut self, program: impl Into<String>) -> Self {
+        self.program = program.into();
+        self
     }
 
     /// The pipe directory of the GPU `uuid` (what clients set as
@@ -178,7 +192,7 @@ impl MpsControl {
 
     fn command(&self, uuid: &str, args: &[&str], stdin: Option<String>) -> CommandSpec {
         CommandSpec {
-            program: MPS_CONTROL.to_owned(),
+            program: self.program.clone(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             env: vec![
                 ("CUDA_VISIBLE_DEVICES".to_owned(), uuid.to_owned()),
@@ -310,6 +324,87 @@ impl MpsControl {
         Ok(())
     }
 
+    /// The running servers of GPU `uuid`'s daemon (`get_server_list`) and
+    /// their limits; none when no daemon runs.
+    pub fn servers(&self, uuid: &str) -> Result<Vec<MpsServer>, BackendError> {
+        if self.observe(uuid)?.is_none() {
+            return Ok(Vec::new());
+        }
+        let noted = self.noted_server_limits(uuid);
+        let mut servers = Vec::new();
+        for pid in pids(&self.send_ok(uuid, "get_server_list")?) {
+            let out = self.send_ok(uuid, &format!("get_active_thread_percentage {pid}"))?;
+            let Some(pct) = parse_percentage(&out) else {
+                // Gone between the two questions.
+                continue;
+            };
+            servers.push(MpsServer {
+                pid,
+                active_thread_percentage: pct,
+                pinned_mem_limit: noted.get(&pid).copied(),
+            });
+        }
+        Ok(servers)
+    }
+
+    /// Sets every running server's limits: what its clients get at most
+    /// (each client's own variables lower them; NVIDIA MPS docs: a new
+    /// limit reaches the clients that connect afterwards).
+    pub fn set_server_limits(
+        &self,
+        uuid: &str,
+        pct: u8,
+        pinned: MemMiB,
+    ) -> Result<(), BackendError> {
+        if !(1..=100).contains(&pct) {
+            return Err(mps_err("MPS active thread percentage must be 1..=100"));
+        }
+        let mut noted = self.noted_server_limits(uuid);
+        let running = pids(&self.send_ok(uuid, "get_server_list")?);
+        noted.retain(|pid, _| running.contains(pid));
+        for pid in running {
+            self.send_ok(uuid, &format!("set_active_thread_percentage {pid} {pct}"))?;
+            self.send_ok(
+                uuid,
+                &format!("set_device_pinned_mem_limit {pid} 0 {}M", pinned.0),
+            )?;
+            noted.insert(pid, pinned);
+        }
+        let text: String = noted
+            .iter()
+            .map(|(p, m)| format!("{p} {}\n", m.0))
+            .collect();
+        let note = self.pipe_dir(uuid).join(SERVER_LIMITS_FILE);
+        std::fs::write(&note, text).map_err(|e| mps_err(format!("{}: {e}", note.display())))
+    }
+
+    /// Every client of every running server (`get_client_list <server>`),
+    /// with what its environment names.
+    pub fn clients(&self, uuid: &str) -> Result<Vec<MpsClient>, BackendError> {
+        if self.observe(uuid)?.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut clients = Vec::new();
+        for server in pids(&self.send_ok(uuid, "get_server_list")?) {
+            let out = self.send(uuid, &format!("get_client_list {server}"))?;
+            for pid in pids(&out.stdout) {
+                clients.push(client_of(pid));
+            }
+        }
+        Ok(clients)
+    }
+
+    fn noted_server_limits(&self, uuid: &str) -> std::collections::BTreeMap<u32, MemMiB> {
+        std::fs::read_to_string(self.pipe_dir(uuid).join(SERVER_LIMITS_FILE))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (pid, mib) = l.split_once(' ')?;
+                Some((pid.parse().ok()?, MemMiB(mib.trim().parse().ok()?)))
+            })
+            .collect()
+    }
+
     fn start(&self, uuid: &str) -> Result<(), BackendError> {
         for dir in [self.pipe_dir(uuid), self.log_dir(uuid)] {
             std::fs::create_dir_all(&dir)
@@ -352,6 +447,47 @@ pub fn is_mps_server(pid: u32) -> bool {
 }
 
 /// `get_default_active_thread_percentage` prints e.g. `100.0`.
+/// Process ids, one per line (`get_server_list`, `get_client_list`).
+fn pids(stdout: &str) -> Vec<u32> {
+    stdout
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+/// Client `pid` as its environment describes it.
+fn client_of(pid: u32) -> MpsClient {
+    let env = super::stop::environ(pid).unwrap_or_default();
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    MpsClient {
+        pid,
+        allocation: get(ENV_ALLOCATION).and_then(|v| v.trim().parse().ok()),
+        active_thread_percentage: get(ENV_MPS_ACTIVE_THREAD_PERCENTAGE)
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|v| (0.0..=100.0).contains(v))
+            .map(|v| v.round() as u8),
+        pinned_mem_limit: get(ENV_MPS_PINNED_DEVICE_MEM_LIMIT).and_then(device0_limit),
+    }
+}
+
+/// Device 0's limit in `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` (`0=4096M,1=2G`).
+fn device0_limit(value: &str) -> Option<MemMiB> {
+    value.split(',').find_map(|part| {
+        let (dev, limit) = part.trim().split_once('=')?;
+        if dev.trim() != "0" {
+            return None;
+        }
+        let limit = limit.trim();
+        let (n, unit) = limit.split_at(limit.find(|c: char| !c.is_ascii_digit())?);
+        let n: u64 = n.parse().ok()?;
+        match unit {
+            "M" | "m" => Some(MemMiB(n)),
+            "G" | "g" => Some(MemMiB(n * 1024)),
+            _ => None,
+        }
+    })
+}
+
 fn parse_percentage(stdout: &str) -> Option<u8> {
     let v: f64 = stdout.split_whitespace().last()?.parse().ok()?;
     if (0.0..=100.0).contains(&v) {

@@ -132,13 +132,22 @@ impl ProcessStopper {
 /// environment as it started (`/proc/<pid>/environ`; the agent runs as
 /// root). `None` for a process without it, or one that has gone.
 pub fn allocation_of(pid: u32) -> Option<AllocationId> {
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let prefix = format!("{ENV_ALLOCATION}=");
-    environ
-        .split(|b| *b == 0)
-        .find_map(|var| var.strip_prefix(prefix.as_bytes()))
-        .and_then(|v| std::str::from_utf8(v).ok())
-        .and_then(|v| v.trim().parse().ok())
+    environ(pid)?
+        .into_iter()
+        .find(|(k, _)| k == ENV_ALLOCATION)
+        .and_then(|(_, v)| v.trim().parse().ok())
+}
+
+/// Process `pid`'s environment as it started (`/proc/<pid>/environ`), or
+/// `None` when it cannot be read (gone, or not ours to read).
+pub fn environ(pid: u32) -> Option<Vec<(String, String)>> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter_map(|var| std::str::from_utf8(var).ok()?.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    )
 }
 
 /// What stopping did.

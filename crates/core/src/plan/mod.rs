@@ -18,8 +18,8 @@ pub use compute::{
 pub use planner::{plan, PlanError};
 pub use sim::{SimError, SimGpu};
 pub use state::{
-    ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, MpsGrant, MpsSettings,
-    ObservedInstance, Op, Released,
+    ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, MpsClient, MpsGrant, MpsServer,
+    MpsSettings, MpsStray, ObservedInstance, Op, Released,
 };
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use crate::mig::{self, LayoutError, MigPlacement};
 use crate::sharing::MAX_TIME_SLICE_REPLICAS;
 
 use super::compute::{validate_compute_instances, ComputeInstanceError};
-use super::state::{ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, Op};
+use super::state::{ComputeInstance, DesiredInstance, GpuDesired, GpuObserved, MpsGrant, Op};
 
 /// Why no plan can take the GPU to the desired state (yet).
 #[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
@@ -141,7 +141,8 @@ fn sorted(cis: &[ComputeInstance]) -> Vec<ComputeInstance> {
 ///    compute instances that are not wanted in instances that stay;
 /// 3. toggle MIG mode;
 /// 4. create the missing GPU instances (ascending start) and compute instances;
-/// 5. (re)configure MPS and time-slicing replicas.
+/// 5. (re)configure MPS (the daemon's defaults, then running servers'
+///    limits) and time-slicing replicas.
 ///
 /// Instances that stay are never touched (except to stop processes the
 /// desired state marks released); in-use instances are never destroyed unless
@@ -303,6 +304,21 @@ pub fn plan(
             ops.push(Op::SetMps {
                 settings: Some(settings),
             });
+        }
+        // Servers started at the defaults (the smallest grant) are raised
+        // to the largest, so every client can have its own share.
+        if let Some((pct, mem)) = MpsGrant::ceiling(&desired.mps_clients) {
+            let behind = observed.mps.is_some()
+                && observed
+                    .mps_servers
+                    .iter()
+                    .any(|s| s.active_thread_percentage != pct || s.pinned_mem_limit != Some(mem));
+            if behind {
+                ops.push(Op::SetMpsServerLimits {
+                    active_thread_percentage: pct,
+                    pinned_mem_limit: mem,
+                });
+            }
         }
     }
     if observed.time_slice_replicas != desired.time_slice_replicas {

@@ -129,10 +129,13 @@ fn random_observed(rng: &mut Rng, model: &GpuModel) -> GpuObserved {
             processes_running: false,
             allocations_running: Vec::new(),
             mps: None,
+            mps_servers: Vec::new(),
+            mps_strays: Vec::new(),
             time_slice_replicas: random_replicas(rng),
         }
     } else {
         let processes_running = rng.chance(50);
+        let mps = random_mps(rng);
         GpuObserved {
             mig_enabled: false,
             instances: Vec::new(),
@@ -141,7 +144,16 @@ fn random_observed(rng: &mut Rng, model: &GpuModel) -> GpuObserved {
                 .filter(|_| processes_running && rng.chance(50))
                 .map(crate::ids::AllocationId::new)
                 .collect(),
-            mps: random_mps(rng),
+            mps,
+            mps_servers: match mps {
+                Some(m) if rng.chance(50) => vec![crate::plan::MpsServer {
+                    pid: 100,
+                    active_thread_percentage: m.default_active_thread_percentage,
+                    pinned_mem_limit: None,
+                }],
+                _ => Vec::new(),
+            },
+            mps_strays: Vec::new(),
             time_slice_replicas: random_replicas(rng),
         }
     }
@@ -199,13 +211,24 @@ fn random_desired(rng: &mut Rng, model: &GpuModel, observed: &GpuObserved) -> Gp
             mps_clients: Vec::new(),
         }
     } else {
+        let mps = random_mps(rng);
+        let mps_clients = match mps {
+            Some(_) => (0..rng.below(3) as i64)
+                .map(|id| crate::plan::MpsGrant {
+                    allocation: crate::ids::AllocationId::new(id),
+                    active_thread_percentage: 1 + rng.below(100) as u8,
+                    pinned_mem_limit: MemMiB(1024 * (1 + rng.below(8) as u64)),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         GpuDesired {
             mig_enabled: false,
             instances: Vec::new(),
-            mps: random_mps(rng),
+            mps,
             time_slice_replicas: random_replicas(rng),
             released,
-            mps_clients: Vec::new(),
+            mps_clients,
         }
     }
 }

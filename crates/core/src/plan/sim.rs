@@ -14,7 +14,9 @@ use crate::mig::{self, LayoutError, MigPlacement};
 use crate::sharing::MAX_TIME_SLICE_REPLICAS;
 
 use super::compute::{validate_compute_instances, ComputeInstanceError};
-use super::state::{ComputeInstance, GpuDesired, GpuObserved, MpsSettings, ObservedInstance, Op};
+use super::state::{
+    ComputeInstance, GpuDesired, GpuObserved, MpsServer, MpsSettings, ObservedInstance, Op,
+};
 
 /// What the simulated driver refused.
 #[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
@@ -73,6 +75,10 @@ pub enum SimError {
     /// Bad replica count.
     #[error("time-slicing replicas must be between 1 and {MAX_TIME_SLICE_REPLICAS}")]
     ReplicasOutOfRange,
+    /// An MPS command with no control daemon running ("Cannot find MPS
+    /// control daemon process").
+    #[error("the MPS control daemon is not running")]
+    NoMpsDaemon,
 }
 
 /// A simulated GPU.
@@ -129,6 +135,8 @@ impl SimGpu {
         for &allocation in &observed.allocations_running {
             sim.start_tagged_process(allocation)?;
         }
+        sim.state.mps_servers = observed.mps_servers.clone();
+        sim.state.mps_strays = observed.mps_strays.clone();
         Ok(sim)
     }
 
@@ -323,6 +331,21 @@ impl SimGpu {
                 self.state.allocations_running.retain(|a| a != allocation);
             }
             Op::SetMps { settings } => self.set_mps(*settings)?,
+            Op::SetMpsServerLimits {
+                active_thread_percentage,
+                pinned_mem_limit,
+            } => {
+                if self.state.mps.is_none() {
+                    return Err(SimError::NoMpsDaemon);
+                }
+                if !(1..=100).contains(active_thread_percentage) {
+                    return Err(SimError::InvalidMps);
+                }
+                for server in &mut self.state.mps_servers {
+                    server.active_thread_percentage = *active_thread_percentage;
+                    server.pinned_mem_limit = Some(*pinned_mem_limit);
+                }
+            }
             Op::SetReplicas { replicas } => {
                 if !(1..=MAX_TIME_SLICE_REPLICAS).contains(replicas) {
                     return Err(SimError::ReplicasOutOfRange);
@@ -346,7 +369,28 @@ impl SimGpu {
             // Starting or stopping the daemon disconnects running clients.
             self.require_idle_gpu()?;
         }
+        if settings.is_none() {
+            // `quit` ends the servers with the daemon.
+            self.state.mps_servers.clear();
+            self.state.mps_strays.clear();
+        }
         self.state.mps = settings;
+        Ok(())
+    }
+
+    /// A client of Linux user `pid`'s server connects: the daemon starts a
+    /// server (as process `pid`) at its defaults if none runs.
+    pub fn start_mps_server(&mut self, pid: u32) -> Result<(), SimError> {
+        let Some(defaults) = self.state.mps else {
+            return Err(SimError::NoMpsDaemon);
+        };
+        if !self.state.mps_servers.iter().any(|s| s.pid == pid) {
+            self.state.mps_servers.push(MpsServer {
+                pid,
+                active_thread_percentage: defaults.default_active_thread_percentage,
+                pinned_mem_limit: None,
+            });
+        }
         Ok(())
     }
 

@@ -110,6 +110,102 @@ impl MpsGrant {
     }
 }
 
+/// A running MPS server (one per Linux user with clients on the GPU) and
+/// the limits its clients get at most: its own, set through the control
+/// daemon, or the daemon's defaults as they were when it started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MpsServer {
+    /// The server's process id.
+    pub pid: u32,
+    /// Its active-thread percentage (`get_active_thread_percentage`).
+    pub active_thread_percentage: u8,
+    /// The pinned-memory limit Tessera set on it (`None`: never set, the
+    /// defaults it started with apply).
+    pub pinned_mem_limit: Option<MemMiB>,
+}
+
+/// An MPS client process that does not keep to its slice, as the agent
+/// finds it (`get_client_list`, and the process's environment).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MpsStray {
+    /// The client's process id.
+    pub pid: u32,
+    /// The slice it names (`TESSERA_ALLOCATION`), if any.
+    pub allocation: Option<AllocationId>,
+    /// What is wrong, for the admin.
+    pub problem: String,
+}
+
+/// An MPS client process as the host shows it: the slice and the limits
+/// its environment names (`TESSERA_ALLOCATION`,
+/// `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`
+/// for device 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MpsClient {
+    /// Its process id.
+    pub pid: u32,
+    /// The slice it names.
+    pub allocation: Option<AllocationId>,
+    /// The share of the SMs it asks for.
+    pub active_thread_percentage: Option<u8>,
+    /// The pinned memory it limits itself to.
+    pub pinned_mem_limit: Option<MemMiB>,
+}
+
+impl MpsClient {
+    /// Why this client does not keep to its slice's grant among `grants`
+    /// (the GPU's live MPS slices), or `None` when it does. A client gets
+    /// the lower of its own variables and its server's limits, and servers
+    /// run at the largest grant: a client that leaves a variable out, or
+    /// asks for more, gets more than its share.
+    pub fn stray(&self, grants: &[MpsGrant]) -> Option<MpsStray> {
+        let stray = |problem: String| {
+            Some(MpsStray {
+                pid: self.pid,
+                allocation: self.allocation,
+                problem,
+            })
+        };
+        let Some(id) = self.allocation else {
+            return stray(
+                "runs without TESSERA_ALLOCATION: no Tessera slice is its own".to_owned(),
+            );
+        };
+        let Some(grant) = grants.iter().find(|g| g.allocation == id) else {
+            return stray(format!(
+                "names slice {id}, which holds no MPS share on this GPU"
+            ));
+        };
+        match self.active_thread_percentage {
+            None => {
+                return stray(format!(
+                    "sets no CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: it may use more than its {}% of the SMs",
+                    grant.active_thread_percentage
+                ))
+            }
+            Some(p) if p > grant.active_thread_percentage => {
+                return stray(format!(
+                    "asks for {p}% of the SMs; slice {id} has {}%",
+                    grant.active_thread_percentage
+                ))
+            }
+            Some(_) => {}
+        }
+        match self.pinned_mem_limit {
+            None => stray(format!(
+                "sets no CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: it may pin more than its {}",
+                grant.pinned_mem_limit
+            )),
+            Some(m) if m > grant.pinned_mem_limit => stray(format!(
+                "limits itself to {m} of memory; slice {id} has {}",
+                grant.pinned_mem_limit
+            )),
+            Some(_) => None,
+        }
+    }
+}
+
 /// What the agent observes on one GPU.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GpuObserved {
@@ -125,6 +221,12 @@ pub struct GpuObserved {
     pub allocations_running: Vec<AllocationId>,
     /// The MPS daemon runs for this GPU with these defaults.
     pub mps: Option<MpsSettings>,
+    /// Its running servers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mps_servers: Vec<MpsServer>,
+    /// Its clients that do not keep to their slice's grant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mps_strays: Vec<MpsStray>,
     /// Time-slicing replicas advertised for the GPU (1 = not shared).
     pub time_slice_replicas: u32,
 }
@@ -137,6 +239,8 @@ impl Default for GpuObserved {
             processes_running: false,
             allocations_running: Vec::new(),
             mps: None,
+            mps_servers: Vec::new(),
+            mps_strays: Vec::new(),
             time_slice_replicas: 1,
         }
     }
@@ -239,6 +343,15 @@ pub enum Op {
     StopAllocation {
         /// The released slice.
         allocation: AllocationId,
+    },
+    /// Set every running MPS server's limits (`set_active_thread_percentage
+    /// <pid>`, `set_device_pinned_mem_limit <pid> 0`): the largest grant,
+    /// which each client's own variables lower to its share.
+    SetMpsServerLimits {
+        /// Share of the SMs, 1..=100.
+        active_thread_percentage: u8,
+        /// Pinned device memory per client.
+        pinned_mem_limit: MemMiB,
     },
     /// Start, reconfigure (`Some`) or stop (`None`) the MPS daemon.
     SetMps {

@@ -218,6 +218,51 @@ fn mps_is_started_reconfigured_and_stopped() {
 }
 
 #[test]
+fn running_mps_servers_are_raised_to_the_largest_grant() {
+    use crate::ids::AllocationId;
+    use crate::plan::{MpsGrant, SimGpu};
+    let l4 = lookup("NVIDIA L4", 23034);
+    let grant = |id, pct, mib| MpsGrant {
+        allocation: AllocationId::new(id),
+        active_thread_percentage: pct,
+        pinned_mem_limit: MemMiB(mib),
+    };
+    let grants = vec![grant(1, 25, 6144), grant(2, 40, 4096)];
+    let shares: Vec<(u8, MemMiB)> = grants
+        .iter()
+        .map(|g| (g.active_thread_percentage, g.pinned_mem_limit))
+        .collect();
+    let desired = GpuDesired {
+        mps: Some(MpsSettings::for_clients(&shares)),
+        mps_clients: grants,
+        ..GpuDesired::default()
+    };
+    // The daemon starts at the smallest grant; no server runs yet.
+    let ops = run(l4, &GpuObserved::default(), &desired);
+    assert_eq!(ops.len(), 1, "{ops:?}");
+    let mut sim = SimGpu::from_observed(l4, GpuObserved::default()).unwrap();
+    sim.apply_all(&ops).unwrap();
+    // A client's server starts at the defaults: 25 %, which would cap the
+    // 40 % client (its variables only lower the server's limit).
+    sim.start_mps_server(4242).unwrap();
+    assert_eq!(sim.observed().mps_servers[0].active_thread_percentage, 25);
+    let ops = run(l4, sim.observed(), &desired);
+    assert_eq!(
+        ops,
+        vec![Op::SetMpsServerLimits {
+            active_thread_percentage: 40,
+            pinned_mem_limit: MemMiB(6144)
+        }]
+    );
+    sim.apply_all(&ops).unwrap();
+    assert_eq!(plan(&l4, sim.observed(), &desired), Ok(vec![]));
+    // Stopping the daemon ends its servers.
+    sim.apply(&Op::SetMps { settings: None }).unwrap();
+    assert!(sim.observed().mps_servers.is_empty());
+    assert_eq!(sim.apply(&ops[0]), Err(crate::plan::SimError::NoMpsDaemon));
+}
+
+#[test]
 fn mps_to_mig_stops_the_daemon_first() {
     let observed = GpuObserved {
         mps: Some(MpsSettings {
@@ -536,4 +581,54 @@ fn mps_defaults_are_the_smallest_grant_and_servers_get_the_largest() {
         MpsGrant::ceiling(&[grant(1, 25, 6144), grant(2, 40, 4096)]),
         Some((40, MemMiB(6144)))
     );
+}
+
+#[test]
+fn an_mps_client_that_does_not_keep_to_its_grant_is_a_stray() {
+    use crate::ids::AllocationId;
+    use crate::plan::{MpsClient, MpsGrant};
+    let grants = [MpsGrant {
+        allocation: AllocationId::new(7),
+        active_thread_percentage: 25,
+        pinned_mem_limit: MemMiB(4096),
+    }];
+    let client = |allocation: Option<i64>, pct: Option<u8>, mib: Option<u64>| MpsClient {
+        pid: 99,
+        allocation: allocation.map(AllocationId::new),
+        active_thread_percentage: pct,
+        pinned_mem_limit: mib.map(MemMiB),
+    };
+    let problem = |c: MpsClient| c.stray(&grants).map(|s| s.problem);
+    assert_eq!(problem(client(Some(7), Some(25), Some(4096))), None);
+    assert_eq!(
+        problem(client(Some(7), Some(10), Some(1024))),
+        None,
+        "less is fine"
+    );
+    for (c, says) in [
+        (
+            client(None, Some(25), Some(4096)),
+            "without TESSERA_ALLOCATION",
+        ),
+        (client(Some(8), Some(25), Some(4096)), "names slice 8"),
+        (
+            client(Some(7), None, Some(4096)),
+            "sets no CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+        ),
+        (
+            client(Some(7), Some(50), Some(4096)),
+            "asks for 50% of the SMs; slice 7 has 25%",
+        ),
+        (
+            client(Some(7), Some(25), None),
+            "sets no CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+        ),
+        (
+            client(Some(7), Some(25), Some(8192)),
+            "limits itself to 8 GiB of memory; slice 7 has 4 GiB",
+        ),
+    ] {
+        let p = problem(c).unwrap_or_default();
+        assert!(p.contains(says), "{c:?}: {p}");
+    }
 }

@@ -138,7 +138,10 @@ mod tests {
         assert_eq!(p(0, 0), "none was running");
         assert_eq!(p(1, 0), "1 process stopped");
         assert_eq!(p(2, 0), "2 processes stopped");
-        assert_eq!(p(1, 1), "2 processes stopped (1 killed after the grace period)");
+        assert_eq!(
+            p(1, 1),
+            "2 processes stopped (1 killed after the grace period)"
+        );
         assert_eq!(p(0, 1), "1 process stopped, killed after the grace period");
     }
 }

@@ -198,9 +198,14 @@ pub struct GpuView {
     #[serde(default)]
     pub mig_map: Option<tessera_core::mig::MigMap>,
     /// The MPS control daemon's defaults as the agent last saw them (MPS
-    /// pools: the largest share its clients were granted).
+    /// pools: the smallest share its clients were granted).
     #[serde(default)]
     pub mps: Option<tessera_core::plan::MpsSettings>,
+    /// MPS clients the agent found not keeping to their slice (no
+    /// `TESSERA_ALLOCATION`, a slice not on this GPU, limits left out or
+    /// above the grant).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mps_strays: Vec<tessera_core::plan::MpsStray>,
     /// The pool the GPU belongs to, if any.
     pub pool: Option<String>,
     /// Who holds slices on it that are not MIG instances (`vision: 1 whole GPU`).

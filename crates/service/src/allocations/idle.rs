@@ -111,7 +111,7 @@ impl Service {
                     .iter()
                     .map(|g| observed.get(&g.uuid).and_then(Option::as_ref))
                     .collect();
-                held_by_processes(&p.slice, &gpus)
+                held_by_processes(a.id, &p.slice, &gpus)
             });
             let verdict = judge_held(
                 policy,

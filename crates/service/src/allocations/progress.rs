@@ -145,7 +145,7 @@ impl Service {
                             mig_device_uuid: None,
                             activated: false,
                             teardown_error: None,
-                            stopped: Some(stopped_for(report, row.id, &placement)),
+                            stopped: Some(stopped_for(report, row.id, placement)),
                         },
                     }
                 }

@@ -333,6 +333,10 @@ impl Service {
                             )
                         }),
                         mps: g.observed().and_then(|o| o.mps),
+                        mps_strays: g
+                            .observed()
+                            .map(|o| o.mps_strays.clone())
+                            .unwrap_or_default(),
                         mig_instances: mig_instances(
                             g.observed().cloned(),
                             holders.get(&g.uuid).unwrap_or(&no_holders),

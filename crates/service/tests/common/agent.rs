@@ -172,6 +172,8 @@ pub fn apply_entry(g: &mut GpuReport, e: &GpuDesiredEntry) {
         processes_running: false,
         allocations_running: Vec::new(),
         mps: d.mps,
+        mps_servers: Vec::new(),
+        mps_strays: Vec::new(),
         time_slice_replicas: d.time_slice_replicas,
     });
     g.mig_devices = d
