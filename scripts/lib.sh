@@ -103,8 +103,8 @@ build_release() {
     cp "$hash_file" "$SITE_ROOT/hash.txt"
     echo "$inputs $(build_outputs_digest)" >"$stamp"
   fi
-  log "building the agent"
-  cargo build --release -p tessera-agent
+  log "building the agent (and the fake NVML library and MPS control it is tested on)"
+  cargo build --release -p tessera-agent -p tessera-fake-nvml
 }
 
 # Waits until URL answers 2xx, up to $2 seconds.

@@ -330,6 +330,54 @@ fn a_released_shared_slice_stops_its_own_processes_and_no_others() {
     }
 }
 
+/// MPS clients and time-sliced replicas get their own figures: each slice's
+/// processes (by `TESSERA_ALLOCATION`) with their SM use from
+/// `nvmlDeviceGetProcessUtilization` and their memory, not the GPU's figure
+/// copied to every holder.
+#[test]
+fn shared_slices_are_measured_by_their_own_processes() {
+    let s = Scratch::new("clients");
+    s.host(L4);
+    let mut a = tagged_sleeper(7);
+    let mut b = tagged_sleeper(7);
+    let mut c = tagged_sleeper(8);
+    let mut untagged = sleeper();
+    let line = |pid: u32, mib: u64, sm: u8| {
+        format!("[[process]]\npid = {pid}\ngpu = 0\nused_mib = {mib}\nsm_util = {sm}\n")
+    };
+    s.write(
+        "processes.toml",
+        &[
+            line(a.id(), 1024, 20),
+            line(b.id(), 512, 15),
+            line(c.id(), 4096, 10),
+            line(untagged.id(), 256, 5),
+        ]
+        .concat(),
+    );
+    let doc = probe(s.agent());
+    for round in 0..2 {
+        let clients = &gpu(&doc, round, 0)["clients"];
+        assert_eq!(
+            clients,
+            &serde_json::json!([
+                {"allocation": 7, "util_pct": 35, "mem_used_mib": 1536},
+                {"allocation": 8, "util_pct": 10, "mem_used_mib": 4096}
+            ]),
+            "round {round}"
+        );
+    }
+    assert_eq!(
+        gpu(&doc, 1, 1)["clients"],
+        Value::Null,
+        "the idle GPU has none"
+    );
+    for c in [&mut a, &mut b, &mut c, &mut untagged] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
 const GI_1G_AT_0: &str = r#"{"placement": {"profile": "1g.10gb", "start": 0}, "compute_instances": [{"start": 0, "size": 1}]}"#;
 
 #[test]

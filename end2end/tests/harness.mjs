@@ -17,6 +17,9 @@ export const ARTIFACTS = path.join(ROOT, 'end2end', 'artifacts');
 const TARGET = process.env.CARGO_TARGET_DIR || path.join(homedir(), '.cache', 'tessera', 'target');
 const SERVER_BIN = path.join(TARGET, 'release', 'tessera-server');
 const AGENT_BIN = path.join(TARGET, 'release', 'tessera-agent');
+// The fake NVML library and MPS control program an NVML-backend agent runs on.
+const FAKE_NVML = path.join(TARGET, 'release', 'libtessera_fake_nvml.so');
+const FAKE_MPS_CONTROL = path.join(TARGET, 'release', 'tessera-fake-mps-control');
 const SECRET = 'e2e-client-secret';
 
 async function freePort() {
@@ -82,7 +85,9 @@ async function balancer(port, backends) {
 
 /**
  * Starts IdP, server and agents (one per simulated host file name in
- * demo/hosts). With `replicas` > 1, that many servers on one database (it
+ * demo/hosts; a host given as `{ name, nvml, processes }` runs the agent's
+ * NVML backend on the fake NVML library, with the simulated host file
+ * `nvml` and the process list `processes`). With `replicas` > 1, that many servers on one database (it
  * must be PostgreSQL) start together behind a load balancer at `appUrl`;
  * agents connect through it.
  */
@@ -135,11 +140,18 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
   }
   await waitFor(async () => (await fetch(`${appUrl}/readyz`)).ok, { what: 'server readiness' });
 
-  // Hosts are names of demo/hosts files, or paths to other host files.
+  // Hosts are names of demo/hosts files, paths to other host files, or
+  // NVML hosts on the fake library.
   const hostFile = (host) => (host.includes('/') ? host : path.join(ROOT, 'demo', 'hosts', `${host}.toml`));
-  const hostName = (host) => path.basename(host, '.toml');
-  const agentArgs = (host) => ['--server', appUrl, '--backend', 'sim', '--sim-host', hostFile(host),
-    '--state-dir', path.join(dir, 'agents'), '--telemetry-interval-seconds', '2', '--telemetry-send-seconds', '2'];
+  const hostName = (host) => (typeof host === 'object' ? host.name : path.basename(host, '.toml'));
+  const common = ['--server', appUrl, '--state-dir', path.join(dir, 'agents'), '--telemetry-interval-seconds', '2', '--telemetry-send-seconds', '2'];
+  const agentArgs = (host) => (typeof host === 'object'
+    ? [...common, '--backend', 'nvml', '--hostname', host.name, '--nvml-library', FAKE_NVML, '--mps-control', FAKE_MPS_CONTROL,
+      '--mps-pipe-root', path.join(dir, 'mps', host.name), '--stop-grace-seconds', '2']
+    : [...common, '--backend', 'sim', '--sim-host', hostFile(host)]);
+  const agentEnv = (host) => (typeof host === 'object'
+    ? { TESSERA_FAKE_NVML_HOST: host.nvml, TESSERA_FAKE_NVML_STATE: path.join(dir, `${host.name}-nvml-state.json`), TESSERA_FAKE_NVML_PROCESSES: host.processes }
+    : {});
   const cli = (...args) => execFileSync(SERVER_BIN, ['--config', config, ...args], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
     .toString()
     .trim();
@@ -147,7 +159,7 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
   for (const host of hosts) {
     const token = cli('create-join-token', '--description', `e2e ${hostName(host)}`);
     // The token goes in the environment, not on the command line (visible in ps).
-    agents.set(hostName(host), spawnLogged(`agent-${hostName(host)}`, AGENT_BIN, agentArgs(host), { TESSERA_JOIN_TOKEN: token }));
+    agents.set(hostName(host), spawnLogged(`agent-${hostName(host)}`, AGENT_BIN, agentArgs(host), { ...agentEnv(host), TESSERA_JOIN_TOKEN: token }));
   }
   const exited = (c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once('exit', r)));
 
@@ -175,7 +187,7 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
     /** Starts a host's agent again; it reuses its saved credential. */
     restartAgent(host) {
       const file = hosts.find((h) => hostName(h) === host);
-      agents.set(host, spawnLogged(`agent-${host}-restarted`, AGENT_BIN, agentArgs(file)));
+      agents.set(host, spawnLogged(`agent-${host}-restarted`, AGENT_BIN, agentArgs(file), agentEnv(file)));
     },
     /** Stops the server (SIGTERM) and starts it again on the same database. */
     async restartServer() {

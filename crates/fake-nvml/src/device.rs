@@ -7,8 +7,8 @@ use crate::handles::Handle;
 use crate::state::{Fake, Process};
 use nvml_wrapper_sys::bindings::{
     self as sys, nvmlClockType_t, nvmlDevice_t, nvmlEccCounterType_t, nvmlEnableState_t,
-    nvmlMemoryErrorType_t, nvmlMemory_v2_t, nvmlPciInfo_t, nvmlProcessInfo_t, nvmlReturn_t,
-    nvmlTemperatureSensors_t, nvmlUtilization_t,
+    nvmlMemoryErrorType_t, nvmlMemory_v2_t, nvmlPciInfo_t, nvmlProcessInfo_t,
+    nvmlProcessUtilizationSample_t, nvmlReturn_t, nvmlTemperatureSensors_t, nvmlUtilization_t,
 };
 use std::os::raw::{c_char, c_uint, c_ulonglong};
 use tessera_core::catalogue::MigProfile;
@@ -486,4 +486,59 @@ pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
     with(|f| unsafe { put_processes(listed(f, device, true)?, count, infos) })
+}
+
+/// `nvmlDeviceGetProcessUtilization`: one sample per process on the GPU,
+/// stamped now (µs), those after `lastSeenTimeStamp`. As nvml.h says:
+/// called with `utilization` NULL it gives the count needed
+/// (`NVML_ERROR_INSUFFICIENT_SIZE`); `NVML_ERROR_NOT_FOUND` when there is no
+/// sample; not supported on a GPU with MIG on, or a MIG device.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
+    device: nvmlDevice_t,
+    utilization: *mut nvmlProcessUtilizationSample_t,
+    count: *mut c_uint,
+    last_seen: c_ulonglong,
+) -> nvmlReturn_t {
+    with(|f| {
+        let Dev::Gpu(gpu) = resolve(f, device)? else {
+            return Err(NOT_SUPPORTED);
+        };
+        if mig_on(f, gpu) {
+            return Err(NOT_SUPPORTED);
+        }
+        if count.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        let now_us = u64::try_from(f.now_ms()).unwrap_or(0) * 1000;
+        let processes = f.processes(gpu);
+        let load = gpu_load(f, gpu)?;
+        let even = u32::from(load.util_pct) / u32::try_from(processes.len().max(1)).unwrap_or(1);
+        let samples: Vec<nvmlProcessUtilizationSample_t> = processes
+            .iter()
+            .filter(|_| now_us > last_seen)
+            .map(|p| nvmlProcessUtilizationSample_t {
+                pid: p.pid,
+                timeStamp: now_us,
+                smUtil: p.sm_util.map_or(even, u32::from),
+                memUtil: 0,
+                encUtil: 0,
+                decUtil: 0,
+            })
+            .collect();
+        if samples.is_empty() {
+            // SAFETY: not null.
+            unsafe { count.write(0) };
+            return Err(NOT_FOUND);
+        }
+        // SAFETY: not null; valid for the call.
+        let room = unsafe { *count } as usize;
+        unsafe { count.write(c_uint::try_from(samples.len()).unwrap_or(c_uint::MAX)) };
+        if utilization.is_null() || room < samples.len() {
+            return Err(INSUFFICIENT_SIZE);
+        }
+        // SAFETY: `utilization` holds `room >= samples.len()` entries.
+        unsafe { std::ptr::copy_nonoverlapping(samples.as_ptr(), utilization, samples.len()) };
+        Ok(())
+    })
 }

@@ -46,6 +46,10 @@ pub struct Process {
     /// An MPS client (listed by `nvmlDeviceGetMPSComputeRunningProcesses`).
     #[serde(default)]
     pub mps: bool,
+    /// Its SM utilisation, percent of the GPU (`nvmlDeviceGetProcessUtilization`);
+    /// by default the GPU's, split evenly over its processes.
+    #[serde(default)]
+    pub sm_util: Option<u8>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -314,6 +314,26 @@ pub struct GpuSample {
     /// Its MIG devices, where MIG is on.
     #[serde(default)]
     pub instances: Vec<InstanceSample>,
+    /// Its shared slices' own figures (MIG off): the processes naming each
+    /// slice (`TESSERA_ALLOCATION`), from the driver's per-process figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<ClientSample>,
+}
+
+/// The processes of one shared slice (MPS client, time-sliced replica) on a
+/// GPU in a round.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSample {
+    /// The slice its processes name.
+    pub allocation: AllocationId,
+    /// Their SM utilisation, percent of the *whole GPU* (summed over its
+    /// processes, at most 100; `nvmlDeviceGetProcessUtilization`); `None`
+    /// where the driver does not give it.
+    #[serde(default)]
+    pub util_pct: Option<u8>,
+    /// Their framebuffer memory, MiB (the process list's used memory).
+    pub mem_used_mib: u64,
 }
 
 /// One MIG device in a round.

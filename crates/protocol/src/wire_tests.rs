@@ -251,6 +251,7 @@ fn telemetry_batches_keep_their_shape_and_refuse_unknown_fields() {
                     util_pct: None,
                     mem_used_mib: 512,
                 }],
+                clients: Vec::new(),
             }],
         }],
     };

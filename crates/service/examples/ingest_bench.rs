@@ -57,6 +57,7 @@ async fn main() {
                                 temp_c: Some(60),
                                 sm_clock_mhz: Some(1980),
                                 instances: Vec::new(),
+                                clients: Vec::new(),
                                 uuid: g.uuid,
                             })
                             .collect(),

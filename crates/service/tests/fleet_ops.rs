@@ -778,6 +778,7 @@ async fn the_fleet_pages_filters_and_searches_its_hosts() {
                     temp_c: None,
                     sm_clock_mhz: None,
                     instances: vec![],
+                    clients: vec![],
                 }],
             }],
         };

@@ -240,6 +240,7 @@ fn round(at_ms: i64, gpu: &str, gpu_util: u8, mig: Option<(&str, u8)>) -> Teleme
                 })
                 .into_iter()
                 .collect(),
+            clients: Vec::new(),
         }],
     }
 }

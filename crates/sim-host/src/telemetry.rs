@@ -152,5 +152,7 @@ pub fn sample(
         temp_c: Some(temp_c(whole.util_pct)),
         sm_clock_mhz: Some(sm_clock_mhz(whole.util_pct)),
         instances,
+        // The simulation runs no processes of its own to tell apart.
+        clients: Vec::new(),
     })
 }

@@ -88,6 +88,8 @@ pub struct NvmlBackend {
     /// `nvml`: fields drop in order, and the samples are freed through the
     /// library, which must still be loaded then.
     gpm: gpm::GpmTracker<raw::GpmSample>,
+    /// The newest per-process utilisation sample read, per GPU.
+    process_seen: telemetry::ProcessSeen,
     nvml: Nvml,
     sharing: Sharing,
     xids: std::sync::Arc<health::XidLog>,
@@ -120,6 +122,7 @@ impl NvmlBackend {
         let nvml = load_nvml(options.library.as_deref()).map_err(unavailable)?;
         Ok(Self {
             gpm: gpm::GpmTracker::default(),
+            process_seen: telemetry::ProcessSeen::default(),
             nvml,
             xids: health::XidLog::start(options.library.clone()),
             last_read: std::sync::Mutex::new(std::collections::BTreeMap::new()),
@@ -587,7 +590,7 @@ impl GpuBackend for NvmlBackend {
         let count = call("nvmlDeviceGetCount", self.nvml.device_count())?;
         let mut out = Vec::new();
         for index in 0..count {
-            match telemetry::sample_gpu(&self.nvml, &self.gpm, index) {
+            match telemetry::sample_gpu(&self.nvml, &self.gpm, &self.process_seen, index) {
                 Ok(s) => out.push(s),
                 // A lost or failing GPU misses this round; the others count.
                 Err(e) => tracing::debug!(gpu = index, "no telemetry: {e}"),

@@ -10,6 +10,11 @@
 //! - SM clock: `nvmlDeviceGetClockInfo(NVML_CLOCK_SM)`, MHz
 //!   (`DCGM_FI_DEV_SM_CLOCK`).
 //!
+//! Per shared slice (MIG off; MPS clients and time-sliced replicas): the
+//! processes naming it (`TESSERA_ALLOCATION` in their environment), their
+//! SM utilisation from `nvmlDeviceGetProcessUtilization` (summed, percent
+//! of the whole GPU) and their memory from the process lists.
+//!
 //! Per MIG device: memory used from the MIG device handle, and activity
 //! from GPM where the GPU has it (Hopper and later; see [`super::gpm`]):
 //! the percent of the interval since the previous round in which its GPU
@@ -21,13 +26,20 @@
 //! are left out rather than failing the sample.
 
 use super::gpm::{GpmTracker, MigTarget};
+use super::mps::is_mps_server;
 use super::raw::{GpmSample, NvmlGpm, NvmlGpu};
+use super::stop::allocation_of;
 use super::{call, call_err};
 use crate::backend::BackendError;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
-use tessera_protocol::agent::{GpuSample, InstanceSample};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use tessera_core::ids::AllocationId;
+use tessera_protocol::agent::{ClientSample, GpuSample, InstanceSample};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -40,6 +52,7 @@ const MIB: u64 = 1024 * 1024;
 pub fn sample_gpu(
     nvml: &Nvml,
     gpm: &GpmTracker<GpmSample>,
+    seen: &ProcessSeen,
     index: u32,
 ) -> Result<GpuSample, BackendError> {
     let dev = nvml
@@ -95,6 +108,11 @@ pub fn sample_gpu(
             });
         }
     }
+    let clients = if instances.is_empty() && !matches!(dev.mig_mode(), Ok(m) if m.current == 1) {
+        clients(&dev, seen, index)
+    } else {
+        Vec::new()
+    };
     let activity = gpm.round(&NvmlGpm::new(nvml), index, &targets);
     for i in &mut instances {
         i.util_pct = activity.get(&i.uuid).copied();
@@ -107,5 +125,87 @@ pub fn sample_gpu(
         temp_c: dev.temperature(TemperatureSensor::Gpu).ok(),
         sm_clock_mhz: dev.clock_info(Clock::SM).ok(),
         instances,
+        clients,
     })
+}
+
+/// Per GPU, the CPU timestamp (µs) of the newest process-utilisation
+/// sample read, so each round reads only what is new.
+pub type ProcessSeen = Mutex<BTreeMap<u32, u64>>;
+
+/// The shared slices on a GPU with MIG off: its processes that name one
+/// (the MPS server excluded), their SM utilisation since the last round
+/// (no sample since then: no kernel ran) and their memory. Unknown
+/// utilisation where the driver does not give it.
+fn clients(dev: &Device<'_>, seen: &ProcessSeen, index: u32) -> Vec<ClientSample> {
+    let listed: Vec<(u32, u64)> = dev
+        .running_compute_processes()
+        .into_iter()
+        .chain(dev.mps_running_compute_processes())
+        .flatten()
+        .filter(|p| !is_mps_server(p.pid))
+        .map(|p| {
+            let mib = match p.used_gpu_memory {
+                UsedGpuMemory::Used(bytes) => bytes / MIB,
+                UsedGpuMemory::Unavailable => 0,
+            };
+            (p.pid, mib)
+        })
+        .collect();
+    let tagged: Vec<(u32, AllocationId, u64)> = listed
+        .into_iter()
+        .filter_map(|(pid, mib)| allocation_of(pid).map(|a| (pid, a, mib)))
+        .collect();
+    if tagged.is_empty() {
+        return Vec::new();
+    }
+    let mut seen = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let last = seen.get(&index).copied().unwrap_or(0);
+    // Mean SM utilisation per process over the samples since `last`.
+    let per_pid: Option<BTreeMap<u32, u64>> = match dev.process_utilization_stats(last) {
+        Ok(samples) => {
+            if let Some(newest) = samples.iter().map(|s| s.timestamp).max() {
+                seen.insert(index, newest);
+            }
+            let mut sums: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+            for s in samples {
+                let e = sums.entry(s.pid).or_default();
+                e.0 += u64::from(s.sm_util.min(100));
+                e.1 += 1;
+            }
+            Some(
+                sums.into_iter()
+                    .map(|(pid, (sum, n))| (pid, sum / n.max(1)))
+                    .collect(),
+            )
+        }
+        // "NVML_ERROR_NOT_FOUND if sample entries are not found": nothing ran.
+        Err(NvmlError::NotFound) => Some(BTreeMap::new()),
+        Err(e) => {
+            tracing::debug!(gpu = index, "no per-process utilisation: {e}");
+            None
+        }
+    };
+    let mut by_slice: BTreeMap<AllocationId, (u64, u64)> = BTreeMap::new();
+    for (pid, allocation, mib) in tagged {
+        let e = by_slice.entry(allocation).or_default();
+        e.0 += per_pid
+            .as_ref()
+            .and_then(|m| m.get(&pid))
+            .copied()
+            .unwrap_or(0);
+        e.1 += mib;
+    }
+    by_slice
+        .into_iter()
+        .map(|(allocation, (util, mib))| ClientSample {
+            allocation,
+            util_pct: per_pid
+                .as_ref()
+                .map(|_| u8::try_from(util.min(100)).unwrap_or(100)),
+            mem_used_mib: mib,
+        })
+        .collect()
 }

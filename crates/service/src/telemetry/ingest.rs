@@ -13,7 +13,7 @@ use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QuerySelect, Set
 use std::collections::BTreeSet;
 use tessera_core::ids::{AllocationId, HostId};
 use tessera_core::telemetry::MINUTE_MS;
-use tessera_protocol::agent::{TelemetryAck, TelemetryBatch, MAX_TELEMETRY_ROUNDS};
+use tessera_protocol::agent::{GpuSample, TelemetryAck, TelemetryBatch, MAX_TELEMETRY_ROUNDS};
 
 /// Rows per INSERT statement (SQLite allows 32,766 bound values).
 const INSERT_CHUNK: usize = 1000;
@@ -105,9 +105,54 @@ pub fn validate_batch(batch: &TelemetryBatch) -> Result<(), ServiceError> {
                     ));
                 }
             }
+            if s.clients.len() > 64 {
+                return Err(ServiceError::invalid(field("clients"), "at most 64"));
+            }
+            let mut named = BTreeSet::new();
+            for (i, c) in s.clients.iter().enumerate() {
+                let field = |f: &str| format!("rounds[{r}].gpus[{g}].clients[{i}].{f}");
+                if !named.insert(c.allocation) {
+                    return Err(ServiceError::invalid(
+                        field("allocation"),
+                        format!("slice {} appears twice", c.allocation),
+                    ));
+                }
+                if c.util_pct.is_some_and(|u| u > 100) {
+                    return Err(ServiceError::invalid(field("util_pct"), "must be 0-100"));
+                }
+                if i64::try_from(c.mem_used_mib).is_err() {
+                    return Err(ServiceError::invalid(
+                        field("mem_used_mib"),
+                        "is out of range",
+                    ));
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// A shared slice's own figures where the agent measured its processes
+/// (`clients`): its SM use as a percent of *its* share of the GPU (a
+/// quarter-GPU slice using 20 % of the GPU used 80 % of itself), its
+/// memory. Without per-client figures, the GPU's. A slice with none of its
+/// processes listed used nothing when the GPU idled, and is unknown while
+/// others keep it busy (its processes may be untagged).
+fn slice_figures(s: &GpuSample, holder: &Holder) -> (Option<u8>, u64) {
+    if s.clients.is_empty() || holder.weight_milli >= 1000 {
+        return (s.util_pct, s.mem_used_mib);
+    }
+    match s.clients.iter().find(|c| c.allocation == holder.id) {
+        Some(c) => {
+            let share = u64::try_from(holder.weight_milli.max(1)).unwrap_or(1000);
+            let of_slice = c
+                .util_pct
+                .map(|u| u8::try_from((u64::from(u) * 1000 / share).min(100)).unwrap_or(100));
+            (of_slice, c.mem_used_mib)
+        }
+        None if s.util_pct == Some(0) => (Some(0), 0),
+        None => (None, 0),
+    }
 }
 
 /// A slice that held devices on the host during the batch.
@@ -321,7 +366,8 @@ impl Service {
                     rows.push(row(&s.uuid, None, s.util_pct, s.mem_used_mib));
                 }
                 for a in on_gpu {
-                    rows.push(row(&s.uuid, Some(a), s.util_pct, s.mem_used_mib));
+                    let (util, mem) = slice_figures(s, a);
+                    rows.push(row(&s.uuid, Some(a), util, mem));
                 }
                 for inst in &s.instances {
                     let holder = holders.iter().find(|a| {
@@ -355,5 +401,71 @@ impl Service {
             expired: u32::try_from(expired).unwrap_or(u32::MAX),
             last_at_ms: newest.at_ms,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_protocol::agent::ClientSample;
+
+    fn holder(id: i64, weight_milli: i32) -> Holder {
+        Holder {
+            id: AllocationId::new(id),
+            from_ms: 0,
+            until_ms: None,
+            mig_device: None,
+            gpus: vec!["GPU-1".to_owned()],
+            weight_milli,
+        }
+    }
+
+    fn sample(util: Option<u8>, clients: Vec<ClientSample>) -> GpuSample {
+        GpuSample {
+            uuid: "GPU-1".to_owned(),
+            util_pct: util,
+            mem_used_mib: 20_000,
+            power_mw: None,
+            temp_c: None,
+            sm_clock_mhz: None,
+            instances: Vec::new(),
+            clients,
+        }
+    }
+
+    #[test]
+    fn a_shared_slice_is_measured_by_its_own_processes() {
+        let client = |id: i64, util: Option<u8>, mem: u64| ClientSample {
+            allocation: AllocationId::new(id),
+            util_pct: util,
+            mem_used_mib: mem,
+        };
+        let busy = sample(
+            Some(60),
+            vec![client(1, Some(20), 4096), client(2, None, 512)],
+        );
+        // A quarter of the GPU using a fifth of it used 80 % of itself.
+        assert_eq!(slice_figures(&busy, &holder(1, 250)), (Some(80), 4096));
+        // Above its share (MPS without limits): capped at all of itself.
+        assert_eq!(
+            slice_figures(
+                &sample(Some(90), vec![client(1, Some(60), 1)]),
+                &holder(1, 250)
+            ),
+            (Some(100), 1)
+        );
+        // The driver gave no per-process figure: unknown, its memory known.
+        assert_eq!(slice_figures(&busy, &holder(2, 250)), (None, 512));
+        // None of its processes listed while others keep the GPU busy:
+        // unknown (an untagged process may be its); on an idle GPU, idle.
+        assert_eq!(slice_figures(&busy, &holder(3, 250)), (None, 0));
+        let idle = sample(Some(0), vec![client(1, Some(0), 100)]);
+        assert_eq!(slice_figures(&idle, &holder(3, 250)), (Some(0), 0));
+        // Whole GPUs, and samples without per-client figures: the GPU's.
+        assert_eq!(slice_figures(&busy, &holder(1, 1000)), (Some(60), 20_000));
+        assert_eq!(
+            slice_figures(&sample(Some(60), vec![]), &holder(1, 250)),
+            (Some(60), 20_000)
+        );
     }
 }
