@@ -1,5 +1,6 @@
 # The two commands: `make demo` runs everything locally; `make test` runs every test.
-.PHONY: demo test bench bench-queue bench-slices bench-load bench-reads bench-ingest bench-idle bench-pages fmt lint
+# `make cycles`: import circles among each crate's files (issue: none anywhere).
+.PHONY: cycles demo test bench bench-queue bench-slices bench-load bench-reads bench-ingest bench-idle bench-pages fmt lint
 
 demo:
 	bash scripts/demo.sh
@@ -36,3 +37,6 @@ fmt:
 
 lint:
 	cargo clippy --workspace --exclude tessera-frontend --all-targets -- -D warnings
+
+cycles:
+	python3 scripts/import-cycles.py

@@ -36,13 +36,13 @@ if [ "$what" = all ] || [ "$what" = placement ]; then
 fi
 if [ "$what" = all ] || [ "$what" = queue ]; then
   # Queue disciplines over time: FIFO against backfill, with and without
-  # reservations, at three offered loads (README: Queue replay).
+  # reservations, at three offered loads (docs/benchmarks.md: Queue replay).
   for load in 0.8 0.9 1.0; do
     echo "offered load $load"
     cargo run --release -q -p placement-bench --bin queue-sim -- --hosts 32 --jobs 5000 --seeds 5 --load "$load"
   done
   # Quota policies: hard quota against QoS classes with preemption, and
-  # with idle reclaim (README: QoS replay).
+  # with idle reclaim (docs/benchmarks.md: QoS replay).
   for load in 0.7 0.9; do
     echo "QoS, offered load $load"
     cargo run --release -q -p placement-bench --bin queue-sim -- --qos --hosts 16 --jobs 3000 --seeds 3 --load "$load"

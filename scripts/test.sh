@@ -46,7 +46,7 @@ setup_postgres() {
 ensure_tools
 ensure_chromium
 
-# The public Alibaba GPU-sharing trace (README: Placement benchmark) lets
+# The public Alibaba GPU-sharing trace (docs/placement.md: the trace-replay benchmark) lets
 # placement-bench check FGD's published figure and pack's lead. CI has it
 # beside the clone (../shared/openb) and sets TESSERA_CI: there the test fails
 # instead of skipping when the trace is missing.

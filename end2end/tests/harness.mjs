@@ -163,12 +163,21 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
   }
   const exited = (c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once('exit', r)));
 
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  let browser;
+  try {
+    browser = await chromium.launch({
+      executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync'],
+    });
+  } catch (e) {
+    // Leave nothing running behind a stack that did not start.
+    for (const c of children) c.kill('SIGKILL');
+    lb?.close();
+    await idp.close();
+    throw e;
+  }
 
   return {
     appUrl,

@@ -72,6 +72,7 @@ describe('the NVML backend on the fake library', () => {
     await waitFor(async () => work.exitCode !== null || work.signalCode !== null, { what: 'the slice\'s process gone' });
     await page.reload();
     assert.equal((await page.textContent('[data-test=processes-stopped]')).trim(), '1 process stopped');
+    assert.match((await page.textContent('[data-test=lease]')).trim(), /^ended /, 'a released slice has no lease left');
     await screenshot(page, '81-nvml-allocation-released');
     await context.close();
   });

@@ -1,5 +1,5 @@
 //! An axum hello-world: the baseline `make bench-reads` measures the API
-//! against, in the same run and on the same machine (README: Benchmarks).
+//! against, in the same run and on the same machine (docs/benchmarks.md).
 //! Usage: `hello [ADDR]` (default `127.0.0.1:3951`).
 
 #[tokio::main]

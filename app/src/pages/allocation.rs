@@ -338,9 +338,10 @@ fn Allocation(
                 }}</dt><dd>{format!("{} · {} · {} slice(s)", a.demand.compute, format::mem(a.demand.memory), a.demand.slices)}</dd>
                 <dt>"Lease"</dt>
                 <dd data-test="lease">
-                    {match a.lease_ends_at {
-                        Some(end) => format!("ends {} ({})", format::until(end, now), format::when(end)),
-                        None => format!("{} h from activation", a.lease_hours),
+                    {match (a.ended_at, a.lease_ends_at) {
+                        (Some(ended), _) if a.is_terminal() => format!("ended {}", format::when(ended)),
+                        (_, Some(end)) => format!("ends {} ({})", format::until(end, now), format::when(end)),
+                        _ => format!("{} h from activation", a.lease_hours),
                     }}
                     {ending_soon.then(|| view! { <span class="badge warn">"ending soon"</span> })}
                 </dd>

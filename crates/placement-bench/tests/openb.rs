@@ -2,7 +2,7 @@
 //! and checks that `pack` beats it, when the trace is at hand: set
 //! `TESSERA_OPENB_DIR` to a folder with `openb_node_list_gpu_node.csv` and
 //! `openb_pod_list_default.csv` (from the `data/csv` folder of
-//! hkust-adsl/kubernetes-scheduler-simulator; see README). `make test` sets
+//! hkust-adsl/kubernetes-scheduler-simulator; see docs/placement.md). `make test` sets
 //! it when `~/.cache/tessera/openb` or `../shared/openb` holds them. Without
 //! the files the test says so and checks nothing, except in CI
 //! (`TESSERA_CI`), where the trace must be there.

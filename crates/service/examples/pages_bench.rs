@@ -1,7 +1,7 @@
 //! Admin pages at fleet size: the service time of what the fleet page, the
 //! fleet insights and the audit log read and build, with `hosts` hosts of 8
 //! H100s enrolled and reported (the HTML around it adds little: see
-//! README). Each view is built `runs` times one after another; prints
+//! docs/benchmarks.md). Each view is built `runs` times one after another; prints
 //! p50/p99 in ms per view as JSON.
 //!
 //! `cargo run --release -p tessera-service --example pages_bench -- URL [hosts] [runs]`
