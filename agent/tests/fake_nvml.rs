@@ -268,11 +268,22 @@ fn a_released_shared_slice_stops_its_own_processes_and_no_others() {
     let mut mine = tagged_sleeper(7);
     let mut neighbour = tagged_sleeper(8);
     let mut untagged = sleeper();
+    // One of the slice's processes is an MPS client: NVML lists those apart
+    // (`nvmlDeviceGetMPSComputeRunningProcesses`).
+    let mut mine_mps = tagged_sleeper(7);
     s.processes(&[
         (mine.id(), 0, None),
         (neighbour.id(), 0, None),
         (untagged.id(), 0, None),
     ]);
+    let listed = std::fs::read_to_string(s.0.join("processes.toml")).unwrap();
+    s.write(
+        "processes.toml",
+        &format!(
+            "{listed}[[process]]\npid = {}\ngpu = 0\nused_mib = 1024\nmps = true\n",
+            mine_mps.id()
+        ),
+    );
     let shared = |released: &str| {
         format!(
             r#"{{"0": {{"mig_enabled": false, "instances": [], "mps": null, "time_slice_replicas": 4,
@@ -306,11 +317,15 @@ fn a_released_shared_slice_stops_its_own_processes_and_no_others() {
     );
     assert_eq!(
         lines[0]["stopped"],
-        serde_json::json!([{"index": 0, "scope": {"kind": "allocation", "allocation": 7}, "terminated": 1, "killed": 0}])
+        serde_json::json!([{"index": 0, "scope": {"kind": "allocation", "allocation": 7}, "terminated": 2, "killed": 0}])
     );
     assert!(
         exits_within(&mut mine, 5),
         "the released slice's process still runs"
+    );
+    assert!(
+        exits_within(&mut mine_mps, 5),
+        "the released slice's MPS client still runs"
     );
     assert!(
         neighbour.try_wait().unwrap().is_none(),
