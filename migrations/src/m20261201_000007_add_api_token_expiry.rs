@@ -31,6 +31,8 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
+        // A migration runs once, against real time (no service clock yet).
+        #[allow(clippy::disallowed_methods)]
         let expiry: chrono::DateTime<chrono::Utc> =
             chrono::Utc::now() + chrono::TimeDelta::days(LEGACY_TOKEN_DAYS);
         manager

@@ -1,7 +1,8 @@
 //! The HTTP surface, in-process, against a real SQLite (or PostgreSQL when
 //! `TESSERA_TEST_POSTGRES_URL` is set) database. The OIDC flow itself is covered
 //! by the end-to-end suite with a real identity provider.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// The tests stamp sessions and bodies with the real time the server runs on.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};

@@ -5,7 +5,8 @@
 //!
 //! `cargo run --release -p tessera-service --example ingest_bench -- URL [hosts] [rounds] [clients]`
 //! (`make bench-ingest`; the database should be empty).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A benchmark against the real clock.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 

@@ -1,6 +1,11 @@
 //! Use-cases against a real database (SQLite by default; PostgreSQL when
 //! `TESSERA_TEST_POSTGRES_URL` is set).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 

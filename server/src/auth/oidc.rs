@@ -389,7 +389,7 @@ async fn finish_login(
     session.cycle_id().await?;
     session.insert(keys::USER_ID, user_id).await?;
     session
-        .insert(keys::LOGIN_AT, chrono::Utc::now().timestamp())
+        .insert(keys::LOGIN_AT, state.service.now().timestamp())
         .await?;
     session.insert(keys::ID_TOKEN, id_token.to_string()).await?;
     tracing::info!(

@@ -86,7 +86,7 @@ async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> 
     // Past the absolute timeout or the membership re-check: page visits go
     // through the IdP again and pick up the current groups.
     let max_age = state.config.session.max_age_seconds();
-    if past_absolute_timeout(login_at, chrono::Utc::now().timestamp(), max_age) {
+    if past_absolute_timeout(login_at, state.service.now().timestamp(), max_age) {
         session.flush().await?;
         return Ok(Viewer(None));
     }

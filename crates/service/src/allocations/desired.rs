@@ -251,6 +251,8 @@ impl Service {
         };
         // An idle host's poll ends at its beat (its heartbeat's phase),
         // spread over the fleet.
+        // Real time, not the service's clock: the poll waits on the runtime's timers.
+        #[allow(clippy::disallowed_methods)]
         let wait = match after {
             Some(_) => crate::fleet::beat_hold(
                 who.id,

@@ -266,7 +266,7 @@ mod tests {
     use tessera_protocol::views::MembershipView;
 
     fn row() -> quota_request::Model {
-        let now = chrono::Utc::now();
+        let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
         quota_request::Model {
             id: QuotaRequestId::new(1),
             tenant_id: TenantId::new(7),
