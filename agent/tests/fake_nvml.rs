@@ -252,11 +252,7 @@ fn a_whole_gpu_is_measured_busy_while_a_process_runs_and_released_stops_it() {
 }
 
 fn tagged_sleeper(allocation: u32) -> Child {
-    Command::new("sleep")
-        .arg("300")
-        .env("TESSERA_ALLOCATION", allocation.to_string())
-        .spawn()
-        .unwrap()
+    sleeper_with(&[("TESSERA_ALLOCATION", &allocation.to_string())])
 }
 
 /// MPS and time-sliced slices share a GPU: releasing one stops the
@@ -562,6 +558,16 @@ fn the_simulator_answers_as_the_fake_library_does() {
     }
 }
 
+/// A process that sleeps, with `env` (and no inherited TESSERA_ALLOCATION).
+fn sleeper_with(env: &[(&str, &str)]) -> Child {
+    let mut c = Command::new("sleep");
+    c.arg("300").env_remove("TESSERA_ALLOCATION");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
+}
+
 /// One line to the fake MPS control daemon of GPU `uuid`; its output.
 fn mps(s: &Scratch, uuid: &str, line: &str) -> String {
     use std::io::Write;
@@ -580,15 +586,6 @@ fn mps(s: &Scratch, uuid: &str, line: &str) -> String {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{line}");
     String::from_utf8(out.stdout).unwrap()
-}
-
-fn mps_client(env: &[(&str, &str)]) -> Child {
-    let mut c = Command::new("sleep");
-    c.arg("300").env_remove("TESSERA_ALLOCATION");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.spawn().unwrap()
 }
 
 /// MPS as strong as MPS allows: the daemon's defaults are the smallest
@@ -634,7 +631,7 @@ fn mps_servers_are_raised_to_the_largest_grant_and_stray_clients_are_reported() 
         ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "40"),
         ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=6144M"),
     ];
-    let mut first = mps_client(&big);
+    let mut first = sleeper_with(&big);
     mps(&s, &uuid, &format!("fake_connect {}", first.id()));
     let clients: Value = serde_json::from_str(&mps(&s, &uuid, "fake_clients")).unwrap();
     assert_eq!(clients[0]["pct"], 25, "{clients}");
@@ -655,14 +652,14 @@ fn mps_servers_are_raised_to_the_largest_grant_and_stray_clients_are_reported() 
     // Clients that connect now get their own share; one that leaves its
     // variables out gets the largest: reported, with the one that names a
     // slice the GPU does not hold.
-    let mut second = mps_client(&big);
-    let mut small = mps_client(&[
+    let mut second = sleeper_with(&big);
+    let mut small = sleeper_with(&[
         ("TESSERA_ALLOCATION", "7"),
         ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"),
         ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=4096M"),
     ]);
-    let mut bare = mps_client(&[]);
-    let mut stranger = mps_client(&[
+    let mut bare = sleeper_with(&[]);
+    let mut stranger = sleeper_with(&[
         ("TESSERA_ALLOCATION", "99"),
         ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "10"),
         ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=1G"),

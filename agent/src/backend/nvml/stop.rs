@@ -52,30 +52,7 @@ impl ProcessStopper {
     }
 
     fn signal(&self, signal: &str, pids: &[u32]) -> Result<(), BackendError> {
-        let mut args = vec![format!("-{signal}")];
-        args.extend(pids.iter().map(u32::to_string));
-        let out = self
-            .runner
-            .run(&CommandSpec {
-                program: "kill".to_owned(),
-                args,
-                env: Vec::new(),
-                stdin: None,
-                daemon: false,
-            })
-            .map_err(|e| BackendError::Nvml {
-                call: "kill",
-                detail: e.to_string(),
-            })?;
-        // A process that ended between listing and signalling makes `kill`
-        // fail; only processes still alive matter.
-        if !out.success && pids.iter().any(|p| alive(*p)) {
-            return Err(BackendError::Nvml {
-                call: "kill",
-                detail: format!("kill -{signal} failed: {}", out.stderr.trim()),
-            });
-        }
-        Ok(())
+        kill(self.runner.as_ref(), signal, pids)
     }
 
     /// Waits up to `limit` for every process of `pids` to end; returns those
@@ -148,6 +125,33 @@ pub fn environ(pid: u32) -> Option<Vec<(String, String)>> {
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect(),
     )
+}
+
+/// Sends `signal` (`TERM`, `KILL`, `HUP`) to `pids` with `kill`, through
+/// `runner`. A process that ended between listing and signalling makes
+/// `kill` fail; only processes still alive make it an error.
+pub fn kill(runner: &dyn CommandRunner, signal: &str, pids: &[u32]) -> Result<(), BackendError> {
+    let mut args = vec![format!("-{signal}")];
+    args.extend(pids.iter().map(u32::to_string));
+    let out = runner
+        .run(&CommandSpec {
+            program: "kill".to_owned(),
+            args,
+            env: Vec::new(),
+            stdin: None,
+            daemon: false,
+        })
+        .map_err(|e| BackendError::Nvml {
+            call: "kill",
+            detail: e.to_string(),
+        })?;
+    if !out.success && pids.iter().any(|p| alive(*p)) {
+        return Err(BackendError::Nvml {
+            call: "kill",
+            detail: format!("kill -{signal} {pids:?} failed: {}", out.stderr.trim()),
+        });
+    }
+    Ok(())
 }
 
 /// What stopping did.

@@ -20,7 +20,7 @@
 //! list that is not UUIDs is an error, never skipped (a file the agent
 //! misread would be rewritten without the entries it missed).
 
-use super::mps::{CommandRunner, CommandSpec};
+use super::mps::CommandRunner;
 use crate::backend::BackendError;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -230,31 +230,10 @@ impl DevicePlugin {
             );
             return Ok(pids);
         }
-        let mut args = vec!["-HUP".to_owned()];
-        args.extend(pids.iter().map(u32::to_string));
-        let out = self
-            .runner
-            .run(&CommandSpec {
-                program: "kill".to_owned(),
-                args,
-                env: Vec::new(),
-                stdin: None,
-                daemon: false,
-            })
-            .map_err(|e| BackendError::Nvml {
-                call: "kill",
-                detail: e.to_string(),
-            })?;
-        if !out.success {
-            return Err(BackendError::Nvml {
-                call: "kill",
-                detail: format!(
-                    "could not signal the device plugin ({}): {}",
-                    self.process,
-                    out.stderr.trim()
-                ),
-            });
-        }
+        super::stop::kill(self.runner.as_ref(), "HUP", &pids).map_err(|e| BackendError::Nvml {
+            call: "kill",
+            detail: format!("could not signal the device plugin ({}): {e}", self.process),
+        })?;
         tracing::info!(
             ?pids,
             "told the device plugin to read its config again (SIGHUP)"

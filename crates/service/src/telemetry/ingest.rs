@@ -69,15 +69,7 @@ pub fn validate_batch(batch: &TelemetryBatch) -> Result<(), ServiceError> {
                     format!("'{}' is not a GPU UUID, or appears twice", s.uuid),
                 ));
             }
-            if s.util_pct.is_some_and(|u| u > 100) {
-                return Err(ServiceError::invalid(field("util_pct"), "must be 0-100"));
-            }
-            if i64::try_from(s.mem_used_mib).is_err() {
-                return Err(ServiceError::invalid(
-                    field("mem_used_mib"),
-                    "is out of range",
-                ));
-            }
+            check_figures(s.util_pct, s.mem_used_mib, &field)?;
             if s.power_mw.is_some_and(|p| p > 10_000_000) {
                 return Err(ServiceError::invalid(field("power_mw"), "is out of range"));
             }
@@ -95,15 +87,7 @@ pub fn validate_batch(batch: &TelemetryBatch) -> Result<(), ServiceError> {
                         format!("'{}' is not a MIG device UUID, or appears twice", inst.uuid),
                     ));
                 }
-                if inst.util_pct.is_some_and(|u| u > 100) {
-                    return Err(ServiceError::invalid(field("util_pct"), "must be 0-100"));
-                }
-                if i64::try_from(inst.mem_used_mib).is_err() {
-                    return Err(ServiceError::invalid(
-                        field("mem_used_mib"),
-                        "is out of range",
-                    ));
-                }
+                check_figures(inst.util_pct, inst.mem_used_mib, &field)?;
             }
             if s.clients.len() > 64 {
                 return Err(ServiceError::invalid(field("clients"), "at most 64"));
@@ -117,17 +101,27 @@ pub fn validate_batch(batch: &TelemetryBatch) -> Result<(), ServiceError> {
                         format!("slice {} appears twice", c.allocation),
                     ));
                 }
-                if c.util_pct.is_some_and(|u| u > 100) {
-                    return Err(ServiceError::invalid(field("util_pct"), "must be 0-100"));
-                }
-                if i64::try_from(c.mem_used_mib).is_err() {
-                    return Err(ServiceError::invalid(
-                        field("mem_used_mib"),
-                        "is out of range",
-                    ));
-                }
+                check_figures(c.util_pct, c.mem_used_mib, &field)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// A utilisation (0-100 %) and a memory figure that fit their columns.
+fn check_figures(
+    util_pct: Option<u8>,
+    mem_used_mib: u64,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(), ServiceError> {
+    if util_pct.is_some_and(|u| u > 100) {
+        return Err(ServiceError::invalid(field("util_pct"), "must be 0-100"));
+    }
+    if i64::try_from(mem_used_mib).is_err() {
+        return Err(ServiceError::invalid(
+            field("mem_used_mib"),
+            "is out of range",
+        ));
     }
     Ok(())
 }
