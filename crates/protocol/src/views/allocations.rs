@@ -116,7 +116,7 @@ impl ProcessesStoppedView {
     pub fn describe(&self) -> String {
         let total = self.total();
         let stopped = match total {
-            0 => return "none was running".to_owned(),
+            0 => return "no process was running".to_owned(),
             1 => "1 process stopped".to_owned(),
             n => format!("{n} processes stopped"),
         };
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn what_was_stopped_reads_as_a_sentence() {
         let p = |terminated, killed| P { terminated, killed }.describe();
-        assert_eq!(p(0, 0), "none was running");
+        assert_eq!(p(0, 0), "no process was running");
         assert_eq!(p(1, 0), "1 process stopped");
         assert_eq!(p(2, 0), "2 processes stopped");
         assert_eq!(
