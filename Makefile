@@ -1,6 +1,6 @@
 # The two commands: `make demo` runs everything locally; `make test` runs every test.
-# `make cycles`: import circles among each crate's files (issue: none anywhere).
-.PHONY: cycles demo test bench bench-queue bench-slices bench-load bench-reads bench-ingest bench-idle bench-pages fmt lint
+# `make cycles`: import circles among each crate's files; `make test` fails on any.
+.PHONY: cycles demo test bench bench-traces bench-page bench-queue bench-slices bench-load bench-reads bench-ingest bench-idle bench-pages fmt lint
 
 demo:
 	bash scripts/demo.sh
@@ -10,6 +10,9 @@ test:
 
 bench:
 	bash scripts/bench.sh
+
+bench-traces:
+	bash scripts/bench.sh traces
 
 bench-queue:
 	bash scripts/bench.sh queue
@@ -40,3 +43,7 @@ lint:
 
 cycles:
 	python3 scripts/import-cycles.py
+
+# docs/benchmarks.md from the recorded runs (every bench target does it too).
+bench-page:
+	python3 scripts/bench-page.py

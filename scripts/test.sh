@@ -57,8 +57,10 @@ for openb in "${TESSERA_OPENB_DIR:-}" "$HOME/.cache/tessera/openb" "$ROOT/../sha
   fi
 done
 
-log "format and lints (cargo fmt --check, clippy -D warnings)"
+log "format, import circles, the benchmark page and lints (cargo fmt --check, make cycles, bench-page --check, clippy -D warnings)"
 cargo fmt --all --check
+python3 scripts/import-cycles.py
+python3 scripts/bench-page.py --check
 cargo clippy --workspace --exclude tessera-frontend --all-targets -- -D warnings
 
 log "unit and integration tests (SQLite)"

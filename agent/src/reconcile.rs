@@ -6,6 +6,7 @@
 use crate::backend::{op_name, BackendError, GpuBackend};
 use tessera_core::catalogue::GpuModel;
 use tessera_core::plan::{plan, GpuDesired, GpuObserved, Op, PlanError};
+use tessera_core::pool::MpsStrayPolicy;
 use tessera_protocol::agent::ProcessesStopped;
 use thiserror::Error;
 
@@ -75,15 +76,31 @@ pub fn reconcile_gpu(
     }
     let mut observed = backend.observe(index).map_err(ReconcileError::Observe)?;
     if observed.mps.is_some() {
-        // Clients that do not keep to their slice, for the report.
-        observed.mps_strays = backend
+        // Clients that do not keep to their slice, for the report; by the
+        // pool's policy also stopped.
+        for client in backend
             .mps_clients(index)
             .map_err(ReconcileError::Observe)?
-            .iter()
-            .filter_map(|c| c.stray(&desired.mps_clients))
-            .collect();
-        for s in &observed.mps_strays {
-            tracing::warn!(gpu = index, pid = s.pid, "MPS client: {}", s.problem);
+        {
+            let Some(mut stray) = client.stray(&desired.mps_clients) else {
+                continue;
+            };
+            tracing::warn!(
+                gpu = index,
+                pid = stray.pid,
+                "MPS client: {}",
+                stray.problem
+            );
+            if desired.mps_strays == MpsStrayPolicy::Stop {
+                match backend.stop_mps_client(index, &client) {
+                    Ok(()) => stray.stopped = true,
+                    Err(e) => {
+                        tracing::warn!(gpu = index, pid = stray.pid, "MPS client not stopped: {e}");
+                        stray.problem = format!("{}; could not stop it: {e}", stray.problem);
+                    }
+                }
+            }
+            observed.mps_strays.push(stray);
         }
     }
     Ok(Outcome {

@@ -588,6 +588,22 @@ fn mps(s: &Scratch, uuid: &str, line: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The commands the fake MPS control daemon of GPU `uuid` was told that
+/// start with `prefix`, in order.
+fn told(s: &Scratch, uuid: &str, prefix: &str) -> Vec<String> {
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.0.join("mps").join(uuid).join("fake-mps.json")).unwrap(),
+    )
+    .unwrap();
+    state["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().to_owned())
+        .filter(|l| l.starts_with(prefix))
+        .collect()
+}
+
 /// MPS as strong as MPS allows: the daemon's defaults are the smallest
 /// grant (a client without its variables gets least); a client's variables
 /// can only lower its server's limit, so the agent raises running servers to
@@ -707,19 +723,8 @@ fn mps_servers_are_raised_to_the_largest_grant_and_stray_clients_are_reported() 
         .contains("names slice 99"));
 
     // What the daemon was told, in order.
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(s.0.join("mps").join(&uuid).join("fake-mps.json")).unwrap(),
-    )
-    .unwrap();
-    let log: Vec<&str> = state["log"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l.as_str().unwrap())
-        .filter(|l| l.starts_with("set_"))
-        .collect();
     assert_eq!(
-        log,
+        told(&s, &uuid, "set_"),
         vec![
             "set_default_active_thread_percentage 25",
             "set_default_device_pinned_mem_limit 0 4096M",
@@ -727,13 +732,48 @@ fn mps_servers_are_raised_to_the_largest_grant_and_stray_clients_are_reported() 
             "set_device_pinned_mem_limit 5000000 0 6144M",
         ]
     );
-    for c in [
-        &mut first,
-        &mut second,
-        &mut small,
-        &mut bare,
-        &mut stranger,
-    ] {
+
+    // Reported only: both strays still run.
+    assert!(
+        [&mut bare, &mut stranger]
+            .into_iter()
+            .all(|c| c.try_wait().unwrap().is_none()),
+        "the report policy stops nothing"
+    );
+
+    // A pool that stops strays: their GPU work ends through the daemon
+    // (`terminate_client <server> <client>`), then the processes; clients
+    // that keep to their grant are untouched.
+    let stopping = desired.replacen(
+        r#""mig_enabled": false,"#,
+        r#""mig_enabled": false, "mps_strays": "stop","#,
+        1,
+    );
+    let (ok, lines) = plan(&s, agent(), &stopping);
+    assert!(ok, "{lines:?}");
+    let strays = lines[0]["observed"]["mps_strays"].as_array().unwrap();
+    assert_eq!(strays.len(), 2, "{strays:?}");
+    assert!(strays.iter().all(|s| s["stopped"] == true), "{strays:?}");
+    assert!(exits_within(&mut bare, 5), "the bare client is stopped");
+    assert!(exits_within(&mut stranger, 5), "the stranger is stopped");
+    for c in [&mut first, &mut second, &mut small] {
+        assert!(c.try_wait().unwrap().is_none(), "a keeping client runs on");
+    }
+    assert_eq!(
+        told(&s, &uuid, "terminate_client"),
+        vec![
+            format!("terminate_client 5000000 {}", bare.id()),
+            format!("terminate_client 5000000 {}", stranger.id()),
+        ]
+    );
+    let clients: Value = serde_json::from_str(&mps(&s, &uuid, "fake_clients")).unwrap();
+    assert_eq!(clients.as_array().unwrap().len(), 3, "{clients}");
+    // Nothing left to stop on the next pass.
+    let (ok, lines) = plan(&s, agent(), &stopping);
+    assert!(ok, "{lines:?}");
+    assert_eq!(lines[0]["observed"]["mps_strays"], Value::Null, "{lines:?}");
+
+    for c in [&mut first, &mut second, &mut small] {
         c.kill().unwrap();
         c.wait().unwrap();
     }

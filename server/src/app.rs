@@ -1,6 +1,6 @@
 //! Building the state and the router. All routes are registered here.
 
-use crate::auth::{oidc, session::DbSessionStore, viewer};
+use crate::auth::{login, oidc, session::DbSessionStore, viewer};
 use crate::bundle;
 use crate::config::Config;
 use crate::routes::{
@@ -177,10 +177,10 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         .route("/audit.csv", get(audit::download_audit_csv))
         .route(
             "/auth/login",
-            get(oidc::login).route_layer(limited(limits::Limited::SignIn)),
+            get(login::login).route_layer(limited(limits::Limited::SignIn)),
         )
-        .route("/auth/callback", get(oidc::callback))
-        .route("/auth/logout", post(oidc::logout))
+        .route("/auth/callback", get(login::callback))
+        .route("/auth/logout", post(login::logout))
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
             _,

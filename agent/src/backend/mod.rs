@@ -78,6 +78,17 @@ pub trait GpuBackend: Send + Sync + 'static {
         let _ = index;
         Ok(Vec::new())
     }
+    /// Stops MPS client `client` of GPU `index`, which does not keep to
+    /// its grant: its GPU work through the control daemon, then the
+    /// process (SIGTERM, the grace period, SIGKILL).
+    fn stop_mps_client(&self, index: u32, client: &MpsClient) -> Result<(), BackendError> {
+        let _ = client;
+        Err(BackendError::Refused {
+            index,
+            op: "stop_mps_client",
+            detail: format!("the {} backend has no MPS clients to stop", self.name()),
+        })
+    }
     /// One telemetry sample of every GPU that answers, taken at `at_ms`
     /// (see `tessera_core::telemetry` for what each figure means). `held`:
     /// the GPUs the desired state says slices run on whole or shared (the

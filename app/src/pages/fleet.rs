@@ -251,7 +251,7 @@ fn Host(
                                     })}
                                     {(!g.mps_strays.is_empty()).then(|| view! {
                                         <ul class="findings small" data-test="gpu-mps-strays" title="MPS clients that do not keep to their slice (the agent reads each client's environment)">
-                                            {g.mps_strays.iter().map(|s| view! { <li>{format!("process {}: {}", s.pid, s.problem)}</li> }).collect_view()}
+                                            {g.mps_strays.iter().map(|s| view! { <li>{format!("process {}: {}{}", s.pid, s.problem, if s.stopped { " — stopped by the pool's policy" } else { "" })}</li> }).collect_view()}
                                         </ul>
                                     })}
                                 </td>

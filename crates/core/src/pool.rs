@@ -76,6 +76,13 @@ pub struct PoolSpec {
     /// teardown to an admin (the slice stays `releasing`, with the reason).
     #[serde(default)]
     pub on_release: ReleasePolicy,
+    /// What the host agent does with an MPS client that does not keep to
+    /// its slice's grant (no `TESSERA_ALLOCATION`, or variables missing or
+    /// above its share): `report` it on the fleet page (the default) or
+    /// `stop` it (`terminate_client`, then SIGTERM, a grace period,
+    /// SIGKILL). MPS pools only.
+    #[serde(default)]
+    pub mps_strays: MpsStrayPolicy,
     /// Idle reclaim: slices idle this long are warned and then released
     /// unless their owner keeps them (`None`: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +113,34 @@ impl ReleasePolicy {
             Self::Stop => "stop",
             Self::Refuse => "refuse",
         }
+    }
+}
+
+/// What happens to an MPS client that does not keep to its slice's grant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MpsStrayPolicy {
+    /// The agent reports it on the fleet page and in its log.
+    #[default]
+    Report,
+    /// The agent also stops it: its GPU work through the MPS control
+    /// daemon (`terminate_client`), then the process.
+    Stop,
+}
+
+impl MpsStrayPolicy {
+    /// The configured and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Report => "report",
+            Self::Stop => "stop",
+        }
+    }
+
+    /// True for the default, [`MpsStrayPolicy::Report`].
+    pub fn is_report(&self) -> bool {
+        *self == Self::Report
     }
 }
 
@@ -187,6 +222,7 @@ impl PoolSpec {
             fair_share_weights: BTreeMap::new(),
             usage_half_life_hours: default_usage_half_life_hours(),
             on_release: ReleasePolicy::default(),
+            mps_strays: MpsStrayPolicy::default(),
             idle_reclaim: None,
             preemption_grace_minutes: default_preemption_grace_minutes(),
         }
@@ -237,6 +273,15 @@ impl PoolSpec {
             return Err(PoolSpecError::new(
                 "preemption_grace_minutes",
                 format!("must be at most {MAX_PREEMPTION_GRACE_MINUTES} (a day)"),
+            ));
+        }
+        if self.mps_strays == MpsStrayPolicy::Stop && self.sharing != SharingMode::Mps {
+            return Err(PoolSpecError::new(
+                "mps_strays",
+                format!(
+                    "'stop' applies to MPS pools only; this pool is {}: use 'report'",
+                    self.sharing
+                ),
             ));
         }
         if let Some(idle) = &self.idle_reclaim {
@@ -368,6 +413,11 @@ impl PoolSpec {
             self.on_release.as_str().to_owned(),
         );
         diff(
+            "mps_strays",
+            before.mps_strays.as_str().to_owned(),
+            self.mps_strays.as_str().to_owned(),
+        );
+        diff(
             "idle_reclaim",
             idle_text(before.idle_reclaim.as_ref()),
             idle_text(self.idle_reclaim.as_ref()),
@@ -426,6 +476,9 @@ pub struct PoolForm {
     pub usage_half_life_hours: u32,
     /// `stop` or `refuse`.
     pub on_release: String,
+    /// `report` or `stop` (MPS pools; empty: `report`).
+    #[serde(default)]
+    pub mps_strays: String,
     /// Idle reclaim: minutes idle before the warning (0: off).
     #[serde(default)]
     pub idle_minutes: u32,
@@ -489,6 +542,7 @@ impl PoolForm {
                 .join(", "),
             usage_half_life_hours: spec.usage_half_life_hours,
             on_release: spec.on_release.as_str().to_owned(),
+            mps_strays: spec.mps_strays.as_str().to_owned(),
             idle_minutes: spec.idle_reclaim.map_or(0, |p| p.idle_minutes),
             idle_below_pct: spec.idle_reclaim.map_or(15, |p| p.below_pct),
             idle_notice_minutes: spec.idle_reclaim.map_or(60, |p| p.notice_minutes),
@@ -562,6 +616,18 @@ impl PoolForm {
                     ("refuse", ReleasePolicy::Refuse),
                 ],
             )?,
+            mps_strays: if self.mps_strays.trim().is_empty() {
+                MpsStrayPolicy::default()
+            } else {
+                choose(
+                    "mps_strays",
+                    &self.mps_strays,
+                    &[
+                        ("report", MpsStrayPolicy::Report),
+                        ("stop", MpsStrayPolicy::Stop),
+                    ],
+                )?
+            },
             idle_reclaim: (self.idle_minutes > 0).then_some(IdlePolicy {
                 below_pct: self.idle_below_pct,
                 idle_minutes: self.idle_minutes,
@@ -781,6 +847,42 @@ mod tests {
         assert_eq!(name.validate().unwrap_err().field, "max_lease_hours");
         let dup = PoolSpec::new("d", SharingMode::Exclusive, &["L4", "L4"]);
         assert_eq!(dup.validate().unwrap_err().field, "models");
+    }
+
+    #[test]
+    fn stopping_mps_strays_is_an_mps_pool_setting() {
+        let mut mps = PoolSpec::new("l4-mps", SharingMode::Mps, &["L4"]);
+        mps.mps_strays = MpsStrayPolicy::Stop;
+        mps.validate().unwrap();
+        let form = PoolForm::of(&mps);
+        assert_eq!(form.mps_strays, "stop");
+        assert_eq!(form.spec(), Ok(mps.clone()));
+        // A form that leaves it out reports; one that misspells it is refused.
+        let blank = PoolForm {
+            mps_strays: String::new(),
+            ..form.clone()
+        };
+        assert_eq!(blank.spec().unwrap().mps_strays, MpsStrayPolicy::Report);
+        let bad = PoolForm {
+            mps_strays: "kill".into(),
+            ..form.clone()
+        };
+        assert_eq!(bad.spec().unwrap_err().field, "mps_strays");
+        let changes = mps.differences(&PoolSpec::new("l4-mps", SharingMode::Mps, &["L4"]));
+        assert_eq!(changes.len(), 1);
+        assert_eq!(
+            (
+                changes[0].field.as_str(),
+                changes[0].before.as_str(),
+                changes[0].after.as_str()
+            ),
+            ("mps_strays", "report", "stop")
+        );
+        // Elsewhere there are no MPS clients to stop.
+        let mut ts = PoolSpec::new("ts", SharingMode::TimeSlicing, &["L4"]);
+        ts.time_slice_replicas = 4;
+        ts.mps_strays = MpsStrayPolicy::Stop;
+        assert_eq!(ts.validate().unwrap_err().field, "mps_strays");
     }
 
     #[test]

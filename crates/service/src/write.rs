@@ -8,10 +8,10 @@
 //! agents' long polls to wake. Dropping a `Write` without committing rolls
 //! everything back.
 
-use crate::allocations::fleet_index::{bump_epochs, swap_epoch, Carried, Indexed};
+use crate::allocations::fleet_index::{settle_epochs, Carried, Indexed};
 use crate::audit::Actor;
 use crate::entity::{audit_event, host, notification, tenant, webhook, webhook_delivery};
-use crate::events::{CapacityEffect, DomainEvent, Link, NoticeDraft, Recipients};
+use crate::events::{DomainEvent, Link, NoticeDraft, Recipients};
 use crate::replicas::PeerNotice;
 use crate::{Service, ServiceError, WriterTurn};
 use chrono::{DateTime, Utc};
@@ -307,7 +307,7 @@ impl Write {
                 .exec_without_returning(&txn)
                 .await?;
         }
-        let kept = capacity_epochs(&txn, &events, carried, capacity_changed).await?;
+        let kept = settle_epochs(&txn, &events, carried, capacity_changed).await?;
         for next in kept {
             // Safe before the commit: should it fail, the stored epoch is
             // not the one this index names.
@@ -341,55 +341,6 @@ impl Write {
         service.tell_peers(notices);
         Ok(retries_queue)
     }
-}
-
-/// Writes the capacity epochs of the pools whose placer view this write
-/// changed, and returns the indexes it carried forward that stay true.
-async fn capacity_epochs(
-    txn: &DatabaseTransaction,
-    events: &[DomainEvent],
-    carried: Vec<Carried>,
-    all: bool,
-) -> Result<Vec<Indexed>, ServiceError> {
-    let mut all = all;
-    let (mut placed, mut changed) = (BTreeSet::new(), BTreeSet::new());
-    for event in events {
-        match event.capacity() {
-            CapacityEffect::Unchanged => {}
-            CapacityEffect::Placed(pool) => {
-                placed.insert(pool);
-            }
-            CapacityEffect::Pool(pool) => {
-                changed.insert(pool);
-            }
-            CapacityEffect::All => all = true,
-        }
-    }
-    if all {
-        bump_epochs(txn, None).await?;
-        return Ok(Vec::new());
-    }
-    let mut kept = Vec::new();
-    for Carried {
-        from_epoch,
-        mut next,
-    } in carried
-    {
-        let pool = next.spec.name.clone();
-        if changed.contains(&pool) {
-            continue;
-        }
-        if placed.remove(&pool) {
-            match swap_epoch(txn, &pool, from_epoch).await? {
-                Some(epoch) => next.epoch = epoch,
-                None => continue,
-            }
-        }
-        kept.push(next);
-    }
-    let bumped: Vec<String> = changed.into_iter().chain(placed).collect();
-    bump_epochs(txn, Some(&bumped)).await?;
-    Ok(kept)
 }
 
 /// The update that gives hosts a new desired generation; their next

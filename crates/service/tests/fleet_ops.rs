@@ -562,7 +562,7 @@ async fn a_released_slices_processes_are_stopped_unless_the_pool_refuses() {
 /// its variables gets least); the grants travel to the agent, which raises
 /// running servers to the largest; a released client's processes are named
 /// by its allocation, and what the agent stopped shows on the slice and in
-/// the audit trail.
+/// the audit trail. The pool's policy for strays travels with the grants.
 #[tokio::test]
 async fn an_mps_gpus_daemon_defaults_are_its_smallest_grant_and_a_release_stops_its_clients() {
     use tessera_core::plan::MpsGrant;
@@ -572,6 +572,7 @@ async fn an_mps_gpus_daemon_defaults_are_its_smallest_grant_and_a_release_stops_
     for p in &mut pools {
         if p.name == "l4-shared" {
             p.sharing = tessera_core::sharing::SharingMode::Mps;
+            p.mps_strays = tessera_core::pool::MpsStrayPolicy::Stop;
         }
     }
     let f = fixture_with_pools(pools).await;
@@ -602,6 +603,11 @@ async fn an_mps_gpus_daemon_defaults_are_its_smallest_grant_and_a_release_stops_
     let daemon = gpu(&d).mps.unwrap();
     assert_eq!(daemon.default_active_thread_percentage, 25);
     assert_eq!(daemon.default_pinned_mem_limit, Some(MemMiB(4096)));
+    assert_eq!(
+        gpu(&d).mps_strays,
+        tessera_core::pool::MpsStrayPolicy::Stop,
+        "the pool's policy for clients over their grant travels with the grants"
+    );
     let mut grants = gpu(&d).mps_clients;
     grants.sort_by_key(|g| g.allocation);
     assert_eq!(

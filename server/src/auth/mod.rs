@@ -3,6 +3,7 @@
 //! extractors that tell handlers who is calling.
 
 pub mod extract;
+pub mod login;
 pub mod oidc;
 pub mod pending;
 pub mod session;

@@ -1,4 +1,5 @@
-//! OpenID Connect sign-in (authorization code + PKCE S256) and logout.
+//! The OpenID Connect relying party: sign-in (authorization code + PKCE
+//! S256) and RP-initiated logout; the routes are in [`super::login`].
 //!
 //! `state`, `nonce` and the PKCE verifier live in an encrypted cookie only
 //! between the redirect to the IdP and the callback (no session row until a
@@ -8,13 +9,9 @@
 //! groups claim comes from the same verified claims ([`IdpClaims`]).
 
 use super::pending::{PendingCookies, PendingLogin};
-use super::session::keys;
 use crate::config::Config;
 use crate::security::redirect::safe_next;
-use crate::state::AppState;
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::http::{HeaderMap, HeaderValue};
 use openidconnect::core::{
     CoreAuthenticationFlow, CoreGenderClaim, CoreJweContentEncryptionAlgorithm,
     CoreJwsSigningAlgorithm, CoreTokenType,
@@ -29,7 +26,6 @@ use std::time::{Duration, Instant};
 use tessera_service::LoginClaims;
 use thiserror::Error;
 use tokio::sync::RwLock;
-use tower_sessions::Session;
 
 /// How long discovered provider metadata (and keys) are reused.
 const METADATA_TTL: Duration = Duration::from_secs(300);
@@ -158,6 +154,131 @@ impl Oidc {
     }
 }
 
+/// A sign-in the IdP vouched for: who, and the id_token to hint at logout.
+#[derive(Debug)]
+pub struct SignedIn {
+    /// Who the verified id_token names, with their groups.
+    pub claims: LoginClaims,
+    /// The id_token as received.
+    pub id_token: String,
+    /// Where to go next (checked when the login started).
+    pub next: String,
+}
+
+/// The IdP's answer at the callback.
+#[derive(Debug, Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+impl Oidc {
+    /// Starts a login: the IdP's authorization URL (PKCE S256, the
+    /// configured scopes) and the sealed pending-login cookie that carries
+    /// `state`, `nonce` and the verifier to the callback.
+    pub async fn start(&self, next: Option<&str>) -> Result<(url::Url, HeaderValue), AuthError> {
+        let (_, client) = self.client().await?;
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let (url, csrf, nonce) = authorize(&client, &self.scopes, challenge);
+        let pending = PendingLogin {
+            state: csrf.secret().clone(),
+            nonce: nonce.secret().clone(),
+            pkce_verifier: verifier.secret().clone(),
+            next: safe_next(next),
+        };
+        let sealed = self
+            .pending
+            .seal(&pending)
+            .ok_or_else(|| AuthError::Session("could not seal the sign-in cookie".to_owned()))?;
+        Ok((url, sealed))
+    }
+
+    /// The pending login the callback's cookie carries, if it opens.
+    pub fn pending_login(&self, headers: &HeaderMap) -> Option<PendingLogin> {
+        self.pending.open(headers)
+    }
+
+    /// The cookie value that removes the pending login.
+    pub fn clear_pending(&self) -> Option<HeaderValue> {
+        self.pending.clear()
+    }
+
+    /// Checks the callback against the pending login, trades the code for
+    /// tokens and verifies the id_token (signature, issuer, audience,
+    /// expiry, nonce).
+    pub async fn finish(
+        &self,
+        pending: Option<PendingLogin>,
+        q: CallbackQuery,
+    ) -> Result<SignedIn, AuthError> {
+        let pending = pending.ok_or(AuthError::BadState)?;
+        let state_ok = q
+            .state
+            .as_deref()
+            .is_some_and(|s| constant_time_eq(s.as_bytes(), pending.state.as_bytes()));
+        if !state_ok {
+            return Err(AuthError::BadState);
+        }
+        if let Some(err) = q.error {
+            return Err(AuthError::IdpRefused(q.error_description.unwrap_or(err)));
+        }
+        let code = q
+            .code
+            .ok_or_else(|| AuthError::BadToken("no code in callback".to_owned()))?;
+        let (_, client) = self.client().await?;
+        let token = client
+            .exchange_code(AuthorizationCode::new(code))
+            .map_err(|e| AuthError::Misconfigured(format!("token endpoint: {e}")))?
+            .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier))
+            .request_async(&self.http)
+            .await
+            .map_err(|e| token_error(&self.issuer, e))?;
+        let id_token = token
+            .id_token()
+            .ok_or_else(|| AuthError::BadToken("no id_token in token response".to_owned()))?;
+        let verified = verify(
+            &client,
+            id_token,
+            &Nonce::new(pending.nonce),
+            &self.groups_claim,
+        )?;
+        Ok(SignedIn {
+            claims: LoginClaims {
+                issuer: verified.issuer,
+                subject: verified.subject,
+                email: verified.email,
+                name: verified.name,
+                groups: verified.groups,
+            },
+            id_token: id_token.to_string(),
+            next: pending.next,
+        })
+    }
+
+    /// Where to send a signed-out browser to end the IdP session too
+    /// (RP-initiated logout), when the IdP has an end-session endpoint.
+    pub async fn end_session_url(&self, id_token: Option<&str>) -> Option<url::Url> {
+        let endpoint = match self.metadata().await {
+            Ok(m) => m.additional_metadata().end_session_endpoint.clone(),
+            Err(e) => {
+                tracing::warn!(error = ?e, "IdP unreachable at logout; signing out locally only");
+                None
+            }
+        }?;
+        let mut req =
+            LogoutRequest::from(endpoint).set_client_id(ClientId::new(self.client_id.clone()));
+        if let Ok(url) = PostLogoutRedirectUrl::new(self.post_logout_url.clone()) {
+            req = req.set_post_logout_redirect_uri(url);
+        }
+        if let Some(token) = id_token.and_then(|t| t.parse::<IdpIdToken>().ok()) {
+            req = req.set_id_token_hint(&token);
+        }
+        Some(req.http_get_url())
+    }
+}
+
 /// The id_token's claims beyond the standard ones. The groups claim's name
 /// is configured (`oidc.groups_claim`), so they are kept whole and the
 /// claim is picked out after the token is verified.
@@ -279,157 +400,6 @@ fn verify(
         name,
         groups: claims.additional_claims().groups(groups_claim),
     })
-}
-
-/// `?next=` of the login route.
-#[derive(Debug, Deserialize)]
-pub struct LoginQuery {
-    next: Option<String>,
-}
-
-/// `GET /auth/login`: start a login at the IdP. Writes no session: the
-/// pending login travels in an encrypted cookie ([`PendingCookies`]).
-pub async fn login(
-    State(state): State<AppState>,
-    Query(q): Query<LoginQuery>,
-) -> Result<Response, AuthError> {
-    let (_, client) = state.oidc.client().await?;
-    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-    let (url, csrf, nonce) = authorize(&client, &state.oidc.scopes, challenge);
-    let pending = PendingLogin {
-        state: csrf.secret().clone(),
-        nonce: nonce.secret().clone(),
-        pkce_verifier: verifier.secret().clone(),
-        next: safe_next(q.next.as_deref()),
-    };
-    let sealed = state
-        .oidc
-        .pending
-        .seal(&pending)
-        .ok_or_else(|| AuthError::Session("could not seal the sign-in cookie".to_owned()))?;
-    let mut res = Redirect::to(url.as_str()).into_response();
-    PendingCookies::set(res.headers_mut(), Some(sealed));
-    Ok(res)
-}
-
-/// The IdP's answer.
-#[derive(Debug, Deserialize)]
-pub struct CallbackQuery {
-    code: Option<String>,
-    state: Option<String>,
-    error: Option<String>,
-    error_description: Option<String>,
-}
-
-/// `GET /auth/callback`: finish the login. The pending-login cookie is
-/// removed whatever the outcome, so it is good for one try.
-pub async fn callback(
-    State(state): State<AppState>,
-    session: Session,
-    headers: HeaderMap,
-    Query(q): Query<CallbackQuery>,
-) -> Response {
-    let pending = state.oidc.pending.open(&headers);
-    let mut res = match finish_login(&state, &session, pending, q).await {
-        Ok(next) => Redirect::to(&next).into_response(),
-        Err(e) => e.into_response(),
-    };
-    PendingCookies::set(res.headers_mut(), state.oidc.pending.clear());
-    res
-}
-
-/// Checks the callback against the pending login, trades the code for
-/// tokens, verifies them and starts the session; returns where to go.
-async fn finish_login(
-    state: &AppState,
-    session: &Session,
-    pending: Option<PendingLogin>,
-    q: CallbackQuery,
-) -> Result<String, AuthError> {
-    let pending = pending.ok_or(AuthError::BadState)?;
-    let state_ok = q
-        .state
-        .as_deref()
-        .is_some_and(|s| constant_time_eq(s.as_bytes(), pending.state.as_bytes()));
-    if !state_ok {
-        return Err(AuthError::BadState);
-    }
-    if let Some(err) = q.error {
-        return Err(AuthError::IdpRefused(q.error_description.unwrap_or(err)));
-    }
-    let code = q
-        .code
-        .ok_or_else(|| AuthError::BadToken("no code in callback".to_owned()))?;
-    let (_, client) = state.oidc.client().await?;
-    let token = client
-        .exchange_code(AuthorizationCode::new(code))
-        .map_err(|e| AuthError::Misconfigured(format!("token endpoint: {e}")))?
-        .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier))
-        .request_async(&state.oidc.http)
-        .await
-        .map_err(|e| token_error(&state.oidc.issuer, e))?;
-    let id_token = token
-        .id_token()
-        .ok_or_else(|| AuthError::BadToken("no id_token in token response".to_owned()))?;
-    let verified = verify(
-        &client,
-        id_token,
-        &Nonce::new(pending.nonce),
-        &state.oidc.groups_claim,
-    )?;
-    let claims = LoginClaims {
-        issuer: verified.issuer,
-        subject: verified.subject,
-        email: verified.email,
-        name: verified.name,
-        groups: verified.groups,
-    };
-    let user_id = state.service.login(&claims).await?;
-    // A fresh session id at privilege change defeats session fixation.
-    session.cycle_id().await?;
-    session.insert(keys::USER_ID, user_id).await?;
-    session
-        .insert(keys::LOGIN_AT, state.service.now().timestamp())
-        .await?;
-    session.insert(keys::ID_TOKEN, id_token.to_string()).await?;
-    tracing::info!(
-        user_id = user_id.get(),
-        groups = claims.groups.len(),
-        "signed in"
-    );
-    Ok(pending.next)
-}
-
-/// `POST /auth/logout`: end the local session and, when the IdP supports it,
-/// the IdP session too (RP-initiated logout).
-pub async fn logout(
-    State(state): State<AppState>,
-    session: Session,
-) -> Result<Response, AuthError> {
-    let id_token: Option<String> = session.get(keys::ID_TOKEN).await?;
-    session.flush().await?;
-    let end_session = match state.oidc.metadata().await {
-        Ok(m) => m.additional_metadata().end_session_endpoint.clone(),
-        Err(e) => {
-            tracing::warn!(error = ?e, "IdP unreachable at logout; signing out locally only");
-            None
-        }
-    };
-    let Some(endpoint) = end_session else {
-        return Ok(Redirect::to("/signed-out").into_response());
-    };
-    let mut req =
-        LogoutRequest::from(endpoint).set_client_id(ClientId::new(state.oidc.client_id.clone()));
-    if let Ok(url) = PostLogoutRedirectUrl::new(state.oidc.post_logout_url.clone()) {
-        req = req.set_post_logout_redirect_uri(url);
-    }
-    if let Some(token) = id_token
-        .as_deref()
-        .and_then(|t| t.parse::<IdpIdToken>().ok())
-    {
-        req = req.set_id_token_hint(&token);
-    }
-    Ok(Redirect::to(req.http_get_url().as_str()).into_response())
 }
 
 type TokenError<RE> = openidconnect::RequestTokenError<

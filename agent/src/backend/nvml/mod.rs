@@ -342,7 +342,7 @@ impl Sharing {
                     if busy.whole_gpu || !busy.gpu_instances.is_empty() {
                         return Err(refused(
                             "set_mps",
-                            "processes are running on the GPU; starting or stopping the MPS                              daemon would disconnect them"
+                            "processes are running on the GPU; starting or stopping the MPS daemon would disconnect them"
                                 .to_owned(),
                         ));
                     }
@@ -575,6 +575,29 @@ impl GpuBackend for NvmlBackend {
     fn mps_clients(&self, index: u32) -> Result<Vec<MpsClient>, BackendError> {
         let (_, facts) = self.gpu(index)?;
         self.sharing.mps.clients(&facts.uuid)
+    }
+
+    fn stop_mps_client(&self, index: u32, client: &MpsClient) -> Result<(), BackendError> {
+        let (_, facts) = self.gpu(index)?;
+        self.sharing
+            .mps
+            .terminate_client(&facts.uuid, client.server, client.pid)?;
+        let report =
+            self.sharing
+                .stopper
+                .stop(&[client.pid])
+                .map_err(|e| BackendError::Refused {
+                    index,
+                    op: "stop_mps_client",
+                    detail: format!("could not stop MPS client {}: {e}", client.pid),
+                })?;
+        tracing::warn!(
+            gpu = index,
+            pid = client.pid,
+            killed = report.killed,
+            "stopped an MPS client that does not keep to its grant"
+        );
+        Ok(())
     }
 
     fn apply(&self, index: u32, op: &Op) -> Result<Option<ProcessesStopped>, BackendError> {

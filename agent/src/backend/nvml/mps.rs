@@ -388,10 +388,24 @@ impl MpsControl {
         for server in pids(&self.send_ok(uuid, "get_server_list")?) {
             let out = self.send(uuid, &format!("get_client_list {server}"))?;
             for pid in pids(&out.stdout) {
-                clients.push(client_of(pid));
+                clients.push(client_of(server, pid));
             }
         }
         Ok(clients)
+    }
+
+    /// Ends client `client`'s GPU work on server `server`
+    /// (`terminate_client <server PID> <client PID>`; NVIDIA MPS guide,
+    /// "nvidia-cuda-mps-control"). The process itself keeps running and
+    /// is stopped by the caller.
+    pub fn terminate_client(
+        &self,
+        uuid: &str,
+        server: u32,
+        client: u32,
+    ) -> Result<(), BackendError> {
+        self.send_ok(uuid, &format!("terminate_client {server} {client}"))
+            .map(|_| ())
     }
 
     fn noted_server_limits(&self, uuid: &str) -> std::collections::BTreeMap<u32, MemMiB> {
@@ -455,12 +469,13 @@ fn pids(stdout: &str) -> Vec<u32> {
         .collect()
 }
 
-/// Client `pid` as its environment describes it.
-fn client_of(pid: u32) -> MpsClient {
+/// Client `pid` of `server` as its environment describes it.
+fn client_of(server: u32, pid: u32) -> MpsClient {
     let env = super::stop::environ(pid).unwrap_or_default();
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     MpsClient {
         pid,
+        server,
         allocation: get(ENV_ALLOCATION).and_then(|v| v.trim().parse().ok()),
         active_thread_percentage: get(ENV_MPS_ACTIVE_THREAD_PERCENTAGE)
             .and_then(|v| v.trim().parse::<f64>().ok())

@@ -209,6 +209,7 @@ fn random_desired(rng: &mut Rng, model: &GpuModel, observed: &GpuObserved) -> Gp
             time_slice_replicas: random_replicas(rng),
             released,
             mps_clients: Vec::new(),
+            mps_strays: Default::default(),
         }
     } else {
         let mps = random_mps(rng);
@@ -229,6 +230,7 @@ fn random_desired(rng: &mut Rng, model: &GpuModel, observed: &GpuObserved) -> Gp
             time_slice_replicas: random_replicas(rng),
             released,
             mps_clients,
+            mps_strays: Default::default(),
         }
     }
 }

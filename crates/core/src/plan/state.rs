@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::AllocationId;
 use crate::mig::MigPlacement;
+use crate::pool::MpsStrayPolicy;
 use crate::units::MemMiB;
 
 /// A compute instance inside a GPU instance: `size` compute slices starting
@@ -135,6 +136,9 @@ pub struct MpsStray {
     pub allocation: Option<AllocationId>,
     /// What is wrong, for the admin.
     pub problem: String,
+    /// The agent stopped it (the pool's `mps_strays` policy is `stop`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }
 
 /// An MPS client process as the host shows it: the slice and the limits
@@ -145,6 +149,8 @@ pub struct MpsStray {
 pub struct MpsClient {
     /// Its process id.
     pub pid: u32,
+    /// The process id of the MPS server it is a client of.
+    pub server: u32,
     /// The slice it names.
     pub allocation: Option<AllocationId>,
     /// The share of the SMs it asks for.
@@ -165,6 +171,7 @@ impl MpsClient {
                 pid: self.pid,
                 allocation: self.allocation,
                 problem,
+                stopped: false,
             })
         };
         let Some(id) = self.allocation else {
@@ -292,6 +299,9 @@ pub struct GpuDesired {
     /// running servers' limits and the check of every client process.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mps_clients: Vec<MpsGrant>,
+    /// What the agent does with a client that does not keep to its grant.
+    #[serde(default, skip_serializing_if = "MpsStrayPolicy::is_report")]
+    pub mps_strays: MpsStrayPolicy,
 }
 
 impl Default for GpuDesired {
@@ -303,6 +313,7 @@ impl Default for GpuDesired {
             time_slice_replicas: 1,
             released: Released::default(),
             mps_clients: Vec::new(),
+            mps_strays: MpsStrayPolicy::Report,
         }
     }
 }
@@ -324,6 +335,7 @@ impl GpuDesired {
             time_slice_replicas: observed.time_slice_replicas,
             released: Released::default(),
             mps_clients: Vec::new(),
+            mps_strays: MpsStrayPolicy::Report,
         }
     }
 }

@@ -594,6 +594,7 @@ fn an_mps_client_that_does_not_keep_to_its_grant_is_a_stray() {
     }];
     let client = |allocation: Option<i64>, pct: Option<u8>, mib: Option<u64>| MpsClient {
         pid: 99,
+        server: 5_000_000,
         allocation: allocation.map(AllocationId::new),
         active_thread_percentage: pct,
         pinned_mem_limit: mib.map(MemMiB),

@@ -15,8 +15,9 @@
 //! - a client's `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` and
 //!   `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` "only further constrain" its
 //!   server's limits (it gets the lower of the two);
-//! - `terminate_client <server> <client>` ends the client; `quit` ends the
-//!   daemon and its servers.
+//! - `terminate_client <server> <client>` ends the client's GPU work and
+//!   drops it from the server's client list (the process is left running,
+//!   as the driver leaves it); `quit` ends the daemon and its servers.
 //!
 //! Test hooks (not NVIDIA commands): `fake_connect <client pid>` is a CUDA
 //! process connecting (the real driver does it in `cuInit`), and
@@ -172,9 +173,9 @@ fn command(d: &mut Daemon, words: &[&str]) -> Result<String, String> {
             if s.clients.len() == before {
                 return Err(format!("Client {client} not found"));
             }
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", &client.to_string()])
-                .status();
+            // The guide: it "terminates all the outstanding GPU work" of
+            // the client; the process itself is not signalled (its next
+            // CUDA call fails), so whoever asked stops it.
             Ok(String::new())
         }
         ["quit"] => {

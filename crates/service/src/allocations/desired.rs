@@ -187,6 +187,7 @@ impl Service {
                         .map(|c| (c.active_thread_percentage, c.pinned_mem_limit))
                         .collect();
                     desired.mps = Some(MpsSettings::for_clients(&shares));
+                    desired.mps_strays = pool.mps_strays;
                     desired.released.allocations = releasing.iter().map(|(id, _)| *id).collect();
                 }
             }

@@ -18,17 +18,16 @@
 //! caught by re-reading the chosen host before a placement from an index is
 //! stored: a stale index costs a rebuild, never a double placement.
 
-use super::queue::PlannedPool;
 use super::snapshot::PoolSnapshot;
 use crate::entity::pool;
+use crate::events::{CapacityEffect, DomainEvent};
 use crate::pools::PoolSpec;
 use crate::ServiceError;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use tessera_core::ids::{AllocationId, HostId};
 use tessera_core::placement::{PlacementRequest, WorkloadTally, DEFAULT_MAX_CLASSES};
-use tessera_core::schedule::Holding;
 
 /// One pool's fleet as indexed at a capacity epoch.
 pub(crate) struct Indexed {
@@ -241,41 +240,54 @@ pub(crate) async fn swap_epoch<C: ConnectionTrait>(
     Ok(None)
 }
 
-impl PlannedPool {
-    /// Carries the pool's index forward when this plan was made on one
-    /// (`index` set) and every decision it applied was stored or could be
-    /// taken back: `stored` lists the placements written, each as the id
-    /// its request had in the plan (a request not yet stored when planned
-    /// had [`super::admission::PENDING_ID`]), its row's id, and the holding
-    /// it keeps.
-    pub fn carry(self, stored: Vec<(AllocationId, AllocationId, Holding)>) -> Option<Carried> {
-        let PlannedPool {
-            mut snapshot,
-            plan,
-            index,
-        } = self;
-        let index = index?;
-        for (id, decision) in &plan.placed {
-            if !stored.iter().any(|(planned, _, _)| planned == id)
-                && snapshot.fleet.release(decision).is_err()
-            {
-                return None;
+/// Writes, in a write's transaction before it commits, the capacity epochs
+/// of the pools whose placer view its `events` changed (`all`: every
+/// pool's), and returns the indexes it carried forward that stay true.
+pub(crate) async fn settle_epochs(
+    txn: &sea_orm::DatabaseTransaction,
+    events: &[DomainEvent],
+    carried: Vec<Carried>,
+    all: bool,
+) -> Result<Vec<Indexed>, ServiceError> {
+    let mut all = all;
+    let (mut placed, mut changed) = (BTreeSet::new(), BTreeSet::new());
+    for event in events {
+        match event.capacity() {
+            CapacityEffect::Unchanged => {}
+            CapacityEffect::Placed(pool) => {
+                placed.insert(pool);
+            }
+            CapacityEffect::Pool(pool) => {
+                changed.insert(pool);
+            }
+            CapacityEffect::All => all = true,
+        }
+    }
+    if all {
+        bump_epochs(txn, None).await?;
+        return Ok(Vec::new());
+    }
+    let mut kept = Vec::new();
+    for Carried {
+        from_epoch,
+        mut next,
+    } in carried
+    {
+        let pool = next.spec.name.clone();
+        if changed.contains(&pool) {
+            continue;
+        }
+        if placed.remove(&pool) {
+            match swap_epoch(txn, &pool, from_epoch).await? {
+                Some(epoch) => next.epoch = epoch,
+                None => continue,
             }
         }
-        for (_, id, holding) in stored {
-            snapshot.holders.push(id);
-            snapshot.holdings.push(holding);
-        }
-        Some(Carried {
-            from_epoch: index.epoch,
-            next: Indexed {
-                epoch: index.epoch,
-                spec: index.spec,
-                workload: index.workload,
-                snapshot,
-            },
-        })
+        kept.push(next);
     }
+    let bumped: Vec<String> = changed.into_iter().chain(placed).collect();
+    bump_epochs(txn, Some(&bumped)).await?;
+    Ok(kept)
 }
 
 impl crate::Service {

@@ -3,7 +3,7 @@
 //! through [`Service::plan_pool`], so they agree on who starts, who waits
 //! and why.
 
-use super::fleet_index::{IndexBasis, Indexed};
+use super::fleet_index::{Carried, IndexBasis, Indexed};
 use super::snapshot::{PoolSnapshot, View};
 use super::stored::{set_state, AllocationRow};
 use crate::entity::{allocation, host, tenant};
@@ -16,11 +16,12 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, Set,
 };
 use std::collections::BTreeMap;
-use tessera_core::ids::{HostId, TenantId};
+use tessera_core::ids::{AllocationId, HostId, TenantId};
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationPhase};
 use tessera_core::placement::{Decision, Policy, WorkloadTally};
 use tessera_core::schedule::{
-    decayed_usage, plan_queue, queue_order, QueueEntry, QueuePlan, QueuePolicy, UseSpan, Waiting,
+    decayed_usage, plan_queue, queue_order, Holding, QueueEntry, QueuePlan, QueuePolicy, UseSpan,
+    Waiting,
 };
 
 /// A pool planned: the fleet (with the plan's placements applied) and the plan.
@@ -30,6 +31,43 @@ pub(crate) struct PlannedPool {
     /// Set when planned for a write on the pool's index (see
     /// [`Service::plan_pool_indexed`]), which it may carry forward.
     pub index: Option<IndexBasis>,
+}
+
+impl PlannedPool {
+    /// Carries the pool's index forward when this plan was made on one
+    /// (`index` set) and every decision it applied was stored or could be
+    /// taken back: `stored` lists the placements written, each as the id
+    /// its request had in the plan (a request not yet stored when planned
+    /// had [`super::admission::PENDING_ID`]), its row's id, and the holding
+    /// it keeps.
+    pub fn carry(self, stored: Vec<(AllocationId, AllocationId, Holding)>) -> Option<Carried> {
+        let PlannedPool {
+            mut snapshot,
+            plan,
+            index,
+        } = self;
+        let index = index?;
+        for (id, decision) in &plan.placed {
+            if !stored.iter().any(|(planned, _, _)| planned == id)
+                && snapshot.fleet.release(decision).is_err()
+            {
+                return None;
+            }
+        }
+        for (_, id, holding) in stored {
+            snapshot.holders.push(id);
+            snapshot.holdings.push(holding);
+        }
+        Some(Carried {
+            from_epoch: index.epoch,
+            next: Indexed {
+                epoch: index.epoch,
+                spec: index.spec,
+                workload: index.workload,
+                snapshot,
+            },
+        })
+    }
 }
 
 /// The pool's queueing rules in core's terms.
