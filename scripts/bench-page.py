@@ -36,6 +36,8 @@ def get(doc, path):
 def fmt(value, kind):
     if value is None:
         return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if kind == "pct":
         return f"{value * 100:.2f} %"
     if kind == "pct1":

@@ -68,7 +68,7 @@ cargo test --workspace --exclude tessera-frontend
 
 setup_postgres
 log "integration tests (PostgreSQL at ${TESSERA_TEST_POSTGRES_URL%%@*}@...)"
-cargo test -p tessera-service -p tessera-server --test service --test allocations --test quotas --test fleet_ops --test policy --test usage --test http
+cargo test -p tessera-service -p tessera-server --test integration --test http
 
 build_release
 log "end-to-end tests on SQLite (IdP + server + agents + Chromium)"

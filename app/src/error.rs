@@ -3,6 +3,7 @@
 use leptos::server_fn::codec::JsonEncoding;
 use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
+pub use tessera_core::error_code::ErrorCode;
 
 /// A refusal or failure, with the HTTP status, a stable code and a message for people.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -11,7 +12,7 @@ pub struct AppError {
     /// HTTP status the page should answer with.
     pub status: u16,
     /// Stable code (`forbidden`, `not_found`, ...).
-    pub code: String,
+    pub code: ErrorCode,
     /// What went wrong and what to do.
     pub message: String,
 }
@@ -21,7 +22,7 @@ impl AppError {
     pub fn invalid(field: &str, message: impl std::fmt::Display) -> Self {
         Self {
             status: 400,
-            code: "invalid_request".to_owned(),
+            code: ErrorCode::InvalidRequest,
             message: format!("{field}: {message}"),
         }
     }
@@ -31,7 +32,7 @@ impl AppError {
     pub fn not_found(message: impl std::fmt::Display) -> Self {
         Self {
             status: 404,
-            code: "not_found".to_owned(),
+            code: ErrorCode::NotFound,
             message: message.to_string(),
         }
     }
@@ -62,7 +63,7 @@ impl FromServerFnError for AppError {
         };
         Self {
             status,
-            code: "transport".to_owned(),
+            code: ErrorCode::Transport,
             message,
         }
     }
@@ -76,7 +77,7 @@ impl From<tessera_service::ServiceError> for AppError {
         }
         Self {
             status: e.status(),
-            code: e.code().to_owned(),
+            code: e.code(),
             message: e.public_message(),
         }
     }

@@ -5,7 +5,7 @@
 //! sets `[oidc] client_secret`. Unknown keys, in the file or the environment,
 //! are rejected.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -24,6 +24,14 @@ impl Secret {
     }
 }
 
+/// Serialized as `***` (the configuration reference test lists keys, never
+/// values).
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("***")
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("\"***\"")
@@ -31,7 +39,7 @@ impl fmt::Debug for Secret {
 }
 
 /// The whole configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Listening and public address.
@@ -79,7 +87,7 @@ pub struct Config {
 }
 
 /// `[metrics]`
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
     /// When set, `/metrics` answers only `Authorization: Bearer <token>`
@@ -89,7 +97,7 @@ pub struct MetricsConfig {
 }
 
 /// `[api_tokens]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiTokensConfig {
     /// Lifetime of a token created without one, in days.
@@ -119,7 +127,7 @@ impl ApiTokensConfig {
 }
 
 /// `[approvals]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApprovalsConfig {
     /// Four-eyes: nobody decides a quota request they filed or submitted,
@@ -134,7 +142,7 @@ impl Default for ApprovalsConfig {
 }
 
 /// `[webhooks]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebhooksConfig {
     /// First retry after this many seconds, doubling each time (capped at an
@@ -162,7 +170,7 @@ impl Default for WebhooksConfig {
 }
 
 /// `[server]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Address to listen on.
@@ -187,7 +195,7 @@ impl Default for ServerConfig {
 }
 
 /// `[database]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
     /// `sqlite://FILE?mode=rwc` or `postgres://user@host/db`.
@@ -203,7 +211,7 @@ impl Default for DatabaseConfig {
 }
 
 /// `[oidc]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OidcConfig {
     /// The IdP's issuer URL (discovery at `/.well-known/openid-configuration`).
@@ -236,7 +244,7 @@ fn default_scopes() -> Vec<String> {
 }
 
 /// `[session]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionConfig {
     /// A session unused for this long ends.
@@ -270,7 +278,7 @@ impl SessionConfig {
 }
 
 /// `[agents]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentsConfig {
     /// A host silent for longer than this is shown offline.
@@ -683,6 +691,86 @@ client_secret = "s3cret"
             let err = Config::from_toml_and_env(MINIMAL, env(&[(key, value)])).unwrap_err();
             assert!(err.to_string().contains(field), "{key}={value}: {err}");
         }
+    }
+
+    /// The configuration reference (docs/operations.md) names every key
+    /// the server reads and only those: each documented key is one the code
+    /// has, and every key of a loaded configuration is documented. The
+    /// pools table likewise against a pool's fields.
+    #[test]
+    fn the_configuration_reference_matches_the_code() {
+        use std::collections::BTreeSet;
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let doc = std::fs::read_to_string(root.join("docs/operations.md")).unwrap();
+        let start = doc.find("\n## Configuration reference").unwrap() + 1;
+        let section = &doc[start..];
+        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+        let table = |header: &str| -> BTreeSet<String> {
+            let at = section
+                .find(header)
+                .unwrap_or_else(|| panic!("no table '{header}' in the reference"));
+            section[at..]
+                .lines()
+                .skip(2)
+                .take_while(|l| l.starts_with('|'))
+                .flat_map(|l| {
+                    l.split('|')
+                        .nth(1)
+                        .unwrap_or_default()
+                        .split(',')
+                        .map(|k| k.trim().trim_matches('`').to_owned())
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+
+        let demo = std::fs::read_to_string(root.join("demo/tessera.toml")).unwrap();
+        let config = Config::from_toml_and_env(&demo, Vec::new()).unwrap();
+        let mut code = BTreeSet::new();
+        let serde_json::Value::Object(sections) = serde_json::to_value(&config).unwrap() else {
+            panic!("a configuration is a table");
+        };
+        for (name, value) in sections {
+            match (name.as_str(), value) {
+                ("pools" | "priority_classes", _) => {
+                    code.insert(format!("[[{name}]]"));
+                }
+                (_, serde_json::Value::Object(keys)) => {
+                    for key in keys.keys() {
+                        code.insert(if name == "directory" && key == "tenants" {
+                            "[[directory.tenants]]".to_owned()
+                        } else {
+                            format!("{name}.{key}")
+                        });
+                    }
+                }
+                (_, other) => panic!("[{name}] is not a table: {other}"),
+            }
+        }
+        let documented = table("| key | default |");
+        let undocumented: Vec<_> = code.difference(&documented).collect();
+        let unknown: Vec<_> = documented.difference(&code).collect();
+        assert!(
+            undocumented.is_empty() && unknown.is_empty(),
+            "keys the code reads but the reference does not name: {undocumented:?}; \
+             keys the reference names but the code does not read: {unknown:?}"
+        );
+
+        let mut pool = tessera_service::pools::PoolSpec::new(
+            "p",
+            tessera_core::sharing::SharingMode::Mps,
+            &["L4"],
+        );
+        pool.idle_reclaim = Some(tessera_core::idle::IdlePolicy::new(15, 120));
+        let serde_json::Value::Object(fields) = serde_json::to_value(&pool).unwrap() else {
+            panic!("a pool is a table");
+        };
+        let code: BTreeSet<String> = fields.keys().cloned().collect();
+        let documented = table("| field | default |");
+        assert_eq!(
+            code, documented,
+            "the pools table of the reference and a pool's fields differ"
+        );
     }
 
     /// The Kubernetes manifest in `deploy/` is one this server runs with:

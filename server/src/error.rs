@@ -68,7 +68,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         log(&self.0);
         let body = ApiErrorBody {
-            code: self.0.code().to_owned(),
+            code: self.0.code().as_str().to_owned(),
             message: self.0.public_message(),
         };
         let mut res = (status_of(&self.0), Json(body)).into_response();

@@ -33,7 +33,7 @@ pub fn ErrorPanel(err: AppError) -> impl IntoView {
 #[component]
 pub fn FormError(err: AppError) -> impl IntoView {
     view! {
-        <p class="callout danger" role="alert" data-test="form-error" data-code=err.code.clone() data-status=err.status.to_string()>
+        <p class="callout danger" role="alert" data-test="form-error" data-code=err.code.as_str() data-status=err.status.to_string()>
             {sentence(&err.message)}
         </p>
     }

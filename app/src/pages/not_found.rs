@@ -10,6 +10,6 @@ use leptos_meta::Title;
 pub fn NotFound() -> impl IntoView {
     view! {
         <Title text="Not found"/>
-        <ErrorPanel err=AppError { status: 404, code: "not_found".into(), message: "There is no page at this address.".into() }/>
+        <ErrorPanel err=AppError { status: 404, code: crate::error::ErrorCode::NotFound, message: "There is no page at this address.".into() }/>
     }
 }

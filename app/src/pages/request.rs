@@ -175,7 +175,7 @@ fn RequestForm(
         Some(Ok(a)) => navigate(&format!("/t/{}/a/{}", nav_slug, a.id)),
         // Someone else took the quota first: reload the quota and use, so
         // the form sees the refusal too and offers the increase.
-        Some(Err(e)) if e.code == "quota_exceeded" => {
+        Some(Err(e)) if e.code == crate::error::ErrorCode::QuotaExceeded => {
             let slug = fresh_slug.clone();
             leptos::task::spawn_local(async move {
                 if let Ok(o) = get_request_options(slug).await {

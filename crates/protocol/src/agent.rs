@@ -253,7 +253,10 @@ impl PolledReport {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiErrorBody {
-    /// Stable machine-readable code, e.g. `invalid_join_token`.
+    /// Stable machine-readable code, e.g. `invalid_join_token` (one of
+    /// [`tessera_core::error_code::ErrorCode`]; a string on the wire so an
+    /// older agent reads a newer server's codes).
+    #[cfg_attr(feature = "openapi", schema(value_type = tessera_core::error_code::ErrorCode))]
     pub code: String,
     /// What went wrong and what to change, for a person.
     pub message: String,

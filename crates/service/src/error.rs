@@ -1,5 +1,6 @@
 //! The one error type of the use-cases, and its mapping to HTTP.
 
+pub use tessera_core::error_code::ErrorCode;
 use thiserror::Error;
 
 /// Everything a use-case can refuse or fail with.
@@ -63,6 +64,10 @@ pub enum ServiceError {
     /// The database failed; the detail is logged, never shown.
     #[error("database error")]
     Database(#[from] sea_orm::DbErr),
+    /// Something inside Tessera failed (stored data that does not read
+    /// back, a machinery fault); the detail is logged, never shown.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// What a busy server asks clients to wait before retrying, seconds.
@@ -75,6 +80,17 @@ impl ServiceError {
             field: field.into(),
             message: message.into(),
         }
+    }
+
+    /// Shorthand for [`ServiceError::Internal`].
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::Internal(detail.into())
+    }
+
+    /// A failure on Tessera's side (the database or an internal fault),
+    /// not a refusal of the request.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Self::Database(_) | Self::Internal(_))
     }
 
     /// Shorthand for [`ServiceError::NotFound`].
@@ -99,7 +115,7 @@ impl ServiceError {
             Self::RateLimited { .. } => 429,
             Self::TooLarge(_) => 413,
             Self::Database(_) if self.is_busy() => 503,
-            Self::Database(_) => 500,
+            Self::Database(_) | Self::Internal(_) => 500,
         }
     }
 
@@ -120,23 +136,23 @@ impl ServiceError {
     }
 
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Unauthenticated => "unauthenticated",
-            Self::Forbidden(_) => "forbidden",
-            Self::NotFound { .. } => "not_found",
-            Self::Invalid { .. } => "invalid_request",
-            Self::Conflict(_) => "conflict",
-            Self::InvalidJoinToken => "invalid_join_token",
-            Self::InvalidCredential => "invalid_credential",
-            Self::InvalidMetricsToken => "invalid_metrics_token",
-            Self::InvalidApiToken => "invalid_api_token",
-            Self::ExpiredApiToken { .. } => "expired_api_token",
-            Self::QuotaExceeded(_) => "quota_exceeded",
-            Self::RateLimited { .. } => "rate_limited",
-            Self::TooLarge(_) => "too_large",
-            Self::Database(_) if self.is_busy() => "busy",
-            Self::Database(_) => "internal",
+            Self::Unauthenticated => ErrorCode::Unauthenticated,
+            Self::Forbidden(_) => ErrorCode::Forbidden,
+            Self::NotFound { .. } => ErrorCode::NotFound,
+            Self::Invalid { .. } => ErrorCode::InvalidRequest,
+            Self::Conflict(_) => ErrorCode::Conflict,
+            Self::InvalidJoinToken => ErrorCode::InvalidJoinToken,
+            Self::InvalidCredential => ErrorCode::InvalidCredential,
+            Self::InvalidMetricsToken => ErrorCode::InvalidMetricsToken,
+            Self::InvalidApiToken => ErrorCode::InvalidApiToken,
+            Self::ExpiredApiToken { .. } => ErrorCode::ExpiredApiToken,
+            Self::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::TooLarge(_) => ErrorCode::TooLarge,
+            Self::Database(_) if self.is_busy() => ErrorCode::Busy,
+            Self::Database(_) | Self::Internal(_) => ErrorCode::Internal,
         }
     }
 
@@ -146,7 +162,7 @@ impl ServiceError {
             Self::Database(_) if self.is_busy() => {
                 "the server is busy; try again in a few seconds".to_owned()
             }
-            Self::Database(_) => {
+            Self::Database(_) | Self::Internal(_) => {
                 "something went wrong on our side; try again, and tell the platform team if it persists"
                     .to_owned()
             }
@@ -162,6 +178,7 @@ mod tests {
     #[test]
     fn status_and_code_table() {
         let cases: Vec<(ServiceError, u16, &str)> = vec![
+            (ServiceError::internal("a fault"), 500, "internal"),
             (ServiceError::Unauthenticated, 401, "unauthenticated"),
             (ServiceError::Forbidden("no".into()), 403, "forbidden"),
             (ServiceError::not_found("tenant 'x'"), 404, "not_found"),
@@ -215,7 +232,7 @@ mod tests {
         ];
         for (err, status, code) in cases {
             assert_eq!(err.status(), status, "{err:?}");
-            assert_eq!(err.code(), code, "{err:?}");
+            assert_eq!(err.code().as_str(), code, "{err:?}");
         }
     }
 
@@ -223,6 +240,9 @@ mod tests {
     fn internal_errors_do_not_leak_detail() {
         let err = ServiceError::Database(sea_orm::DbErr::Custom("password=hunter2".into()));
         assert!(!err.public_message().contains("hunter2"));
+        assert!(!ServiceError::internal("password=hunter2")
+            .public_message()
+            .contains("hunter2"));
         assert_eq!(
             ServiceError::invalid("hostname", "must not be empty").public_message(),
             "hostname: must not be empty"

@@ -18,13 +18,12 @@ pub mod fleet;
 pub mod identity;
 pub mod insights;
 pub mod k8s;
-mod memo;
 pub mod metrics;
 pub mod notifications;
 mod policy;
 pub mod pools;
 pub mod quotas;
-mod replicas;
+mod runtime;
 mod secret;
 pub mod telemetry;
 pub mod tenants;
@@ -34,9 +33,9 @@ mod write;
 
 pub use auth::{PlatformAdmin, Principal, Viewer};
 pub use db::{connect, migrate, pending_migrations, DbKind};
-pub use error::ServiceError;
+pub use error::{ErrorCode, ServiceError};
 pub use identity::{Directory, LoginClaims, TenantSpec};
-pub use replicas::StartupLock;
+pub use runtime::replicas::StartupLock;
 pub use sea_orm::DatabaseConnection;
 pub use write::ADMISSION_LOCK;
 
@@ -114,7 +113,7 @@ pub struct Service {
     /// Tenants' allocation lists, kept between the writes that change them.
     lists: Arc<allocations::ListCache<tessera_protocol::views::AllocationView>>,
     /// Each pool's fleet, indexed for the placer between admissions.
-    fleet_index: Arc<allocations::fleet_index::FleetIndex>,
+    fleet_index: Arc<runtime::fleet_index::FleetIndex>,
     /// The minute telemetry retention last ran in (ms).
     telemetry_minute: Arc<std::sync::atomic::AtomicI64>,
     /// This process's counters for `/metrics`.
@@ -122,7 +121,7 @@ pub struct Service {
     /// The minute idle reclaim last ran in.
     idle_minute: Arc<std::sync::atomic::AtomicI64>,
     /// This process among the server replicas: its id and leadership.
-    replica: Arc<replicas::Replica>,
+    replica: Arc<runtime::replicas::Replica>,
     /// How often a waiting long poll re-reads its generation.
     desired_recheck: std::time::Duration,
 }

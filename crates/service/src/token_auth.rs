@@ -3,14 +3,14 @@
 //!
 //! Without this, every API call read the token and its tenant and wrote the
 //! token's "last used" time. Now a verified token is believed for
-//! [`crate::memo::BELIEVED_FOR`] (a revocation here forgets it at once), and
+//! [`crate::runtime::memo::BELIEVED_FOR`] (a revocation here forgets it at once), and
 //! each use is noted in memory and written in one batch by
 //! [`crate::Service::flush_token_uses`] (the server calls it every scheduler
 //! round, and at shutdown); token lists show the noted time before it is
 //! written.
 
 use crate::allocations::TenantActor;
-use crate::memo::{Asked, Believed, Flights, Unwritten, BELIEVED_FOR};
+use crate::runtime::memo::{Asked, Believed, Flights, Unwritten, BELIEVED_FOR};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tessera_core::ids::ApiTokenId;

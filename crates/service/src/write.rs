@@ -8,11 +8,11 @@
 //! agents' long polls to wake. Dropping a `Write` without committing rolls
 //! everything back.
 
-use crate::allocations::fleet_index::{settle_epochs, Carried, Indexed};
 use crate::audit::Actor;
 use crate::entity::{audit_event, host, notification, tenant, webhook, webhook_delivery};
 use crate::events::{DomainEvent, Link, NoticeDraft, Recipients};
-use crate::replicas::PeerNotice;
+use crate::runtime::fleet_index::{settle_epochs, Carried, Indexed};
+use crate::runtime::replicas::PeerNotice;
 use crate::{Service, ServiceError, WriterTurn};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -122,11 +122,7 @@ impl Service {
         std::sync::Arc::clone(&self.admission_turn)
             .acquire_owned()
             .await
-            .map_err(|_| {
-                ServiceError::Database(sea_orm::DbErr::Custom(
-                    "the admission turn was closed".to_owned(),
-                ))
-            })
+            .map_err(|_| ServiceError::internal("the admission turn was closed"))
     }
 
     /// [`Self::begin_admission`] with the leave already taken.
@@ -215,7 +211,7 @@ impl Write {
 
     /// Carries a pool's index forward: kept once this write commits, if
     /// nothing else changed the pool meantime (see
-    /// [`crate::allocations::fleet_index`]).
+    /// [`crate::runtime::fleet_index`]).
     pub fn carry_index(&mut self, carried: Carried) {
         self.carried.push(carried);
     }

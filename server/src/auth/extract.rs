@@ -31,9 +31,9 @@ fn session_principal(parts: &Parts) -> Result<Principal, ApiError> {
     match parts.extensions.get::<Viewer>() {
         Some(viewer) => Ok(viewer.require()?.clone()),
         // A route outside the session layer: a wiring mistake, not the caller's.
-        None => Err(ApiError(ServiceError::Database(sea_orm::DbErr::Custom(
-            "no viewer in the request: the route is outside the session middleware".to_owned(),
-        )))),
+        None => Err(ApiError(ServiceError::internal(
+            "no viewer in the request: the route is outside the session middleware",
+        ))),
     }
 }
 
@@ -188,8 +188,12 @@ mod tests {
         let mut p = parts(None);
         p.extensions.insert(Viewer(None));
         let err = session_principal(&p).err().map(|e| e.0.code());
-        assert_eq!(err, Some("unauthenticated"));
+        assert_eq!(err, Some(tessera_service::ErrorCode::Unauthenticated));
         let err = session_principal(&parts(None)).err().map(|e| e.0.code());
-        assert_eq!(err, Some("internal"), "a wiring mistake is a 500");
+        assert_eq!(
+            err,
+            Some(tessera_service::ErrorCode::Internal),
+            "a wiring mistake is a 500"
+        );
     }
 }

@@ -73,7 +73,7 @@ impl From<LoadError> for ServiceError {
     fn from(e: LoadError) -> Self {
         match e {
             LoadError::Service(s) => s,
-            LoadError::Session(s) => ServiceError::Database(sea_orm::DbErr::Custom(s.to_string())),
+            LoadError::Session(s) => ServiceError::internal(format!("session store: {s}")),
         }
     }
 }

@@ -46,9 +46,9 @@ pub async fn list_allocations(
         .list_bodies
         .body(actor.tenant_id(), &list, coding)
         .map_err(|e| {
-            ApiError(tessera_service::ServiceError::Database(
-                sea_orm::DbErr::Custom(format!("encoding the list: {e}")),
-            ))
+            ApiError(tessera_service::ServiceError::internal(format!(
+                "encoding the list: {e}"
+            )))
         })?;
     Ok(json_response(body, coding))
 }

@@ -19,9 +19,8 @@ use tessera_service::ServiceError;
 
 /// A YAML document as a download named `filename`.
 pub fn yaml<T: serde::Serialize>(doc: &T, filename: &str) -> Result<Response, ApiError> {
-    let text = serde_yaml_ng::to_string(doc).map_err(|e| {
-        ServiceError::Database(sea_orm::DbErr::Custom(format!("YAML of {filename}: {e}")))
-    })?;
+    let text = serde_yaml_ng::to_string(doc)
+        .map_err(|e| ServiceError::internal(format!("YAML of {filename}: {e}")))?;
     Ok((
         [
             (

@@ -165,9 +165,9 @@ pub async fn metrics(
     let devices = state.service.latest_telemetry().await?;
     let own = state.service.metrics().registry().gather();
     let text = render(&counts, &devices, own).map_err(|e| {
-        ApiError(tessera_service::ServiceError::Database(
-            sea_orm::DbErr::Custom(format!("rendering the metrics: {e}")),
-        ))
+        ApiError(tessera_service::ServiceError::internal(format!(
+            "rendering the metrics: {e}"
+        )))
     })?;
     Ok((
         [(

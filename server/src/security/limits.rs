@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tessera_service::ServiceError;
 
 /// `[limits]`: requests per minute (the burst is the same number).
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Sign-in starts (`/auth/login`) per client address.

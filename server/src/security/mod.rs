@@ -21,8 +21,5 @@ pub fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Respons
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or("(no message)");
     tracing::error!(panic = detail, "a request handler panicked");
-    crate::error::ApiError(ServiceError::Database(sea_orm::DbErr::Custom(
-        "a request handler panicked".to_owned(),
-    )))
-    .into_response()
+    crate::error::ApiError(ServiceError::internal("a request handler panicked")).into_response()
 }

@@ -40,9 +40,12 @@ impl Service {
     /// Wakes long polls after a commit that changed some host's desired state.
     /// Only that host's long poll wakes (`None`: every host's). Returns the
     /// notice that wakes the other replicas' long polls.
-    pub(crate) fn desired_changed(&self, host_id: Option<HostId>) -> crate::replicas::PeerNotice {
+    pub(crate) fn desired_changed(
+        &self,
+        host_id: Option<HostId>,
+    ) -> crate::runtime::replicas::PeerNotice {
         self.wake_local(host_id);
-        crate::replicas::PeerNotice::Desired(host_id)
+        crate::runtime::replicas::PeerNotice::Desired(host_id)
     }
 
     /// Wakes this process's long polls for `host_id` (`None`: every host's).

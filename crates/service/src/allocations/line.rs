@@ -118,15 +118,11 @@ fn shared(e: &ServiceError) -> ServiceError {
             sea_orm::error::ConnAcquireErr::Timeout,
         ));
     }
-    ServiceError::Database(sea_orm::DbErr::Custom(format!(
-        "the admission turn failed: {e:?}"
-    )))
+    ServiceError::internal(format!("the admission turn failed: {e:?}"))
 }
 
 fn line_gone() -> ServiceError {
-    ServiceError::Database(sea_orm::DbErr::Custom(
-        "the admission turn ended without an answer".to_owned(),
-    ))
+    ServiceError::internal("the admission turn ended without an answer")
 }
 
 impl Service {
@@ -228,7 +224,7 @@ impl Service {
                 )
                 .await
             {
-                Err(e @ ServiceError::Database(_)) => return Err(e),
+                Err(e) if e.is_failure() => return Err(e),
                 other => answers.push(other),
             }
         }

@@ -3,12 +3,12 @@
 //! through [`Service::plan_pool`], so they agree on who starts, who waits
 //! and why.
 
-use super::fleet_index::{Carried, IndexBasis, Indexed};
 use super::snapshot::{PoolSnapshot, View};
 use super::stored::{set_state, AllocationRow};
 use crate::entity::{allocation, host, tenant};
 use crate::policy::PoolsInForce;
 use crate::pools::PoolSpec;
+use crate::runtime::fleet_index::{Carried, IndexBasis, Indexed};
 use crate::write::Write;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};

@@ -433,9 +433,8 @@ impl Service {
                         kept.push(h);
                     }
                 }
-                Fleet::new(kept, workload).map_err(|e| {
-                    ServiceError::Database(sea_orm::DbErr::Custom(format!("fleet snapshot: {e}")))
-                })?
+                Fleet::new(kept, workload)
+                    .map_err(|e| ServiceError::internal(format!("fleet snapshot: {e}")))?
             }
         };
         Ok(PoolSnapshot {

@@ -1,26 +1,21 @@
-//! Reading, releasing and extending allocations, and the data of the request form.
+//! Reading allocations: one slice's view, a tenant's list, and the actor a
+//! slice's owner acts as.
 
 use super::access::TenantActor;
-use super::stored::{set_state, update_if_state, AllocationRow, StoredPlacement};
+use super::stored::{AllocationRow, StoredPlacement};
 use crate::entity::{allocation, gpu, tenant};
-use crate::events::{AllocationRef, DomainEvent};
 use crate::pools::PoolSpec;
 use crate::{Principal, Service, ServiceError};
-use chrono::{DateTime, Duration, Utc};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-};
-use tessera_core::ids::{AllocationId, HostId, TenantId};
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use tessera_core::ids::{AllocationId, TenantId};
 
 use tessera_core::lifecycle::AllocationPhase;
-use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState, ReleaseOutcome};
+use tessera_core::lifecycle::{AllocationState, ReleaseOutcome};
 use tessera_core::placement::Slice;
 use tessera_core::sharing::{MpsShare, SliceShape};
 use tessera_core::slice::{connection, ConnectionTarget};
-use tessera_protocol::views::{
-    AllocationView, IdleNotice, PoolChoice, PriorityChoice, ProcessesStoppedView, QuotaView,
-    RequestOptions,
-};
+use tessera_protocol::views::{AllocationView, IdleNotice, ProcessesStoppedView};
 
 impl Service {
     /// The view of one row.
@@ -337,7 +332,7 @@ impl Service {
         &self,
         tenant: TenantId,
         tenant_slug: &str,
-        stamp: super::list_cache::Stamp,
+        stamp: crate::runtime::list_cache::Stamp,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<std::sync::Arc<[AllocationView]>, ServiceError> {
         // The open slices, and the latest 100 that ended.
@@ -416,216 +411,5 @@ impl Service {
         self.tenant_actor(who, &t.slug)
             .await
             .map_err(|_| not_found())
-    }
-
-    /// Gives a slice back. Before it reaches a GPU it ends at once; after,
-    /// the agent tears it down and the capacity returns when it reports so.
-    pub async fn release_allocation(
-        &self,
-        actor: &TenantActor,
-        id: AllocationId,
-    ) -> Result<AllocationView, ServiceError> {
-        self.own_row(actor, id).await?;
-        let now = self.now();
-        // Another writer (the queue, the agent's long poll) may move the row
-        // between our read and our write; then read it again.
-        let mut attempts = 0;
-        let (w, before, row) = loop {
-            attempts += 1;
-            let w = self.begin_write().await?;
-            let txn = w.db();
-            let row = allocation::Entity::find_by_id(id)
-                .one(txn)
-                .await?
-                .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-            let state = row.lifecycle().clone();
-            let before = state.phase();
-            let next = transition(&state, &AllocationEvent::Release).map_err(|_| {
-                ServiceError::Conflict(format!(
-                    "allocation {id} is {before}; only an open allocation can be released"
-                ))
-            })?;
-            let host_id = row.host_id;
-            let mut a: allocation::ActiveModel = row.into();
-            set_state(&mut a, &next, now);
-            if let Some(h) = host_id {
-                a.generation = Set(Some(w.bump_generation(h).await?));
-            }
-            if update_if_state(txn, id, before, a).await? {
-                let row = allocation::Entity::find_by_id(id)
-                    .one(txn)
-                    .await?
-                    .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-                break (w, before, row);
-            }
-            drop(w);
-            if attempts >= 5 {
-                return Err(ServiceError::Conflict(format!(
-                    "allocation {id} is changing right now; try again"
-                )));
-            }
-        };
-        let mut w = w;
-        w.emit(DomainEvent::AllocationReleased {
-            alloc: AllocationRef::of(&row),
-            before,
-            after: row.lifecycle().phase(),
-        });
-        w.commit(self, &actor.audit()).await?;
-        self.allocation_view_of(row, &actor.tenant_slug).await
-    }
-
-    /// Moves an active lease's end `hours` later, up to the pool's longest
-    /// lease counted from now.
-    pub async fn extend_allocation(
-        &self,
-        actor: &TenantActor,
-        id: AllocationId,
-        hours: u32,
-    ) -> Result<AllocationView, ServiceError> {
-        if !actor.can_request {
-            return Err(ServiceError::Forbidden(
-                "only members of this tenant can extend its leases".to_owned(),
-            ));
-        }
-        self.own_row(actor, id).await?;
-        if hours == 0 {
-            return Err(ServiceError::invalid("hours", "must be at least 1"));
-        }
-        let now = self.now();
-        let mut w = self.begin_write().await?;
-        let row = allocation::Entity::find_by_id(id)
-            .one(w.db())
-            .await?
-            .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-        let state = row.lifecycle().clone();
-        let (Some(end), AllocationState::Active) = (row.lease_ends_at, &state) else {
-            return Err(ServiceError::Conflict(format!(
-                "allocation {id} is {state}; only an active lease can be extended"
-            )));
-        };
-        let max = self
-            .pool_spec(w.db(), "pool", &row.pool)
-            .await?
-            .max_lease_hours;
-        let later = |at: DateTime<Utc>, hours: u32| {
-            Duration::try_hours(i64::from(hours)).and_then(|d| at.checked_add_signed(d))
-        };
-        // A sum past the last representable time is past the limit too.
-        let (new_end, limit) = (later(end, hours), later(now, max));
-        let Some(new_end) = new_end.filter(|e| limit.is_some_and(|l| *e <= l)) else {
-            let left = limit.map_or(0, |l| (l - end).num_hours().max(0));
-            return Err(ServiceError::invalid(
-                "hours",
-                format!(
-                    "pool '{}' allows leases of at most {max} hours from now; extend by at most {left} hours",
-                    row.pool
-                ),
-            ));
-        };
-        let mut a: allocation::ActiveModel = row.into();
-        a.lease_ends_at = Set(Some(new_end));
-        a.lease_warned_at = Set(None);
-        a.updated_at = Set(now);
-        let row = a.update(w.db()).await?;
-        w.emit(DomainEvent::AllocationExtended {
-            alloc: AllocationRef::of(&row),
-            before_end: end,
-            after_end: new_end,
-        });
-        w.commit(self, &actor.audit()).await?;
-        self.allocation_view_of(row, &actor.tenant_slug).await
-    }
-
-    /// Quota and use per pool for a tenant (pools with a quota or with use).
-    pub async fn quota_views(&self, tenant_id: TenantId) -> Result<Vec<QuotaView>, ServiceError> {
-        let now = self.now();
-        let mut out = Vec::new();
-        for p in &self.pools(&self.db).await? {
-            let v = Self::quota_view(&self.db, tenant_id, &p.name, now).await?;
-            if !v.quota.is_zero() || v.usage.slices > 0 {
-                out.push(v);
-            }
-        }
-        Ok(out)
-    }
-
-    /// What the request form offers the tenant.
-    pub async fn request_options(
-        &self,
-        actor: &TenantActor,
-    ) -> Result<RequestOptions, ServiceError> {
-        let t = tenant::Entity::find_by_id(actor.tenant_id)
-            .one(&self.db)
-            .await?
-            .ok_or_else(|| ServiceError::not_found(format!("tenant '{}'", actor.tenant_slug)))?;
-        let now = self.now();
-        let online = self.online_host_ids().await?;
-        let gpus = gpu::Entity::find()
-            .filter(gpu::Column::HostId.is_in(online))
-            .all(&self.db)
-            .await?;
-        let queues = self.queues(&self.db).await?;
-        let specs = self.pools(&self.db).await?;
-        let hostnames: std::collections::BTreeMap<HostId, String> =
-            crate::entity::host::Entity::find()
-                .all(&self.db)
-                .await?
-                .into_iter()
-                .map(|h| (h.id, h.hostname))
-                .collect();
-        let mut pools = Vec::new();
-        for p in &specs {
-            let (quota, usage) =
-                Self::quota_and_usage(&self.db, actor.tenant_id, &p.name, now).await?;
-            let gpus_online = gpus
-                .iter()
-                .filter(|g| {
-                    let host = hostnames.get(&g.host_id).map_or("", String::as_str);
-                    crate::pools::pool_of(&specs, host, &g.model).map(|x| x.name.as_str())
-                        == Some(p.name.as_str())
-                })
-                .count();
-            pools.push(PoolChoice {
-                offer: Self::pool_offer(p),
-                description: p.description.clone(),
-                isolation: p.isolation,
-                gpus_online: u32::try_from(gpus_online).unwrap_or(u32::MAX),
-                quota,
-                usage,
-                borrowed: Self::qos_usage_of(
-                    &self.db,
-                    actor.tenant_id,
-                    &p.name,
-                    tessera_core::schedule::QosClass::Burstable,
-                )
-                .await?,
-                borrowable: {
-                    let (quota, usage) = Self::pool_quota_use(&self.db, &p.name, now).await?;
-                    tessera_core::quota::headroom(&quota, &usage)
-                },
-                preemption_grace_minutes: p.preemption_grace_minutes,
-                queued: queues
-                    .get(&p.name)
-                    .map_or(0, |q| u32::try_from(q.len()).unwrap_or(u32::MAX)),
-                priority_classes: self
-                    .settings
-                    .priority_classes
-                    .offered(&t.slug, &p.name)
-                    .into_iter()
-                    .map(|c| PriorityChoice {
-                        name: c.name.clone(),
-                        value: c.value,
-                        description: c.description.clone(),
-                        default: c.default,
-                    })
-                    .collect(),
-            });
-        }
-        Ok(RequestOptions {
-            tenant: t.slug,
-            tenant_name: t.name,
-            pools,
-        })
     }
 }

@@ -5,7 +5,7 @@ use super::heartbeat::CREDENTIAL_BELIEVED_FOR;
 use crate::audit::Actor;
 use crate::entity::{host, join_token};
 use crate::events::DomainEvent;
-use crate::memo::BELIEVED_FOR;
+use crate::runtime::memo::BELIEVED_FOR;
 use crate::{secret, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};

@@ -34,7 +34,7 @@
 //! then remembers it, with the time it was processed in full.
 
 use super::AuthenticatedHost;
-use crate::memo::{lock, Asked, Believed, Unwritten};
+use crate::runtime::memo::{lock, Asked, Believed, Unwritten};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The operator's exceptions: networks webhooks may reach even though they
 /// are internal (`[webhooks] allowed_networks = ["10.20.0.0/16"]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(transparent)]
 pub struct EgressPolicy {
     allowed: Vec<IpNet>,

@@ -6,12 +6,12 @@
 mod pool_admin;
 mod tenant_admin;
 
-use crate::allocations::fleet_index::NO_POOL_EPOCH;
 use crate::audit::Actor;
 use crate::entity::{pool, tenant};
 use crate::events::{DomainEvent, TenantFields, TenantRef};
 use crate::identity::{Directory, TenantSpec};
 use crate::pools::PoolSpec;
+use crate::runtime::fleet_index::NO_POOL_EPOCH;
 use crate::write::Write;
 use crate::{Service, ServiceError};
 use sea_orm::{
@@ -172,7 +172,7 @@ impl Service {
 }
 
 /// The pools in force, with the capacity epoch each had when they were
-/// read (see [`crate::allocations::fleet_index`]): read first in a write,
+/// read (see [`crate::runtime::fleet_index`]): read first in a write,
 /// the epochs are never newer than what the write reads after them.
 #[derive(Debug, Clone)]
 pub(crate) struct PoolsInForce {

@@ -227,10 +227,10 @@ impl Service {
                     serde_json::from_value::<NewAllocation>(s.clone())
                         .map(|s| label(&s.shape))
                         .map_err(|e| {
-                            ServiceError::Database(sea_orm::DbErr::Custom(format!(
+                            ServiceError::internal(format!(
                                 "quota request {}: stored slice is unreadable: {e}",
                                 row.id
-                            )))
+                            ))
                         })
                 })
                 .transpose()?,

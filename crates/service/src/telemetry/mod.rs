@@ -14,7 +14,7 @@ pub use ingest::validate_batch;
 pub use rollup::RollupReport;
 
 /// How long telemetry is kept (the server's `[telemetry]` section).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryPolicy {
     /// Raw samples, hours (default 48).

@@ -56,9 +56,9 @@ pub struct RollupReport {
 fn stored_pct(what: &str, v: i16) -> Result<u8, ServiceError> {
     match u8::try_from(v) {
         Ok(p) if p <= 100 => Ok(p),
-        _ => Err(ServiceError::Database(sea_orm::DbErr::Custom(format!(
+        _ => Err(ServiceError::internal(format!(
             "stored {what} {v} is not a percentage"
-        )))),
+        ))),
     }
 }
 

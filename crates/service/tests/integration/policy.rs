@@ -4,7 +4,7 @@
 //! trail; pool changes that move busy GPUs drain them first.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use common::agent::*;
 use common::{fixture, Fixture};

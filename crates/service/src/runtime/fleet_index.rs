@@ -18,7 +18,7 @@
 //! caught by re-reading the chosen host before a placement from an index is
 //! stored: a stale index costs a rebuild, never a double placement.
 
-use super::snapshot::PoolSnapshot;
+use crate::allocations::snapshot::PoolSnapshot;
 use crate::entity::pool;
 use crate::events::{CapacityEffect, DomainEvent};
 use crate::pools::PoolSpec;
@@ -304,7 +304,13 @@ impl crate::Service {
         }
         let workload = self.pool_workload(&self.db, spec).await?;
         let snapshot = self
-            .pool_snapshot(&self.db, spec, now, super::View::Live, &workload)
+            .pool_snapshot(
+                &self.db,
+                spec,
+                now,
+                crate::allocations::View::Live,
+                &workload,
+            )
             .await?;
         Ok(Indexed {
             epoch,
@@ -327,7 +333,13 @@ impl crate::Service {
         let now = self.now();
         let workload = self.pool_workload(&self.db, &spec).await?;
         let fresh = self
-            .pool_snapshot(&self.db, &spec, now, super::View::Live, &workload)
+            .pool_snapshot(
+                &self.db,
+                &spec,
+                now,
+                crate::allocations::View::Live,
+                &workload,
+            )
             .await?;
         let agrees = normalised(&kept.snapshot) == normalised(&fresh)
             && kept.snapshot.fleet.workload() == fresh.fleet.workload();

@@ -4,7 +4,7 @@
 //! their GPU or host, and asking for them again.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use chrono::Duration;
 use common::agent::*;

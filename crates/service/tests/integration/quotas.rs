@@ -4,7 +4,7 @@
 //! approval race, temporary quota, and what people are told.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use chrono::Duration;
 use common::agent::{h100, offer_agrees};
@@ -117,7 +117,7 @@ async fn refused_slice_waits_for_quota_and_is_requested_on_approval() {
         .await
         .unwrap_err();
     assert_eq!(err.status(), 403, "{err:?}");
-    assert_eq!(err.code(), "quota_exceeded");
+    assert_eq!(err.code(), tessera_service::ErrorCode::QuotaExceeded);
     // ...and what is missing is exactly the shortfall.
     let page = f.service.tenant_quota_page(&mia, "vision").await.unwrap();
     let q = &page.quotas[0];

@@ -4,7 +4,7 @@
 //! FOCUS CSV give the exact figures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use chrono::{Duration, TimeZone, Utc};
 use common::agent::*;

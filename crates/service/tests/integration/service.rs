@@ -7,7 +7,7 @@
     clippy::disallowed_methods
 )]
 
-mod common;
+use crate::common;
 
 use chrono::Duration;
 use common::fixture;
@@ -1079,7 +1079,10 @@ async fn api_tokens_get_a_bounded_lifetime_and_expire() {
         matches!(err, ServiceError::ExpiredApiToken { expired_at } if expired_at == t0 + Duration::days(1)),
         "{err:?}"
     );
-    assert_eq!((err.status(), err.code()), (401, "expired_api_token"));
+    assert_eq!(
+        (err.status(), err.code()),
+        (401, tessera_service::ErrorCode::ExpiredApiToken)
+    );
     assert_eq!(
         err.to_string(),
         "the API token expired on 2026-11-30 12:00 UTC; create a new one on your tenant's API tokens page"

@@ -101,14 +101,14 @@ impl<V> State<V> {
 pub(crate) struct ListCache<V> {
     state: Mutex<State<V>>,
     /// Lists being read, shared by the callers that missed together.
-    pub(crate) flights: crate::memo::Flights<TenantId, Stamp, Arc<[V]>>,
+    pub(crate) flights: crate::runtime::memo::Flights<TenantId, Stamp, Arc<[V]>>,
 }
 
 impl<V> Default for ListCache<V> {
     fn default() -> Self {
         Self {
             state: Mutex::default(),
-            flights: crate::memo::Flights::default(),
+            flights: crate::runtime::memo::Flights::default(),
         }
     }
 }

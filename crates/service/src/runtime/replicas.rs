@@ -25,7 +25,7 @@
 //!
 //! On SQLite there is one process: it always leads and has no peers.
 
-use crate::allocations::Touched;
+use super::list_cache::Touched;
 use crate::{Service, ServiceError};
 use sea_orm::sqlx::{self, Connection};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend};
@@ -305,7 +305,7 @@ impl Service {
     /// Listens until the connection fails (`Some(Err)`); never ends
     /// otherwise.
     async fn listen_once(&self, pool: &sqlx::PgPool) -> Option<Result<(), ServiceError>> {
-        let err = |e: sqlx::Error| ServiceError::Database(sea_orm::DbErr::Custom(e.to_string()));
+        let err = |e: sqlx::Error| ServiceError::internal(format!("the replicas' listener: {e}"));
         let mut listener = match sqlx::postgres::PgListener::connect_with(pool).await {
             Ok(l) => l,
             Err(e) => return Some(Err(err(e))),
@@ -327,9 +327,9 @@ impl Service {
             let n = match listener.try_recv().await {
                 Ok(Some(n)) => n,
                 Ok(None) => {
-                    return Some(Err(ServiceError::Database(sea_orm::DbErr::Custom(
-                        "the listener's connection was lost".into(),
-                    ))))
+                    return Some(Err(ServiceError::internal(
+                        "the listener's connection was lost",
+                    )))
                 }
                 Err(e) => return Some(Err(err(e))),
             };

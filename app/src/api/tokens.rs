@@ -1,0 +1,36 @@
+//! Server functions of a tenant's API tokens (tenant admins).
+
+use super::*;
+
+/// The tenant's API tokens (tenant admins).
+#[server(prefix = "/api/ui", endpoint = "list_api_tokens")]
+pub async fn list_api_tokens(slug: String) -> Result<Vec<ApiTokenView>, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let who = viewer.require()?;
+    let actor = service.tenant_actor(who, &slug).await?;
+    Ok(service.list_api_tokens(who, &actor).await?)
+}
+
+/// Creates an API token (tenant admins) that lives `days` (empty: the
+/// configured default); the secret is shown once.
+#[server(prefix = "/api/ui", endpoint = "create_api_token")]
+pub async fn create_api_token(
+    slug: String,
+    name: String,
+    #[server(default)] days: String,
+) -> Result<CreatedApiToken, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let who = viewer.require()?;
+    let actor = service.tenant_actor(who, &slug).await?;
+    let days = ssr::optional_count("days", &days)?;
+    Ok(service.create_api_token(who, &actor, &name, days).await?)
+}
+
+/// Revokes an API token (tenant admins).
+#[server(prefix = "/api/ui", endpoint = "revoke_api_token")]
+pub async fn revoke_api_token(slug: String, id: ApiTokenId) -> Result<ApiTokenView, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let who = viewer.require()?;
+    let actor = service.tenant_actor(who, &slug).await?;
+    Ok(service.revoke_api_token(who, &actor, id).await?)
+}

@@ -1,0 +1,11 @@
+//! The service's integration tests, one binary: the use-cases against a
+//! real database (SQLite by default; PostgreSQL when
+//! `TESSERA_TEST_POSTGRES_URL` is set), each module one area.
+
+mod allocations;
+mod common;
+mod fleet_ops;
+mod policy;
+mod quotas;
+mod service;
+mod usage;
