@@ -54,6 +54,13 @@ def fmt(value, kind):
         return f"{value:.4f}"
     if isinstance(value, float):
         return f"{value:,.2f}"
+    if isinstance(value, list) and value and all(
+        isinstance(x, list) and x and isinstance(x[0], str) for x in value
+    ):
+        # [name, figure, figure, ...] per row: "name a / b; ..."
+        return "; ".join(
+            x[0] + " " + " / ".join(fmt(v, "f2") for v in x[1:]) for x in value
+        )
     if isinstance(value, (list, dict)):
         return json.dumps(value, separators=(", ", ": "))
     return str(value)
@@ -193,7 +200,7 @@ SECTIONS = [
         "bench": "pages",
         "title": "Admin pages at fleet size",
         "make": "make bench-pages",
-        "text": "Service time (ms: median and p95 over the runs) of the fleet page, fleet insights "
+        "text": "Service time (ms: median and p99 over 30 runs) of the fleet page, fleet insights "
         "and the audit log at 1,000 and 5,000 hosts.",
         "figures": True,
     },

@@ -553,6 +553,90 @@ async fn unreachable_idp_gives_a_clear_503_page() {
     );
 }
 
+/// An end date past 9999-12-31 (which SQLite would store as text sorting
+/// before every real date, so the grant would never be in force) is refused
+/// at the edge with a 400 naming `ends_at`, and nothing is stored: for a
+/// member's quota request and for a platform admin's grant.
+#[tokio::test]
+async fn end_dates_beyond_the_year_9999_are_refused_at_the_edge() {
+    let app = app().await;
+    let member = app.sign_in("max", &["vision"]).await;
+    let admin = app.sign_in("ada", &["admins"]).await;
+    let amount = r#"{"gpus":1,"memory_gib":24,"max_slices":1}"#;
+    let before = app.audit_count().await;
+    for (cookie, path, body) in [
+        (
+            &member,
+            "/api/v1/quota-requests",
+            format!(
+                r#"{{"tenant":"vision","pool":"l4","amount":{amount},"ends_at":"+10000-01-01T00:00:00Z","justification":"forever"}}"#
+            ),
+        ),
+        (
+            &admin,
+            "/api/v1/admin/quota-grants",
+            format!(
+                r#"{{"tenant":"vision","pool":"l4","amount":{amount},"ends_at":"+10000-01-01T00:00:00Z","reason":"forever"}}"#
+            ),
+        ),
+    ] {
+        let (status, body) = app.send("POST", path, cookie, Some(&body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains("ends_at"), "{path}: {body}");
+        assert!(message.contains("9999-12-31"), "{path}: {body}");
+    }
+    assert_eq!(app.audit_count().await, before, "nothing stored");
+    // The last second of the year 9999 is still a date.
+    let (status, body) = app
+        .send(
+            "POST",
+            "/api/v1/quota-requests",
+            &member,
+            Some(&format!(
+                r#"{{"tenant":"vision","pool":"l4","amount":{amount},"ends_at":"9999-12-31T23:59:59Z","justification":"long"}}"#
+            )),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
+
+/// The idle timeout slides with use: a session used after an eighth of its
+/// idle timeout is saved again (a fresh cookie with a new expiry); one used
+/// sooner is not rewritten.
+#[tokio::test]
+async fn a_used_session_pushes_its_idle_timeout_back() {
+    let app = app_with("[session]\nidle_timeout_minutes = 8\n", Vec::new()).await;
+    let session_cookie = |headers: &axum::http::HeaderMap| {
+        headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .map(|c| c.to_str().unwrap().to_owned())
+            .find(|c| c.starts_with("tessera_session="))
+    };
+    let get = |cookie: String| {
+        Request::get("/api/v1/notifications")
+            .header(header::COOKIE, cookie)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let fresh = app.sign_in("ida", &["vision"]).await;
+    let (status, headers, _) = app.call(get(fresh)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        session_cookie(&headers),
+        None,
+        "used at once: not rewritten"
+    );
+
+    let earlier = chrono::Utc::now() - chrono::Duration::minutes(2);
+    let used = app.sign_in_at("ida", &["vision"], earlier).await;
+    let (status, headers, _) = app.call(get(used)).await;
+    assert_eq!(status, StatusCode::OK);
+    let renewed = session_cookie(&headers).expect("a renewed session cookie");
+    assert!(renewed.contains("Max-Age=480"), "{renewed}");
+}
+
 #[tokio::test]
 async fn callback_without_a_pending_login_is_400_and_starts_no_session() {
     let app = app().await;

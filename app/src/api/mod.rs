@@ -106,12 +106,17 @@ mod ssr {
         }
     }
 
-    /// A date field ("2026-11-29") as the end of that day in UTC.
+    /// A date field ("2026-11-29") as the end of that day in UTC, within the
+    /// range every database orders alike.
     pub fn end_of_day(
         field: &str,
         value: &str,
-    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, AppError> {
-        crate::format::end_of_day(value).map_err(|m| invalid(field, m))
+    ) -> Result<Option<tessera_protocol::timestamp::Timestamp>, AppError> {
+        crate::format::end_of_day(value)
+            .map_err(|m| invalid(field, m))?
+            .map(tessera_protocol::timestamp::Timestamp::new)
+            .transpose()
+            .map_err(|e| invalid(field, e))
     }
 
     /// A quota amount from a form's three fields.

@@ -9,6 +9,7 @@ pub mod agent;
 pub mod query;
 pub mod quotas;
 pub mod requests;
+pub mod timestamp;
 pub mod views;
 
 #[cfg(test)]

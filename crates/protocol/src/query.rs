@@ -94,11 +94,18 @@ impl AuditQuery {
             let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
                 .map_err(|_| (field, format!("'{s}' is not a date like 2026-11-29")))?;
             d.checked_add_days(chrono::Days::new(plus_days))
-                .map(|d| Some(d.and_time(chrono::NaiveTime::MIN).and_utc()))
+                .map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc())
+                .and_then(|t| {
+                    // Through the one check of entered instants, so the
+                    // filter orders alike on both databases.
+                    crate::timestamp::Timestamp::new(t.min(crate::timestamp::Timestamp::latest()))
+                        .ok()
+                })
+                .map(|t| Some(t.get()))
                 .ok_or_else(|| {
                     (
                         field,
-                        format!("'{s}' is later than any date Tessera handles"),
+                        format!("'{s}' is not between 1970-01-01 and 9999-12-31"),
                     )
                 })
         };
@@ -316,7 +323,24 @@ mod audit_query_tests {
             from: "+262142-12-31".into(),
             ..Default::default()
         };
-        assert!(first.filter().is_ok(), "the service checks the range");
+        assert_eq!(
+            first.filter().unwrap().from.unwrap().to_rfc3339(),
+            "9999-12-31T23:59:59+00:00",
+            "beyond the year 9999: the last instant both databases order alike"
+        );
+        let last_day = AuditQuery {
+            until: "9999-12-31".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            last_day.filter().unwrap().until.unwrap().to_rfc3339(),
+            "9999-12-31T23:59:59+00:00"
+        );
+        let early = AuditQuery {
+            from: "1969-12-31".into(),
+            ..Default::default()
+        };
+        assert_eq!(early.filter().unwrap_err().0, "from");
         let q = AuditQuery {
             actor: "Bob B".into(),
             ..Default::default()

@@ -1,6 +1,7 @@
 //! Quota administration, quota requests and notifications: what the pages
 //! render and what the REST API takes and returns.
 
+use crate::timestamp::Timestamp;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tessera_core::ids::{AllocationId, NotificationId, QuotaGrantId, QuotaRequestId};
@@ -51,8 +52,8 @@ pub struct NewQuotaGrant {
     pub pool: String,
     /// The extra amount.
     pub amount: QuotaAmount,
-    /// When it ends (must be in the future).
-    pub ends_at: DateTime<Utc>,
+    /// When it ends (must be in the future, and before 10000-01-01).
+    pub ends_at: Timestamp,
     /// Why (shown to the tenant).
     #[serde(default)]
     pub reason: String,
@@ -85,7 +86,7 @@ pub struct NewQuotaRequest {
     pub amount: QuotaAmount,
     /// Temporary until then (a burst); permanent when omitted.
     #[serde(default)]
-    pub ends_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<Timestamp>,
     /// Why the tenant needs it (required).
     pub justification: String,
     /// The slice request that was refused for lack of quota; it is requested
@@ -106,7 +107,7 @@ pub enum QuotaDecision {
         /// End the grant then instead (temporary requests only keep theirs
         /// when omitted).
         #[serde(default)]
-        ends_at: Option<DateTime<Utc>>,
+        ends_at: Option<Timestamp>,
     },
     /// Refuse it.
     Reject {

@@ -14,6 +14,8 @@ pub mod keys {
     pub const LOGIN_AT: &str = "login_at";
     /// The raw id_token, as hint for RP-initiated logout.
     pub const ID_TOKEN: &str = "id_token";
+    /// Unix time the session's idle timeout was last pushed back (i64).
+    pub const TOUCHED_AT: &str = "touched_at";
 }
 
 /// A session store on whichever database Tessera runs on.

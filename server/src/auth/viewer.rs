@@ -90,6 +90,18 @@ async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> 
         session.flush().await?;
         return Ok(Viewer(None));
     }
+    // The idle timeout slides with use: a session is saved again (new
+    // expiry, new cookie) once an eighth of the idle timeout has passed
+    // since it was last, so a busy person stays signed in and a session
+    // costs at most one write per eighth of the timeout.
+    let now = state.service.now().timestamp();
+    let touched_at = session
+        .get::<i64>(keys::TOUCHED_AT)
+        .await?
+        .unwrap_or(login_at);
+    if needs_touch(touched_at, now, state.config.session.idle_timeout_minutes) {
+        session.insert(keys::TOUCHED_AT, now).await?;
+    }
     match state.service.principal(user_id).await {
         Ok(p) => Ok(Viewer(Some(p))),
         Err(ServiceError::Unauthenticated) => {
@@ -98,6 +110,14 @@ async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> 
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether a session last touched at `touched_at` (Unix seconds) should be
+/// saved again at `now` to push its idle timeout of `idle_minutes` back: once
+/// an eighth of it has passed (at least a second).
+pub fn needs_touch(touched_at: i64, now: i64, idle_minutes: i64) -> bool {
+    let every = (idle_minutes.saturating_mul(60) / 8).max(1);
+    now.saturating_sub(touched_at) >= every
 }
 
 /// Whether a session that logged in at `login_at` (Unix seconds) is older than
@@ -122,6 +142,21 @@ mod tests {
         assert!(
             !is_page("/signed-out"),
             "public: where the IdP sends users after logout"
+        );
+    }
+
+    #[test]
+    fn the_idle_timeout_is_pushed_back_every_eighth_of_it() {
+        // 8 hours idle: touched again after an hour of use.
+        assert!(!needs_touch(1_000, 1_000, 480));
+        assert!(!needs_touch(1_000, 1_000 + 3599, 480));
+        assert!(needs_touch(1_000, 1_000 + 3600, 480));
+        // A minute idle: every 7 seconds; never less than a second.
+        assert!(needs_touch(0, 7, 1));
+        assert!(!needs_touch(0, 6, 1));
+        assert!(
+            !needs_touch(10, 5, 1),
+            "a clock that went back touches nothing"
         );
     }
 

@@ -124,7 +124,7 @@ pub struct DecideBody {
     amount: Option<tessera_core::quota::QuotaAmount>,
     /// Approve until then instead.
     #[serde(default)]
-    ends_at: Option<chrono::DateTime<chrono::Utc>>,
+    ends_at: Option<tessera_protocol::timestamp::Timestamp>,
     /// Why (required when rejecting; the tenant sees it).
     #[serde(default)]
     reason: String,

@@ -7,7 +7,9 @@
 //! across tenants, so a receiver that never answers delays only its own
 //! tenant's events. Calls go only to addresses the egress policy permits
 //! (see [`resolve`]), and what the tenant is told about a failure is coarse:
-//! it never tells a closed port from a filtered one.
+//! one text for a name that does not resolve, one that resolves to an
+//! internal address, a refused port and a timeout (the exact reason goes to
+//! the server log), so webhook errors cannot map the internal network.
 
 pub mod resolve;
 
@@ -59,12 +61,19 @@ pub async fn post(
         .send()
         .await
         .map_err(|e| {
-            tracing::debug!(delivery = d.id, error = %e, "webhook call failed");
+            // The tenant learns the same for a name that does not resolve,
+            // one that resolves inside, a refused port and a timeout: the
+            // difference would map the internal network. The log has it.
             if caused_by_refusal(&e) {
-                format!("could not deliver: {}", resolve::Refused)
+                tracing::warn!(
+                    delivery = d.id,
+                    tenant = d.tenant_id.get(),
+                    "webhook not delivered: its host name resolves to a private or internal address"
+                );
             } else {
-                UNREACHABLE.to_owned()
+                tracing::info!(delivery = d.id, tenant = d.tenant_id.get(), error = %e, "webhook call failed");
             }
+            UNREACHABLE.to_owned()
         })?;
     let status = response.status();
     if status.is_success() {

@@ -166,7 +166,8 @@ impl Service {
             ));
         }
         let now = self.now();
-        if req.ends_at <= now {
+        let ends_at = req.ends_at.get();
+        if ends_at <= now {
             return Err(ServiceError::invalid(
                 "ends_at",
                 "must be in the future; temporary quota ends then",
@@ -182,7 +183,7 @@ impl Service {
             t.id,
             &spec.name,
             &extra,
-            req.ends_at,
+            ends_at,
             &reason,
             None,
             &by,
@@ -195,7 +196,7 @@ impl Service {
             tenant: TenantRef::of(&t),
             pool: spec.name.clone(),
             extra,
-            ends_at: req.ends_at,
+            ends_at,
             reason,
             before: before.quota,
             after: after.quota,

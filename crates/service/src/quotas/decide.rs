@@ -74,7 +74,7 @@ impl Service {
                         "approve more than nothing, or reject the request with a reason",
                     ));
                 }
-                let ends = ends_at.or(row.ends_at);
+                let ends = ends_at.map(|e| e.get()).or(row.ends_at);
                 if ends.is_some_and(|e| e <= now) {
                     return Err(ServiceError::invalid(
                         "ends_at",

@@ -44,7 +44,8 @@ impl Service {
             ));
         }
         let now = self.now();
-        if req.ends_at.is_some_and(|e| e <= now) {
+        let ends_at = req.ends_at.map(|e| e.get());
+        if ends_at.is_some_and(|e| e <= now) {
             return Err(ServiceError::invalid(
                 "ends_at",
                 "must be in the future (or leave it empty for a permanent increase)",
@@ -76,7 +77,7 @@ impl Service {
             compute_milli: Set(compute),
             memory_mib: Set(memory),
             max_slices: Set(slices),
-            ends_at: Set(req.ends_at),
+            ends_at: Set(ends_at),
             justification: Set(justification.clone()),
             state: Set(state.phase()),
             reject_reason: Set(None),
@@ -97,7 +98,7 @@ impl Service {
             request: QuotaRequestRef::of(&row, &t),
             state,
             amount: q,
-            ends_at: req.ends_at,
+            ends_at,
             slice: req.slice.as_ref().map(|s| label(&s.shape)),
             by: who.name.clone(),
         });

@@ -60,6 +60,11 @@ fn slice(profile: &str) -> NewAllocation {
     }
 }
 
+/// An entered instant (the tests' are all in range).
+fn ts(t: chrono::DateTime<chrono::Utc>) -> tessera_protocol::timestamp::Timestamp {
+    tessera_protocol::timestamp::Timestamp::new(t).unwrap()
+}
+
 fn ask(tenant: &str, a: QuotaAmount) -> NewQuotaRequest {
     NewQuotaRequest {
         tenant: tenant.into(),
@@ -364,7 +369,7 @@ async fn bad_input_is_refused_and_stores_nothing() {
         ),
         (
             NewQuotaRequest {
-                ends_at: Some(now - Duration::hours(1)),
+                ends_at: Some(ts(now - Duration::hours(1))),
                 ..ask("vision", amount(1.0, 0.0, 0))
             },
             "ends_at",
@@ -508,7 +513,7 @@ async fn temporary_quota_and_different_amounts() {
     let proof = pat.require_platform_admin().unwrap();
     let t0 = f.clock.now();
     let mut req = ask("vision", amount(2.0, 80.0, 2));
-    req.ends_at = Some(t0 + Duration::days(7));
+    req.ends_at = Some(ts(t0 + Duration::days(7)));
     let r = f.service.create_quota_request(&lee, &req).await.unwrap();
     // The admin grants less, for two hours only.
     let r = f
@@ -518,7 +523,7 @@ async fn temporary_quota_and_different_amounts() {
             r.id,
             &QuotaDecision::Approve {
                 amount: Some(amount(1.0, 40.0, 1)),
-                ends_at: Some(t0 + Duration::hours(2)),
+                ends_at: Some(ts(t0 + Duration::hours(2))),
             },
         )
         .await
@@ -554,7 +559,7 @@ async fn temporary_quota_and_different_amounts() {
                 tenant: "vision".into(),
                 pool: "h100-mig".into(),
                 amount: amount(0.5, 0.0, 0),
-                ends_at: t0 + Duration::hours(10),
+                ends_at: ts(t0 + Duration::hours(10)),
                 reason: "conference deadline".into(),
             },
         )
@@ -587,7 +592,7 @@ async fn temporary_quota_and_different_amounts() {
                 tenant: "vision".into(),
                 pool: "h100-mig".into(),
                 amount: amount(0.5, 0.0, 0),
-                ends_at: t0,
+                ends_at: ts(t0),
                 reason: String::new(),
             },
         )
@@ -870,7 +875,7 @@ async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
                 tenant: "vision".into(),
                 pool: "h100-mig".into(),
                 amount: amount(1.0, 0.0, 0),
-                ends_at: f.clock.now() + Duration::hours(1),
+                ends_at: ts(f.clock.now() + Duration::hours(1)),
                 reason: "burst".into(),
             },
         ),
