@@ -119,7 +119,7 @@ fn PoolCard(p: PoolAdminView, actions: Actions, models: Vec<String>) -> impl Int
                 <dt>"Longest lease"</dt><dd>{format!("{} h", s.max_lease_hours)}</dd>
                 <dt>"Queue"</dt><dd>{format!("{} (reserve after {} min)", s.queue.name(), s.reserve_after_minutes)}</dd>
                 <dt>"On release"</dt><dd>{s.on_release.as_str()}</dd>
-                {(s.sharing == SharingMode::Mps).then(|| view! { <dt>"MPS clients over their grant"</dt><dd data-test="pool-mps-strays">{match s.mps_strays { tessera_core::pool::MpsStrayPolicy::Report => "reported", tessera_core::pool::MpsStrayPolicy::Stop => "reported and stopped" }}</dd> })}
+                {(s.sharing == SharingMode::Mps).then(|| view! { <dt title="MPS clients that run without their slice's variables or ask for more than their grant">"MPS strays"</dt><dd data-test="pool-mps-strays">{match s.mps_strays { tessera_core::pool::MpsStrayPolicy::Report => "reported", tessera_core::pool::MpsStrayPolicy::Stop => "reported and stopped" }}</dd> })}
                 <dt>"Preemption notice"</dt><dd data-test="pool-preemption">{format!("{} min", s.preemption_grace_minutes)}</dd>
                 <dt>"Idle reclaim"</dt><dd data-test="pool-idle">{s.idle_reclaim.map_or_else(|| "off".to_owned(), |p| format!("below {} % for {} min, then {} min to keep ({} keeps)", p.below_pct, p.idle_minutes, p.notice_minutes, p.max_keeps))}</dd>
                 <dt>"Changed"</dt><dd class="muted">{format!("{} by {}", format::when(p.updated_at), p.updated_by.clone().unwrap_or_else(|| "the configuration".into()))}</dd>
