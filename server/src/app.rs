@@ -88,6 +88,7 @@ pub async fn build_state(
     tessera_service::pools::validate_pools(&settings.pools)?;
     tessera_service::pools::validate_pool_tenants(&settings.pools, &settings.directory)?;
     let service = Service::new(db, settings, clock);
+    let store = store.in_turns_with(service.writer_turns());
     service.seed_policy().await?;
     startup.release().await;
     let oidc = Arc::new(oidc::Oidc::new(&config)?);

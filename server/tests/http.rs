@@ -1237,7 +1237,10 @@ async fn audit_csv_needs_a_signed_in_admin_and_checks_its_filters() {
 
 #[tokio::test]
 async fn every_mutating_endpoint_leaves_exactly_one_audit_event() {
-    let app = app().await;
+    // Four-eyes off: a platform admin's direct set and grant apply at once
+    // (with it on they are quota requests, covered by
+    // `a_platform_admins_raise_waits_for_a_second_admin_over_http`).
+    let app = app_with("[approvals]\nfour_eyes = false\n", Vec::new()).await;
     let member = app.sign_in("mia", &["vision"]).await;
     let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
     let admin = app.sign_in("root", &["admins"]).await;
@@ -1485,7 +1488,7 @@ async fn every_mutating_endpoint_leaves_exactly_one_audit_event() {
             let id = json["id"]
                 .as_i64()
                 .or_else(|| json["token"]["id"].as_i64())
-                .or_else(|| json["grants"][0]["id"].as_i64())
+                .or_else(|| json["quota"]["grants"][0]["id"].as_i64())
                 .unwrap_or_else(|| panic!("{action}: no id in {json}"));
             ids.insert(key, id.to_string());
         }
@@ -2136,4 +2139,78 @@ async fn telemetry_is_compressed_authenticated_and_stored_once() {
         "{power:?}"
     );
     assert!(scrape.samples.iter().any(|s| s.metric == "tessera_hosts"));
+}
+
+/// Four-eyes over the API: a platform admin's direct raise and grant answer
+/// 202 with a pending quota request and change nothing in force; another
+/// platform admin's approval applies it; a decrease answers 200 at once.
+#[tokio::test]
+async fn a_platform_admins_raise_waits_for_a_second_admin_over_http() {
+    let app = app().await;
+    let ann = app
+        .sign_in("ann", &["admins", "vision", "vision-leads"])
+        .await;
+    let bo = app.sign_in("bo", &["admins"]).await;
+    let before = l4_in_force(&app, &ann).await;
+    let raise = format!(
+        r#"{{"tenant":"vision","pool":"l4","amount":{{"gpus":{},"memory_gib":500,"max_slices":50}},"reason":"new team"}}"#,
+        before / 1000 + 5
+    );
+    let (status, change) = app
+        .send("PUT", "/api/v1/admin/quotas", &ann, Some(&raise))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{change}");
+    assert_eq!(change["proposal"]["state"]["state"], "pending", "{change}");
+    assert_eq!(
+        l4_in_force(&app, &ann).await,
+        before,
+        "nothing in force yet"
+    );
+    let id = change["proposal"]["id"].as_i64().unwrap();
+    let decide = format!("/api/v1/quota-requests/{id}/decide");
+    let approve = Some(r#"{"decision":"approve"}"#);
+    let (status, body) = app.send("POST", &decide, &ann, approve).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, body) = app.send("POST", &decide, &bo, approve).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(l4_in_force(&app, &ann).await, before + 5000);
+    // A grant waits the same way.
+    let ends = (chrono::Utc::now() + chrono::Duration::days(3)).to_rfc3339();
+    let (status, change) = app
+        .send(
+            "POST",
+            "/api/v1/admin/quota-grants",
+            &ann,
+            Some(&format!(
+                r#"{{"tenant":"vision","pool":"l4","amount":{{"gpus":1,"memory_gib":0,"max_slices":0}},"ends_at":"{ends}","reason":"demo"}}"#
+            )),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{change}");
+    assert_eq!(l4_in_force(&app, &ann).await, before + 5000);
+    // Lowering applies at once.
+    let (status, change) = app
+        .send(
+            "PUT",
+            "/api/v1/admin/quotas",
+            &ann,
+            Some(r#"{"tenant":"vision","pool":"l4","amount":{"gpus":0,"memory_gib":0,"max_slices":0}}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{change}");
+    assert!(change["proposal"].is_null(), "{change}");
+}
+
+/// Vision's quota in force in pool l4 (milli-GPUs), as `cookie` reads it.
+async fn l4_in_force(app: &App, cookie: &str) -> u64 {
+    let (_, page) = app
+        .send("GET", "/api/v1/tenants/vision/quotas", cookie, None)
+        .await;
+    page["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["pool"] == "l4")
+        .map(|q| q["quota"]["compute"].as_u64().unwrap_or(0))
+        .unwrap_or(0)
 }

@@ -31,15 +31,15 @@ use tessera_core::ids::{
     AllocationId, ApiTokenId, HostId, JoinTokenId, NotificationId, QuotaGrantId, QuotaRequestId,
 };
 use tessera_protocol::quotas::{
-    ApprovalQueueView, CreatedWebhook, NotificationsPage, QuotaRequestView, TenantQuotaPage,
-    TenantQuotasView, WebhookView,
+    ApprovalQueueView, CreatedWebhook, NotificationsPage, QuotaChange, QuotaRequestView,
+    TenantQuotaPage, TenantQuotasView, WebhookView,
 };
 #[cfg(feature = "ssr")]
 use tessera_protocol::views::NewAllocation;
 use tessera_protocol::views::{
     AllocationActivity, AllocationView, ApiTokenView, AuditPage, AuditQuery, CreatedApiToken,
-    CreatedJoinToken, FleetInsights, FleetQuery, FleetView, JoinTokenView, QuotaView,
-    RequestOptions, TenantView, ViewerView,
+    CreatedJoinToken, FleetInsights, FleetQuery, FleetView, JoinTokenView, RequestOptions,
+    TenantView, ViewerView,
 };
 
 /// A view with the server's time when it was read, so relative times ("3 h

@@ -116,13 +116,15 @@ pub async fn set_tenant_quota(
     gpus: f64,
     memory_gib: f64,
     max_slices: u32,
-) -> Result<QuotaView, AppError> {
+    #[server(default)] reason: String,
+) -> Result<QuotaChange, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     let req = tessera_protocol::quotas::SetQuota {
         tenant,
         pool,
         amount: ssr::amount(gpus, memory_gib, max_slices),
+        reason,
     };
     Ok(service.set_quota(&admin, &req).await?)
 }
@@ -137,7 +139,7 @@ pub async fn grant_tenant_quota(
     max_slices: u32,
     ends_on: String,
     reason: String,
-) -> Result<QuotaView, AppError> {
+) -> Result<QuotaChange, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     let ends_at = ssr::end_of_day("ends_at", &ends_on)?

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use tessera_core::quota::QuotaAmount;
-use tessera_protocol::quotas::TenantQuotasView;
+use tessera_protocol::quotas::{QuotaChange, TenantQuotasView};
 use tessera_protocol::views::QuotaView;
 
 /// The page's three actions.
@@ -52,23 +52,27 @@ fn LiveQuotas() -> impl IntoView {
     };
     Effect::new(move |_| {
         if let Some(r) = actions.set.value().get() {
-            report(r.map(|q| {
-                format!(
-                    "Saved: the permanent quota in {} is now {}.",
-                    q.pool,
-                    format::quota(&q.base)
-                )
+            report(r.map(|c| {
+                change_text(&c, |q| {
+                    format!(
+                        "Saved: the permanent quota in {} is now {}.",
+                        q.pool,
+                        format::quota(&q.base)
+                    )
+                })
             }));
         }
     });
     Effect::new(move |_| {
         if let Some(r) = actions.grant.value().get() {
-            report(r.map(|q| {
-                format!(
-                    "Granted: the quota in force in {} is now {}.",
-                    q.pool,
-                    format::quota(&q.quota)
-                )
+            report(r.map(|c| {
+                change_text(&c, |q| {
+                    format!(
+                        "Granted: the quota in force in {} is now {}.",
+                        q.pool,
+                        format::quota(&q.quota)
+                    )
+                })
             }));
         }
     });
@@ -82,7 +86,7 @@ fn LiveQuotas() -> impl IntoView {
         <section class="page-head">
             <p class="eyebrow">"Platform"</p>
             <h1>"Quotas"</h1>
-            <p class="muted">"What each tenant may hold at once in each pool: a permanent quota plus temporary grants that end on their own. Changes apply at once; slices waiting in the queue are placed when quota grows."</p>
+            <p class="muted">"What each tenant may hold at once in each pool: a permanent quota plus temporary grants that end on their own. Lowering applies at once; with four-eyes on, a raise or a grant waits for another platform admin on the Approvals page. Slices waiting in the queue are placed when quota grows."</p>
         </section>
         <div class="toasts">{move || last.get().map(outcome)}</div>
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
@@ -99,6 +103,21 @@ fn LiveQuotas() -> impl IntoView {
                 }
             })}
         </Transition>
+    }
+}
+
+/// What a change did, in words: applied, or waiting for a second platform
+/// admin (four-eyes), with what already applied.
+fn change_text(c: &QuotaChange, applied: impl Fn(&QuotaView) -> String) -> String {
+    match &c.proposal {
+        None => applied(&c.quota),
+        Some(p) => format!(
+            "Four-eyes: the raise of +{} in {} waits as request #{} for another platform admin's approval (Approvals). In force now: {}.",
+            format::quota(&p.amount),
+            c.quota.pool,
+            p.id,
+            format::quota(&c.quota.quota)
+        ),
     }
 }
 
@@ -170,6 +189,9 @@ fn Row(slug: String, q: QuotaView, now: DateTime<Utc>, actions: Actions) -> impl
                             <label class="field"><span>"GPUs"</span><input type="number" name="gpus" min="0" step="any" required value=format::number(base.gpus) data-test="set-gpus"/></label>
                             <label class="field"><span>"Memory (GiB)"</span><input type="number" name="memory_gib" min="0" step="any" required value=format::number(base.memory_gib) data-test="set-memory"/></label>
                             <label class="field"><span>"Slices"</span><input type="number" name="max_slices" min="0" step="1" required value=base.max_slices.to_string() data-test="set-slices"/></label>
+                        </div>
+                        <div class="form-row">
+                            <label class="field grow"><span>"Reason (for the approver of a raise)"</span><input type="text" name="reason" maxlength="1000" placeholder="New team members joined" data-test="set-reason"/></label>
                             <button class="button primary" type="submit" data-test="set-save">"Save quota"</button>
                         </div>
                         <p class="muted small">"Replaces the permanent quota; zero everywhere removes it."</p>

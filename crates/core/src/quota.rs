@@ -41,6 +41,25 @@ impl Quota {
         }
     }
 
+    /// Splits a change of the permanent quota from `self` to `new` into
+    /// what lowers (`new` where it is smaller, `self` elsewhere) and what
+    /// raises (how far `new` goes above `self`, dimension by dimension):
+    /// `lowered.plus(&raise) == new`. Four-eyes applies the first at once
+    /// and asks a second platform admin for the second.
+    pub fn split_change(&self, new: &Quota) -> (Quota, Quota) {
+        let lowered = Quota {
+            compute: self.compute.min(new.compute),
+            memory: self.memory.min(new.memory),
+            max_slices: self.max_slices.min(new.max_slices),
+        };
+        let raise = Quota {
+            compute: new.compute.saturating_sub(self.compute),
+            memory: new.memory.saturating_sub(self.memory),
+            max_slices: new.max_slices.saturating_sub(self.max_slices),
+        };
+        (lowered, raise)
+    }
+
     /// Nothing in every dimension.
     pub fn is_zero(&self) -> bool {
         *self == Quota::default()
@@ -311,9 +330,32 @@ pub fn check(quota: &Quota, usage: &Usage, demand: &Demand) -> Result<(), QuotaE
 
 #[cfg(test)]
 mod tests {
+
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
+
+    #[test]
+    fn a_change_splits_into_what_lowers_and_what_raises() {
+        let q = |c, m, s| Quota {
+            compute: ComputeMilli(c),
+            memory: MemMiB(m),
+            max_slices: s,
+        };
+        let old = q(2000, 80 * 1024, 4);
+        // Lower compute, raise memory, keep slices.
+        let new = q(1000, 160 * 1024, 4);
+        let (lowered, raise) = old.split_change(&new);
+        assert_eq!(lowered, q(1000, 80 * 1024, 4));
+        assert_eq!(raise, q(0, 80 * 1024, 0));
+        assert_eq!(lowered.plus(&raise), new);
+        // Only lower: nothing to approve.
+        let (lowered, raise) = old.split_change(&q(0, 0, 0));
+        assert_eq!((lowered, raise.is_zero()), (q(0, 0, 0), true));
+        // Only raise (from nothing): nothing lowers.
+        let (lowered, raise) = Quota::default().split_change(&old);
+        assert_eq!((lowered.is_zero(), raise), (true, old));
+    }
 
     fn quota() -> Quota {
         Quota {

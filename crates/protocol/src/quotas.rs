@@ -39,6 +39,21 @@ pub struct SetQuota {
     pub pool: String,
     /// The new permanent quota (replaces the old one).
     pub amount: QuotaAmount,
+    /// Why (shown to the platform admin who approves a raise).
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// What a platform admin's direct quota change did. With four-eyes on (the
+/// default), lowering applies at once and raising waits as a quota request
+/// that a different platform admin approves; with it off, all of it applies.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaChange {
+    /// The tenant's quota in the pool now.
+    pub quota: QuotaView,
+    /// The raise that waits for another platform admin, if any.
+    pub proposal: Option<QuotaRequestView>,
 }
 
 /// A platform admin grants temporary extra quota.

@@ -122,8 +122,15 @@ impl ServiceError {
     /// The database had no connection free in time: the server is
     /// overloaded, not broken, and the request can be retried (503 with
     /// `Retry-After`).
+    /// So is SQLite's "database is locked" (`SQLITE_BUSY`, `SQLITE_LOCKED`
+    /// and their extended codes): another writer held the file for longer
+    /// than the busy timeout.
     pub fn is_busy(&self) -> bool {
-        matches!(self, Self::Database(sea_orm::DbErr::ConnectionAcquire(_)))
+        match self {
+            Self::Database(sea_orm::DbErr::ConnectionAcquire(_)) => true,
+            Self::Database(e) => sqlite_busy(e),
+            _ => false,
+        }
     }
 
     /// Seconds a client should wait before retrying, where that is known.
@@ -170,6 +177,30 @@ impl ServiceError {
         }
     }
 }
+
+/// Whether a database error is SQLite's "database is locked" or "database
+/// table is locked" (primary result codes 5 and 6, in any extended form).
+fn sqlite_busy(e: &sea_orm::DbErr) -> bool {
+    use sea_orm::sqlx::sqlite::SqliteError;
+    use sea_orm::{DbErr, RuntimeErr};
+    let (DbErr::Exec(RuntimeErr::SqlxError(sea_orm::sqlx::Error::Database(db)))
+    | DbErr::Query(RuntimeErr::SqlxError(sea_orm::sqlx::Error::Database(db)))
+    | DbErr::Conn(RuntimeErr::SqlxError(sea_orm::sqlx::Error::Database(db)))) = e
+    else {
+        return false;
+    };
+    let Some(sqlite) = db.try_downcast_ref::<SqliteError>() else {
+        return false;
+    };
+    let code = sea_orm::sqlx::error::DatabaseError::code(sqlite)
+        .and_then(|c| c.parse::<i32>().ok())
+        .unwrap_or(0);
+    matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED)
+}
+
+/// SQLite's primary result codes for a locked database and table.
+const SQLITE_BUSY: i32 = 5;
+const SQLITE_LOCKED: i32 = 6;
 
 #[cfg(test)]
 mod tests {

@@ -129,6 +129,30 @@ pub struct Service {
 /// The process's writer turn on SQLite; keep it until the transaction ends.
 pub(crate) type WriterTurn = Option<tokio::sync::OwnedMutexGuard<()>>;
 
+/// The writer turn for writes that do not go through the service (the
+/// session store): on SQLite they wait for the process's writers like every
+/// use case does; on PostgreSQL taking it costs nothing.
+#[derive(Debug, Clone, Default)]
+pub struct WriterTurns(Option<Arc<tokio::sync::Mutex<()>>>);
+
+/// A held writer turn (see [`WriterTurns`]); the turn ends when it drops.
+#[derive(Debug)]
+pub struct HeldTurn {
+    _turn: WriterTurn,
+}
+
+impl WriterTurns {
+    /// Waits for the turn.
+    pub async fn take(&self) -> HeldTurn {
+        HeldTurn {
+            _turn: match &self.0 {
+                Some(lock) => Some(Arc::clone(lock).lock_owned().await),
+                None => None,
+            },
+        }
+    }
+}
+
 impl Service {
     /// Wraps a connected, migrated database.
     pub fn new(db: DatabaseConnection, settings: Settings, clock: Arc<dyn Clock>) -> Self {
@@ -153,6 +177,11 @@ impl Service {
             replica: Arc::default(),
             desired_recheck: allocations::DESIRED_RECHECK,
         }
+    }
+
+    /// The writer turn, for writes made beside the service on its database.
+    pub fn writer_turns(&self) -> WriterTurns {
+        WriterTurns(self.sqlite_writer.clone())
     }
 
     /// How often a waiting long poll re-reads its host's generation when no

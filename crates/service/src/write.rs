@@ -34,6 +34,11 @@ pub(crate) const ADMISSIONS_AT_THE_LOCK: usize = 2;
 /// The advisory-lock key of telemetry rollups (one replica at a time).
 pub(crate) const ROLLUP_LOCK: i64 = 0x0074_656c_726f_6c6c; // "telroll"
 
+/// A write that changes nothing but takes SQLite's write lock (RESERVED) at
+/// once, as `BEGIN IMMEDIATE` would, so a transaction never has to upgrade
+/// from reader to writer.
+pub(crate) const SQLITE_TAKE_WRITE_LOCK: &str = "DELETE FROM seaql_migrations WHERE 0";
+
 /// Audit rows written by one statement (ten parameters each, well under
 /// PostgreSQL's 65,535).
 const AUDIT_ROWS_PER_INSERT: usize = 500;
@@ -81,15 +86,23 @@ impl Service {
     /// Opens a write. SQLite's deferred transactions fail at once with
     /// "database is locked" when a reader upgrades to a writer after another
     /// writer committed (no busy wait applies), so on SQLite the process's
-    /// writers take turns; PostgreSQL needs no such care.
+    /// writers take turns, and each write transaction takes the database's
+    /// write lock as its first statement (what `BEGIN IMMEDIATE` does, which
+    /// sea-orm cannot issue): a writer of another process (the command line)
+    /// is waited for under the busy timeout instead of failing half-way.
+    /// PostgreSQL needs no such care.
     pub(crate) async fn begin_write(&self) -> Result<Write, ServiceError> {
         use sea_orm::TransactionTrait;
         let turn = match &self.sqlite_writer {
             Some(lock) => Some(std::sync::Arc::clone(lock).lock_owned().await),
             None => None,
         };
+        let txn = self.db.begin().await?;
+        if turn.is_some() {
+            txn.execute_unprepared(SQLITE_TAKE_WRITE_LOCK).await?;
+        }
         Ok(Write {
-            txn: self.db.begin().await?,
+            txn,
             turn,
             admission: None,
             events: Vec::new(),

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend};
+use tessera_service::WriterTurns;
 use tower_sessions::session::{Id, Record};
 use tower_sessions::session_store::{self, ExpiredDeletion, SessionStore};
 use tower_sessions_sqlx_store::{PostgresStore, SqliteStore};
@@ -18,31 +19,46 @@ pub mod keys {
     pub const TOUCHED_AT: &str = "touched_at";
 }
 
-/// A session store on whichever database Tessera runs on.
+/// A session store on whichever database Tessera runs on. Its writes take
+/// the service's writer turn (see [`tessera_service::WriterTurns`]): on
+/// SQLite a sign-in never races a use case's write for the file.
 #[derive(Debug, Clone)]
-pub enum DbSessionStore {
-    /// SQLite.
+pub struct DbSessionStore {
+    backend: Backend,
+    turns: WriterTurns,
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
     Sqlite(SqliteStore),
-    /// PostgreSQL.
     Postgres(PostgresStore),
 }
 
 impl DbSessionStore {
     /// A store sharing `db`'s connection pool; creates its table if missing.
     pub async fn new(db: &DatabaseConnection) -> Result<Self, sqlx_error::Error> {
-        let store = match db.get_database_backend() {
+        let backend = match db.get_database_backend() {
             DbBackend::Postgres => {
                 let s = PostgresStore::new(db.get_postgres_connection_pool().clone());
                 s.migrate().await?;
-                Self::Postgres(s)
+                Backend::Postgres(s)
             }
             _ => {
                 let s = SqliteStore::new(db.get_sqlite_connection_pool().clone());
                 s.migrate().await?;
-                Self::Sqlite(s)
+                Backend::Sqlite(s)
             }
         };
-        Ok(store)
+        Ok(Self {
+            backend,
+            turns: WriterTurns::default(),
+        })
+    }
+
+    /// The same store, writing in the service's writer turn.
+    pub fn in_turns_with(mut self, turns: WriterTurns) -> Self {
+        self.turns = turns;
+        self
     }
 }
 
@@ -54,30 +70,33 @@ pub mod sqlx_error {
 #[async_trait]
 impl SessionStore for DbSessionStore {
     async fn create(&self, record: &mut Record) -> session_store::Result<()> {
-        match self {
-            Self::Sqlite(s) => s.create(record).await,
-            Self::Postgres(s) => s.create(record).await,
+        let _turn = self.turns.take().await;
+        match &self.backend {
+            Backend::Sqlite(s) => s.create(record).await,
+            Backend::Postgres(s) => s.create(record).await,
         }
     }
 
     async fn save(&self, record: &Record) -> session_store::Result<()> {
-        match self {
-            Self::Sqlite(s) => s.save(record).await,
-            Self::Postgres(s) => s.save(record).await,
+        let _turn = self.turns.take().await;
+        match &self.backend {
+            Backend::Sqlite(s) => s.save(record).await,
+            Backend::Postgres(s) => s.save(record).await,
         }
     }
 
     async fn load(&self, id: &Id) -> session_store::Result<Option<Record>> {
-        match self {
-            Self::Sqlite(s) => s.load(id).await,
-            Self::Postgres(s) => s.load(id).await,
+        match &self.backend {
+            Backend::Sqlite(s) => s.load(id).await,
+            Backend::Postgres(s) => s.load(id).await,
         }
     }
 
     async fn delete(&self, id: &Id) -> session_store::Result<()> {
-        match self {
-            Self::Sqlite(s) => s.delete(id).await,
-            Self::Postgres(s) => s.delete(id).await,
+        let _turn = self.turns.take().await;
+        match &self.backend {
+            Backend::Sqlite(s) => s.delete(id).await,
+            Backend::Postgres(s) => s.delete(id).await,
         }
     }
 }
@@ -85,9 +104,10 @@ impl SessionStore for DbSessionStore {
 #[async_trait]
 impl ExpiredDeletion for DbSessionStore {
     async fn delete_expired(&self) -> session_store::Result<()> {
-        match self {
-            Self::Sqlite(s) => s.delete_expired().await,
-            Self::Postgres(s) => s.delete_expired().await,
+        let _turn = self.turns.take().await;
+        match &self.backend {
+            Backend::Sqlite(s) => s.delete_expired().await,
+            Backend::Postgres(s) => s.delete_expired().await,
         }
     }
 }

@@ -14,9 +14,9 @@ use serde::Deserialize;
 use tessera_core::ids::{NotificationId, QuotaGrantId, QuotaRequestId};
 use tessera_protocol::quotas::{
     ApprovalQueueView, CreatedWebhook, NewQuotaGrant, NewQuotaRequest, NotificationsPage,
-    QuotaDecision, QuotaRequestView, SetQuota, TenantQuotaPage, TenantQuotasView, WebhookView,
+    QuotaChange, QuotaDecision, QuotaRequestView, SetQuota, TenantQuotaPage, TenantQuotasView,
+    WebhookView,
 };
-use tessera_protocol::views::QuotaView;
 use tessera_service::ServiceError;
 
 /// Quota (permanent and temporary), use and headroom per pool, and the
@@ -197,11 +197,14 @@ pub async fn list_quotas(
     Ok(Json(state.service.admin_quotas(&admin).await?))
 }
 
-/// Set a tenant's permanent quota in a pool (platform admins).
+/// Set a tenant's permanent quota in a pool (platform admins). With
+/// four-eyes on, lowering applies at once and a raise waits as a quota
+/// request for another platform admin (202 with the request).
 #[utoipa::path(
     put, path = "/admin/quotas", tag = "quotas",
     request_body = SetQuota,
-    responses((status = 200, description = "The quota now", body = QuotaView),
+    responses((status = 200, description = "Applied: the quota now", body = QuotaChange),
+              (status = 202, description = "The raise waits for another platform admin", body = QuotaChange),
               BadRequest, Unauthorized, Forbidden, NotFound),
     security(("session" = [])),
 )]
@@ -209,16 +212,25 @@ pub async fn set_quota(
     State(state): State<AppState>,
     Person(p): Person,
     JsonBody(req): JsonBody<SetQuota>,
-) -> Result<Json<QuotaView>, ApiError> {
+) -> Result<(StatusCode, Json<QuotaChange>), ApiError> {
     let admin = p.require_platform_admin()?;
-    Ok(Json(state.service.set_quota(&admin, &req).await?))
+    let change = state.service.set_quota(&admin, &req).await?;
+    let status = if change.proposal.is_some() {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(change)))
 }
 
-/// Grant temporary extra quota until `ends_at` (platform admins).
+/// Grant temporary extra quota until `ends_at` (platform admins). With
+/// four-eyes on it waits as a quota request for another platform admin
+/// (202 with the request).
 #[utoipa::path(
     post, path = "/admin/quota-grants", tag = "quotas",
     request_body = NewQuotaGrant,
-    responses((status = 201, description = "The quota now", body = QuotaView),
+    responses((status = 201, description = "Granted: the quota now", body = QuotaChange),
+              (status = 202, description = "The grant waits for another platform admin", body = QuotaChange),
               BadRequest, Unauthorized, Forbidden, NotFound),
     security(("session" = [])),
 )]
@@ -226,10 +238,15 @@ pub async fn grant_quota(
     State(state): State<AppState>,
     Person(p): Person,
     JsonBody(req): JsonBody<NewQuotaGrant>,
-) -> Result<(StatusCode, Json<QuotaView>), ApiError> {
+) -> Result<(StatusCode, Json<QuotaChange>), ApiError> {
     let admin = p.require_platform_admin()?;
-    let quota = state.service.grant_quota(&admin, &req).await?;
-    Ok((StatusCode::CREATED, Json(quota)))
+    let change = state.service.grant_quota(&admin, &req).await?;
+    let status = if change.proposal.is_some() {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(change)))
 }
 
 /// End a temporary grant now (platform admins).

@@ -295,26 +295,36 @@ impl Service {
                 .limit(room)
                 .all(&self.db)
                 .await?;
+            if rows.is_empty() {
+                continue;
+            }
             let hook = webhook::Entity::find()
                 .filter(webhook::Column::TenantId.eq(tenant_id))
                 .one(&self.db)
                 .await?;
+            // Claim them, in one write (on SQLite in the writer turn, so a
+            // claim never makes a use case's write wait or fail). A claim
+            // that is never finished (the server died) runs out and the
+            // delivery is tried again.
+            let w = self.begin_write().await?;
+            let mut claimed = Vec::with_capacity(rows.len());
             for d in rows {
-                // Claim it. A claim that is never finished (the server
-                // died) runs out and the delivery is tried again.
-                let claimed = webhook_delivery::Entity::update_many()
+                let won = webhook_delivery::Entity::update_many()
                     .col_expr(
                         webhook_delivery::Column::NextAttemptAt,
                         Expr::value(now + Duration::seconds(CLAIM_SECONDS)),
                     )
                     .filter(webhook_delivery::Column::Id.eq(d.id))
                     .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
-                    .exec(&self.db)
+                    .exec(w.db())
                     .await?
                     .rows_affected;
-                if claimed == 0 {
-                    continue;
+                if won == 1 {
+                    claimed.push(d);
                 }
+            }
+            w.commit(self, &Actor::System).await?;
+            for d in claimed {
                 match &hook {
                     Some(h) => due.push(DueDelivery {
                         id: d.id,

@@ -15,7 +15,9 @@ use tessera_core::ids::{HostId, QuotaGrantId, QuotaRequestId, TenantId};
 
 use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_core::quota::{Quota, QuotaAmount};
-use tessera_protocol::quotas::{NewQuotaGrant, SetQuota, TenantQuotaPage, TenantQuotasView};
+use tessera_protocol::quotas::{
+    NewQuotaGrant, QuotaChange, SetQuota, TenantQuotaPage, TenantQuotasView,
+};
 use tessera_protocol::views::{QuotaView, TenantRole};
 
 /// Longest reason or justification text.
@@ -125,38 +127,63 @@ impl Service {
         Ok(g.id)
     }
 
-    /// Sets a tenant's permanent quota in a pool (platform admins). Requests
-    /// waiting in the queue are tried again at once.
+    /// Sets a tenant's permanent quota in a pool (platform admins). With
+    /// four-eyes on, what lowers applies at once and what raises becomes a
+    /// pending quota request that a different platform admin decides; with
+    /// it off, all of it applies. Requests waiting in the queue are tried
+    /// again at once.
     pub async fn set_quota(
         &self,
         admin: &PlatformAdmin<'_>,
         req: &SetQuota,
-    ) -> Result<QuotaView, ServiceError> {
+    ) -> Result<QuotaChange, ServiceError> {
         let spec = self.pool_spec(&self.db, "pool", &req.pool).await?;
         let q = amount(&req.amount)?;
+        let reason = reason_text("reason", &req.reason, false)?;
         let now = self.now();
+        let who = admin.principal();
         let mut w = self.begin_admission().await?;
         let t = Self::tenant_by_slug(w.db(), &req.tenant).await?;
         let before_view = Self::quota_view(w.db(), t.id, &spec.name, now).await?;
-        Self::write_base_quota(w.db(), t.id, &spec.name, &q, now).await?;
+        let (apply, raise) = if self.settings.four_eyes {
+            before_view.base.split_change(&q)
+        } else {
+            (q, Quota::default())
+        };
+        if raise.is_zero() || apply != before_view.base {
+            Self::write_base_quota(w.db(), t.id, &spec.name, &apply, now).await?;
+            let after_view = Self::quota_view(w.db(), t.id, &spec.name, now).await?;
+            w.emit(DomainEvent::QuotaSet {
+                tenant: TenantRef::of(&t),
+                pool: spec.name.clone(),
+                before: Some((before_view.base, before_view.quota)),
+                after: (after_view.base, after_view.quota),
+                by: Some(who.name.clone()),
+            });
+        }
+        let proposal = if raise.is_zero() {
+            None
+        } else {
+            let why = if reason.is_empty() {
+                format!("Raise of the permanent quota to {q} (set on the Quotas page).")
+            } else {
+                reason
+            };
+            Some(Self::propose(&mut w, who, &t, &spec.name, &raise, None, why).await?)
+        };
         let after_view = Self::quota_view(w.db(), t.id, &spec.name, now).await?;
-        w.emit(DomainEvent::QuotaSet {
-            tenant: TenantRef::of(&t),
-            pool: spec.name.clone(),
-            before: Some((before_view.base, before_view.quota)),
-            after: (after_view.base, after_view.quota),
-            by: Some(admin.principal().name.clone()),
-        });
-        w.commit(self, &Actor::User(admin.principal())).await?;
-        Ok(after_view)
+        w.commit(self, &Actor::User(who)).await?;
+        self.quota_change(who, after_view, proposal).await
     }
 
-    /// Grants temporary extra quota until `ends_at` (platform admins).
+    /// Grants temporary extra quota until `ends_at` (platform admins). With
+    /// four-eyes on it becomes a pending quota request that a different
+    /// platform admin decides.
     pub async fn grant_quota(
         &self,
         admin: &PlatformAdmin<'_>,
         req: &NewQuotaGrant,
-    ) -> Result<QuotaView, ServiceError> {
+    ) -> Result<QuotaChange, ServiceError> {
         let spec = self.pool_spec(&self.db, "pool", &req.pool).await?;
         let extra = amount(&req.amount)?;
         if extra.is_zero() {
@@ -173,11 +200,18 @@ impl Service {
                 "must be in the future; temporary quota ends then",
             ));
         }
-        let reason = reason_text("reason", &req.reason, false)?;
+        let who = admin.principal();
+        let reason = reason_text("reason", &req.reason, self.settings.four_eyes)?;
         let mut w = self.begin_admission().await?;
         let t = Self::tenant_by_slug(w.db(), &req.tenant).await?;
         let before = Self::quota_view(w.db(), t.id, &spec.name, now).await?;
-        let by = admin.principal().audit_name();
+        if self.settings.four_eyes {
+            let proposal =
+                Self::propose(&mut w, who, &t, &spec.name, &extra, Some(ends_at), reason).await?;
+            w.commit(self, &Actor::User(who)).await?;
+            return self.quota_change(who, before, Some(proposal)).await;
+        }
+        let by = who.audit_name();
         let grant_id = Self::write_grant(
             w.db(),
             t.id,
@@ -200,10 +234,48 @@ impl Service {
             reason,
             before: before.quota,
             after: after.quota,
-            by: admin.principal().name.clone(),
+            by: who.name.clone(),
         });
-        w.commit(self, &Actor::User(admin.principal())).await?;
-        Ok(after)
+        w.commit(self, &Actor::User(who)).await?;
+        self.quota_change(who, after, None).await
+    }
+
+    /// Files a platform admin's own increase as a pending quota request (it
+    /// skips the tenant's side; four-eyes keeps its author from deciding it).
+    async fn propose(
+        w: &mut crate::write::Write,
+        who: &Principal,
+        t: &tenant::Model,
+        pool: &str,
+        raise: &Quota,
+        ends_at: Option<DateTime<Utc>>,
+        justification: String,
+    ) -> Result<QuotaRequestId, ServiceError> {
+        let filing = super::requests::Filing {
+            tenant: t,
+            pool,
+            amount: raise,
+            ends_at,
+            justification,
+            state: tessera_core::lifecycle::QuotaRequestState::Pending,
+            slice: None,
+        };
+        let row = Self::file_request(w, who, filing).await?;
+        Ok(row.id)
+    }
+
+    /// The answer to a direct change: the quota now and the raise that waits.
+    async fn quota_change(
+        &self,
+        who: &Principal,
+        quota: QuotaView,
+        proposal: Option<QuotaRequestId>,
+    ) -> Result<QuotaChange, ServiceError> {
+        let proposal = match proposal {
+            Some(id) => Some(self.quota_request_view(who, id).await?),
+            None => None,
+        };
+        Ok(QuotaChange { quota, proposal })
     }
 
     /// Ends a temporary grant now (platform admins).

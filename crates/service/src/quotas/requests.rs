@@ -6,16 +6,37 @@ use super::quota_columns;
 use crate::audit::Actor;
 use crate::entity::{quota_request, tenant};
 use crate::events::{DomainEvent, QuotaRequestRef};
+use crate::write::Write;
 use crate::{Principal, Service, ServiceError};
+use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::json;
 use tessera_core::ids::QuotaRequestId;
 use tessera_core::lifecycle::QuotaRequestPhase;
 use tessera_core::lifecycle::{quota_request_transition, QuotaRequestEvent, QuotaRequestState};
+use tessera_core::quota::Quota;
 use tessera_core::slice::label;
 use tessera_protocol::quotas::{NewQuotaRequest, QuotaRequestView};
-use tessera_protocol::views::TenantRole;
+use tessera_protocol::views::{NewAllocation, TenantRole};
+
+/// A quota request about to be filed.
+pub(super) struct Filing<'a> {
+    /// For this tenant.
+    pub tenant: &'a tenant::Model,
+    /// In this pool.
+    pub pool: &'a str,
+    /// How much more.
+    pub amount: &'a Quota,
+    /// Until (`None`: permanent).
+    pub ends_at: Option<DateTime<Utc>>,
+    /// Why.
+    pub justification: String,
+    /// Proposed (a member's) or pending (for the platform admins).
+    pub state: QuotaRequestState,
+    /// The slice that waits for it, if any.
+    pub slice: Option<&'a NewAllocation>,
+}
 
 impl Service {
     /// Files a quota request. A tenant admin's goes straight to the platform
@@ -68,26 +89,48 @@ impl Service {
         } else {
             QuotaRequestState::Proposed
         };
-        let (compute, memory, slices) = quota_columns(&q);
         let mut w = self.begin_write().await?;
-        let admin_submits = state == QuotaRequestState::Pending;
+        let filing = Filing {
+            tenant: &t,
+            pool: &spec.name,
+            amount: &q,
+            ends_at,
+            justification,
+            state,
+            slice: req.slice.as_ref(),
+        };
+        let row = Self::file_request(&mut w, who, filing).await?;
+        w.commit(self, &Actor::User(who)).await?;
+        self.quota_request_view(who, row.id).await
+    }
+
+    /// Stores a quota request `who` files (a pending one as submitted by
+    /// them too) and tells whoever decides next.
+    pub(super) async fn file_request(
+        w: &mut Write,
+        who: &Principal,
+        f: Filing<'_>,
+    ) -> Result<quota_request::Model, ServiceError> {
+        let (compute, memory, slices) = quota_columns(f.amount);
+        let submitted = f.state == QuotaRequestState::Pending;
+        let now = w.now();
         let row = quota_request::ActiveModel {
-            tenant_id: Set(t.id),
-            pool: Set(spec.name.clone()),
+            tenant_id: Set(f.tenant.id),
+            pool: Set(f.pool.to_owned()),
             compute_milli: Set(compute),
             memory_mib: Set(memory),
             max_slices: Set(slices),
-            ends_at: Set(ends_at),
-            justification: Set(justification.clone()),
-            state: Set(state.phase()),
+            ends_at: Set(f.ends_at),
+            justification: Set(f.justification),
+            state: Set(f.state.phase()),
             reject_reason: Set(None),
             requested_by_user_id: Set(Some(who.user_id)),
             requested_by: Set(who.audit_name()),
-            submitted_by_user_id: Set(admin_submits.then_some(who.user_id)),
-            submitted_by: Set(admin_submits.then(|| who.audit_name())),
-            slice: Set(req.slice.as_ref().map(|s| json!(s))),
-            slice_user_id: Set(req.slice.as_ref().map(|_| who.user_id)),
-            slice_requested_by: Set(req.slice.as_ref().map(|_| who.audit_name())),
+            submitted_by_user_id: Set(submitted.then_some(who.user_id)),
+            submitted_by: Set(submitted.then(|| who.audit_name())),
+            slice: Set(f.slice.map(|s| json!(s))),
+            slice_user_id: Set(f.slice.map(|_| who.user_id)),
+            slice_requested_by: Set(f.slice.map(|_| who.audit_name())),
             created_at: Set(now),
             updated_at: Set(now),
             ..Default::default()
@@ -95,15 +138,14 @@ impl Service {
         .insert(w.db())
         .await?;
         w.emit(DomainEvent::QuotaRequestFiled {
-            request: QuotaRequestRef::of(&row, &t),
-            state,
-            amount: q,
-            ends_at,
-            slice: req.slice.as_ref().map(|s| label(&s.shape)),
+            request: QuotaRequestRef::of(&row, f.tenant),
+            state: f.state,
+            amount: *f.amount,
+            ends_at: f.ends_at,
+            slice: f.slice.map(|s| label(&s.shape)),
             by: who.name.clone(),
         });
-        w.commit(self, &Actor::User(who)).await?;
-        self.quota_request_view(who, row.id).await
+        Ok(row)
     }
 
     /// A tenant admin submits a member's proposal to the platform admins.

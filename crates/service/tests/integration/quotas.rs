@@ -15,7 +15,7 @@ use tessera_core::quota::{shortfall, Demand, QuotaAmount};
 use tessera_core::sharing::SliceShape;
 use tessera_core::units::{ComputeMilli, MemMiB};
 use tessera_protocol::quotas::{
-    NewQuotaGrant, NewQuotaRequest, QuotaDecision, SetQuota, WebhookDeliveryStatus,
+    NewQuotaGrant, NewQuotaRequest, QuotaChange, QuotaDecision, SetQuota, WebhookDeliveryStatus,
 };
 use tessera_protocol::views::NewAllocation;
 use tessera_service::{Clock, Principal, ServiceError};
@@ -76,19 +76,42 @@ fn ask(tenant: &str, a: QuotaAmount) -> NewQuotaRequest {
     }
 }
 
+/// Sets a permanent quota as four-eyes lets it happen: root sets it, and a
+/// raise waits until a second platform admin (pat) approves it.
 async fn set(f: &Fixture, tenant: &str, a: QuotaAmount) {
     let root = f.admin().await;
-    f.service
+    let change = f
+        .service
         .set_quota(
             &root.require_platform_admin().unwrap(),
             &SetQuota {
                 tenant: tenant.into(),
                 pool: "h100-mig".into(),
                 amount: a,
+                reason: String::new(),
             },
         )
         .await
         .unwrap();
+    approve_as_second_admin(f, change).await;
+}
+
+/// Approves the raise a direct change left waiting, as pat.
+async fn approve_as_second_admin(f: &Fixture, change: QuotaChange) {
+    if let Some(p) = change.proposal {
+        let pat = admin2(f).await;
+        f.service
+            .decide_quota_request(
+                &pat.require_platform_admin().unwrap(),
+                p.id,
+                &QuotaDecision::Approve {
+                    amount: None,
+                    ends_at: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
 }
 
 async fn kinds(f: &Fixture, who: &Principal) -> Vec<String> {
@@ -550,11 +573,14 @@ async fn temporary_quota_and_different_amounts() {
     assert_eq!(q.grants.len(), 1);
     assert_eq!(q.grants[0].quota_request_id, Some(r.id));
 
-    // An admin adds a grant directly, then ends it early.
-    let g = f
+    // An admin adds a grant directly: with four-eyes it waits for another
+    // platform admin (its author may not approve it); then it is ended early.
+    let root = f.admin().await;
+    let root_proof = root.require_platform_admin().unwrap();
+    let change = f
         .service
         .grant_quota(
-            &proof,
+            &root_proof,
             &NewQuotaGrant {
                 tenant: "vision".into(),
                 pool: "h100-mig".into(),
@@ -565,6 +591,25 @@ async fn temporary_quota_and_different_amounts() {
         )
         .await
         .unwrap();
+    assert_eq!(change.quota.quota.compute, ComputeMilli(3000), "not yet");
+    let proposal = change.proposal.clone().unwrap();
+    assert_eq!(proposal.state, QuotaRequestState::Pending);
+    assert_eq!(proposal.ends_at, Some(t0 + Duration::hours(10)));
+    let err = f
+        .service
+        .decide_quota_request(
+            &root_proof,
+            proposal.id,
+            &QuotaDecision::Approve {
+                amount: None,
+                ends_at: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 403, "{err}");
+    approve_as_second_admin(&f, change).await;
+    let g = quota(&f).await;
     assert_eq!(g.quota.compute, ComputeMilli(3500));
     assert_eq!(offer_agrees(&f, &as_lee, "h100-mig").await.0 .0, 3500);
     let grant_id = g
@@ -613,7 +658,9 @@ async fn temporary_quota_and_different_amounts() {
     f.service.seed_policy().await.unwrap();
     assert_eq!(quota(&f).await.base.compute, ComputeMilli(5000));
     let actions = f.audit_actions().await;
-    assert_eq!(count(&actions, "quota.grant"), 1);
+    // With four-eyes, the direct grant was filed and approved, not granted.
+    assert_eq!(count(&actions, "quota.grant"), 0);
+    assert_eq!(count(&actions, "quota_request.approve"), 3);
     assert_eq!(count(&actions, "quota.grant_end"), 1);
     assert!(count(&actions, "quota.set") >= 1);
 }
@@ -867,7 +914,7 @@ async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
         .expect("set_quota returns");
     let root = f.admin().await;
     let proof = root.require_platform_admin().unwrap();
-    tokio::time::timeout(
+    let change = tokio::time::timeout(
         limit,
         f.service.grant_quota(
             &proof,
@@ -883,9 +930,261 @@ async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
     .await
     .expect("grant_quota returns")
     .unwrap();
+    tokio::time::timeout(limit, approve_as_second_admin(&f, change))
+        .await
+        .expect("the approval returns");
     // Once the GPU frees, the next retry places the waiting slice.
     f.service.release_allocation(&nlp, full.id).await.unwrap();
     f.service.tick().await.unwrap();
     let w = f.service.get_allocation(&vision, waiting.id).await.unwrap();
     assert_ne!(w.state, AllocationPhase::Queued);
+}
+
+/// SQLite's "database is locked" (another writer kept the file past the busy
+/// timeout) is the server being busy: 503 with Retry-After, never a 500.
+#[tokio::test]
+async fn a_locked_sqlite_database_is_busy_not_broken() {
+    use sea_orm::{ConnectOptions, ConnectionTrait, Database, TransactionTrait};
+    let url = common::sqlite_url();
+    let holder = tessera_service::connect(&url).await.unwrap();
+    holder
+        .execute_unprepared("CREATE TABLE t (x INTEGER)")
+        .await
+        .unwrap();
+    let txn = holder.begin().await.unwrap();
+    txn.execute_unprepared("INSERT INTO t VALUES (1)")
+        .await
+        .unwrap();
+    let mut options = ConnectOptions::new(url);
+    options.max_connections(1).sqlx_logging(false);
+    let other = Database::connect(options).await.unwrap();
+    other
+        .execute_unprepared("PRAGMA busy_timeout = 0")
+        .await
+        .unwrap();
+    let locked = ServiceError::Database(
+        other
+            .execute_unprepared("INSERT INTO t VALUES (2)")
+            .await
+            .unwrap_err(),
+    );
+    assert!(locked.is_busy(), "{locked:?}");
+    assert_eq!(locked.status(), 503);
+    assert!(locked.retry_after_s().is_some());
+    assert_eq!(locked.code().as_str(), "busy");
+    assert!(locked.public_message().contains("busy"));
+    // Another database error stays an internal failure.
+    let missing = ServiceError::Database(
+        other
+            .execute_unprepared("SELECT * FROM no_such_table")
+            .await
+            .unwrap_err(),
+    );
+    assert!(!missing.is_busy());
+    assert_eq!(missing.status(), 500);
+    txn.rollback().await.unwrap();
+}
+
+/// Webhook deliveries that keep failing and retrying claim their rows in the
+/// writer turn: 2,000 use-case writes beside 20 delivery workers all succeed
+/// (before, SQLite answered some of them "database is locked", a 500).
+#[tokio::test]
+async fn writes_never_fail_while_webhook_deliveries_retry() {
+    let f = fixture().await;
+    let lee = lead(&f).await;
+    f.service
+        .set_webhook(&lee, "vision", "https://chat.example.com/h")
+        .await
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for _ in 0..20 {
+        let (service, clock, stop) = (f.service.clone(), f.clock.clone(), stop.clone());
+        workers.push(tokio::spawn(async move {
+            let mut tries = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for d in service.due_webhook_deliveries(|_| 5).await? {
+                    service
+                        .finish_webhook_delivery(d.id, Err("HTTP 500".into()), 1)
+                        .await?;
+                    tries += 1;
+                }
+                clock.advance(Duration::seconds(1));
+                tokio::task::yield_now().await;
+            }
+            Ok::<u32, ServiceError>(tries)
+        }));
+    }
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let (service, lee) = (f.service.clone(), lee.clone());
+        writers.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
+            for i in 0..500 {
+                let outcome = if (i + w) % 2 == 0 {
+                    service
+                        .create_quota_request(&lee, &ask("vision", amount(0.1, 0.0, 0)))
+                        .await
+                        .map(drop)
+                } else {
+                    service.mark_notifications_read(&lee, None).await.map(drop)
+                };
+                if let Err(e) = outcome {
+                    failures.push(e);
+                }
+            }
+            failures
+        }));
+    }
+    let mut failures = Vec::new();
+    for w in writers {
+        failures.extend(w.await.unwrap());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut tries = 0;
+    for w in workers {
+        tries += w
+            .await
+            .unwrap()
+            .expect("deliveries never fail to claim or finish");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of 2000 writes failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
+    // The receiver really was failing all along: deliveries were tried
+    // (and retried) while the writes ran.
+    assert!(tries >= 20, "only {tries} delivery tries");
+}
+
+/// Four-eyes has no back door: a platform admin who also administers the
+/// tenant raises its quota directly; what lowers applies at once, the raise
+/// waits as a pending request that neither she nor anyone but another
+/// platform admin can approve, and the other admins are told.
+#[tokio::test]
+async fn a_platform_admins_own_raise_waits_for_another_admin() {
+    let f = fixture().await;
+    let ada = f
+        .login("ada", &["platform", "vision", "vision-leads"])
+        .await;
+    let pat = admin2(&f).await;
+    let proof = ada.require_platform_admin().unwrap();
+    let h100 = |f: &Fixture| {
+        let (service, ada) = (f.service.clone(), ada.clone());
+        async move {
+            let page = service.tenant_quota_page(&ada, "vision").await.unwrap();
+            page.quotas
+                .into_iter()
+                .find(|q| q.pool == "h100-mig")
+                .unwrap()
+        }
+    };
+    // Seeded: 2 GPUs, 160 GiB, 8 slices. Ada asks for 3 GPUs (a raise),
+    // 80 GiB (lower) and 8 slices (the same).
+    let change = f
+        .service
+        .set_quota(
+            &proof,
+            &SetQuota {
+                tenant: "vision".into(),
+                pool: "h100-mig".into(),
+                amount: amount(3.0, 80.0, 8),
+                reason: "the detector team doubled".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        change.quota.base.compute,
+        ComputeMilli(2000),
+        "no raise yet"
+    );
+    assert_eq!(
+        change.quota.base.memory,
+        MemMiB::from_gib(80),
+        "lowered now"
+    );
+    let proposal = change.proposal.clone().expect("the raise waits");
+    assert_eq!(proposal.state, QuotaRequestState::Pending);
+    assert_eq!(proposal.amount.compute, ComputeMilli(1000));
+    assert!(proposal.amount.memory.0 == 0 && proposal.amount.max_slices == 0);
+    assert_eq!(proposal.justification, "the detector team doubled");
+    assert_eq!(h100(&f).await.base.compute, ComputeMilli(2000));
+    // Her own raise is not hers to approve.
+    let approve = QuotaDecision::Approve {
+        amount: None,
+        ends_at: None,
+    };
+    let err = f
+        .service
+        .decide_quota_request(&proof, proposal.id, &approve)
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 403, "{err}");
+    assert_eq!(h100(&f).await.base.compute, ComputeMilli(2000));
+    // The other platform admins were told; the audit log has both halves.
+    assert!(kinds(&f, &pat)
+        .await
+        .contains(&"quota_request.created".to_owned()));
+    let actions = f.audit_actions().await;
+    assert_eq!(
+        actions[actions.len() - 2..],
+        ["quota.set", "quota_request.create"],
+        "{actions:?}"
+    );
+    // A second platform admin approves: exactly what Ada set is in force.
+    f.service
+        .decide_quota_request(
+            &pat.require_platform_admin().unwrap(),
+            proposal.id,
+            &approve,
+        )
+        .await
+        .unwrap();
+    let q = h100(&f).await;
+    assert_eq!(
+        (q.base.compute, q.base.memory, q.base.max_slices),
+        (ComputeMilli(3000), MemMiB::from_gib(80), 8)
+    );
+    // Lowering alone applies at once, with nothing to approve.
+    let change = f
+        .service
+        .set_quota(
+            &proof,
+            &SetQuota {
+                tenant: "vision".into(),
+                pool: "h100-mig".into(),
+                amount: amount(1.0, 80.0, 8),
+                reason: String::new(),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(change.proposal.is_none());
+    assert_eq!(change.quota.base.compute, ComputeMilli(1000));
+    // A direct grant needs a reason (the approver reads it) and waits too.
+    let grant = NewQuotaGrant {
+        tenant: "vision".into(),
+        pool: "h100-mig".into(),
+        amount: amount(1.0, 0.0, 0),
+        ends_at: ts(f.clock.now() + Duration::days(1)),
+        reason: " ".into(),
+    };
+    let err = f.service.grant_quota(&proof, &grant).await.unwrap_err();
+    assert!(matches!(err, ServiceError::Invalid { ref field, .. } if field == "reason"));
+    let change = f
+        .service
+        .grant_quota(
+            &proof,
+            &NewQuotaGrant {
+                reason: "demo day".into(),
+                ..grant
+            },
+        )
+        .await
+        .unwrap();
+    assert!(change.proposal.is_some());
+    assert!(h100(&f).await.grants.is_empty());
 }

@@ -128,13 +128,16 @@ async fn fresh_url() -> String {
                 .unwrap();
             format!("{base}/{name}")
         }
-        _ => {
-            let dir = std::env::temp_dir().join("tessera-tests");
-            std::fs::create_dir_all(&dir).unwrap();
-            let file = dir.join(format!("{}.db", random_suffix()));
-            format!("sqlite://{}?mode=rwc", file.display())
-        }
+        _ => sqlite_url(),
     }
+}
+
+/// A new SQLite file's URL, whichever database the suite runs on.
+pub fn sqlite_url() -> String {
+    let dir = std::env::temp_dir().join("tessera-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{}.db", random_suffix()));
+    format!("sqlite://{}?mode=rwc", file.display())
 }
 
 fn random_suffix() -> String {
