@@ -127,6 +127,22 @@ pub fn end_of_day(value: &str) -> Result<Option<DateTime<Utc>>, String> {
         .ok_or_else(|| format!("'{value}' is not a date; use YYYY-MM-DD"))
 }
 
+/// A person's roles in words: "Platform admin · Vision admin · NLP" (empty
+/// when they have none).
+pub fn roles(platform_admin: bool, tenants: &[tessera_protocol::views::MembershipView]) -> String {
+    use tessera_protocol::views::TenantRole;
+    let tenants = tenants.iter().map(|m| match m.role {
+        TenantRole::TenantAdmin => format!("{} admin", m.name),
+        TenantRole::Member => m.name.clone(),
+    });
+    platform_admin
+        .then(|| "Platform admin".to_owned())
+        .into_iter()
+        .chain(tenants)
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +209,22 @@ mod tests {
         assert_eq!(end.map(day).as_deref(), Some("2026-12-01"));
         assert_eq!(end_of_day(" "), Ok(None));
         assert!(end_of_day("tomorrow").is_err());
+    }
+
+    #[test]
+    fn roles_read_platform_first_then_tenants() {
+        use tessera_protocol::views::{MembershipView, TenantRole};
+        let m = |name: &str, role| MembershipView {
+            slug: name.to_lowercase(),
+            name: name.into(),
+            role,
+        };
+        let tenants = [
+            m("Vision", TenantRole::TenantAdmin),
+            m("NLP", TenantRole::Member),
+        ];
+        assert_eq!(roles(true, &tenants), "Platform admin · Vision admin · NLP");
+        assert_eq!(roles(false, &tenants[1..]), "NLP");
+        assert_eq!(roles(false, &[]), "");
     }
 }

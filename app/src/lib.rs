@@ -17,9 +17,10 @@ use pages::{
     allocation::AllocationPage, api_tokens::ApiTokensPage, approvals::ApprovalsPage,
     audit::AuditLogPage, fleet::FleetPage, home::HomePage, insights::InsightsPage,
     join_tokens::JoinTokensPage, not_found::NotFound, notifications::NotificationsPage,
-    pools_admin::PoolsAdminPage, quotas_admin::QuotasAdminPage, request::RequestPage,
-    signed_out::SignedOutPage, tenant::TenantPage, tenant_quota::TenantQuotaPage,
-    tenants_admin::TenantsAdminPage, usage::UsagePage, webhook::WebhookPage,
+    people::PeoplePage, pools_admin::PoolsAdminPage, quotas_admin::QuotasAdminPage,
+    request::RequestPage, signed_out::SignedOutPage, tenant::TenantPage,
+    tenant_quota::TenantQuotaPage, tenants_admin::TenantsAdminPage, usage::UsagePage,
+    webhook::WebhookPage,
 };
 
 /// The HTML document around the app.
@@ -64,6 +65,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/fleet/insights") view=InsightsPage ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view=AuditLogPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/join-tokens") view=JoinTokensPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/people") view=PeoplePage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/approvals") view=ApprovalsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/quotas") view=QuotasAdminPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/pools") view=PoolsAdminPage ssr=SsrMode::Async/>

@@ -25,6 +25,7 @@ mod m20261211_000017_add_pool_capacity_epoch;
 mod m20261212_000018_pending_rollups;
 mod m20261213_000019_allocation_indexes;
 mod m20261214_000020_add_processes_stopped;
+mod m20261215_000021_people_and_token_creators;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261212_000018_pending_rollups::Migration),
             Box::new(m20261213_000019_allocation_indexes::Migration),
             Box::new(m20261214_000020_add_processes_stopped::Migration),
+            Box::new(m20261215_000021_people_and_token_creators::Migration),
         ]
     }
 }

@@ -4,7 +4,7 @@ use crate::auth::{login, oidc, session::DbSessionStore, viewer};
 use crate::bundle;
 use crate::config::Config;
 use crate::routes::{
-    agent, allocations, audit, fleet, health, metrics, openapi, policy, quotas, usage,
+    agent, allocations, audit, fleet, health, metrics, openapi, people, policy, quotas, usage,
 };
 use crate::security::{self, csrf, headers, limits};
 use crate::state::{stopped, AppState};
@@ -182,6 +182,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         )
         .route("/auth/callback", get(login::callback))
         .route("/auth/logout", post(login::logout))
+        .route("/auth/logout-everywhere", post(login::logout_everywhere))
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
             _,
@@ -297,6 +298,11 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
             quotas::delete_webhook
         ))
         .routes(routes!(quotas::test_webhook))
+        .routes(routes!(people::list_people))
+        .routes(routes!(people::sign_out_person))
+        .routes(routes!(people::deactivate_person))
+        .routes(routes!(people::reactivate_person))
+        .routes(routes!(people::sign_out_everywhere))
 }
 
 /// Writes the API tokens' last uses and the hosts' sightings this process

@@ -104,6 +104,9 @@ pub struct ApiTokensConfig {
     pub default_days: u32,
     /// Longest lifetime a token may be given, in days.
     pub max_days: u32,
+    /// A token stops working when the person who made it has not signed
+    /// in for this many days (their roles come from that sign-in).
+    pub creator_signin_days: u32,
 }
 
 impl Default for ApiTokensConfig {
@@ -112,6 +115,7 @@ impl Default for ApiTokensConfig {
         Self {
             default_days: p.default_days,
             max_days: p.max_days,
+            creator_signin_days: p.creator_signin_days,
         }
     }
 }
@@ -122,6 +126,7 @@ impl ApiTokensConfig {
         tessera_service::api_tokens::ApiTokenPolicy {
             default_days: self.default_days,
             max_days: self.max_days,
+            creator_signin_days: self.creator_signin_days,
         }
     }
 }

@@ -2214,3 +2214,114 @@ async fn l4_in_force(app: &App, cookie: &str) -> u64 {
         .map(|q| q["quota"]["compute"].as_u64().unwrap_or(0))
         .unwrap_or(0)
 }
+
+#[tokio::test]
+async fn people_can_be_signed_out_everywhere_and_deactivated_over_http() {
+    let app = app().await;
+    // Signed in a while ago (within the membership re-check).
+    let earlier = chrono::Utc::now() - chrono::Duration::minutes(2);
+    let lee = app
+        .sign_in_at("lee", &["vision", "vision-leads"], earlier)
+        .await;
+    let mia = app.sign_in_at("mia", &["vision"], earlier).await;
+    let root = app.sign_in("root", &["admins"]).await;
+
+    // A tenant admin's token works while its creator may act.
+    let (status, made) = app
+        .send(
+            "POST",
+            "/api/ui/create_api_token",
+            &lee,
+            Some("slug=vision&name=ci"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{made}");
+    let secret = made["secret"].as_str().unwrap().to_owned();
+    let (status, _) = app.get_json("/api/v1/allocations", Some(&secret)).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // People: platform admins only.
+    let (status, body) = app.send("GET", "/api/v1/admin/people", &mia, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, people) = app.send("GET", "/api/v1/admin/people", &root, None).await;
+    assert_eq!(status, StatusCode::OK, "{people}");
+    let id_of = |name: &str| {
+        people
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == format!("User {name}"))
+            .unwrap()["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let (lee_id, mia_id) = (id_of("lee"), id_of("mia"));
+
+    // Mia signs herself out everywhere: her session is over.
+    let before = app.audit_count().await;
+    let (status, me) = app
+        .send("POST", "/api/v1/me/sign-out-everywhere", &mia, None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{me}");
+    assert_eq!(app.audit_count().await, before + 1);
+    assert_eq!(app.last_action().await, "user.sign_out_everywhere");
+    let (status, body) = app
+        .send("GET", "/api/v1/tenants/vision/quotas", &mia, None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let mia = app.sign_in("mia", &["vision"]).await;
+    let (status, _) = app
+        .send("GET", "/api/v1/tenants/vision/quotas", &mia, None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "a new sign-in works");
+
+    // Only a platform admin signs out someone else.
+    let path = format!("/api/v1/admin/people/{lee_id}/sign-out");
+    let (status, body) = app.send("POST", &path, &mia, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+
+    // Deactivating Lee ends his session and his token, audited once for
+    // him and once per token.
+    let before = app.audit_count().await;
+    let path = format!("/api/v1/admin/people/{lee_id}/deactivate");
+    let (status, lee_view) = app.send("POST", &path, &root, None).await;
+    assert_eq!(status, StatusCode::OK, "{lee_view}");
+    assert!(lee_view["deactivated_at"].is_string(), "{lee_view}");
+    assert_eq!(app.audit_count().await, before + 2);
+    assert_eq!(app.last_action().await, "user.deactivate");
+    let (status, body) = app.get_json("/api/v1/allocations", Some(&secret)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(body["code"], "invalid_api_token");
+    let (status, _) = app
+        .send("GET", "/api/v1/tenants/vision/quotas", &lee, None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = app.send("POST", &path, &root, None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (status, body) = app
+        .send(
+            "POST",
+            "/api/v1/admin/people/999999/deactivate",
+            &root,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+
+    // Reactivated, and the others' routes are in the OpenAPI document.
+    let path = format!("/api/v1/admin/people/{lee_id}/reactivate");
+    let (status, body) = app.send("POST", &path, &root, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(app.last_action().await, "user.reactivate");
+    let path = format!("/api/v1/admin/people/{mia_id}/sign-out");
+    let (status, _) = app.send("POST", &path, &root, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, doc) = app.get_json("/api/v1/openapi.json", None).await;
+    for p in [
+        "/admin/people",
+        "/admin/people/{id}/deactivate",
+        "/me/sign-out-everywhere",
+    ] {
+        assert!(doc["paths"][p].is_object(), "{p} documented");
+    }
+}

@@ -10,6 +10,7 @@ mod allocations;
 mod audit;
 mod fleet;
 mod notifications;
+mod people;
 mod policy;
 mod quotas;
 mod tokens;
@@ -19,6 +20,7 @@ pub use allocations::*;
 pub use audit::*;
 pub use fleet::*;
 pub use notifications::*;
+pub use people::*;
 pub use policy::*;
 pub use quotas::*;
 pub use tokens::*;
@@ -29,6 +31,7 @@ use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use tessera_core::ids::{
     AllocationId, ApiTokenId, HostId, JoinTokenId, NotificationId, QuotaGrantId, QuotaRequestId,
+    UserId,
 };
 use tessera_protocol::quotas::{
     ApprovalQueueView, CreatedWebhook, NotificationsPage, QuotaChange, QuotaRequestView,
@@ -38,8 +41,8 @@ use tessera_protocol::quotas::{
 use tessera_protocol::views::NewAllocation;
 use tessera_protocol::views::{
     AllocationActivity, AllocationView, ApiTokenView, AuditPage, AuditQuery, CreatedApiToken,
-    CreatedJoinToken, FleetInsights, FleetQuery, FleetView, JoinTokenView, RequestOptions,
-    TenantView, ViewerView,
+    CreatedJoinToken, FleetInsights, FleetQuery, FleetView, JoinTokenView, PersonView,
+    RequestOptions, TenantView, ViewerView,
 };
 
 /// A view with the server's time when it was read, so relative times ("3 h

@@ -90,20 +90,7 @@ fn Nav(viewer: ViewerView, unread: u64) -> impl IntoView {
         .take(2)
         .collect::<String>()
         .to_uppercase();
-    let roles = {
-        let mut r: Vec<String> = viewer
-            .tenants
-            .iter()
-            .map(|m| match m.role {
-                TenantRole::TenantAdmin => format!("{} admin", m.name),
-                TenantRole::Member => m.name.clone(),
-            })
-            .collect();
-        if admin {
-            r.insert(0, "Platform admin".to_owned());
-        }
-        r.join(" · ")
-    };
+    let roles = crate::format::roles(admin, &viewer.tenants);
     view! {
         <nav class="nav" data-test="nav">
             <a class=move || current("/") href="/">"Home"</a>
@@ -121,6 +108,7 @@ fn Nav(viewer: ViewerView, unread: u64) -> impl IntoView {
                 <a class=move || current("/admin/quotas") href="/admin/quotas" data-test="nav-quotas">"Quotas"</a>
                 <a class=move || current("/admin/pools") href="/admin/pools" data-test="nav-pools">"Pools"</a>
                 <a class=move || current("/admin/tenants") href="/admin/tenants" data-test="nav-tenants">"Tenants"</a>
+                <a class=move || current("/admin/people") href="/admin/people" data-test="nav-people">"People"</a>
                 <a class=move || current("/admin/join-tokens") href="/admin/join-tokens" data-test="nav-admin">"Join tokens"</a>
             })}
             {sees_usage.then(|| view! {
@@ -143,6 +131,9 @@ fn Nav(viewer: ViewerView, unread: u64) -> impl IntoView {
             </span>
             <form method="post" action="/auth/logout">
                 <button class="button ghost" type="submit" data-test="sign-out">"Sign out"</button>
+            </form>
+            <form method="post" action="/auth/logout-everywhere">
+                <button class="button ghost small-button" type="submit" title="End every session you have, on every browser and device" aria-label="Sign out everywhere" data-test="sign-out-everywhere">"Everywhere"</button>
             </form>
         </div>
     }

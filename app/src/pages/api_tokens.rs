@@ -85,10 +85,11 @@ fn LiveApiTokens(
                                                 <td class="muted">{format::when(t.created_at)}</td>
                                                 <td class="muted" data-test="api-token-expires">{format::when(t.expires_at)}</td>
                                                 <td class="muted">{t.last_used_at.map(format::when).unwrap_or_else(|| "never".into())}</td>
-                                                <td>{match (revoked, t.expired) {
-                                                    (true, _) => view! { <span class="badge subtle">"revoked"</span> }.into_any(),
-                                                    (false, true) => view! { <span class="badge subtle">"expired"</span> }.into_any(),
-                                                    (false, false) => view! { <span class="badge ok">"active"</span> }.into_any(),
+                                                <td>{match (revoked, t.expired, t.suspended) {
+                                                    (true, _, _) => view! { <span class="badge subtle">"revoked"</span> }.into_any(),
+                                                    (false, true, _) => view! { <span class="badge subtle">"expired"</span> }.into_any(),
+                                                    (false, false, Some(why)) => view! { <span class="badge warn" title=why.clone() data-test="api-token-suspended">"suspended"</span><div class="muted small">{why}</div> }.into_any(),
+                                                    (false, false, None) => view! { <span class="badge ok">"active"</span> }.into_any(),
                                                 }}</td>
                                                 <td class="actions">
                                                     {active.then(|| view! {

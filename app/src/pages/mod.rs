@@ -10,6 +10,7 @@ pub mod insights;
 pub mod join_tokens;
 pub mod not_found;
 pub mod notifications;
+pub mod people;
 pub mod pools_admin;
 pub mod quotas_admin;
 pub mod request;

@@ -113,6 +113,12 @@ stable_names! {
         UserLogin = "user.login",
         /// A person's roles changed.
         UserRolesChange = "user.roles_change",
+        /// A person's sessions were ended (by themselves or a platform admin).
+        UserSignOutEverywhere = "user.sign_out_everywhere",
+        /// A platform admin deactivated a person.
+        UserDeactivate = "user.deactivate",
+        /// A platform admin reactivated a person.
+        UserReactivate = "user.reactivate",
         /// A tenant's webhook was set.
         WebhookSet = "webhook.set",
         /// A tenant's webhook was removed.
@@ -215,6 +221,9 @@ mod tests {
                 "pool.set_price",
                 "user.login",
                 "user.roles_change",
+                "user.sign_out_everywhere",
+                "user.deactivate",
+                "user.reactivate",
                 "webhook.set",
                 "webhook.delete",
                 "webhook.test",

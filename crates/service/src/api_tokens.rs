@@ -3,15 +3,16 @@
 
 use crate::allocations::TenantActor;
 use crate::audit::Actor;
-use crate::entity::api_token;
+use crate::entity::{api_token, membership, user};
 use crate::events::DomainEvent;
+use crate::write::Write;
 use crate::{secret, Principal, Service, ServiceError};
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, Set,
 };
-use tessera_core::ids::ApiTokenId;
+use tessera_core::ids::{ApiTokenId, TenantId, UserId};
 
 use tessera_protocol::views::{ApiTokenView, CreatedApiToken, TenantRole};
 
@@ -25,6 +26,11 @@ pub struct ApiTokenPolicy {
     pub default_days: u32,
     /// Longest lifetime a token may be given, in days.
     pub max_days: u32,
+    /// A token works only while the person who made it signed in within
+    /// this many days: their roles are what the IdP said at that sign-in, so
+    /// this bounds how long a token outlives a creator who left the group
+    /// and never signs in again.
+    pub creator_signin_days: u32,
 }
 
 impl Default for ApiTokenPolicy {
@@ -32,6 +38,7 @@ impl Default for ApiTokenPolicy {
         Self {
             default_days: 90,
             max_days: 365,
+            creator_signin_days: 30,
         }
     }
 }
@@ -43,6 +50,12 @@ impl ApiTokenPolicy {
         if self.max_days == 0 || self.max_days > MAX_API_TOKEN_DAYS {
             return Err(ServiceError::invalid(
                 "api_tokens.max_days",
+                format!("must be between 1 and {MAX_API_TOKEN_DAYS} days"),
+            ));
+        }
+        if self.creator_signin_days == 0 || self.creator_signin_days > MAX_API_TOKEN_DAYS {
+            return Err(ServiceError::invalid(
+                "api_tokens.creator_signin_days",
                 format!("must be between 1 and {MAX_API_TOKEN_DAYS} days"),
             ));
         }
@@ -87,6 +100,40 @@ impl ApiTokenPolicy {
     }
 }
 
+/// Why a token whose creator is `creator` (with `member`: whether they
+/// still belong to the token's tenant) does not work now, or `None` when it
+/// does. A token made on the server's command line has no creator and
+/// follows nobody.
+pub(crate) fn creator_refusal(
+    t: &api_token::Model,
+    creator: Option<&user::Model>,
+    member: bool,
+    policy: &ApiTokenPolicy,
+    now: DateTime<Utc>,
+) -> Option<String> {
+    t.created_by_user_id?;
+    let Some(u) = creator else {
+        return Some("the person who made it is no longer known".to_owned());
+    };
+    if u.deactivated_at.is_some() {
+        return Some(format!("{} was deactivated", u.name));
+    }
+    if !member {
+        return Some(format!("{} no longer belongs to the tenant", u.name));
+    }
+    let days = i64::from(policy.creator_signin_days);
+    let fresh = u
+        .last_login_at
+        .is_some_and(|at| now.signed_duration_since(at) <= TimeDelta::days(days));
+    if !fresh {
+        return Some(format!(
+            "{} has not signed in for {days} days (their roles are re-checked at sign-in)",
+            u.name
+        ));
+    }
+    None
+}
+
 /// The longest lifetime any configuration may allow: ten years.
 pub const MAX_API_TOKEN_DAYS: u32 = 3650;
 
@@ -102,6 +149,7 @@ fn view(t: api_token::Model, policy: &ApiTokenPolicy, now: DateTime<Utc>) -> Api
         revoked_at: t.revoked_at,
         expires_at,
         expired: expires_at <= now,
+        suspended: None,
     }
 }
 
@@ -174,6 +222,7 @@ impl Service {
             token_hash: Set(secret::hash(&secret)),
             prefix: Set(secret.chars().take(12).collect()),
             created_by: Set(actor.name.clone()),
+            created_by_user_id: Set(actor.user_id),
             created_at: Set(now),
             expires_at: Set(Some(expires_at)),
             ..Default::default()
@@ -202,14 +251,35 @@ impl Service {
     ) -> Result<Vec<ApiTokenView>, ServiceError> {
         Self::require_tenant_admin(who, actor)?;
         let now = self.now();
-        Ok(api_token::Entity::find()
+        let tokens = api_token::Entity::find()
             .filter(api_token::Column::TenantId.eq(actor.tenant_id))
             .order_by_desc(api_token::Column::Id)
             .all(&self.db)
+            .await?;
+        let creators: Vec<_> = tokens.iter().filter_map(|t| t.created_by_user_id).collect();
+        let users = user::Entity::find()
+            .filter(user::Column::Id.is_in(creators.clone()))
+            .all(&self.db)
+            .await?;
+        let members: Vec<_> = membership::Entity::find()
+            .filter(membership::Column::TenantId.eq(actor.tenant_id))
+            .filter(membership::Column::UserId.is_in(creators))
+            .all(&self.db)
             .await?
             .into_iter()
+            .map(|m| m.user_id)
+            .collect();
+        let policy = &self.settings.api_tokens;
+        Ok(tokens
+            .into_iter()
             .map(|t| {
-                let mut v = view(t, &self.settings.api_tokens, now);
+                let creator = t
+                    .created_by_user_id
+                    .and_then(|id| users.iter().find(|u| u.id == id));
+                let member = t.created_by_user_id.is_some_and(|id| members.contains(&id));
+                let suspended = creator_refusal(&t, creator, member, policy, now);
+                let mut v = view(t, policy, now);
+                v.suspended = suspended.filter(|_| v.revoked_at.is_none() && !v.expired);
                 // A use this process noted but has not written yet.
                 v.last_used_at = v.last_used_at.max(self.token_checks.unwritten_use(v.id));
                 v
@@ -251,6 +321,35 @@ impl Service {
                 Err(e)
             }
         }
+    }
+
+    /// Revokes the unrevoked API tokens `user` made in tenants other than
+    /// `keep` (each audited); returns how many.
+    pub(crate) async fn revoke_tokens_made_by(
+        w: &mut Write,
+        user: UserId,
+        keep: &[TenantId],
+        now: DateTime<Utc>,
+    ) -> Result<u64, ServiceError> {
+        let gone = api_token::Entity::find()
+            .filter(api_token::Column::CreatedByUserId.eq(user))
+            .filter(api_token::Column::RevokedAt.is_null())
+            .filter(api_token::Column::TenantId.is_not_in(keep.iter().copied()))
+            .all(w.db())
+            .await?;
+        for t in &gone {
+            api_token::Entity::update_many()
+                .col_expr(api_token::Column::RevokedAt, Expr::value(now))
+                .filter(api_token::Column::Id.eq(t.id))
+                .exec(w.db())
+                .await?;
+            w.emit(DomainEvent::ApiTokenRevoked {
+                tenant_id: t.tenant_id,
+                token_id: t.id,
+                name: t.name.clone(),
+            });
+        }
+        Ok(gone.len() as u64)
     }
 
     /// Revokes a token of the tenant; it stops working at once.
@@ -319,15 +418,17 @@ mod tests {
     #[test]
     fn policy_is_checked() {
         assert!(ApiTokenPolicy::default().validate().is_ok());
-        for (default_days, max_days, field) in [
-            (0, 365, "api_tokens.default_days"),
-            (400, 365, "api_tokens.default_days"),
-            (1, 0, "api_tokens.max_days"),
-            (1, MAX_API_TOKEN_DAYS + 1, "api_tokens.max_days"),
+        for (default_days, max_days, creator_signin_days, field) in [
+            (0, 365, 30, "api_tokens.default_days"),
+            (400, 365, 30, "api_tokens.default_days"),
+            (1, 0, 30, "api_tokens.max_days"),
+            (1, MAX_API_TOKEN_DAYS + 1, 30, "api_tokens.max_days"),
+            (1, 365, 0, "api_tokens.creator_signin_days"),
         ] {
             let err = ApiTokenPolicy {
                 default_days,
                 max_days,
+                creator_signin_days,
             }
             .validate()
             .unwrap_err();

@@ -41,6 +41,9 @@ pub enum ServiceError {
     /// A tenant API token that is unknown or revoked.
     #[error("the API token is not valid or was revoked; create a new one on your tenant's page")]
     InvalidApiToken,
+    /// A tenant API token that follows a person who lost the right to it.
+    #[error("the API token no longer works: {0}; a current tenant admin can make a new one on the tenant's API tokens page")]
+    SuspendedApiToken(String),
     /// A tenant API token whose lifetime ended.
     #[error("the API token expired on {}; create a new one on your tenant's API tokens page", expired_at.format("%Y-%m-%d %H:%M UTC"))]
     ExpiredApiToken {
@@ -106,6 +109,7 @@ impl ServiceError {
             | Self::InvalidCredential
             | Self::InvalidMetricsToken
             | Self::InvalidApiToken
+            | Self::SuspendedApiToken(_)
             | Self::ExpiredApiToken { .. } => 401,
             Self::QuotaExceeded(_) => 403,
             Self::Forbidden(_) => 403,
@@ -153,7 +157,7 @@ impl ServiceError {
             Self::InvalidJoinToken => ErrorCode::InvalidJoinToken,
             Self::InvalidCredential => ErrorCode::InvalidCredential,
             Self::InvalidMetricsToken => ErrorCode::InvalidMetricsToken,
-            Self::InvalidApiToken => ErrorCode::InvalidApiToken,
+            Self::InvalidApiToken | Self::SuspendedApiToken(_) => ErrorCode::InvalidApiToken,
             Self::ExpiredApiToken { .. } => ErrorCode::ExpiredApiToken,
             Self::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
@@ -227,6 +231,11 @@ mod tests {
                 "invalid_metrics_token",
             ),
             (ServiceError::InvalidApiToken, 401, "invalid_api_token"),
+            (
+                ServiceError::SuspendedApiToken("Bob was deactivated".into()),
+                401,
+                "invalid_api_token",
+            ),
             (
                 ServiceError::ExpiredApiToken {
                     expired_at: chrono::DateTime::UNIX_EPOCH,

@@ -219,6 +219,13 @@ impl Service {
             .filter(user::Column::Subject.eq(&claims.subject))
             .one(w.db())
             .await?;
+        if let Some(u) = existing.as_ref().filter(|u| u.deactivated_at.is_some()) {
+            tracing::info!(user_id = %u.id, "sign-in refused: deactivated");
+            return Err(ServiceError::Forbidden(
+                "your access to Tessera was deactivated by a platform admin; ask one to reactivate it"
+                    .to_owned(),
+            ));
+        }
         let (user_id, before_admin) = match existing {
             Some(u) => {
                 let id = u.id;
@@ -286,6 +293,10 @@ impl Service {
                 .await?;
             }
         }
+        // The IdP no longer puts them in a tenant: the API tokens they made
+        // there stop for good (they follow the person who made them).
+        let kept: Vec<TenantId> = new.keys().copied().collect();
+        Self::revoke_tokens_made_by(&mut w, user_id, &kept, now).await?;
         let roles_before = before_admin.map(|a| Roles {
             platform_admin: a,
             memberships: old,
@@ -313,12 +324,28 @@ impl Service {
         Ok(user_id)
     }
 
-    /// Loads the principal for a session's user id; `Unauthenticated` if the user is gone.
+    /// Loads the principal for a user id; `Unauthenticated` if the user is
+    /// gone or deactivated.
     pub async fn principal(&self, user_id: UserId) -> Result<Principal, ServiceError> {
+        self.session_principal(user_id, None).await
+    }
+
+    /// Loads the principal for a session signed in at `signed_in_at`;
+    /// `Unauthenticated` if the user is gone or deactivated, or their
+    /// sessions were ended after it ("sign out everywhere").
+    pub async fn session_principal(
+        &self,
+        user_id: UserId,
+        signed_in_at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<Principal, ServiceError> {
         let u = user::Entity::find_by_id(user_id)
             .one(&self.db)
             .await?
             .ok_or(ServiceError::Unauthenticated)?;
+        let ended = crate::people::session_ended(signed_in_at, u.sessions_valid_after);
+        if u.deactivated_at.is_some() || ended {
+            return Err(ServiceError::Unauthenticated);
+        }
         let ms = membership::Entity::find()
             .filter(membership::Column::UserId.eq(user_id))
             .all(&self.db)
@@ -327,21 +354,7 @@ impl Service {
             .order_by_asc(tenant::Column::Name)
             .all(&self.db)
             .await?;
-        let memberships = tenants
-            .into_iter()
-            .filter_map(|t| {
-                let m = ms.iter().find(|m| m.tenant_id == t.id)?;
-                let role = m.role;
-                Some((
-                    t.id,
-                    MembershipView {
-                        slug: t.slug,
-                        name: t.name,
-                        role,
-                    },
-                ))
-            })
-            .collect();
+        let memberships = memberships_of(&tenants, &ms, user_id);
         Ok(Principal {
             user_id: u.id,
             name: u.name,
@@ -350,6 +363,31 @@ impl Service {
             memberships,
         })
     }
+}
+
+/// `user`'s tenants (in `tenants`' order) with their role in each, from
+/// `ms` (memberships, of any users).
+pub(crate) fn memberships_of(
+    tenants: &[tenant::Model],
+    ms: &[membership::Model],
+    user: UserId,
+) -> Vec<(TenantId, MembershipView)> {
+    tenants
+        .iter()
+        .filter_map(|t| {
+            let m = ms
+                .iter()
+                .find(|m| m.user_id == user && m.tenant_id == t.id)?;
+            Some((
+                t.id,
+                MembershipView {
+                    slug: t.slug.clone(),
+                    name: t.name.clone(),
+                    role: m.role,
+                },
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod insights;
 pub mod k8s;
 pub mod metrics;
 pub mod notifications;
+pub mod people;
 mod policy;
 pub mod pools;
 pub mod quotas;

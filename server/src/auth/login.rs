@@ -1,5 +1,5 @@
 //! The sign-in routes: `GET /auth/login`, `GET /auth/callback`,
-//! `POST /auth/logout`. The relying party itself is [`super::oidc::Oidc`];
+//! `POST /auth/logout`, `POST /auth/logout-everywhere`. The relying party itself is [`super::oidc::Oidc`];
 //! these wire it to the session and the service.
 
 use super::oidc::{AuthError, CallbackQuery};
@@ -85,4 +85,21 @@ pub async fn logout(
         None => "/signed-out".to_owned(),
     };
     Ok(Redirect::to(&to).into_response())
+}
+
+/// `POST /auth/logout-everywhere`: end every session of the signed-in
+/// person (other browsers sign in again at their next page), then sign out
+/// here as [`logout`] does.
+pub async fn logout_everywhere(
+    State(state): State<AppState>,
+    session: Session,
+) -> Result<Response, AuthError> {
+    if let Some(user_id) = session
+        .get::<tessera_core::ids::UserId>(keys::USER_ID)
+        .await?
+    {
+        let me = state.service.principal(user_id).await?;
+        state.service.sign_out_everywhere(&me, user_id).await?;
+    }
+    logout(State(state), session).await
 }

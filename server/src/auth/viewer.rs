@@ -102,7 +102,8 @@ async fn load(state: &AppState, session: &Session) -> Result<Viewer, LoadError> 
     if needs_touch(touched_at, now, state.config.session.idle_timeout_minutes) {
         session.insert(keys::TOUCHED_AT, now).await?;
     }
-    match state.service.principal(user_id).await {
+    let signed_in_at = chrono::DateTime::from_timestamp(login_at, 0);
+    match state.service.session_principal(user_id, signed_in_at).await {
         Ok(p) => Ok(Viewer(Some(p))),
         Err(ServiceError::Unauthenticated) => {
             session.flush().await?;

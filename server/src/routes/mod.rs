@@ -9,6 +9,7 @@ pub mod health;
 pub mod list_bodies;
 pub mod metrics;
 pub mod openapi;
+pub mod people;
 pub mod policy;
 pub mod quotas;
 pub mod usage;

@@ -29,6 +29,7 @@ use utoipa::{Modify, OpenApi};
         (name = "quotas", description = "Quotas, quota requests and approvals"),
         (name = "notifications", description = "In-app notifications"),
         (name = "webhooks", description = "A tenant's outgoing webhook"),
+        (name = "people", description = "People: sign out everywhere, deactivate and reactivate (platform admins; sign-out also for oneself)"),
     )
 )]
 pub struct ApiDoc;

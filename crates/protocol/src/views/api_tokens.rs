@@ -25,6 +25,11 @@ pub struct ApiTokenView {
     pub expires_at: DateTime<Utc>,
     /// Whether it had expired when the view was made.
     pub expired: bool,
+    /// Why it does not work now although neither revoked nor expired: it
+    /// follows the person who made it, and they were deactivated, left the
+    /// tenant or have not signed in lately.
+    #[serde(default)]
+    pub suspended: Option<String>,
 }
 
 /// A token right after creation: the only time the secret is shown.

@@ -9,6 +9,7 @@ mod api_tokens;
 mod audit;
 mod fleet;
 mod insights;
+mod people;
 mod policy;
 mod tenants;
 mod usage;
@@ -28,6 +29,7 @@ pub use insights::{
     CapacityDay, FleetInsights, FullProjection, HeatCell, HeatHost, InsightsQuery, PoolCapacity,
     QueueDay, INSIGHT_DAYS,
 };
+pub use people::PersonView;
 pub use policy::{
     AffectedSlice, PlannedChangeView, PoolAdminView, PoolChangePreview, PoolEdit, PoolsAdminView,
     TenantAdminView, TenantEdit,

@@ -24,6 +24,7 @@ pub struct ViewerView {
 }
 
 /// One of the viewer's tenants.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MembershipView {
     /// URL slug of the tenant.

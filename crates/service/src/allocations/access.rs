@@ -1,8 +1,9 @@
 //! Who may act on a tenant's allocations: a member (UI or session-cookie
 //! API), a tenant API token, or a platform admin (view and release only).
 
+use crate::api_tokens::creator_refusal;
 use crate::audit::Actor;
-use crate::entity::{api_token, tenant};
+use crate::entity::{api_token, membership, tenant, user};
 use crate::token_auth::Verified;
 use crate::{secret, Principal, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
@@ -125,7 +126,8 @@ impl Service {
         Ok(verified.actor)
     }
 
-    /// Reads a token by its hash: unrevoked, with its tenant.
+    /// Reads a token by its hash: unrevoked, with its tenant, and its
+    /// creator still entitled to it.
     async fn verify_api_token(&self, hash: &str) -> Result<Verified, ServiceError> {
         let token = api_token::Entity::find()
             .filter(api_token::Column::TokenHash.eq(hash))
@@ -137,6 +139,22 @@ impl Service {
             .one(&self.db)
             .await?
             .ok_or(ServiceError::InvalidApiToken)?;
+        // A token follows the person who made it: it works only while they
+        // are active, still belong to the tenant and signed in lately.
+        if let Some(uid) = token.created_by_user_id {
+            let creator = user::Entity::find_by_id(uid).one(&self.db).await?;
+            let member = membership::Entity::find()
+                .filter(membership::Column::UserId.eq(uid))
+                .filter(membership::Column::TenantId.eq(t.id))
+                .one(&self.db)
+                .await?
+                .is_some();
+            let policy = &self.settings.api_tokens;
+            if let Some(why) = creator_refusal(&token, creator.as_ref(), member, policy, self.now())
+            {
+                return Err(ServiceError::SuspendedApiToken(why));
+            }
+        }
         Ok(Verified {
             token_id: token.id,
             expires_at: self.settings.api_tokens.expiry_of(&token),

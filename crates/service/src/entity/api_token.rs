@@ -1,6 +1,6 @@
 //! `api_tokens`: tenant-scoped tokens for the REST API (stored hashed).
 use sea_orm::entity::prelude::*;
-use tessera_core::ids::{ApiTokenId, TenantId};
+use tessera_core::ids::{ApiTokenId, TenantId, UserId};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "api_tokens")]
@@ -13,6 +13,10 @@ pub struct Model {
     pub token_hash: String,
     pub prefix: String,
     pub created_by: String,
+    /// The person who made it: the token works only while they still
+    /// belong to the tenant, are active, and sign in now and then (`None`:
+    /// made on the server's command line).
+    pub created_by_user_id: Option<UserId>,
     pub created_at: DateTimeUtc,
     pub last_used_at: Option<DateTimeUtc>,
     pub revoked_at: Option<DateTimeUtc>,

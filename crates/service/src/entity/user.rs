@@ -14,6 +14,11 @@ pub struct Model {
     pub platform_admin: bool,
     pub created_at: DateTimeUtc,
     pub last_login_at: Option<DateTimeUtc>,
+    /// A platform admin deactivated them: sign-in is refused, their
+    /// sessions are over and the tokens they made are revoked.
+    pub deactivated_at: Option<DateTimeUtc>,
+    /// Sessions signed in before this are over ("sign out everywhere").
+    pub sessions_valid_after: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,7 +1,7 @@
 //! The audit row of each event: its action name (stable: stored, filtered
 //! on and exported), target and the state before and after.
 
-use super::DomainEvent;
+use super::{AccessChange, DomainEvent};
 use serde_json::{json, Value};
 use tessera_core::audit::{AuditAction, AuditTarget};
 use tessera_core::ids::TenantId;
@@ -612,6 +612,23 @@ impl DomainEvent {
                 target_id: user_id.to_string(),
                 before: before.as_ref().map(state_json),
                 after: Some(state_json(after)),
+            },
+            Self::UserAccessChanged {
+                user_id,
+                name,
+                change,
+                tokens_revoked,
+            } => AuditEntry {
+                action: match change {
+                    AccessChange::SignedOutEverywhere => AuditAction::UserSignOutEverywhere,
+                    AccessChange::Deactivated => AuditAction::UserDeactivate,
+                    AccessChange::Reactivated => AuditAction::UserReactivate,
+                },
+                tenant_id: None,
+                target_type: AuditTarget::User,
+                target_id: user_id.to_string(),
+                before: None,
+                after: Some(json!({"name": name, "api_tokens_revoked": tokens_revoked})),
             },
             Self::WebhookSet {
                 tenant,

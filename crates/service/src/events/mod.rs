@@ -127,6 +127,17 @@ pub struct Roles {
     pub memberships: BTreeMap<TenantId, tessera_core::role::TenantRole>,
 }
 
+/// How a person's access changed outside sign-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessChange {
+    /// Every session they had is over (they sign in again).
+    SignedOutEverywhere,
+    /// Sign-in refused, sessions over, API tokens they made revoked.
+    Deactivated,
+    /// They may sign in again.
+    Reactivated,
+}
+
 /// Something that happened, with what the audit log, the notifications and
 /// the agents need to know about it.
 #[derive(Debug, Clone, PartialEq)]
@@ -626,6 +637,18 @@ pub enum DomainEvent {
         /// Roles now.
         after: Roles,
     },
+    /// A person's access changed outside sign-in: their sessions were ended,
+    /// or a platform admin deactivated or reactivated them.
+    UserAccessChanged {
+        /// The person.
+        user_id: UserId,
+        /// How they are named.
+        name: String,
+        /// What changed.
+        change: AccessChange,
+        /// Their API tokens this revoked.
+        tokens_revoked: u64,
+    },
     /// A tenant's webhook was set (or replaced).
     WebhookSet {
         /// The tenant.
@@ -739,6 +762,7 @@ impl DomainEvent {
             | Self::PriceSet { .. }
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
+            | Self::UserAccessChanged { .. }
             | Self::WebhookSet { .. }
             | Self::WebhookDeleted { .. }
             | Self::WebhookTested { .. } => Unchanged,
@@ -831,6 +855,7 @@ impl DomainEvent {
             | Self::PriceSet { .. }
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
+            | Self::UserAccessChanged { .. }
             | Self::WebhookSet { .. }
             | Self::WebhookDeleted { .. }
             | Self::WebhookTested { .. } => AfterCommit::default(),

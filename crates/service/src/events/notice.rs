@@ -433,6 +433,7 @@ impl DomainEvent {
             | Self::PriceSet { .. }
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
+            | Self::UserAccessChanged { .. }
             | Self::WebhookSet { .. }
             | Self::WebhookDeleted { .. } => return None,
         })

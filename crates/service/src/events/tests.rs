@@ -415,6 +415,36 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             None,
         ),
         (
+            DomainEvent::UserAccessChanged {
+                user_id: UserId::new(11),
+                name: "Bob".into(),
+                change: AccessChange::SignedOutEverywhere,
+                tokens_revoked: 1,
+            },
+            Some("user.sign_out_everywhere"),
+            None,
+        ),
+        (
+            DomainEvent::UserAccessChanged {
+                user_id: UserId::new(11),
+                name: "Bob".into(),
+                change: AccessChange::Deactivated,
+                tokens_revoked: 1,
+            },
+            Some("user.deactivate"),
+            None,
+        ),
+        (
+            DomainEvent::UserAccessChanged {
+                user_id: UserId::new(11),
+                name: "Bob".into(),
+                change: AccessChange::Reactivated,
+                tokens_revoked: 1,
+            },
+            Some("user.reactivate"),
+            None,
+        ),
+        (
             DomainEvent::WebhookSet {
                 tenant: tenant(),
                 before_url: None,
@@ -617,6 +647,11 @@ fn index(e: &DomainEvent) -> usize {
         DomainEvent::AllocationPreempting { .. } => 47,
         DomainEvent::AllocationPreemptLifted { .. } => 48,
         DomainEvent::AllocationPreempted { .. } => 49,
+        DomainEvent::UserAccessChanged { change, .. } => match change {
+            AccessChange::SignedOutEverywhere => 50,
+            AccessChange::Deactivated => 51,
+            AccessChange::Reactivated => 52,
+        },
     }
 }
 
@@ -625,7 +660,7 @@ fn every_event_kind_has_its_pinned_names() {
     let samples = samples();
     let mut seen: Vec<usize> = samples.iter().map(|(e, _, _)| index(e)).collect();
     seen.sort_unstable();
-    assert_eq!(seen, (0..=49).collect::<Vec<_>>(), "one sample per variant");
+    assert_eq!(seen, (0..=52).collect::<Vec<_>>(), "one sample per variant");
     for (event, action, kind) in &samples {
         assert_eq!(
             event.action().map(AuditAction::as_str),

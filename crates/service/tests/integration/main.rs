@@ -5,6 +5,7 @@
 mod allocations;
 mod common;
 mod fleet_ops;
+mod people;
 mod policy;
 mod quotas;
 mod service;

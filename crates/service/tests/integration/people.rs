@@ -1,0 +1,226 @@
+//! People: API tokens follow the person who made them, deactivation, and
+//! signing a person out everywhere.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common::*;
+use chrono::Duration;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use tessera_service::entity::audit_event;
+use tessera_service::ServiceError;
+
+/// Who made the token and what it gets refused with, in one place.
+async fn check(f: &Fixture, secret: &str) -> Result<(), ServiceError> {
+    f.service.authenticate_api_token(secret).await.map(|_| ())
+}
+
+/// The `after` of the newest audit row with `action`.
+async fn last_audit(f: &Fixture, action: &str) -> serde_json::Value {
+    audit_event::Entity::find()
+        .all(f.service.db())
+        .await
+        .unwrap()
+        .into_iter()
+        .rev()
+        .find(|e| e.action.as_str() == action)
+        .unwrap_or_else(|| panic!("no {action} in the audit log"))
+        .after
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_token_follows_the_person_who_made_it() {
+    let f = fixture().await;
+    let lead = f.login("lee", &["vision", "vision-leads"]).await;
+    let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let made = f
+        .service
+        .create_api_token(&lead, &actor, "ci", None)
+        .await
+        .unwrap();
+    let system = f
+        .service
+        .create_api_token_as_system("vision", "bench", None)
+        .await
+        .unwrap();
+    check(&f, &made.secret).await.unwrap();
+
+    // The creator has not signed in for longer than the bound: their
+    // roles are stale, so the token is suspended until they sign in again.
+    f.clock.advance(Duration::days(31));
+    let err = check(&f, &made.secret).await.unwrap_err();
+    assert!(
+        matches!(&err, ServiceError::SuspendedApiToken(why) if why.contains("has not signed in for 30 days")),
+        "{err:?}"
+    );
+    assert_eq!(err.status(), 401);
+    let listed = f.service.list_api_tokens(&lead, &actor).await.unwrap();
+    let row = listed.iter().find(|t| t.id == made.token.id).unwrap();
+    assert!(row.suspended.as_deref().unwrap().contains("signed in"));
+    let bench = listed.iter().find(|t| t.id == system.token.id).unwrap();
+    assert_eq!(bench.suspended, None, "a command-line token follows nobody");
+    check(&f, &system.secret).await.unwrap();
+    let lead = f.login("lee", &["vision", "vision-leads"]).await;
+    check(&f, &made.secret).await.unwrap();
+
+    // Removed from the tenant behind Tessera's back (as another path to
+    // the same rows would): refused within the second the check is cached.
+    f.behind_the_back(format!(
+        "DELETE FROM memberships WHERE user_id = {}",
+        lead.user_id()
+    ))
+    .await;
+    f.clock.advance(Duration::seconds(2));
+    let err = check(&f, &made.secret).await.unwrap_err();
+    assert!(
+        matches!(&err, ServiceError::SuspendedApiToken(why) if why.contains("no longer belongs")),
+        "{err:?}"
+    );
+
+    // A sign-in that shows the group is gone revokes the token for good,
+    // audited; coming back to the group does not bring it back.
+    f.login("lee", &["vision"]).await; // a member now: tenant kept
+    f.clock.advance(Duration::seconds(2));
+    check(&f, &made.secret).await.unwrap();
+    f.login("lee", &[]).await;
+    f.clock.advance(Duration::seconds(2));
+    let err = check(&f, &made.secret).await.unwrap_err();
+    assert!(matches!(err, ServiceError::InvalidApiToken), "{err:?}");
+    assert_eq!(last_audit(&f, "api_token.revoke").await["name"], "ci");
+    let lead = f.login("lee", &["vision", "vision-leads"]).await;
+    f.clock.advance(Duration::seconds(2));
+    assert!(matches!(
+        check(&f, &made.secret).await.unwrap_err(),
+        ServiceError::InvalidApiToken
+    ));
+    check(&f, &system.secret).await.unwrap();
+    let listed = f.service.list_api_tokens(&lead, &actor).await.unwrap();
+    let row = listed.iter().find(|t| t.id == made.token.id).unwrap();
+    assert!(row.revoked_at.is_some() && row.suspended.is_none());
+}
+
+#[tokio::test]
+async fn deactivating_a_person_refuses_sign_in_ends_sessions_and_revokes_their_tokens() {
+    let f = fixture().await;
+    let root = f.admin().await;
+    let admin = root.require_platform_admin().unwrap();
+    let lead = f.login("lee", &["vision", "vision-leads"]).await;
+    let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let made = f
+        .service
+        .create_api_token(&lead, &actor, "ci", None)
+        .await
+        .unwrap();
+    let people = f.service.people(&admin).await.unwrap();
+    let lee = people.iter().find(|p| p.id == lead.user_id()).unwrap();
+    assert_eq!((lee.api_tokens, lee.deactivated_at), (1, None));
+    assert_eq!(lee.tenants.len(), 1);
+
+    // Nobody deactivates themselves; members cannot see the list.
+    let err = f
+        .service
+        .set_person_active(&admin, root.user_id(), false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 409, "{err}");
+    assert_eq!(lead.require_platform_admin().unwrap_err().status(), 403);
+
+    let audits = f.count("audit_events").await;
+    let lee = f
+        .service
+        .set_person_active(&admin, lead.user_id(), false)
+        .await
+        .unwrap();
+    assert!(lee.deactivated_at.is_some());
+    assert_eq!(lee.api_tokens, 0);
+    // One access change and one token revocation.
+    assert_eq!(f.count("audit_events").await, audits + 2);
+    let after = last_audit(&f, "user.deactivate").await;
+    assert_eq!(after["api_tokens_revoked"], 1, "{after}");
+    assert!(matches!(
+        check(&f, &made.secret).await.unwrap_err(),
+        ServiceError::InvalidApiToken
+    ));
+    let err = f
+        .service
+        .login(&claims("lee", &["vision", "vision-leads"]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 403, "{err}");
+    assert!(err.to_string().contains("deactivated"), "{err}");
+    let err = f.service.principal(lead.user_id()).await.unwrap_err();
+    assert!(matches!(err, ServiceError::Unauthenticated), "{err:?}");
+    let err = f
+        .service
+        .set_person_active(&admin, lead.user_id(), false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 409);
+
+    // Reactivated: they sign in again; their revoked token stays revoked.
+    let lee = f
+        .service
+        .set_person_active(&admin, lead.user_id(), true)
+        .await
+        .unwrap();
+    assert!(lee.deactivated_at.is_none());
+    f.login("lee", &["vision", "vision-leads"]).await;
+    f.clock.advance(Duration::seconds(2));
+    assert!(check(&f, &made.secret).await.is_err());
+    let actions = f.audit_actions().await;
+    assert!(
+        actions.iter().any(|a| a == "user.reactivate"),
+        "{actions:?}"
+    );
+}
+
+#[tokio::test]
+async fn signing_out_everywhere_ends_the_sessions_signed_in_before_it() {
+    let f = fixture().await;
+    let bob = f.login("bob", &["vision"]).await;
+    let nora = f.login("nora", &["nlp"]).await;
+    let root = f.admin().await;
+    let signed_in = f.service.now();
+    let session = |at| f.service.session_principal(bob.user_id(), Some(at));
+    session(signed_in).await.unwrap();
+
+    // Only the person themselves or a platform admin.
+    let err = f
+        .service
+        .sign_out_everywhere(&nora, bob.user_id())
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 403, "{err}");
+    session(signed_in).await.unwrap();
+
+    f.clock.advance(Duration::minutes(5));
+    let me = f
+        .service
+        .sign_out_everywhere(&bob, bob.user_id())
+        .await
+        .unwrap();
+    assert!(me.sessions_valid_after.is_some());
+    let err = session(signed_in).await.unwrap_err();
+    assert!(matches!(err, ServiceError::Unauthenticated), "{err:?}");
+    // A sign-in afterwards (even within the same second) is a new session.
+    session(f.service.now()).await.unwrap();
+    f.clock.advance(Duration::seconds(1));
+    let again = f.service.now();
+    session(again).await.unwrap();
+
+    // A platform admin may end anyone's sessions.
+    f.clock.advance(Duration::minutes(1));
+    f.service
+        .sign_out_everywhere(&root, bob.user_id())
+        .await
+        .unwrap();
+    assert!(session(again).await.is_err());
+    let audited = audit_event::Entity::find()
+        .filter(audit_event::Column::TargetId.eq(bob.user_id().to_string()))
+        .all(f.service.db())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action.as_str() == "user.sign_out_everywhere")
+        .count();
+    assert_eq!(audited, 2);
+}
