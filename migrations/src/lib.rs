@@ -26,6 +26,7 @@ mod m20261212_000018_pending_rollups;
 mod m20261213_000019_allocation_indexes;
 mod m20261214_000020_add_processes_stopped;
 mod m20261215_000021_people_and_token_creators;
+mod m20261216_000022_audit_chain;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -55,6 +56,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261213_000019_allocation_indexes::Migration),
             Box::new(m20261214_000020_add_processes_stopped::Migration),
             Box::new(m20261215_000021_people_and_token_creators::Migration),
+            Box::new(m20261216_000022_audit_chain::Migration),
         ]
     }
 }

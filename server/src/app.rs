@@ -176,6 +176,7 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         })
         .nest(API_PREFIX, rest_api)
         .route("/audit.csv", get(audit::download_audit_csv))
+        .route("/audit.jsonl", get(audit::download_audit_jsonl))
         .route(
             "/auth/login",
             get(login::login).route_layer(limited(limits::Limited::SignIn)),

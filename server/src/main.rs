@@ -54,6 +54,9 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         for_host: Option<String>,
     },
+    /// Check the audit log's hash chain from its first row to its head;
+    /// exits non-zero naming the first row that breaks it.
+    VerifyAudit,
     /// Create an API token for a tenant and print it (for scripts and benchmarks).
     CreateApiToken {
         /// Tenant slug.
@@ -114,6 +117,35 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                 println!("{}", created.secret);
             }
             Ok(())
+        }
+        Command::VerifyAudit => {
+            let report = state.service.verify_audit_chain().await?;
+            let before = match report.unchained {
+                0 => String::new(),
+                n => format!("; {n} earlier rows were written before the chain began"),
+            };
+            match report.broken {
+                None => {
+                    let up_to = report
+                        .verified_up_to
+                        .map_or_else(|| "no rows yet".to_owned(), |id| format!("up to row {id}"));
+                    println!(
+                        "audit chain verified: {} rows, {up_to}{before}",
+                        report.verified
+                    );
+                    Ok(())
+                }
+                Some(b) => {
+                    let at = b
+                        .row
+                        .map_or_else(|| "the start".to_owned(), |id| format!("row {id}"));
+                    Err(format!(
+                        "audit chain broken at {at}: {} ({} rows verified before it)",
+                        b.reason, report.verified
+                    )
+                    .into())
+                }
+            }
         }
         Command::CreateApiToken { tenant, name, days } => {
             let created = state

@@ -52,15 +52,15 @@ struct App {
     router: Router,
     service: Service,
     store: tessera_server::auth::session::DbSessionStore,
+    database_url: String,
 }
 
 async fn app() -> App {
     app_with("", Vec::new()).await
 }
 
-/// The test app with `extra` TOML appended and `env` overrides.
-async fn app_with(extra: &str, mut env: Vec<(String, String)>) -> App {
-    let base = r#"
+/// The configuration every test app starts from.
+const BASE_CONFIG: &str = r#"
 [oidc]
 issuer_url = "http://127.0.0.1:9"
 client_id = "tessera"
@@ -86,14 +86,19 @@ models = ["L4"]
 time_slice_replicas = 2
 max_lease_hours = 24
 "#;
-    env.push(("TESSERA_DATABASE__URL".to_owned(), database_url().await));
-    let config = Config::from_toml_and_env(&format!("{base}\n{extra}"), env).unwrap();
+
+/// The test app with `extra` TOML appended and `env` overrides.
+async fn app_with(extra: &str, mut env: Vec<(String, String)>) -> App {
+    let database_url = database_url().await;
+    env.push(("TESSERA_DATABASE__URL".to_owned(), database_url.clone()));
+    let config = Config::from_toml_and_env(&format!("{BASE_CONFIG}\n{extra}"), env).unwrap();
     let (state, store) = build_state(config, Arc::new(SystemClock)).await.unwrap();
     let service = state.service.clone();
     App {
         router: router(state, store.clone()),
         service,
         store,
+        database_url,
     }
 }
 
@@ -1644,6 +1649,10 @@ async fn every_mutating_endpoint_leaves_exactly_one_audit_event() {
     assert_eq!(status, StatusCode::OK, "{page}");
     assert_eq!(page["unread"], 0);
     assert_eq!(app.audit_count().await, before);
+    // Every event kind above hashes the same when read back.
+    let chain = app.service.verify_audit_chain().await.unwrap();
+    assert_eq!(chain.broken, None, "{chain:?}");
+    assert_eq!(chain.verified, app.audit_count().await as u64);
 }
 
 #[tokio::test]
@@ -2324,4 +2333,81 @@ async fn people_can_be_signed_out_everywhere_and_deactivated_over_http() {
     ] {
         assert!(doc["paths"][p].is_object(), "{p} documented");
     }
+}
+
+#[tokio::test]
+async fn verify_audit_passes_then_names_the_row_edited_in_the_database() {
+    let app = app().await;
+    let alice = app.sign_in("alice", &["vision"]).await;
+    let (status, _) = app
+        .send("POST", "/api/v1/me/sign-out-everywhere", &alice, None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let dir = std::env::temp_dir().join("tessera-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join(format!("verify-{:016x}.toml", rand::random::<u64>()));
+    std::fs::write(&config, BASE_CONFIG).unwrap();
+    let verify = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tessera-server"))
+            .arg("--config")
+            .arg(&config)
+            .arg("verify-audit")
+            .env("TESSERA_DATABASE__URL", &app.database_url)
+            .output()
+            .unwrap()
+    };
+    let out = verify();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = app.audit_count().await;
+    assert!(
+        stdout.contains(&format!("audit chain verified: {rows} rows")),
+        "{stdout}"
+    );
+    // The SIEM export: one JSON line per row, oldest first, with its hash.
+    let root = app.sign_in("root", &["admins"]).await;
+    let (status, body) = app.send("GET", "/audit.jsonl", &root, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = body.as_str().unwrap().to_owned();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), app.audit_count().await);
+    assert!(lines
+        .windows(2)
+        .all(|w| w[0]["id"].as_i64() < w[1]["id"].as_i64()));
+    assert!(lines
+        .iter()
+        .all(|l| l["hash"].as_str().is_some_and(|h| h.len() == 64)));
+    let (status, _) = app.get_json("/audit.jsonl", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    use sea_orm::{ConnectionTrait, EntityTrait, QueryOrder};
+    use tessera_service::entity::audit_event;
+    let first = audit_event::Entity::find()
+        .order_by_asc(audit_event::Column::Id)
+        .one(app.service.db())
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
+    app.service
+        .db()
+        .execute_unprepared(&format!(
+            "UPDATE audit_events SET target_id = 'someone-else' WHERE id = {first}"
+        ))
+        .await
+        .unwrap();
+    let out = verify();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("audit chain broken at row {first}")),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(&config);
 }

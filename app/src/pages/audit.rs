@@ -60,6 +60,7 @@ fn ActionNames() -> impl IntoView {
 #[component]
 fn Audit(p: AuditPage, q: AuditQuery) -> impl IntoView {
     let csv = format!("/audit.csv?{}", q.to_query_string(1));
+    let jsonl = format!("/audit.jsonl?{}", q.to_query_string(1));
     let prev = (p.page > 1).then(|| format!("/audit?{}", q.to_query_string(p.page - 1)));
     let next = (p.page < p.pages).then(|| format!("/audit?{}", q.to_query_string(p.page + 1)));
     view! {
@@ -81,7 +82,9 @@ fn Audit(p: AuditPage, q: AuditQuery) -> impl IntoView {
             <label class="field"><span>"Until"</span><input type="date" name="until" value=q.until.clone()/></label>
             <button class="button primary" type="submit" data-test="filter-apply">"Filter"</button>
             <a class="button ghost" href=csv data-test="audit-csv">"Download CSV"</a>
+            <a class="button ghost" href=jsonl title="JSON lines, oldest first, with each row's chain hash: for a SIEM's independent copy" data-test="audit-jsonl">"JSON lines"</a>
         </form>
+        {p.chain.clone().map(chain_status)}
         <p class="muted small" data-test="audit-total">{format!("{} event{} · page {} of {}", p.total, if p.total == 1 { "" } else { "s" }, p.page, p.pages)}</p>
         {if p.events.is_empty() {
             view! { <div class="card empty"><p>"No events match these filters."</p></div> }.into_any()
@@ -113,5 +116,30 @@ fn Audit(p: AuditPage, q: AuditQuery) -> impl IntoView {
             {prev.map(|h| view! { <a class="button ghost" href=h data-test="audit-prev">"← Newer"</a> })}
             {next.map(|h| view! { <a class="button ghost" href=h data-test="audit-next">"Older →"</a> })}
         </nav>
+    }
+}
+
+/// "Chain verified up to row N", or where it breaks.
+fn chain_status(c: tessera_protocol::views::AuditChainStatus) -> AnyView {
+    let earlier = match c.unchained {
+        0 => String::new(),
+        n => format!(" ({n} earlier rows predate the chain)"),
+    };
+    match c.broken {
+        None => {
+            let text = match c.verified_up_to {
+                Some(id) => format!(
+                    "Hash chain verified up to row {id}: {} rows{earlier}.",
+                    c.verified
+                ),
+                None => format!("Hash chain: no chained rows yet{earlier}."),
+            };
+            view! { <p class="callout success small" data-test="audit-chain" data-state="verified">{text}</p> }.into_any()
+        }
+        Some((row, reason)) => {
+            let at = row.map_or_else(|| "the start".to_owned(), |id| format!("row {id}"));
+            let text = format!("Hash chain broken at {at}: {reason}. {} rows verified before it; run tessera-server verify-audit and compare with your SIEM's copy.", c.verified);
+            view! { <p class="callout danger small" data-test="audit-chain" data-state="broken">{text}</p> }.into_any()
+        }
     }
 }

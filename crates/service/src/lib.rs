@@ -8,6 +8,7 @@
 pub mod allocations;
 pub mod api_tokens;
 pub mod audit;
+pub mod audit_chain;
 pub mod audit_log;
 mod auth;
 mod db;

@@ -290,17 +290,18 @@ impl Write {
             touched.add(audit.as_ref().and_then(|a| a.tenant_id));
             if let Some(entry) = audit {
                 let (actor_user_id, actor_name) = actor.parts();
-                audit_rows.push(audit_event::ActiveModel {
-                    at: Set(now),
-                    actor_user_id: Set(actor_user_id),
-                    actor: Set(actor_name),
-                    tenant_id: Set(entry.tenant_id),
-                    action: Set(entry.action),
-                    target_type: Set(entry.target_type),
-                    target_id: Set(entry.target_id),
-                    before: Set(entry.before),
-                    after: Set(entry.after),
-                    ..Default::default()
+                audit_rows.push(audit_event::Model {
+                    id: 0,
+                    at: crate::audit_chain::stored_instant(now),
+                    actor_user_id,
+                    actor: actor_name,
+                    tenant_id: entry.tenant_id,
+                    action: entry.action,
+                    target_type: entry.target_type,
+                    target_id: entry.target_id,
+                    before: entry.before,
+                    after: entry.after,
+                    hash: None,
                 });
             }
             if let Some(notice) = event.notice() {
@@ -310,6 +311,16 @@ impl Write {
         }
         // The write's audit rows in one statement (a few hundred at a time:
         // a bulk change may emit thousands), in the events' order.
+        // Chained after the log's head, which stays locked until the commit.
+        crate::audit_chain::append(&txn, &mut audit_rows).await?;
+        let mut audit_rows: Vec<audit_event::ActiveModel> = audit_rows
+            .into_iter()
+            .map(|row| {
+                let mut row: audit_event::ActiveModel = row.into();
+                row.id = sea_orm::ActiveValue::NotSet;
+                row
+            })
+            .collect();
         while !audit_rows.is_empty() {
             let rest = audit_rows.split_off(audit_rows.len().min(AUDIT_ROWS_PER_INSERT));
             audit_event::Entity::insert_many(std::mem::replace(&mut audit_rows, rest))

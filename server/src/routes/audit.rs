@@ -1,4 +1,5 @@
-//! `GET /audit.csv`: the audit log, filtered like the page, as CSV.
+//! `GET /audit.csv` and `GET /audit.jsonl`: the audit log, filtered like
+//! the page, as CSV or as JSON lines with each row's chain hash.
 
 use crate::auth::extract::Person;
 use crate::error::ApiError;
@@ -42,6 +43,26 @@ pub async fn download_audit_csv(
             (
                 header::CONTENT_DISPOSITION,
                 "attachment; filename=\"tessera-audit.csv\"",
+            ),
+        ],
+        body,
+    ))
+}
+
+/// The JSON lines download, oldest first, with each row's chain hash (same
+/// authorization as the page), for a SIEM to keep an independent copy.
+pub async fn download_audit_jsonl(
+    State(state): State<AppState>,
+    AuditFilterQuery(filter): AuditFilterQuery,
+    Person(p): Person,
+) -> Result<impl IntoResponse, ApiError> {
+    let body = state.service.audit_jsonl(&p, &filter).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/jsonl; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"tessera-audit.jsonl\"",
             ),
         ],
         body,

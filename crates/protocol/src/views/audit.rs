@@ -40,4 +40,20 @@ pub struct AuditPage {
     pub pages: u32,
     /// Tenants the viewer may filter by (slug, name).
     pub tenants: Vec<(String, String)>,
+    /// The hash chain's state (platform admins; `None` for others).
+    #[serde(default)]
+    pub chain: Option<AuditChainStatus>,
+}
+
+/// What a walk of the audit log's hash chain found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditChainStatus {
+    /// Rows whose hash matched.
+    pub verified: u64,
+    /// The last of them.
+    pub verified_up_to: Option<i64>,
+    /// Rows written before the chain began.
+    pub unchained: u64,
+    /// The first row that breaks the chain, and why.
+    pub broken: Option<(Option<i64>, String)>,
 }

@@ -20,7 +20,7 @@ pub use allocations::{
     RequestOptions,
 };
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
-pub use audit::{AuditEventView, AuditPage};
+pub use audit::{AuditChainStatus, AuditEventView, AuditPage};
 pub use fleet::{
     CreatedJoinToken, FleetSummary, FleetView, GpuView, HostStatus, HostView, JoinTokenStatus,
     JoinTokenView, MigInstanceView, OpsRequest, OpsView, PoolView, HOSTS_PER_PAGE,

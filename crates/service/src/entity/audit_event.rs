@@ -17,6 +17,9 @@ pub struct Model {
     pub target_id: String,
     pub before: Option<Json>,
     pub after: Option<Json>,
+    /// SHA-256 (hex) of the previous row's hash and this row's content
+    /// (see [`crate::audit_chain`]); `None` before the chain began.
+    pub hash: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -3,6 +3,7 @@
 pub mod admission_refusal;
 pub mod allocation;
 pub mod api_token;
+pub mod audit_chain;
 pub mod audit_event;
 pub mod gpu;
 pub mod gpu_rollup;

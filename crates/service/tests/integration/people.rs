@@ -224,3 +224,121 @@ async fn signing_out_everywhere_ends_the_sessions_signed_in_before_it() {
         .count();
     assert_eq!(audited, 2);
 }
+
+#[tokio::test]
+async fn the_audit_log_is_a_hash_chain_that_names_the_first_edited_row() {
+    let f = fixture().await;
+    let root = f.admin().await;
+    let admin = root.require_platform_admin().unwrap();
+    for who in ["bob", "nora", "lee"] {
+        let p = f.login(who, &["vision"]).await;
+        f.service
+            .sign_out_everywhere(&p, p.user_id())
+            .await
+            .unwrap();
+    }
+    let people = f.service.people(&admin).await.unwrap();
+    assert!(people.len() >= 4);
+    let ok = f.service.verify_audit_chain().await.unwrap();
+    let bob = people.iter().find(|p| p.name == "User bob").unwrap().id;
+    let member = f.service.principal(bob).await.unwrap();
+    let page = f.service.audit_log(&member, &Default::default()).await;
+    assert!(
+        page.map_or(true, |p| p.chain.is_none()),
+        "only platform admins"
+    );
+    let rows = f.count("audit_events").await as u64;
+    assert_eq!(ok.broken, None, "{ok:?}");
+    assert_eq!((ok.verified, ok.unchained), (rows, 0));
+    assert!(rows >= 8, "{rows}");
+
+    // One row edited behind Tessera's back: the walk stops there.
+    let ids: Vec<i64> = audit_event::Entity::find()
+        .all(f.service.db())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let (third, last) = (ids[2], ids[ids.len() - 1]);
+    let actor = audit_event::Entity::find_by_id(third)
+        .one(f.service.db())
+        .await
+        .unwrap()
+        .unwrap()
+        .actor;
+    f.behind_the_back(format!(
+        "UPDATE audit_events SET actor = 'mallory' WHERE id = {third}"
+    ))
+    .await;
+    let bad = f.service.verify_audit_chain().await.unwrap();
+    // The platform admin's audit page says where it breaks.
+    let page = f
+        .service
+        .audit_log(&root, &Default::default())
+        .await
+        .unwrap();
+    let chain = page.chain.expect("platform admins see the chain");
+    assert_eq!(chain.broken.map(|b| b.0), Some(Some(third)));
+    let broken = bad.broken.expect("an edited row breaks the chain");
+    assert_eq!(broken.row, Some(third), "{broken:?}");
+    assert_eq!(bad.verified, 2);
+    assert_eq!(bad.verified_up_to, Some(ids[1]));
+
+    // Put back, the chain holds again; the last row removed: the end is cut.
+    f.behind_the_back(format!(
+        "UPDATE audit_events SET actor = '{}' WHERE id = {third}",
+        actor.replace('\'', "''")
+    ))
+    .await;
+    let again = f.service.verify_audit_chain().await.unwrap();
+    assert_eq!((again.broken, again.verified), (None, rows));
+    f.behind_the_back(format!("DELETE FROM audit_events WHERE id = {last}"))
+        .await;
+    let cut = f.service.verify_audit_chain().await.unwrap();
+    let broken = cut.broken.expect("a removed last row breaks the chain");
+    assert!(broken.reason.contains("removed at the end"), "{broken:?}");
+    assert_eq!(cut.verified, rows - 1);
+}
+
+/// Audited writes racing on two replicas of one database append to one
+/// chain: every row links to the one before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_racing_keep_one_audit_chain() {
+    let f = fixture().await;
+    let replica = tessera_service::Service::new(
+        f.service.db().clone(),
+        f.service.settings().clone(),
+        f.clock.clone(),
+    );
+    let mut people = Vec::new();
+    for i in 0..8 {
+        people.push(f.login(&format!("p{i}"), &["vision"]).await);
+    }
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let service = if i % 2 == 0 {
+                f.service.clone()
+            } else {
+                replica.clone()
+            };
+            let who = people[i % people.len()].clone();
+            tokio::spawn(async move { service.sign_out_everywhere(&who, who.user_id()).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let report = replica.verify_audit_chain().await.unwrap();
+    assert_eq!(report.broken, None, "{report:?}");
+    assert_eq!(report.verified, f.count("audit_events").await as u64);
+    assert_eq!(count_of(&f, "user.sign_out_everywhere").await, 40);
+}
+
+async fn count_of(f: &Fixture, action: &str) -> usize {
+    f.audit_actions()
+        .await
+        .iter()
+        .filter(|a| a.as_str() == action)
+        .count()
+}
