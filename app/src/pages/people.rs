@@ -94,7 +94,7 @@ fn LivePeople() -> impl IntoView {
                                                         Some(at) => view! { <span class="badge subtle" data-test="person-status">"deactivated"</span><div class="muted small">{format::when(at)}</div> }.into_any(),
                                                         None => view! { <span class="badge ok" data-test="person-status">"active"</span> }.into_any(),
                                                     }}</td>
-                                                    <td class="actions">
+                                                    <td class="actions inline-actions">
                                                         {active.then(|| view! {
                                                             <ActionForm action=sign_out>
                                                                 <input type="hidden" name="id" value=id/>
