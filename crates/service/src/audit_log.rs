@@ -180,13 +180,7 @@ impl Service {
         who: &Principal,
         filter: &AuditFilter,
     ) -> Result<String, ServiceError> {
-        let (cond, tenants) = self.audit_condition(who, filter).await?;
-        let rows = audit_event::Entity::find()
-            .filter(cond)
-            .order_by_desc(audit_event::Column::Id)
-            .paginate(&self.db, CSV_LIMIT)
-            .fetch_page(0)
-            .await?;
+        let (rows, tenants) = self.export_rows(who, filter).await?;
         let mut out =
             String::from("id,at,actor,tenant,action,target_type,target_id,before,after\n");
         for e in rows {
@@ -211,22 +205,40 @@ impl Service {
 }
 
 impl Service {
-    /// Every matching event (oldest first, at most [`CSV_LIMIT`]) as JSON
-    /// lines with its chain hash, for a SIEM to keep an independent copy.
+    /// The newest matching events (at most [`CSV_LIMIT`]), newest first, and
+    /// the tenants the caller may see, for the downloads.
+    async fn export_rows(
+        &self,
+        who: &Principal,
+        filter: &AuditFilter,
+    ) -> Result<
+        (
+            Vec<audit_event::Model>,
+            BTreeMap<TenantId, (String, String)>,
+        ),
+        ServiceError,
+    > {
+        let (cond, tenants) = self.audit_condition(who, filter).await?;
+        let rows = audit_event::Entity::find()
+            .filter(cond)
+            .order_by_desc(audit_event::Column::Id)
+            .paginate(&self.db, CSV_LIMIT)
+            .fetch_page(0)
+            .await?;
+        Ok((rows, tenants))
+    }
+
+    /// The newest matching events (at most [`CSV_LIMIT`]), oldest first, as
+    /// JSON lines with their chain hashes, for a SIEM to keep an independent
+    /// copy.
     pub async fn audit_jsonl(
         &self,
         who: &Principal,
         filter: &AuditFilter,
     ) -> Result<String, ServiceError> {
-        let (cond, tenants) = self.audit_condition(who, filter).await?;
-        let rows = audit_event::Entity::find()
-            .filter(cond)
-            .order_by_asc(audit_event::Column::Id)
-            .paginate(&self.db, CSV_LIMIT)
-            .fetch_page(0)
-            .await?;
+        let (rows, tenants) = self.export_rows(who, filter).await?;
         let mut out = String::new();
-        for e in rows {
+        for e in rows.into_iter().rev() {
             let line = serde_json::json!({
                 "id": e.id,
                 "at": e.at,

@@ -98,8 +98,14 @@ pub async fn logout_everywhere(
         .get::<tessera_core::ids::UserId>(keys::USER_ID)
         .await?
     {
-        let me = state.service.principal(user_id).await?;
-        state.service.sign_out_everywhere(&me, user_id).await?;
+        // A person already gone or deactivated has no sessions left to end.
+        match state.service.principal(user_id).await {
+            Ok(me) => {
+                state.service.sign_out_everywhere(&me, user_id).await?;
+            }
+            Err(tessera_service::ServiceError::Unauthenticated) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     logout(State(state), session).await
 }
