@@ -27,6 +27,7 @@ mod m20261213_000019_allocation_indexes;
 mod m20261214_000020_add_processes_stopped;
 mod m20261215_000021_people_and_token_creators;
 mod m20261216_000022_audit_chain;
+mod m20261217_000023_token_scopes_and_audit_retention;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261214_000020_add_processes_stopped::Migration),
             Box::new(m20261215_000021_people_and_token_creators::Migration),
             Box::new(m20261216_000022_audit_chain::Migration),
+            Box::new(m20261217_000023_token_scopes_and_audit_retention::Migration),
         ]
     }
 }

@@ -84,6 +84,7 @@ pub async fn build_state(
             &config.directory,
         )?,
         telemetry: config.telemetry,
+        audit: config.audit,
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
     tessera_service::pools::validate_pool_tenants(&settings.pools, &settings.directory)?;
@@ -353,6 +354,11 @@ pub async fn run_scheduler(
             ),
             Ok(_) => {}
             Err(e) => tracing::warn!("telemetry rollup: {e:?}"),
+        }
+        match service.prune_audit().await {
+            Ok(0) => {}
+            Ok(rows) => tracing::info!(rows, "audit retention deleted the oldest rows"),
+            Err(e) => tracing::warn!("audit retention: {e:?}"),
         }
         match service.tick().await {
             Ok(r) if r != Default::default() => tracing::info!(

@@ -84,6 +84,9 @@ pub struct Config {
     /// `minute_days`, `hour_days`).
     #[serde(default)]
     pub telemetry: tessera_service::telemetry::TelemetryPolicy,
+    /// How long audit rows are kept (`[audit]`: `keep_days`; unset: forever).
+    #[serde(default)]
+    pub audit: tessera_service::audit_retention::AuditRetention,
 }
 
 /// `[metrics]`
@@ -443,6 +446,7 @@ impl Config {
         for (section, checked) in [
             ("api_tokens", self.api_tokens.policy().validate()),
             ("telemetry", self.telemetry.validate()),
+            ("audit", self.audit.validate()),
         ] {
             if let Err(e) = checked {
                 if let tessera_service::ServiceError::Invalid { field, message } = e {

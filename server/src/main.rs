@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::sync::Arc;
+use tessera_core::role::TokenScope;
 use tessera_server::app::{build_state, router, run_scheduler};
 use tessera_server::config::Config;
 use tessera_service::audit::Actor;
@@ -69,7 +70,19 @@ enum Command {
         /// configuration, 90 and 365 unless set).
         #[arg(long)]
         days: Option<u32>,
+        /// What it may do: `read` (look only) or `request` (a member's
+        /// rights: request, extend, keep, release).
+        #[arg(long, default_value = "request", value_parser = parse_scope)]
+        scope: TokenScope,
     },
+}
+
+/// A token scope named on the command line.
+fn parse_scope(name: &str) -> Result<TokenScope, String> {
+    TokenScope::parse(name).ok_or_else(|| {
+        let names: Vec<_> = TokenScope::ALL.iter().map(|s| s.as_str()).collect();
+        format!("'{name}' is not a scope; one of: {}", names.join(", "))
+    })
 }
 
 #[tokio::main]
@@ -124,6 +137,13 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                 0 => String::new(),
                 n => format!("; {n} earlier rows were written before the chain began"),
             };
+            let before = match report.pruned_through {
+                None => before,
+                Some(id) => format!(
+                    "{before}; retention deleted {} chained rows up to row {id}, the walk starts from the last one's hash",
+                    report.pruned
+                ),
+            };
             match report.broken {
                 None => {
                     let up_to = report
@@ -147,10 +167,15 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                 }
             }
         }
-        Command::CreateApiToken { tenant, name, days } => {
+        Command::CreateApiToken {
+            tenant,
+            name,
+            days,
+            scope,
+        } => {
             let created = state
                 .service
-                .create_api_token_as_system(&tenant, &name, days)
+                .create_api_token_as_system(&tenant, &name, days, scope)
                 .await?;
             println!("{}", created.secret);
             Ok(())

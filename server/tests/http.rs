@@ -11,6 +11,7 @@ use http_body_util::BodyExt;
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::{json, Value};
 use std::sync::Arc;
+use tessera_core::role::TokenScope;
 use tessera_server::app::{build_state, router};
 use tessera_server::config::Config;
 use tessera_service::audit::Actor;
@@ -235,7 +236,7 @@ impl App {
 
     async fn api_token(&self, tenant: &str) -> String {
         self.service
-            .create_api_token_as_system(tenant, "test", None)
+            .create_api_token_as_system(tenant, "test", None, TokenScope::Request)
             .await
             .unwrap()
             .secret
@@ -790,6 +791,50 @@ async fn kubernetes_configs_describe_the_host_and_the_tenants_slices() {
         status == StatusCode::NOT_FOUND || status == StatusCode::FORBIDDEN,
         "{status}"
     );
+}
+
+#[tokio::test]
+async fn a_read_only_token_lists_slices_and_is_refused_every_change_over_http() {
+    let app = app().await;
+    l4_host(&app).await;
+    let writer = app.api_token("vision").await;
+    let reader = app
+        .service
+        .create_api_token_as_system("vision", "dashboard", None, TokenScope::Read)
+        .await
+        .unwrap()
+        .secret;
+    let (status, created) = app
+        .post_json("/api/v1/allocations", Some(&writer), TIME_SLICE)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_i64().unwrap();
+    let (status, listed) = app.get_json("/api/v1/allocations", Some(&reader)).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let audited = app.audit_count().await;
+    for (path, body) in [
+        ("/api/v1/allocations".to_owned(), TIME_SLICE),
+        (format!("/api/v1/allocations/{id}/extend"), r#"{"hours":1}"#),
+        (format!("/api/v1/allocations/{id}/release"), "{}"),
+    ] {
+        let (status, err) = app.post_json(&path, Some(&reader), body).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {err}");
+        assert_eq!(err["code"], "forbidden", "{err}");
+        assert!(
+            err["message"].as_str().unwrap().contains("read-only"),
+            "{err}"
+        );
+    }
+    assert_eq!(app.audit_count().await, audited, "nothing was written");
+    let (status, _) = app
+        .post_json(
+            &format!("/api/v1/allocations/{id}/release"),
+            Some(&writer),
+            "{}",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -33,6 +33,7 @@ use tessera_core::ids::{
     AllocationId, ApiTokenId, HostId, JoinTokenId, NotificationId, QuotaGrantId, QuotaRequestId,
     UserId,
 };
+use tessera_core::role::TokenScope;
 use tessera_protocol::quotas::{
     ApprovalQueueView, CreatedWebhook, NotificationsPage, QuotaChange, QuotaRequestView,
     TenantQuotaPage, TenantQuotasView, WebhookView,

@@ -12,18 +12,22 @@ pub async fn list_api_tokens(slug: String) -> Result<Vec<ApiTokenView>, AppError
 }
 
 /// Creates an API token (tenant admins) that lives `days` (empty: the
-/// configured default); the secret is shown once.
+/// configured default) with `scope` (absent: a member's rights); the secret
+/// is shown once.
 #[server(prefix = "/api/ui", endpoint = "create_api_token")]
 pub async fn create_api_token(
     slug: String,
     name: String,
     #[server(default)] days: String,
+    #[server(default)] scope: TokenScope,
 ) -> Result<CreatedApiToken, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let who = viewer.require()?;
     let actor = service.tenant_actor(who, &slug).await?;
     let days = ssr::optional_count("days", &days)?;
-    Ok(service.create_api_token(who, &actor, &name, days).await?)
+    Ok(service
+        .create_api_token(who, &actor, &name, days, scope)
+        .await?)
 }
 
 /// Revokes an API token (tenant admins).

@@ -5,6 +5,15 @@ use crate::components::error_panel::ErrorPanel;
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
+use tessera_core::role::TokenScope;
+
+/// What a token of `scope` may do, in the table's words.
+fn scope_label(scope: TokenScope) -> &'static str {
+    match scope {
+        TokenScope::Read => "read",
+        TokenScope::Request => "request and release",
+    }
+}
 
 /// `/t/:slug/api-tokens` (tenant admins).
 #[component]
@@ -36,7 +45,7 @@ fn LiveApiTokens(
         <section class="page-head">
             <p class="eyebrow"><a href=move || format!("/t/{}", slug())>{slug}</a></p>
             <h1>"API tokens"</h1>
-            <p class="muted">"Scripts and CI pipelines use a token to request and release slices for this tenant through "<a href="/api/v1/openapi.json">"the REST API"</a>". A token acts for the tenant, not for you; revoke it when it is no longer needed."</p>
+            <p class="muted">"Scripts and CI pipelines use a token to request and release slices for this tenant through "<a href="/api/v1/openapi.json">"the REST API"</a>"; a dashboard that only looks needs a read-only one. A token acts for the tenant, and only while you still belong to it; revoke it when it is no longer needed."</p>
         </section>
         <section class="card">
             <ActionForm action=create attr:class="form-row" attr:data-test="create-api-token-form">
@@ -44,6 +53,13 @@ fn LiveApiTokens(
                 <label class="field grow">
                     <span>"Name"</span>
                     <input type="text" name="name" required maxlength="100" placeholder="nightly-training CI" data-test="api-token-name"/>
+                </label>
+                <label class="field">
+                    <span>"May"</span>
+                    <select name="scope" data-test="api-token-scope">
+                        <option value="request" selected>"request and release"</option>
+                        <option value="read">"only read"</option>
+                    </select>
                 </label>
                 <label class="field">
                     <span>"Expires in (days)"</span>
@@ -73,7 +89,7 @@ fn LiveApiTokens(
                     Ok(list) => view! {
                         <section class="card table-card">
                             <table data-test="api-tokens">
-                                <thead><tr><th>"Name"</th><th>"Token"</th><th>"Created"</th><th>"Expires"</th><th>"Last used"</th><th>"Status"</th><th></th></tr></thead>
+                                <thead><tr><th>"Name"</th><th>"Token"</th><th>"May"</th><th>"Created"</th><th>"Expires"</th><th>"Last used"</th><th>"Status"</th><th></th></tr></thead>
                                 <tbody>
                                     {list.into_iter().map(|t| {
                                         let revoked = t.revoked_at.is_some();
@@ -82,6 +98,7 @@ fn LiveApiTokens(
                                             <tr data-test="api-token-row">
                                                 <td>{t.name}<div class="muted small">{t.created_by}</div></td>
                                                 <td class="mono">{format!("{}…", t.prefix)}</td>
+                                                <td data-test="api-token-scope">{scope_label(t.scope)}</td>
                                                 <td class="muted">{format::when(t.created_at)}</td>
                                                 <td class="muted" data-test="api-token-expires">{format::when(t.expires_at)}</td>
                                                 <td class="muted">{t.last_used_at.map(format::when).unwrap_or_else(|| "never".into())}</td>

@@ -125,14 +125,22 @@ fn chain_status(c: tessera_protocol::views::AuditChainStatus) -> AnyView {
         0 => String::new(),
         n => format!(" ({n} earlier rows predate the chain)"),
     };
+    let retention = match (c.keep_days, c.pruned_through) {
+        (None, _) => " Rows are kept forever.".to_owned(),
+        (Some(days), None) => format!(" Rows older than {days} days will be deleted."),
+        (Some(days), Some(id)) => format!(
+            " Rows older than {days} days are deleted: {} up to row {id} so far; the chain goes on from the last one's hash.",
+            c.pruned
+        ),
+    };
     match c.broken {
         None => {
             let text = match c.verified_up_to {
                 Some(id) => format!(
-                    "Hash chain verified up to row {id}: {} rows{earlier}.",
+                    "Hash chain verified up to row {id}: {} rows{earlier}.{retention}",
                     c.verified
                 ),
-                None => format!("Hash chain: no chained rows yet{earlier}."),
+                None => format!("Hash chain: no chained rows yet{earlier}.{retention}"),
             };
             view! { <p class="callout success small" data-test="audit-chain" data-state="verified">{text}</p> }.into_any()
         }

@@ -125,6 +125,9 @@ stable_names! {
         WebhookDelete = "webhook.delete",
         /// A test event was sent to a tenant's webhook.
         WebhookTest = "webhook.test",
+        /// Retention deleted the oldest audit rows (the chain keeps their
+        /// last hash as its anchor).
+        AuditPrune = "audit.prune",
     }
 }
 
@@ -155,6 +158,8 @@ stable_names! {
         User = "user",
         /// A tenant's webhook.
         Webhook = "webhook",
+        /// The audit log itself.
+        AuditLog = "audit",
     }
 }
 
@@ -227,6 +232,7 @@ mod tests {
                 "webhook.set",
                 "webhook.delete",
                 "webhook.test",
+                "audit.prune",
             ]
         );
         let targets: Vec<&str> = AuditTarget::ALL.iter().map(|t| t.as_str()).collect();
@@ -245,6 +251,7 @@ mod tests {
                 "pool",
                 "user",
                 "webhook",
+                "audit",
             ]
         );
         for a in AuditAction::ALL {

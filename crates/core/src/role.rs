@@ -1,5 +1,6 @@
 //! Roles a person holds in a tenant (from IdP groups at each login).
 
+use crate::names::stable_names;
 use serde::{Deserialize, Serialize};
 
 /// A tenant role. The names are stable: stored in `memberships.role`, and
@@ -34,6 +35,58 @@ impl TenantRole {
     }
 }
 
+stable_names! {
+    /// What a tenant API token may do. The names are stable: stored in
+    /// `api_tokens.scope`, and shown in the API and the audit log.
+    pub enum TokenScope ("token_scope") {
+        /// Look only: list and read slices, their activity and the request
+        /// options; every change is refused.
+        Read = "read",
+        /// A member's rights: also request, extend, keep and release slices.
+        Request = "request",
+    }
+}
+
+impl Default for TokenScope {
+    /// A token made without a scope has a member's rights (what every token
+    /// had before scopes existed).
+    fn default() -> Self {
+        Self::Request
+    }
+}
+
+/// What a caller may do with one tenant's slices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SliceRights {
+    /// Request, extend, keep and release (members; `request` tokens).
+    Use,
+    /// Look and release, nothing that takes capacity (a platform admin who
+    /// is not a member).
+    Oversee,
+    /// Look only (`read` tokens).
+    Read,
+}
+
+impl SliceRights {
+    /// The rights a token of `scope` acts with.
+    pub fn of_token(scope: TokenScope) -> Self {
+        match scope {
+            TokenScope::Read => Self::Read,
+            TokenScope::Request => Self::Use,
+        }
+    }
+
+    /// May request, extend and keep slices (take or hold capacity).
+    pub fn may_request(self) -> bool {
+        self == Self::Use
+    }
+
+    /// May release slices.
+    pub fn may_release(self) -> bool {
+        self != Self::Read
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +105,20 @@ mod tests {
         }
         // Admins sort after members (the member list shows admins first).
         assert!(TenantRole::TenantAdmin > TenantRole::Member);
+    }
+
+    #[test]
+    fn a_read_token_may_look_only_and_a_request_token_acts_as_a_member() {
+        let read = SliceRights::of_token(TokenScope::Read);
+        assert!(!read.may_request());
+        assert!(!read.may_release());
+        let request = SliceRights::of_token(TokenScope::Request);
+        assert!(request.may_request());
+        assert!(request.may_release());
+        assert!(!SliceRights::Oversee.may_request());
+        assert!(SliceRights::Oversee.may_release());
+        assert_eq!(TokenScope::default(), TokenScope::Request);
+        assert_eq!(TokenScope::parse("read"), Some(TokenScope::Read));
+        assert_eq!(TokenScope::parse("admin"), None);
     }
 }

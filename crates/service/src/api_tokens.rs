@@ -13,6 +13,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, Set,
 };
 use tessera_core::ids::{ApiTokenId, TenantId, UserId};
+use tessera_core::role::TokenScope;
 
 use tessera_protocol::views::{ApiTokenView, CreatedApiToken, TenantRole};
 
@@ -150,6 +151,7 @@ fn view(t: api_token::Model, policy: &ApiTokenPolicy, now: DateTime<Utc>) -> Api
         expires_at,
         expired: expires_at <= now,
         suspended: None,
+        scope: t.scope,
     }
 }
 
@@ -173,9 +175,10 @@ impl Service {
         actor: &TenantActor,
         name: &str,
         days: Option<u32>,
+        scope: TokenScope,
     ) -> Result<CreatedApiToken, ServiceError> {
         Self::require_tenant_admin(who, actor)?;
-        self.insert_api_token(actor, name, days).await
+        self.insert_api_token(actor, name, days, scope).await
     }
 
     /// Creates a token for tenant `slug` on the operator's behalf (the
@@ -185,6 +188,7 @@ impl Service {
         slug: &str,
         name: &str,
         days: Option<u32>,
+        scope: TokenScope,
     ) -> Result<CreatedApiToken, ServiceError> {
         let t = crate::entity::tenant::Entity::find()
             .filter(crate::entity::tenant::Column::Slug.eq(slug))
@@ -196,9 +200,9 @@ impl Service {
             tenant_slug: t.slug,
             name: "system".to_owned(),
             user_id: None,
-            can_request: true,
+            rights: tessera_core::role::SliceRights::Use,
         };
-        self.insert_api_token(&actor, name, days).await
+        self.insert_api_token(&actor, name, days, scope).await
     }
 
     async fn insert_api_token(
@@ -206,6 +210,7 @@ impl Service {
         actor: &TenantActor,
         name: &str,
         days: Option<u32>,
+        scope: TokenScope,
     ) -> Result<CreatedApiToken, ServiceError> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 100 {
@@ -225,6 +230,7 @@ impl Service {
             created_by_user_id: Set(actor.user_id),
             created_at: Set(now),
             expires_at: Set(Some(expires_at)),
+            scope: Set(scope),
             ..Default::default()
         }
         .insert(w.db())
@@ -235,6 +241,7 @@ impl Service {
             name: t.name.clone(),
             prefix: t.prefix.clone(),
             expires_at,
+            scope,
         });
         w.commit(self, &actor.audit()).await?;
         Ok(CreatedApiToken {

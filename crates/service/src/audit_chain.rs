@@ -50,6 +50,24 @@ pub(crate) fn link(prev: &str, row: &audit_event::Model) -> String {
     hex::encode(h.finalize())
 }
 
+/// The chain's head, locked until the transaction ends. PostgreSQL: the
+/// row lock orders appenders (and retention); a waiting one reads the head
+/// its predecessor wrote. SQLite: the write already holds the lock.
+pub(crate) async fn locked_head(
+    txn: &DatabaseTransaction,
+) -> Result<audit_chain::Model, ServiceError> {
+    let backend = txn.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => "SELECT * FROM audit_chain WHERE id = 1 FOR UPDATE",
+        _ => "SELECT * FROM audit_chain WHERE id = 1",
+    };
+    audit_chain::Entity::find()
+        .from_raw_sql(Statement::from_string(backend, sql))
+        .one(txn)
+        .await?
+        .ok_or_else(|| ServiceError::internal("the audit chain has no head row"))
+}
+
 /// Chains `rows` (in order) after the head, which stays locked until the
 /// transaction ends, and moves the head past them.
 pub(crate) async fn append(
@@ -59,18 +77,7 @@ pub(crate) async fn append(
     if rows.is_empty() {
         return Ok(());
     }
-    let backend = txn.get_database_backend();
-    // PostgreSQL: the row lock orders appenders; a waiting one reads the
-    // head its predecessor wrote. SQLite: the write already holds the lock.
-    let sql = match backend {
-        DbBackend::Postgres => "SELECT last_hash FROM audit_chain WHERE id = 1 FOR UPDATE",
-        _ => "SELECT last_hash FROM audit_chain WHERE id = 1",
-    };
-    let head = txn
-        .query_one(Statement::from_string(backend, sql))
-        .await?
-        .ok_or_else(|| ServiceError::internal("the audit chain has no head row"))?;
-    let mut last: String = head.try_get("", "last_hash")?;
+    let mut last = locked_head(txn).await?.last_hash;
     for row in rows.iter_mut() {
         let hash = link(&last, row);
         row.hash = Some(hash.clone());
@@ -97,6 +104,10 @@ pub struct AuditChainReport {
     pub verified_up_to: Option<i64>,
     /// Rows written before the chain began (no hash).
     pub unchained: u64,
+    /// Chained rows retention deleted (the walk starts from the last one's hash).
+    pub pruned: u64,
+    /// The last row retention deleted.
+    pub pruned_through: Option<i64>,
     /// The first break, if any.
     pub broken: Option<BrokenLink>,
 }
@@ -114,21 +125,25 @@ impl Service {
     /// Walks the whole audit log in id order and checks every link of the
     /// chain, and that the last one is the head (nothing cut off the end).
     pub async fn verify_audit_chain(&self) -> Result<AuditChainReport, ServiceError> {
-        let mut report = AuditChainReport {
-            verified: 0,
-            verified_up_to: None,
-            unchained: 0,
-            broken: None,
-        };
         // The head first: rows appended after it are not this walk's.
         let head = audit_chain::Entity::find_by_id(1)
             .one(&self.db)
             .await?
             .ok_or_else(|| ServiceError::internal("the audit chain has no head row"))?;
-        let chained = u64::try_from(head.rows).unwrap_or(0);
-        let mut last = String::new();
-        let mut after = 0i64;
-        let mut started = false;
+        let pruned = u64::try_from(head.pruned_rows).unwrap_or(0);
+        let mut report = AuditChainReport {
+            verified: 0,
+            verified_up_to: None,
+            unchained: 0,
+            pruned,
+            pruned_through: head.pruned_through,
+            broken: None,
+        };
+        // The rows kept chain on from the last one retention deleted.
+        let chained = u64::try_from(head.rows).unwrap_or(0).saturating_sub(pruned);
+        let mut last = head.pruned_hash.clone();
+        let mut after = head.pruned_through.unwrap_or(0);
+        let mut started = !last.is_empty();
         'walk: while report.verified < chained {
             let rows = audit_event::Entity::find()
                 .filter(audit_event::Column::Id.gt(after))
@@ -188,6 +203,9 @@ impl From<AuditChainReport> for tessera_protocol::views::AuditChainStatus {
             verified: r.verified,
             verified_up_to: r.verified_up_to,
             unchained: r.unchained,
+            pruned: r.pruned,
+            pruned_through: r.pruned_through,
+            keep_days: None,
             broken: r.broken.map(|b| (b.row, b.reason)),
         }
     }

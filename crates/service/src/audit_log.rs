@@ -161,7 +161,12 @@ impl Service {
         let pages = u32::try_from(total.div_ceil(PAGE_SIZE).max(1)).unwrap_or(u32::MAX);
         // Platform admins see whether the whole log still proves itself.
         let chain = match who.platform_admin {
-            true => Some(self.verify_audit_chain().await?.into()),
+            true => {
+                let mut status: tessera_protocol::views::AuditChainStatus =
+                    self.verify_audit_chain().await?.into();
+                status.keep_days = self.settings.audit.keep_days;
+                Some(status)
+            }
             false => None,
         };
         Ok(AuditPage {

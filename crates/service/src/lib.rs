@@ -10,6 +10,7 @@ pub mod api_tokens;
 pub mod audit;
 pub mod audit_chain;
 pub mod audit_log;
+pub mod audit_retention;
 mod auth;
 mod db;
 pub mod entity;
@@ -90,6 +91,8 @@ pub struct Settings {
     pub priority_classes: tessera_core::schedule::PriorityClasses,
     /// How long GPU telemetry is kept.
     pub telemetry: telemetry::TelemetryPolicy,
+    /// How long audit rows are kept.
+    pub audit: audit_retention::AuditRetention,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.

@@ -50,7 +50,7 @@ impl Service {
             members,
             allocations,
             quotas,
-            can_request: actor.can_request,
+            can_request: actor.can_request(),
             can_manage_tokens: who.role_in(t.id) == Some(TenantRole::TenantAdmin),
         })
     }

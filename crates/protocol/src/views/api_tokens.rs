@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tessera_core::ids::ApiTokenId;
+use tessera_core::role::TokenScope;
 
 /// A tenant API token as listed (never the secret).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +31,9 @@ pub struct ApiTokenView {
     /// tenant or have not signed in lately.
     #[serde(default)]
     pub suspended: Option<String>,
+    /// What it may do (`read`: look only; `request`: a member's rights).
+    #[serde(default)]
+    pub scope: TokenScope,
 }
 
 /// A token right after creation: the only time the secret is shown.

@@ -54,6 +54,15 @@ pub struct AuditChainStatus {
     pub verified_up_to: Option<i64>,
     /// Rows written before the chain began.
     pub unchained: u64,
+    /// Chained rows deleted by retention.
+    #[serde(default)]
+    pub pruned: u64,
+    /// The last row deleted by retention.
+    #[serde(default)]
+    pub pruned_through: Option<i64>,
+    /// The retention (`[audit] keep_days`; `None`: rows are kept forever).
+    #[serde(default)]
+    pub keep_days: Option<u32>,
     /// The first row that breaks the chain, and why.
     pub broken: Option<(Option<i64>, String)>,
 }

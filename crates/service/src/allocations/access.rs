@@ -8,6 +8,7 @@ use crate::token_auth::Verified;
 use crate::{secret, Principal, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tessera_core::ids::{TenantId, UserId};
+use tessera_core::role::SliceRights;
 
 /// A caller acting within one tenant: proof that the caller may act there,
 /// made only by [`Service::tenant_actor`] and
@@ -22,8 +23,8 @@ pub struct TenantActor {
     pub(crate) name: String,
     /// The user, when a person acts.
     pub(crate) user_id: Option<UserId>,
-    /// May request and extend (members and tokens).
-    pub(crate) can_request: bool,
+    /// What the caller may do with the tenant's slices.
+    pub(crate) rights: SliceRights,
 }
 
 impl TenantActor {
@@ -50,7 +51,28 @@ impl TenantActor {
     /// May request and extend slices (members and tokens; not a platform
     /// admin looking in).
     pub fn can_request(&self) -> bool {
-        self.can_request
+        self.rights.may_request()
+    }
+
+    /// Refuses unless the caller may take or hold capacity (request,
+    /// extend, keep); `what` completes "cannot …".
+    pub(crate) fn require_request(&self, what: &str) -> Result<(), ServiceError> {
+        match self.rights {
+            SliceRights::Use => Ok(()),
+            SliceRights::Oversee => Err(ServiceError::Forbidden(format!(
+                "only members of this tenant can {what}"
+            ))),
+            SliceRights::Read => Err(read_only(what)),
+        }
+    }
+
+    /// Refuses a read-only token's release.
+    pub(crate) fn require_release(&self) -> Result<(), ServiceError> {
+        if self.rights.may_release() {
+            Ok(())
+        } else {
+            Err(read_only("release its slices"))
+        }
     }
 
     /// The audit actor.
@@ -60,6 +82,13 @@ impl TenantActor {
             name: self.name.clone(),
         }
     }
+}
+
+/// The refusal of a read-only token's change.
+fn read_only(what: &str) -> ServiceError {
+    ServiceError::Forbidden(format!(
+        "this API token is read-only (scope `read`): it cannot {what}; a tenant admin can make one with scope `request`"
+    ))
 }
 
 impl Service {
@@ -80,7 +109,11 @@ impl Service {
             tenant_slug: t.slug,
             name: who.audit_name(),
             user_id: Some(who.user_id),
-            can_request: member,
+            rights: if member {
+                SliceRights::Use
+            } else {
+                SliceRights::Oversee
+            },
         })
     }
 
@@ -163,7 +196,7 @@ impl Service {
                 tenant_slug: t.slug,
                 name: format!("token:{}", token.name),
                 user_id: None,
-                can_request: true,
+                rights: SliceRights::of_token(token.scope),
             },
         })
     }

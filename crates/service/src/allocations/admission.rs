@@ -345,11 +345,7 @@ impl Service {
         actor: &TenantActor,
         req: &NewAllocation,
     ) -> Result<Checked, ServiceError> {
-        if !actor.can_request {
-            return Err(ServiceError::Forbidden(
-                "only members of this tenant can request slices for it".to_owned(),
-            ));
-        }
+        actor.require_request("request slices for it")?;
         if let Some(t) = &req.tenant {
             if t != &actor.tenant_slug {
                 return Err(ServiceError::not_found(format!("tenant '{t}'")));

@@ -235,11 +235,7 @@ impl Service {
         id: AllocationId,
         reason: &str,
     ) -> Result<AllocationView, ServiceError> {
-        if !actor.can_request {
-            return Err(ServiceError::Forbidden(
-                "only members of this tenant can keep its slices".to_owned(),
-            ));
-        }
+        actor.require_request("keep its slices")?;
         let reason = reason.trim();
         if reason.is_empty() {
             return Err(ServiceError::invalid(

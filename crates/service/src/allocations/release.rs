@@ -20,6 +20,7 @@ impl Service {
         actor: &TenantActor,
         id: AllocationId,
     ) -> Result<AllocationView, ServiceError> {
+        actor.require_release()?;
         self.own_row(actor, id).await?;
         let now = self.now();
         // Another writer (the queue, the agent's long poll) may move the row
@@ -78,11 +79,7 @@ impl Service {
         id: AllocationId,
         hours: u32,
     ) -> Result<AllocationView, ServiceError> {
-        if !actor.can_request {
-            return Err(ServiceError::Forbidden(
-                "only members of this tenant can extend its leases".to_owned(),
-            ));
-        }
+        actor.require_request("extend its leases")?;
         self.own_row(actor, id).await?;
         if hours == 0 {
             return Err(ServiceError::invalid("hours", "must be at least 1"));

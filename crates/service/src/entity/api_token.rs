@@ -1,6 +1,7 @@
 //! `api_tokens`: tenant-scoped tokens for the REST API (stored hashed).
 use sea_orm::entity::prelude::*;
 use tessera_core::ids::{ApiTokenId, TenantId, UserId};
+use tessera_core::role::TokenScope;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "api_tokens")]
@@ -23,6 +24,8 @@ pub struct Model {
     /// When it stops working; `None` only for a row written by an older
     /// server after the migration (then `created_at` plus the default lifetime).
     pub expires_at: Option<DateTimeUtc>,
+    /// What it may do.
+    pub scope: TokenScope,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -10,6 +10,13 @@ pub struct Model {
     pub last_hash: String,
     /// Chained rows so far.
     pub rows: i64,
+    /// Chained rows deleted by retention.
+    pub pruned_rows: i64,
+    /// The hash of the last row retention deleted: the rows kept chain on
+    /// from it ("" while none was deleted).
+    pub pruned_hash: String,
+    /// The id of that row.
+    pub pruned_through: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

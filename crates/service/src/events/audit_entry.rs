@@ -438,13 +438,16 @@ impl DomainEvent {
                 name,
                 prefix,
                 expires_at,
+                scope,
             } => AuditEntry {
                 action: AuditAction::ApiTokenCreate,
                 tenant_id: Some(*tenant_id),
                 target_type: AuditTarget::ApiToken,
                 target_id: token_id.to_string(),
                 before: None,
-                after: Some(json!({"name": name, "prefix": prefix, "expires_at": expires_at})),
+                after: Some(
+                    json!({"name": name, "prefix": prefix, "expires_at": expires_at, "scope": scope}),
+                ),
             },
             Self::ApiTokenRevoked {
                 tenant_id,
@@ -629,6 +632,21 @@ impl DomainEvent {
                 target_id: user_id.to_string(),
                 before: None,
                 after: Some(json!({"name": name, "api_tokens_revoked": tokens_revoked})),
+            },
+            Self::AuditPruned {
+                rows,
+                through,
+                anchor,
+                keep_days,
+            } => AuditEntry {
+                action: AuditAction::AuditPrune,
+                tenant_id: None,
+                target_type: AuditTarget::AuditLog,
+                target_id: through.to_string(),
+                before: None,
+                after: Some(
+                    json!({"rows": rows, "through": through, "anchor": anchor, "keep_days": keep_days}),
+                ),
             },
             Self::WebhookSet {
                 tenant,

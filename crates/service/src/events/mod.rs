@@ -451,6 +451,8 @@ pub enum DomainEvent {
         prefix: String,
         /// When it stops working.
         expires_at: DateTime<Utc>,
+        /// What it may do.
+        scope: tessera_core::role::TokenScope,
     },
     /// A tenant API token was revoked.
     ApiTokenRevoked {
@@ -649,6 +651,18 @@ pub enum DomainEvent {
         /// Their API tokens this revoked.
         tokens_revoked: u64,
     },
+    /// Retention deleted the oldest audit rows.
+    AuditPruned {
+        /// How many rows.
+        rows: u64,
+        /// The id of the last of them.
+        through: i64,
+        /// The hash the rows kept chain on from ("" when the last deleted
+        /// row was written before the chain began).
+        anchor: String,
+        /// The retention, in days.
+        keep_days: u32,
+    },
     /// A tenant's webhook was set (or replaced).
     WebhookSet {
         /// The tenant.
@@ -763,6 +777,7 @@ impl DomainEvent {
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
             | Self::UserAccessChanged { .. }
+            | Self::AuditPruned { .. }
             | Self::WebhookSet { .. }
             | Self::WebhookDeleted { .. }
             | Self::WebhookTested { .. } => Unchanged,
@@ -856,6 +871,7 @@ impl DomainEvent {
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
             | Self::UserAccessChanged { .. }
+            | Self::AuditPruned { .. }
             | Self::WebhookSet { .. }
             | Self::WebhookDeleted { .. }
             | Self::WebhookTested { .. } => AfterCommit::default(),

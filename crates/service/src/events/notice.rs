@@ -434,6 +434,7 @@ impl DomainEvent {
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
             | Self::UserAccessChanged { .. }
+            | Self::AuditPruned { .. }
             | Self::WebhookSet { .. }
             | Self::WebhookDeleted { .. } => return None,
         })

@@ -279,6 +279,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                 name: "ci".into(),
                 prefix: "tsk_abc".into(),
                 expires_at: at,
+                scope: tessera_core::role::TokenScope::Read,
             },
             Some("api_token.create"),
             None,
@@ -442,6 +443,16 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                 tokens_revoked: 1,
             },
             Some("user.reactivate"),
+            None,
+        ),
+        (
+            DomainEvent::AuditPruned {
+                rows: 40,
+                through: 40,
+                anchor: "ab".repeat(32),
+                keep_days: 365,
+            },
+            Some("audit.prune"),
             None,
         ),
         (
@@ -652,6 +663,7 @@ fn index(e: &DomainEvent) -> usize {
             AccessChange::Deactivated => 51,
             AccessChange::Reactivated => 52,
         },
+        DomainEvent::AuditPruned { .. } => 53,
     }
 }
 
@@ -660,7 +672,7 @@ fn every_event_kind_has_its_pinned_names() {
     let samples = samples();
     let mut seen: Vec<usize> = samples.iter().map(|(e, _, _)| index(e)).collect();
     seen.sort_unstable();
-    assert_eq!(seen, (0..=52).collect::<Vec<_>>(), "one sample per variant");
+    assert_eq!(seen, (0..=53).collect::<Vec<_>>(), "one sample per variant");
     for (event, action, kind) in &samples {
         assert_eq!(
             event.action().map(AuditAction::as_str),

@@ -211,7 +211,7 @@ impl Service {
                 .clone()
                 .unwrap_or_else(|| row.requested_by.clone()),
             user_id: row.slice_user_id,
-            can_request: true,
+            rights: tessera_core::role::SliceRights::Use,
         };
         // A stored slice that does not read back is refused like one that
         // does not fit: the requester learns why, and the approval stands.

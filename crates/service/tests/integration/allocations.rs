@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
+use tessera_core::role::TokenScope;
 
 use chrono::Duration;
 use common::agent::*;
@@ -1085,7 +1086,7 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
     // Tokens: tenant admins only.
     let err = f
         .service
-        .create_api_token(&member, &alice, "ci", None)
+        .create_api_token(&member, &alice, "ci", None, TokenScope::Request)
         .await
         .unwrap_err();
     assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
@@ -1098,7 +1099,7 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
     let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
     let created = f
         .service
-        .create_api_token(&lead, &lead_actor, "ci", None)
+        .create_api_token(&lead, &lead_actor, "ci", None, TokenScope::Request)
         .await
         .unwrap();
     assert!(created.secret.starts_with("tsk"), "{}", created.secret);
@@ -1864,7 +1865,7 @@ async fn token_checks_are_cached_briefly_and_uses_are_written_in_batches() {
     let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
     let created = f
         .service
-        .create_api_token(&lead, &lead_actor, "ci", None)
+        .create_api_token(&lead, &lead_actor, "ci", None, TokenScope::Request)
         .await
         .unwrap();
     let stored_use = || async {
@@ -1936,7 +1937,7 @@ async fn token_checks_are_cached_briefly_and_uses_are_written_in_batches() {
     // A token past its expiry is refused even while its check is fresh.
     let short = f
         .service
-        .create_api_token(&lead, &lead_actor, "short", Some(1))
+        .create_api_token(&lead, &lead_actor, "short", Some(1), TokenScope::Request)
         .await
         .unwrap();
     f.clock
@@ -2272,7 +2273,7 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
     let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
     let token = f
         .service
-        .create_api_token(&lead, &lead_actor, "ci", None)
+        .create_api_token(&lead, &lead_actor, "ci", None, TokenScope::Request)
         .await
         .unwrap();
     let mut reread = false;

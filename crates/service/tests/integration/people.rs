@@ -5,6 +5,7 @@
 use crate::common::*;
 use chrono::Duration;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use tessera_core::role::TokenScope;
 use tessera_service::entity::audit_event;
 use tessera_service::ServiceError;
 
@@ -34,12 +35,12 @@ async fn a_token_follows_the_person_who_made_it() {
     let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
     let made = f
         .service
-        .create_api_token(&lead, &actor, "ci", None)
+        .create_api_token(&lead, &actor, "ci", None, TokenScope::Request)
         .await
         .unwrap();
     let system = f
         .service
-        .create_api_token_as_system("vision", "bench", None)
+        .create_api_token_as_system("vision", "bench", None, TokenScope::Request)
         .await
         .unwrap();
     check(&f, &made.secret).await.unwrap();
@@ -107,7 +108,7 @@ async fn deactivating_a_person_refuses_sign_in_ends_sessions_and_revokes_their_t
     let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
     let made = f
         .service
-        .create_api_token(&lead, &actor, "ci", None)
+        .create_api_token(&lead, &actor, "ci", None, TokenScope::Request)
         .await
         .unwrap();
     let people = f.service.people(&admin).await.unwrap();
@@ -341,4 +342,195 @@ async fn count_of(f: &Fixture, action: &str) -> usize {
         .iter()
         .filter(|a| a.as_str() == action)
         .count()
+}
+
+#[tokio::test]
+async fn a_read_only_token_looks_and_changes_nothing() {
+    use crate::common::agent::{ask, h100, mig, Agent};
+    let f = fixture().await;
+    let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-1e0")]).await;
+    let lead = f.login("lee", &["vision", "vision-leads"]).await;
+    let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let slice = f
+        .service
+        .request_allocation(&actor, &ask("h100-mig", mig("1g.10gb"), 4))
+        .await
+        .unwrap();
+    let made = f
+        .service
+        .create_api_token(&lead, &actor, "dashboard", None, TokenScope::Read)
+        .await
+        .unwrap();
+    assert_eq!(made.token.scope, TokenScope::Read);
+    assert_eq!(
+        last_audit(&f, "api_token.create").await["scope"],
+        serde_json::json!("read")
+    );
+    let reader = f
+        .service
+        .authenticate_api_token(&made.secret)
+        .await
+        .unwrap();
+    assert!(!reader.can_request());
+
+    // It sees what a member sees.
+    let listed = f.service.list_allocations(&reader).await.unwrap();
+    assert_eq!(listed.iter().map(|a| a.id).collect::<Vec<_>>(), [slice.id]);
+    f.service.get_allocation(&reader, slice.id).await.unwrap();
+    let audited = audit_event::Entity::find()
+        .all(f.service.db())
+        .await
+        .unwrap()
+        .len();
+
+    // Every change is refused, with the way out.
+    let refusals = [
+        f.service
+            .request_allocation(&reader, &ask("h100-mig", mig("1g.10gb"), 4))
+            .await
+            .map(|_| ()),
+        f.service
+            .extend_allocation(&reader, slice.id, 1)
+            .await
+            .map(|_| ()),
+        f.service
+            .keep_allocation(&reader, slice.id, "still training")
+            .await
+            .map(|_| ()),
+        f.service
+            .requeue_allocation(&reader, slice.id)
+            .await
+            .map(|_| ()),
+        f.service
+            .release_allocation(&reader, slice.id)
+            .await
+            .map(|_| ()),
+    ];
+    for r in refusals {
+        let err = r.unwrap_err();
+        assert!(
+            matches!(&err, ServiceError::Forbidden(why) if why.contains("read-only") && why.contains("scope `request`")),
+            "{err:?}"
+        );
+        assert_eq!(err.status(), 403);
+    }
+    let after = audit_event::Entity::find()
+        .all(f.service.db())
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(after, audited, "nothing was written");
+    assert_eq!(
+        f.service
+            .get_allocation(&actor, slice.id)
+            .await
+            .unwrap()
+            .state,
+        slice.state,
+        "the slice is untouched"
+    );
+
+    // A request-scoped token of the same tenant releases it.
+    let writer = f
+        .service
+        .create_api_token(&lead, &actor, "ci", None, TokenScope::Request)
+        .await
+        .unwrap();
+    let writer = f
+        .service
+        .authenticate_api_token(&writer.secret)
+        .await
+        .unwrap();
+    f.service
+        .release_allocation(&writer, slice.id)
+        .await
+        .unwrap();
+    let scopes: Vec<_> = f
+        .service
+        .list_api_tokens(&lead, &actor)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.name, t.scope))
+        .collect();
+    assert_eq!(
+        scopes,
+        [
+            ("ci".to_owned(), TokenScope::Request),
+            ("dashboard".to_owned(), TokenScope::Read)
+        ]
+    );
+}
+
+/// Retention deletes the rows older than `keep_days`, oldest first, and
+/// records it; the rows kept still verify, from the anchor it left.
+#[tokio::test]
+async fn audit_retention_deletes_old_rows_and_keeps_the_chain() {
+    let f = fixture().await;
+    let mut settings = f.service.settings().clone();
+    settings.audit.keep_days = Some(30);
+    let kept = tessera_service::Service::new(f.service.db().clone(), settings, f.clock.clone());
+    let sign_out = |who: &'static str| {
+        let f = &f;
+        async move {
+            let p = f.login(who, &["vision"]).await;
+            f.service
+                .sign_out_everywhere(&p, p.user_id())
+                .await
+                .unwrap();
+        }
+    };
+    sign_out("bob").await;
+    sign_out("nora").await;
+    let old = f.count("audit_events").await as u64;
+    f.clock.advance(Duration::days(20));
+    sign_out("lee").await;
+    let young = f.count("audit_events").await as u64 - old;
+    assert!(old >= 4 && young >= 2, "{old} {young}");
+
+    // Nothing is old enough yet; without a retention nothing ever is.
+    assert_eq!(kept.prune_audit().await.unwrap(), 0);
+    f.clock.advance(Duration::days(15));
+    assert_eq!(
+        f.service.prune_audit().await.unwrap(),
+        0,
+        "no retention set"
+    );
+    let before = f.service.verify_audit_chain().await.unwrap();
+    let last_old = before.verified_up_to.unwrap() - young as i64;
+
+    assert_eq!(kept.prune_audit().await.unwrap(), old);
+    let left = audit_event::Entity::find()
+        .all(f.service.db())
+        .await
+        .unwrap();
+    assert_eq!(
+        left.len() as u64,
+        young + 1,
+        "the young rows and the prune row"
+    );
+    assert!(left.iter().all(|e| e.id > last_old));
+    let prune = last_audit(&f, "audit.prune").await;
+    assert_eq!(prune["rows"], serde_json::json!(old));
+    assert_eq!(prune["through"], serde_json::json!(last_old));
+    assert_eq!(prune["keep_days"], serde_json::json!(30));
+    let report = f.service.verify_audit_chain().await.unwrap();
+    assert_eq!(report.broken, None, "{report:?}");
+    assert_eq!(
+        (report.verified, report.pruned, report.pruned_through),
+        (young + 1, old, Some(last_old))
+    );
+    assert_eq!(
+        kept.prune_audit().await.unwrap(),
+        0,
+        "nothing more to delete"
+    );
+
+    // Deleting the oldest kept row behind Tessera's back is still caught:
+    // the next row no longer links to the anchor.
+    let (first, second) = (left[0].id, left[1].id);
+    f.behind_the_back(format!("DELETE FROM audit_events WHERE id = {first}"))
+        .await;
+    let bad = f.service.verify_audit_chain().await.unwrap();
+    assert_eq!(bad.broken.map(|b| b.row), Some(Some(second)));
 }

@@ -8,6 +8,7 @@
 )]
 
 use crate::common;
+use tessera_core::role::TokenScope;
 
 use chrono::Duration;
 use common::fixture;
@@ -812,12 +813,12 @@ async fn audit_log_is_scoped_filtered_paged_and_exported() {
     // Events for both tenants: API tokens created by the operator.
     for _ in 0..3 {
         f.service
-            .create_api_token_as_system("vision", "ci", None)
+            .create_api_token_as_system("vision", "ci", None, TokenScope::Request)
             .await
             .unwrap();
     }
     f.service
-        .create_api_token_as_system("nlp", "ci", None)
+        .create_api_token_as_system("nlp", "ci", None, TokenScope::Request)
         .await
         .unwrap();
 
@@ -911,7 +912,7 @@ async fn audit_log_is_scoped_filtered_paged_and_exported() {
     // Paging: 50 per page.
     for _ in 0..60 {
         f.service
-            .create_api_token_as_system("vision", "bulk", None)
+            .create_api_token_as_system("vision", "bulk", None, TokenScope::Request)
             .await
             .unwrap();
     }
@@ -953,7 +954,7 @@ async fn audit_filters_at_the_edges_of_time_are_refused_cleanly() {
     let f = fixture().await;
     let admin = f.admin().await;
     f.service
-        .create_api_token_as_system("vision", "ci", None)
+        .create_api_token_as_system("vision", "ci", None, TokenScope::Request)
         .await
         .unwrap();
     let all = f
@@ -1025,20 +1026,20 @@ async fn api_tokens_get_a_bounded_lifetime_and_expire() {
     // Without a lifetime: the default (90 days).
     let default = f
         .service
-        .create_api_token(&lead, &actor, "default", None)
+        .create_api_token(&lead, &actor, "default", None, TokenScope::Request)
         .await
         .unwrap();
     assert_eq!(default.token.expires_at, t0 + Duration::days(90));
     assert!(!default.token.expired);
     let day = f
         .service
-        .create_api_token(&lead, &actor, "one day", Some(1))
+        .create_api_token(&lead, &actor, "one day", Some(1), TokenScope::Request)
         .await
         .unwrap();
     assert_eq!(day.token.expires_at, t0 + Duration::days(1));
     let longest = f
         .service
-        .create_api_token_as_system("vision", "longest", Some(365))
+        .create_api_token_as_system("vision", "longest", Some(365), TokenScope::Request)
         .await
         .unwrap();
     assert_eq!(longest.token.expires_at, t0 + Duration::days(365));
@@ -1048,11 +1049,11 @@ async fn api_tokens_get_a_bounded_lifetime_and_expire() {
     for days in [0, 366, u32::MAX] {
         for err in [
             f.service
-                .create_api_token(&lead, &actor, "too long", Some(days))
+                .create_api_token(&lead, &actor, "too long", Some(days), TokenScope::Request)
                 .await
                 .unwrap_err(),
             f.service
-                .create_api_token_as_system("vision", "too long", Some(days))
+                .create_api_token_as_system("vision", "too long", Some(days), TokenScope::Request)
                 .await
                 .unwrap_err(),
         ] {

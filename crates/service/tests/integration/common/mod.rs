@@ -216,6 +216,7 @@ async fn fixture_with(pools: Vec<PoolSpec>, lost_after: Duration) -> Fixture {
             )
             .expect("priority classes"),
             telemetry: Default::default(),
+            audit: Default::default(),
         },
         clock.clone(),
     );
