@@ -14,6 +14,7 @@ export SITE_ROOT="$ROOT/target/site"
 WASM_BINDGEN_VERSION="0.2.130"
 CARGO_LEPTOS_VERSION="0.3.10"
 OHA_VERSION="1.16.0"
+SCHEMATHESIS_VERSION="4.32.5"
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -47,6 +48,25 @@ ensure_oha() {
     log "installing oha $OHA_VERSION (once, several minutes)"
     cargo install oha --version "$OHA_VERSION" --locked
   fi
+}
+
+# The API fuzzer of the end-to-end suite (PyPI, in a virtual environment
+# outside the clone); exports $SCHEMATHESIS, the path of its command.
+ensure_schemathesis() {
+  local venv="$HOME/.cache/tessera/schemathesis-$SCHEMATHESIS_VERSION"
+  if [ "$("$venv/bin/schemathesis" --version 2>/dev/null | awk '{print $3}')" != "$SCHEMATHESIS_VERSION" ]; then
+    log "installing schemathesis $SCHEMATHESIS_VERSION from PyPI (once, under a minute)"
+    command -v python3 >/dev/null || die "python3 (3.10+) is required for the API fuzzer"
+    rm -rf "$venv"
+    if ! python3 -m venv "$venv" 2>/dev/null; then
+      log "installing Debian's python3-venv"
+      local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+      $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv >/dev/null
+      python3 -m venv "$venv"
+    fi
+    "$venv/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+  fi
+  export SCHEMATHESIS="$venv/bin/schemathesis"
 }
 
 ensure_chromium() {

@@ -45,6 +45,7 @@ setup_postgres() {
 
 ensure_tools
 ensure_chromium
+ensure_schemathesis
 
 # The public Alibaba GPU-sharing trace (docs/placement.md: the trace-replay benchmark) lets
 # placement-bench check FGD's published figure and pack's lead. CI has it

@@ -64,9 +64,18 @@ describe('security in the browser', () => {
 
     // Tessera's own form still works, without a custom header: the browser's
     // fetch metadata says it is same-origin.
+    // A read-only one: it lists the tenant's slices and is refused a request.
     await page.fill('[data-test=api-token-name]', 'made-here');
+    await page.selectOption('select[data-test=api-token-scope]', 'read');
     await page.click('[data-test=create-api-token]');
     await page.waitForSelector('[data-test=api-token-created]');
+    const secret = (await page.textContent('[data-test=api-token-secret]')).trim();
+    await page.locator('td[data-test=api-token-scope]', { hasText: 'read' }).first().waitFor();
+    const listed = await stack.api(secret, 'GET', '/allocations');
+    assert.equal(listed.status, 200, JSON.stringify(listed.body));
+    const refusedRequest = await stack.api(secret, 'POST', '/allocations', { pool: 'l4-notebooks', shape: { kind: 'time_slice' }, lease_hours: 1, purpose: 'x' });
+    assert.equal(refusedRequest.status, 403, JSON.stringify(refusedRequest.body));
+    assert.match(refusedRequest.body.message, /read-only/);
     assert.deepEqual(cspViolations, [], 'the pages hydrate and work under the CSP');
     await screenshot(page, '60-api-tokens-after-csrf');
     await context.close();

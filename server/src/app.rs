@@ -157,7 +157,8 @@ pub fn router(state: AppState, store: DbSessionStore) -> Router {
         )
         .route("/desired", get(agent::get_desired_state));
 
-    let (rest_api, api_doc) = rest_api().split_for_parts();
+    let (rest_api, mut api_doc) = rest_api().split_for_parts();
+    openapi::add_common_answers(&mut api_doc);
     let rest_api = rest_api.layer(limited(limits::Limited::ApiToken));
     let api_doc = Arc::new(api_doc);
     let serve_api_doc = get(move || std::future::ready(Json(api_doc.as_ref().clone())));

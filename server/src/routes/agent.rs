@@ -2,11 +2,11 @@
 //! `POST /api/agent/v1/telemetry` and the desired-state long poll
 //! `GET /api/agent/v1/desired`.
 
-use super::extract::JsonBody;
+use super::extract::{JsonBody, QueryParams};
 use crate::auth::extract::Host;
 use crate::error::ApiError;
 use crate::state::{stopped, AppState};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -62,7 +62,7 @@ pub struct DesiredQuery {
 pub async fn get_desired_state(
     State(state): State<AppState>,
     Host(host): Host,
-    Query(q): Query<DesiredQuery>,
+    QueryParams(q): QueryParams<DesiredQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let report = headers

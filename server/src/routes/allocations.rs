@@ -2,12 +2,12 @@
 //! (`Authorization: Bearer tsk_...`) or the signed-in person, with the same
 //! use-cases and authorization as the UI.
 
-use super::extract::JsonBody;
+use super::extract::{JsonBody, PathParams, QueryParams};
 use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
 use crate::auth::extract::ApiCaller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
@@ -35,7 +35,7 @@ pub struct TenantQuery {
 pub async fn list_allocations(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Query(q): Query<TenantQuery>,
+    QueryParams(q): QueryParams<TenantQuery>,
     headers: axum::http::HeaderMap,
 ) -> Result<axum::response::Response, ApiError> {
     use super::list_bodies::{json_response, Coding};
@@ -82,7 +82,7 @@ pub async fn request_allocation(
 pub async fn get_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<AllocationId>,
+    PathParams(id): PathParams<AllocationId>,
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     Ok(Json(state.service.get_allocation(&actor, id).await?))
@@ -100,7 +100,7 @@ pub async fn get_allocation(
 pub async fn get_allocation_activity(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<AllocationId>,
+    PathParams(id): PathParams<AllocationId>,
 ) -> Result<Json<AllocationActivity>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     Ok(Json(state.service.allocation_activity(&actor, id).await?))
@@ -117,7 +117,7 @@ pub async fn get_allocation_activity(
 pub async fn release_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<AllocationId>,
+    PathParams(id): PathParams<AllocationId>,
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     Ok(Json(state.service.release_allocation(&actor, id).await?))
@@ -135,7 +135,7 @@ pub async fn release_allocation(
 pub async fn extend_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<AllocationId>,
+    PathParams(id): PathParams<AllocationId>,
     JsonBody(body): JsonBody<ExtendLease>,
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
@@ -157,7 +157,7 @@ pub async fn extend_allocation(
 pub async fn keep_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<AllocationId>,
+    PathParams(id): PathParams<AllocationId>,
     JsonBody(body): JsonBody<KeepRequest>,
 ) -> Result<Json<AllocationView>, ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
@@ -178,7 +178,7 @@ pub async fn keep_allocation(
 pub async fn requeue_allocation(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(id): Path<AllocationId>,
+    PathParams(id): PathParams<AllocationId>,
 ) -> Result<(StatusCode, Json<AllocationView>), ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     let view = state.service.requeue_allocation(&actor, id).await?;
@@ -197,7 +197,7 @@ pub async fn requeue_allocation(
 pub async fn tenant_resource_quota(
     State(state): State<AppState>,
     caller: ApiCaller,
-    Path(slug): Path<String>,
+    PathParams(slug): PathParams<String>,
 ) -> Result<axum::response::Response, ApiError> {
     let actor = caller.in_tenant(&state, Some(&slug)).await?;
     let quota = state.service.tenant_resource_quota(&actor).await?;

@@ -2,7 +2,7 @@
 
 use crate::error::ApiError;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use tessera_service::ServiceError;
@@ -36,6 +36,22 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             }
         })?;
         parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// Path parameters, or a 400 `{code, message}` that says what does not
+/// parse (axum's own answer is plain text).
+#[derive(Debug)]
+pub struct PathParams<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(p) = Path::<T>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_body("path", e.body_text()))?;
+        Ok(Self(p))
     }
 }
 

@@ -2,12 +2,12 @@
 //! decisions about hosts and GPUs (cordon, drain, maintenance, resume,
 //! decommission). Platform admins only, signed in (the session cookie).
 
-use super::extract::{JsonBody, QueryParams};
+use super::extract::{JsonBody, PathParams, QueryParams};
 use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
 use crate::auth::extract::Person;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -98,7 +98,7 @@ pub async fn get_fleet_insights(
 pub async fn operate_host(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<HostId>,
+    PathParams(id): PathParams<HostId>,
     JsonBody(req): JsonBody<OpsRequest>,
 ) -> Result<Json<Option<OpsView>>, ApiError> {
     let admin = p.require_platform_admin()?;
@@ -118,7 +118,7 @@ pub async fn operate_host(
 pub async fn operate_gpu(
     State(state): State<AppState>,
     Person(p): Person,
-    Path((id, index)): Path<(HostId, u32)>,
+    PathParams((id, index)): PathParams<(HostId, u32)>,
     JsonBody(req): JsonBody<OpsRequest>,
 ) -> Result<Json<Option<OpsView>>, ApiError> {
     let admin = p.require_platform_admin()?;
@@ -139,7 +139,7 @@ pub async fn operate_gpu(
 pub async fn host_mig_parted(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<HostId>,
+    PathParams(id): PathParams<HostId>,
 ) -> Result<Response, ApiError> {
     host_yaml(&state, &p, id, "mig-parted", |k| &k.mig_parted).await
 }
@@ -156,7 +156,7 @@ pub async fn host_mig_parted(
 pub async fn host_device_plugin(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<HostId>,
+    PathParams(id): PathParams<HostId>,
 ) -> Result<Response, ApiError> {
     host_yaml(&state, &p, id, "device-plugin", |k| &k.device_plugin).await
 }

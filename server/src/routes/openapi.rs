@@ -98,3 +98,75 @@ pub struct NotFound(pub ApiErrorBody);
     description = "Not possible in its current state (`conflict`)"
 )]
 pub struct Conflict(pub ApiErrorBody);
+
+/// Adds the answers any operation may give whatever its handler does, so a
+/// client (and the fuzzer in `make test`) finds every status it can meet
+/// documented: 401 and 403 (no caller, the wrong role or token scope, a
+/// refused cross-site request), 429 (a rate limit), 503 (the database is
+/// busy: try again); 400 where there are parameters or a body to get wrong,
+/// 404 where the path names something, 413 where there is a body. Each is
+/// `{code, message}` ([`ApiErrorBody`]); 408 (the request took over
+/// `[limits] request_timeout_seconds`) has no body.
+pub fn add_common_answers(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+    let answer = |description: &str| {
+        RefOr::T(
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ApiErrorBody")))
+                        .build(),
+                )
+                .build(),
+        )
+    };
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for op in operations.into_iter().flatten() {
+            let has_body = op.request_body.is_some();
+            let has_params = op.parameters.as_ref().is_some_and(|p| !p.is_empty());
+            let mut common = vec![
+                ("401", "No session and no valid API token (`unauthenticated`, `invalid_api_token`, `expired_api_token`)"),
+                ("403", "Not allowed (`forbidden`): the caller's role or the token's scope does not allow it, or a cross-site request was refused"),
+                ("429", "Too many requests (`rate_limited`): `Retry-After` says when to try again"),
+                ("503", "The server is busy (`busy`): try again after `Retry-After`"),
+            ];
+            if has_body || has_params {
+                common.push(("400", "Invalid input (`invalid_request`): `message` names the field and what to change"));
+            }
+            if path.contains('{') {
+                common.push((
+                    "404",
+                    "Nothing of that name or id visible to the caller (`not_found`)",
+                ));
+            }
+            if has_body {
+                common.push(("413", "The body is over the server's limit (`too_large`)"));
+            }
+            for (status, description) in common {
+                op.responses
+                    .responses
+                    .entry(status.to_owned())
+                    .or_insert_with(|| answer(description));
+            }
+            op.responses
+                .responses
+                .entry("408".to_owned())
+                .or_insert_with(|| {
+                    RefOr::T(
+                        ResponseBuilder::new()
+                            .description("The request took longer than `[limits] request_timeout_seconds` allows (no body)")
+                            .build(),
+                    )
+                });
+        }
+    }
+}

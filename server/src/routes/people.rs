@@ -3,11 +3,12 @@
 //! deactivating or reactivating a person. These act for a [`Person`] (the
 //! session cookie).
 
+use super::extract::PathParams;
 use super::openapi::{Conflict, Forbidden, NotFound, Unauthorized};
 use crate::auth::extract::Person;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use tessera_core::ids::UserId;
 use tessera_protocol::views::PersonView;
@@ -40,7 +41,7 @@ pub async fn list_people(
 pub async fn sign_out_person(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<UserId>,
+    PathParams(id): PathParams<UserId>,
 ) -> Result<Json<PersonView>, ApiError> {
     p.require_platform_admin()?;
     Ok(Json(state.service.sign_out_everywhere(&p, id).await?))
@@ -58,7 +59,7 @@ pub async fn sign_out_person(
 pub async fn deactivate_person(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<UserId>,
+    PathParams(id): PathParams<UserId>,
 ) -> Result<Json<PersonView>, ApiError> {
     let admin = p.require_platform_admin()?;
     Ok(Json(
@@ -78,7 +79,7 @@ pub async fn deactivate_person(
 pub async fn reactivate_person(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<UserId>,
+    PathParams(id): PathParams<UserId>,
 ) -> Result<Json<PersonView>, ApiError> {
     let admin = p.require_platform_admin()?;
     Ok(Json(

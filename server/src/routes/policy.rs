@@ -3,12 +3,12 @@
 //! is planned (the GPUs drain first); `.../preview` shows what a change
 //! would do without doing it. Platform admins only, signed in.
 
-use super::extract::JsonBody;
+use super::extract::{JsonBody, PathParams};
 use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
 use crate::auth::extract::Person;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use tessera_protocol::views::{
     PoolAdminView, PoolChangePreview, PoolEdit, PoolsAdminView, TenantAdminView, TenantEdit,
@@ -62,7 +62,7 @@ pub async fn create_pool(
 pub async fn update_pool(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(name): Path<String>,
+    PathParams(name): PathParams<String>,
     JsonBody(edit): JsonBody<PoolEdit>,
 ) -> Result<Json<PoolAdminView>, ApiError> {
     let admin = p.require_platform_admin()?;
@@ -82,7 +82,7 @@ pub async fn update_pool(
 pub async fn preview_pool(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(name): Path<String>,
+    PathParams(name): PathParams<String>,
     JsonBody(edit): JsonBody<PoolEdit>,
 ) -> Result<Json<PoolChangePreview>, ApiError> {
     let admin = p.require_platform_admin()?;
@@ -106,7 +106,7 @@ pub async fn preview_pool(
 pub async fn cancel_pool_change(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(name): Path<String>,
+    PathParams(name): PathParams<String>,
 ) -> Result<Json<PoolAdminView>, ApiError> {
     let admin = p.require_platform_admin()?;
     Ok(Json(state.service.cancel_pool_change(&admin, &name).await?))
@@ -158,7 +158,7 @@ pub async fn create_tenant(
 pub async fn update_tenant(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(slug): Path<String>,
+    PathParams(slug): PathParams<String>,
     JsonBody(edit): JsonBody<TenantEdit>,
 ) -> Result<Json<TenantAdminView>, ApiError> {
     let admin = p.require_platform_admin()?;

@@ -2,12 +2,12 @@
 //! webhooks. These act for a [`Person`] (the session cookie): a tenant API
 //! token is for slices only and gets a 403 here.
 
-use super::extract::JsonBody;
+use super::extract::{JsonBody, PathParams};
 use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
 use crate::auth::extract::Person;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
@@ -31,7 +31,7 @@ use tessera_service::ServiceError;
 pub async fn get_tenant_quotas(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(slug): Path<String>,
+    PathParams(slug): PathParams<String>,
 ) -> Result<Json<TenantQuotaPage>, ApiError> {
     Ok(Json(state.service.tenant_quota_page(&p, &slug).await?))
 }
@@ -65,7 +65,7 @@ pub async fn create_quota_request(
 pub async fn get_quota_request(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<QuotaRequestId>,
+    PathParams(id): PathParams<QuotaRequestId>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
     Ok(Json(state.service.quota_request_view(&p, id).await?))
 }
@@ -81,7 +81,7 @@ pub async fn get_quota_request(
 pub async fn submit_quota_request(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<QuotaRequestId>,
+    PathParams(id): PathParams<QuotaRequestId>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
     Ok(Json(state.service.submit_quota_request(&p, id).await?))
 }
@@ -97,7 +97,7 @@ pub async fn submit_quota_request(
 pub async fn withdraw_quota_request(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<QuotaRequestId>,
+    PathParams(id): PathParams<QuotaRequestId>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
     Ok(Json(state.service.withdraw_quota_request(&p, id).await?))
 }
@@ -157,7 +157,7 @@ impl DecideBody {
 pub async fn decide_quota_request(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<QuotaRequestId>,
+    PathParams(id): PathParams<QuotaRequestId>,
     JsonBody(body): JsonBody<DecideBody>,
 ) -> Result<Json<QuotaRequestView>, ApiError> {
     let admin = p.require_platform_admin()?;
@@ -259,7 +259,7 @@ pub async fn grant_quota(
 pub async fn end_quota_grant(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(id): Path<QuotaGrantId>,
+    PathParams(id): PathParams<QuotaGrantId>,
 ) -> Result<StatusCode, ApiError> {
     let admin = p.require_platform_admin()?;
     state.service.end_quota_grant(&admin, id).await?;
@@ -318,7 +318,7 @@ pub async fn mark_notifications_read(
 pub async fn get_webhook(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(slug): Path<String>,
+    PathParams(slug): PathParams<String>,
 ) -> Result<Json<WebhookView>, ApiError> {
     match state.service.webhook_view(&p, &slug).await? {
         Some(w) => Ok(Json(w)),
@@ -347,7 +347,7 @@ pub struct SetWebhook {
 pub async fn set_webhook(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(slug): Path<String>,
+    PathParams(slug): PathParams<String>,
     JsonBody(body): JsonBody<SetWebhook>,
 ) -> Result<Json<CreatedWebhook>, ApiError> {
     Ok(Json(state.service.set_webhook(&p, &slug, &body.url).await?))
@@ -363,7 +363,7 @@ pub async fn set_webhook(
 pub async fn delete_webhook(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(slug): Path<String>,
+    PathParams(slug): PathParams<String>,
 ) -> Result<StatusCode, ApiError> {
     state.service.delete_webhook(&p, &slug).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -379,7 +379,7 @@ pub async fn delete_webhook(
 pub async fn test_webhook(
     State(state): State<AppState>,
     Person(p): Person,
-    Path(slug): Path<String>,
+    PathParams(slug): PathParams<String>,
 ) -> Result<StatusCode, ApiError> {
     state.service.test_webhook(&p, &slug).await?;
     Ok(StatusCode::ACCEPTED)

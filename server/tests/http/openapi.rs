@@ -101,7 +101,10 @@ async fn the_document_is_valid_openapi_3_1() {
             responses.contains_key("401"),
             "{name}: every operation needs a caller"
         );
-        for (status, response) in responses.iter().filter(|(s, _)| s.starts_with('4')) {
+        for (status, response) in responses
+            .iter()
+            .filter(|(s, _)| s.starts_with('4') && s.as_str() != "408")
+        {
             let schema = response.content["application/json"].schema.as_ref();
             let reference = schema.and_then(|s| match s {
                 oas3::spec::Schema::Object(o) => match o.as_ref() {

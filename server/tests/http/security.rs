@@ -451,6 +451,41 @@ async fn crash_inputs_get_a_4xx_and_never_drop_the_connection() {
     }
 }
 
+/// Path and query parameters that do not parse get the API's JSON error
+/// (`{code, message}` naming what is wrong), not axum's plain text.
+#[tokio::test]
+async fn unparsable_path_and_query_parameters_are_a_json_400() {
+    let app = app().await;
+    let token = app.api_token("vision").await;
+    for path in [
+        "/api/v1/allocations/abc",
+        "/api/v1/allocations/-9223372036854775809/release",
+        "/api/v1/allocations/1.5/activity",
+    ] {
+        let method = if path.ends_with("release") {
+            "POST"
+        } else {
+            "GET"
+        };
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Body::empty())
+            .unwrap();
+        let (status, headers, body) = app.call(req).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert_eq!(headers[header::CONTENT_TYPE], "application/json", "{path}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["code"], "invalid_request", "{path}");
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("path:") || message.starts_with("query:"),
+            "{path}: {message}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn nul_characters_are_refused_in_urls_and_bodies_on_both_databases() {
     let app = app().await;

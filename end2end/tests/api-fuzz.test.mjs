@@ -1,0 +1,86 @@
+// Fuzzes the REST API from its own OpenAPI document with Schemathesis
+// (PyPI `schemathesis`, installed by `make test` into a virtual environment;
+// its path is in $SCHEMATHESIS), against the real server with a simulated
+// host: once as a tenant API token, once as a signed-in platform admin.
+// Checks: no 5xx, every status and content type documented, every JSON
+// answer matching its schema; and the server still answers afterwards.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { accessSync, constants, createWriteStream } from 'node:fs';
+import path from 'node:path';
+import { startStack, newPage, signIn, ARTIFACTS } from './harness.mjs';
+
+const SCHEMATHESIS = process.env.SCHEMATHESIS;
+// Seconds each run may fuzz (the budget of `make test`).
+const BUDGET_S = Number(process.env.TESSERA_FUZZ_SECONDS || 45);
+const CHECKS = 'not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance';
+
+/** Runs Schemathesis with `headers`; resolves to its exit code. */
+function fuzz(stack, name, headers) {
+  const args = [
+    'run', `${stack.appUrl}/api/v1/openapi.json`,
+    '--checks', CHECKS,
+    '--phases', 'examples,coverage,fuzzing',
+    '--max-time', String(BUDGET_S),
+    '--workers', '2',
+    '--request-timeout', '20',
+    '--report', 'junit', '--report-junit-path', path.join(ARTIFACTS, `api-fuzz-${name}.xml`),
+    ...headers.flatMap((h) => ['-H', h]),
+  ];
+  const log = createWriteStream(path.join(ARTIFACTS, `api-fuzz-${name}.log`));
+  return new Promise((resolve, reject) => {
+    const child = spawn(SCHEMATHESIS, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+    let tail = '';
+    const keep = (chunk) => {
+      log.write(chunk);
+      tail = (tail + chunk.toString()).slice(-6000);
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      log.end();
+      resolve({ code, tail });
+    });
+  });
+}
+
+describe('the REST API under a fuzzer', () => {
+  let stack;
+  before(async () => {
+    assert.ok(SCHEMATHESIS, 'SCHEMATHESIS is not set: run `make test`, which installs it (scripts/lib.sh ensure_schemathesis)');
+    accessSync(SCHEMATHESIS, constants.X_OK);
+    stack = await startStack({
+      hosts: ['gpu-h100-01', 'gpu-l4-01'],
+      // The fuzzer sends thousands of calls a minute from one address.
+      env: { TESSERA_LIMITS__API_TOKEN_PER_CLIENT: '1000000', TESSERA_LIMITS__API_TOKEN_TOTAL: '1000000' },
+    });
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it('as a tenant API token: no 5xx, and every answer is the documented one', async () => {
+    const token = stack.apiToken('vision');
+    const { code, tail } = await fuzz(stack, 'token', [`Authorization: Bearer ${token}`]);
+    assert.equal(code, 0, `schemathesis found failures (artifacts/api-fuzz-token.log):\n${tail}`);
+    assert.ok(/\d+ generated/.test(tail), `it generated test cases:\n${tail}`);
+    const res = await fetch(`${stack.appUrl}/readyz`);
+    assert.equal(res.status, 200, 'the server is still up');
+  });
+
+  it('as a signed-in platform admin: no 5xx, and every answer is the documented one', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/');
+    const cookie = (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+    await context.close();
+    assert.ok(cookie.includes('='), 'signed in');
+    // A script's state-changing calls with the session cookie prove they
+    // are not cross-site with the CSRF header (security/csrf.rs).
+    const { code, tail } = await fuzz(stack, 'admin', [`Cookie: ${cookie}`, 'X-Tessera-CSRF: 1']);
+    assert.equal(code, 0, `schemathesis found failures (artifacts/api-fuzz-admin.log):\n${tail}`);
+    const res = await fetch(`${stack.appUrl}/readyz`);
+    assert.equal(res.status, 200, 'the server is still up');
+  });
+});
