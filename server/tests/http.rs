@@ -643,6 +643,47 @@ async fn a_used_session_pushes_its_idle_timeout_back() {
     assert!(renewed.contains("Max-Age=480"), "{renewed}");
 }
 
+/// A session kept in use lives past its idle timeout, and ends at its
+/// absolute lifetime however busy it is.
+#[tokio::test]
+async fn a_busy_session_outlives_the_idle_timeout_and_ends_at_the_absolute_lifetime() {
+    let app = app_with(
+        "[session]\nidle_timeout_minutes = 8\nabsolute_timeout_hours = 1\nmembership_recheck_minutes = 120\n",
+        Vec::new(),
+    )
+    .await;
+    let get = |cookie: &str| {
+        Request::get("/api/v1/notifications")
+            .header(header::COOKIE, cookie)
+            .body(Body::empty())
+            .unwrap()
+    };
+    // Signed in 50 minutes ago and used every minute since (its stored
+    // expiry was pushed on): six idle timeouts later it still works.
+    let busy = app
+        .sign_in_at(
+            "ida",
+            &["vision"],
+            chrono::Utc::now() - chrono::Duration::minutes(50),
+        )
+        .await;
+    let (status, _, body) = app.call(get(&busy)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Signed in 61 minutes ago, as busy: past the absolute lifetime it ends.
+    let old = app
+        .sign_in_at(
+            "ida",
+            &["vision"],
+            chrono::Utc::now() - chrono::Duration::minutes(61),
+        )
+        .await;
+    let (status, _, body) = app.call(get(&old)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    // And it stays ended: the session was removed, not just refused once.
+    let (status, _, _) = app.call(get(&old)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
 #[tokio::test]
 async fn callback_without_a_pending_login_is_400_and_starts_no_session() {
     let app = app().await;
