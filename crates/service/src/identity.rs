@@ -94,12 +94,7 @@ pub fn validate_directory(directory: &Directory) -> Result<(), ServiceError> {
     let mut seen = std::collections::BTreeSet::new();
     for (i, t) in directory.tenants.iter().enumerate() {
         let field = format!("tenants[{i}].slug");
-        let ok = !t.slug.is_empty()
-            && t.slug.len() <= 64
-            && t.slug
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !ok {
+        if !tessera_core::pool::is_slug(&t.slug) {
             return Err(ServiceError::invalid(
                 field,
                 format!(

@@ -114,12 +114,7 @@ impl PriorityClasses {
         };
         let mut defaults = 0;
         for (i, c) in classes.iter().enumerate() {
-            let name_ok = !c.name.is_empty()
-                && c.name.len() <= 64
-                && c.name
-                    .chars()
-                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-');
-            if !name_ok {
+            if !crate::pool::is_slug(&c.name) {
                 return Err(invalid(
                     i,
                     "name",

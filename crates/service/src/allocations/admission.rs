@@ -12,19 +12,15 @@ use crate::pools::PoolSpec;
 use crate::write::Write;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Alias, Expr, Func, SimpleExpr};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Select,
-    Set,
-};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationState};
 use tessera_core::placement::{PlacementRequest, Policy};
 use tessera_core::quota::Usage;
 use tessera_core::schedule::QosClass;
-use tessera_core::slice::{label, PoolOffer, PoolShapeError};
-use tessera_core::units::{ComputeMilli, MemMiB};
+use tessera_core::slice::{label, PoolShapeError};
 use tessera_protocol::views::{AllocationView, NewAllocation};
 
 /// Longest purpose text.
@@ -83,143 +79,7 @@ async fn insert_new<C: ConnectionTrait>(
     Ok(a.insert(conn).await?)
 }
 
-/// `SUM(column)` as a BIGINT, 0 over no rows (PostgreSQL sums BIGINT as
-/// NUMERIC: cast back).
-pub(crate) fn summed(column: impl sea_orm::sea_query::IntoColumnRef) -> SimpleExpr {
-    SimpleExpr::from(Func::coalesce([
-        SimpleExpr::from(Func::sum(Expr::col(column))),
-        Expr::value(0),
-    ]))
-    .cast_as(Alias::new("BIGINT"))
-}
-
-/// What the tenant's open allocations of class `qos` hold in a pool, summed
-/// by the database (a tenant may hold thousands of slices): compute,
-/// memory and slices. Those that lost their GPU or host no longer count:
-/// their owner may ask for them again at once (see `capacity`).
-pub(crate) fn held_query(
-    tenant_id: TenantId,
-    pool: &str,
-    qos: QosClass,
-) -> Select<allocation::Entity> {
-    allocation::Entity::find()
-        .select_only()
-        .column_as(summed(allocation::Column::DemandComputeMilli), "compute")
-        .column_as(summed(allocation::Column::DemandMemoryMib), "memory")
-        .column_as(summed(allocation::Column::DemandSlices), "slices")
-        .filter(allocation::Column::TenantId.eq(tenant_id))
-        .filter(allocation::Column::Pool.eq(pool))
-        .filter(allocation::Column::State.is_in(AllocationPhase::QUOTA))
-        .filter(allocation::Column::Qos.eq(qos))
-        .filter(allocation::Column::CapacityLostAt.is_null())
-}
-
-/// Summed demands in core's units (out-of-range sums clamp).
-pub(crate) fn usage_from_sums(compute: i64, memory: i64, slices: i64) -> Usage {
-    Usage {
-        compute: ComputeMilli(u32::try_from(compute).unwrap_or(u32::MAX)),
-        memory: MemMiB(u64::try_from(memory).unwrap_or(0)),
-        slices: u32::try_from(slices).unwrap_or(u32::MAX),
-    }
-}
-
 impl Service {
-    /// The pool called `name` as `conn` sees it, or a 400 that lists the pools.
-    pub(crate) async fn pool_spec<C: ConnectionTrait>(
-        &self,
-        conn: &C,
-        field: &str,
-        name: &str,
-    ) -> Result<PoolSpec, ServiceError> {
-        let pools = self.pools(conn).await?;
-        Self::pool_named(&pools, field, name).cloned()
-    }
-
-    /// What a pool offers, in core's terms.
-    pub fn pool_offer(spec: &PoolSpec) -> PoolOffer {
-        PoolOffer {
-            pool: spec.name.clone(),
-            policy: spec.policy(),
-            models: spec
-                .models
-                .iter()
-                .map(|m| tessera_core::catalogue::lookup(m, 0).name.to_string())
-                .collect(),
-            max_lease_hours: spec.max_lease_hours,
-        }
-    }
-
-    /// What the tenant's open guaranteed allocations hold against its quota
-    /// in a pool (those that lost their capacity do not count; burstable
-    /// and best-effort slices draw on no quota of its own).
-    pub(crate) async fn usage_of<C: ConnectionTrait>(
-        conn: &C,
-        tenant_id: TenantId,
-        pool: &str,
-    ) -> Result<Usage, ServiceError> {
-        Self::qos_usage_of(conn, tenant_id, pool, QosClass::Guaranteed).await
-    }
-
-    /// What the tenant's open allocations of class `qos` hold in a pool.
-    pub(crate) async fn qos_usage_of<C: ConnectionTrait>(
-        conn: &C,
-        tenant_id: TenantId,
-        pool: &str,
-        qos: QosClass,
-    ) -> Result<Usage, ServiceError> {
-        let (compute, memory, slices) = held_query(tenant_id, pool, qos)
-            .into_tuple::<(i64, i64, i64)>()
-            .one(conn)
-            .await?
-            .unwrap_or_default();
-        Ok(usage_from_sums(compute, memory, slices))
-    }
-
-    /// Placement requests of the pool's open allocations: the workload mix
-    /// fragmentation is judged against.
-    pub(crate) async fn pool_workload<C: ConnectionTrait>(
-        &self,
-        conn: &C,
-        spec: &PoolSpec,
-    ) -> Result<Vec<PlacementRequest>, ServiceError> {
-        let offer = Self::pool_offer(spec);
-        let rows = allocation::Entity::find()
-            .filter(allocation::Column::Pool.eq(&spec.name))
-            .filter(allocation::Column::State.is_in(AllocationPhase::OPEN))
-            .all(conn)
-            .await?;
-        let mut workload = Vec::with_capacity(rows.len());
-        for a in &rows {
-            // A shape the pool no longer offers (its policy changed) is not
-            // part of the mix; a shape that does not read back is an error.
-            if let Ok(request) = offer.placement_request(a.slice_shape()) {
-                workload.push(request);
-            }
-        }
-        Ok(workload)
-    }
-
-    /// What the placer is asked for `row`: its shape in `spec`, for its
-    /// tenant; production pools keep tenants on separate GPUs.
-    /// What a stored request asks the placer for in its pool, or `None`
-    /// when the pool no longer offers its shape (it cannot be placed, and
-    /// its page says so). A stored shape that does not read back is an error.
-    pub(crate) fn placement_request_of(
-        spec: &PoolSpec,
-        row: &allocation::Model,
-    ) -> Result<Option<PlacementRequest>, ServiceError> {
-        let shape = row.slice_shape().clone();
-        Ok(Self::pool_offer(spec)
-            .placement_request(&shape)
-            .ok()
-            .map(|request| {
-                request.for_tenant(
-                    row.tenant_id.to_string(),
-                    spec.isolation.separates_tenants(),
-                )
-            }))
-    }
-
     /// Requests a slice: checks the input and the quota, then places it at
     /// once or queues it. Nothing is stored when the request is refused.
     pub async fn request_allocation(

@@ -5,6 +5,7 @@
 
 use super::*;
 use chrono::TimeZone;
+use std::collections::BTreeMap;
 use tessera_core::audit::AuditAction;
 use tessera_core::lifecycle::{AllocationPhase, ReleaseOutcome};
 use tessera_core::notify::NotificationKind;

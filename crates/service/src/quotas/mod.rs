@@ -6,6 +6,7 @@
 
 mod admin;
 mod decide;
+mod held;
 mod requests;
 mod views;
 
@@ -120,7 +121,7 @@ impl Service {
         pool: &str,
         now: DateTime<Utc>,
     ) -> Result<(Option<Quota>, Usage), ServiceError> {
-        use crate::allocations::{held_query, summed, usage_from_sums};
+        use held::{held_query, summed, usage_from_sums};
         use sea_orm::sea_query::UnionType;
         use sea_orm::{FromQueryResult, QuerySelect, QueryTrait};
         #[derive(FromQueryResult)]
