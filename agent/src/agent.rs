@@ -47,7 +47,7 @@ pub struct HostAgent {
     /// The server.
     pub client: ServerClient,
     /// The host name to report.
-    pub hostname: String,
+    pub hostname: tessera_core::checked::Hostname,
     /// Where the credential is kept.
     pub credential_path: PathBuf,
     /// One-time join token for the first start.

@@ -327,6 +327,15 @@ async fn main() -> ExitCode {
             .clone()
             .filter(|_| !several)
             .unwrap_or_else(|| b.hostname());
+        // The server refuses a name that is not a host name: say so here,
+        // before enrolling.
+        let hostname = match tessera_core::checked::Hostname::parse(&hostname) {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("tessera-agent: {e}; set --hostname");
+                return ExitCode::from(2);
+            }
+        };
         // Each host gets its own client, hence its own connection pool, as
         // separate machines would: its long poll never queues behind another's.
         let client = match ServerClient::new(&server) {

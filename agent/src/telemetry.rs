@@ -50,9 +50,14 @@ impl Buffer {
     }
 
     /// The oldest rounds, up to `n`, as a batch.
-    pub fn batch(&self, hostname: &str, interval_ms: u32, n: usize) -> Option<TelemetryBatch> {
+    pub fn batch(
+        &self,
+        hostname: &tessera_core::checked::Hostname,
+        interval_ms: u32,
+        n: usize,
+    ) -> Option<TelemetryBatch> {
         (!self.is_empty()).then(|| TelemetryBatch {
-            hostname: hostname.to_owned(),
+            hostname: hostname.clone(),
             interval_ms,
             rounds: self.rounds.iter().take(n).cloned().collect(),
         })
@@ -127,7 +132,7 @@ pub struct TelemetryLoop {
     /// The host's credential.
     pub credential: String,
     /// The host name.
-    pub hostname: String,
+    pub hostname: tessera_core::checked::Hostname,
     /// Sampling and sending intervals.
     pub cadence: Cadence,
     /// The GPUs slices hold outside MIG (from the desired state).
@@ -262,12 +267,13 @@ mod tests {
     #[test]
     fn the_buffer_keeps_what_is_not_acknowledged_and_stays_bounded() {
         let mut b = Buffer::new(3);
-        assert!(b.batch("h", 10_000, 10).is_none());
+        let h = tessera_core::checked::Hostname::parse("h").unwrap();
+        assert!(b.batch(&h, 10_000, 10).is_none());
         for t in 1..=5 {
             b.push(round(t));
         }
         assert_eq!((b.len(), b.dropped), (3, 2));
-        let batch = b.batch("h", 10_000, 2).unwrap();
+        let batch = b.batch(&h, 10_000, 2).unwrap();
         assert_eq!(
             batch.rounds.iter().map(|r| r.at_ms).collect::<Vec<_>>(),
             [3, 4]
@@ -276,7 +282,7 @@ mod tests {
         b.acknowledge(3);
         assert_eq!(b.len(), 2);
         b.discard(1);
-        assert_eq!(b.batch("h", 10_000, 9).unwrap().rounds[0].at_ms, 5);
+        assert_eq!(b.batch(&h, 10_000, 9).unwrap().rounds[0].at_ms, 5);
         b.acknowledge(99);
         assert!(b.is_empty());
     }

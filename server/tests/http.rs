@@ -377,6 +377,17 @@ async fn bad_or_reused_join_tokens_are_401_and_store_nothing() {
     let req = json!({"join_token": token, "hostname": "n2"}).to_string();
     let (status, body) = app.post_json("/api/agent/v1/enroll", None, &req).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    // A name that is not a host name is refused where the body is read,
+    // naming the field, and the token stays usable.
+    let fresh = app.join_token().await;
+    let req = json!({"join_token": fresh, "hostname": "bad host!"}).to_string();
+    let (status, body) = app.post_json("/api/agent/v1/enroll", None, &req).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("hostname:") && message.contains("is not a valid host name"),
+        "{message}"
+    );
     let count = app
         .service
         .db()

@@ -352,7 +352,7 @@ fn agent(url: &str, backend: Arc<SimBackend>, once: bool, test: &str) -> HostAge
     let credential_path = dir.join("h.credential");
     std::fs::write(&credential_path, "secret\n").unwrap();
     HostAgent {
-        hostname: backend.hostname(),
+        hostname: tessera_core::checked::Hostname::parse(&backend.hostname()).unwrap(),
         backend,
         client: ServerClient::new(url).unwrap(),
         credential_path,

@@ -187,10 +187,10 @@ fn Host(
     let online = h.status == HostStatus::Online;
     let host_mode = h.ops.mode;
     view! {
-        <section class="card host" data-test="host" data-hostname=h.hostname.clone()>
+        <section class="card host" data-test="host" data-hostname=h.hostname.to_string()>
             <div class="host-head">
                 <div>
-                    <h2 class="host-name" data-test="host-name">{h.hostname.clone()}</h2>
+                    <h2 class="host-name" data-test="host-name">{h.hostname.to_string()}</h2>
                     <p class="muted small">{details}</p>
                 </div>
                 <div class="host-status">

@@ -138,8 +138,8 @@ fn HeatMap(hosts: Vec<HeatHost>, shown: String, filters: AnyView, pager: AnyView
                 view! {
                     <div class="heatmap" role="table" aria-label="GPU utilisation by host">
                         {hosts.into_iter().map(|h| view! {
-                            <div class="heat-row" role="row" data-test="heat-host" data-host=h.hostname.clone()>
-                                <span class="heat-host mono small" role="rowheader">{h.hostname.clone()}</span>
+                            <div class="heat-row" role="row" data-test="heat-host" data-host=h.hostname.to_string()>
+                                <span class="heat-host mono small" role="rowheader">{h.hostname.to_string()}</span>
                                 <span class="heat-cells">
                                     {h.gpus.into_iter().map(|g| {
                                         let title = format!(

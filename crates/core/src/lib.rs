@@ -6,6 +6,7 @@ pub mod availability;
 pub mod capacity;
 pub mod catalogue;
 pub mod chart;
+pub mod checked;
 pub mod error_code;
 pub mod health;
 pub mod idle;

@@ -1,6 +1,7 @@
 //! The agent API: enrolment and inventory reports.
 
 use serde::{Deserialize, Serialize};
+use tessera_core::checked::Hostname;
 use tessera_core::ids::{AllocationId, HostId};
 
 /// Path prefix of the agent API.
@@ -17,7 +18,7 @@ pub struct EnrollRequest {
     /// The join token an admin created (shown once in the UI).
     pub join_token: String,
     /// The host name the agent will report under.
-    pub hostname: String,
+    pub hostname: Hostname,
 }
 
 /// The answer to a successful enrolment.
@@ -34,7 +35,7 @@ pub struct EnrollResponse {
 #[serde(deny_unknown_fields)]
 pub struct HostReport {
     /// Must equal the host name the credential was issued for.
-    pub hostname: String,
+    pub hostname: Hostname,
     /// Version of the agent binary.
     pub agent_version: String,
     /// Logical CPUs in thousandths (8 cores = 8000).
@@ -274,7 +275,7 @@ pub const MAX_TELEMETRY_ROUNDS: usize = 360;
 #[serde(deny_unknown_fields)]
 pub struct TelemetryBatch {
     /// Must equal the host name the credential was issued for.
-    pub hostname: String,
+    pub hostname: Hostname,
     /// How long each round stands for (the agent's sampling interval), ms.
     pub interval_ms: u32,
     /// Sampling rounds, oldest first, at most [`MAX_TELEMETRY_ROUNDS`].

@@ -235,7 +235,7 @@ fn fleet_views_keep_their_strings() {
 fn telemetry_batches_keep_their_shape_and_refuse_unknown_fields() {
     use crate::agent::{GpuSample, InstanceSample, TelemetryBatch, TelemetryRound};
     let batch = TelemetryBatch {
-        hostname: "gpu-1".into(),
+        hostname: tessera_core::checked::Hostname::parse("gpu-1").unwrap(),
         interval_ms: 10_000,
         rounds: vec![TelemetryRound {
             at_ms: 1_796_000_000_000,

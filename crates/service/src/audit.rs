@@ -13,7 +13,10 @@ pub enum Actor<'a> {
     /// A user at login time (before a principal exists).
     Login { user_id: UserId, name: String },
     /// A host agent.
-    Host { host_id: HostId, hostname: String },
+    Host {
+        host_id: HostId,
+        hostname: tessera_core::checked::Hostname,
+    },
     /// Someone acting within a tenant: a member, or a tenant API token.
     Tenant {
         /// The user, when a person acts.

@@ -237,7 +237,7 @@ impl Service {
         let from_ms = (now_ms.div_euclid(DAY_MS) - i64::from(days) + 1) * DAY_MS;
         let from = at(from_ms);
         let fleet = self.fleet_listing(heat).await?;
-        let shown: Vec<String> = fleet.hosts.iter().map(|h| h.hostname.clone()).collect();
+        let shown: Vec<String> = fleet.hosts.iter().map(|h| h.hostname.to_string()).collect();
         let devices = self.latest_telemetry_of(Some(&shown)).await?;
         let held = allocation::Entity::find()
             .filter(allocation::Column::ActiveAt.is_not_null())

@@ -20,7 +20,7 @@ use tessera_core::sharing::SharingMode;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostK8s {
     /// The host's name (file names, the mig-parted config name).
-    pub hostname: String,
+    pub hostname: tessera_core::checked::Hostname,
     /// mig-parted's config for the MIG layout it has now.
     pub mig_parted: MigPartedConfig,
     /// The device plugin's sharing config for its time-sliced and MPS GPUs.

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::checked::Hostname;
 use tessera_core::ids::{HostId, JoinTokenId};
 
 /// Liveness of a host, derived from when it last reported.
@@ -146,7 +147,7 @@ pub struct HostView {
     /// Host id.
     pub id: HostId,
     /// Host name.
-    pub hostname: String,
+    pub hostname: Hostname,
     /// Derived liveness.
     pub status: HostStatus,
     /// Last report, if any.

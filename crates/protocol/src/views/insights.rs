@@ -5,6 +5,7 @@
 use crate::query::{FleetFilter, HostFilter};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tessera_core::checked::Hostname;
 
 /// Days of history the insights may cover.
 pub const INSIGHT_DAYS: [u32; 3] = [7, 30, 90];
@@ -76,7 +77,7 @@ pub struct FleetInsights {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeatHost {
     /// Host name.
-    pub hostname: String,
+    pub hostname: Hostname,
     /// Its GPUs, by index.
     pub gpus: Vec<HeatCell>,
 }

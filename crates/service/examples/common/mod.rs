@@ -55,7 +55,7 @@ pub async fn service(url: &str, directory: Directory, pools: Vec<PoolSpec>) -> A
 
 /// Enrols host number `i` (`bench-00042`) and stores its first report.
 pub async fn enrol(service: &Service, i: usize) -> AuthenticatedHost {
-    let hostname = format!("bench-{i:05}");
+    let hostname = tessera_core::checked::Hostname::parse(&format!("bench-{i:05}")).unwrap();
     let token = service
         .create_join_token_as(
             Actor::System,

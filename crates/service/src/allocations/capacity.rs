@@ -272,7 +272,7 @@ pub(crate) fn drain_of(
     use tessera_core::availability::OpsMode;
     let notice = |deadline: Option<DateTime<Utc>>, reason: &Option<String>| {
         deadline.map(|deadline| tessera_protocol::views::DrainNotice {
-            host: h.hostname.clone(),
+            host: h.hostname.to_string(),
             deadline,
             reason: reason.clone().unwrap_or_default(),
         })

@@ -96,7 +96,7 @@ impl Service {
         let hostname = host::Entity::find_by_id(host_id)
             .one(conn)
             .await?
-            .map(|h| h.hostname)
+            .map(|h| h.hostname.to_string())
             .unwrap_or_default();
         let mut entries = Vec::new();
         for g in &gpus {

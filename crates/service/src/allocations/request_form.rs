@@ -44,7 +44,7 @@ impl Service {
                 .all(&self.db)
                 .await?
                 .into_iter()
-                .map(|h| (h.id, h.hostname))
+                .map(|h| (h.id, h.hostname.into()))
                 .collect();
         let mut pools = Vec::new();
         for p in &specs {

@@ -389,7 +389,7 @@ impl Service {
             lookup.insert(
                 h.id,
                 SnapshotHost {
-                    name: h.hostname.clone(),
+                    name: h.hostname.to_string(),
                     generation: h.desired_generation,
                     gpus: by_index,
                 },

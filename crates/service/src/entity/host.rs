@@ -1,5 +1,6 @@
 //! `hosts`: GPU machines with an enrolled agent.
 use sea_orm::entity::prelude::*;
+use tessera_core::checked::Hostname;
 use tessera_core::ids::HostId;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -8,7 +9,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub id: HostId,
     #[sea_orm(unique)]
-    pub hostname: String,
+    pub hostname: Hostname,
     #[sea_orm(unique)]
     pub credential_hash: String,
     pub cpu_milli: i64,

@@ -70,7 +70,7 @@ pub enum DomainEvent {
         /// The new state.
         state: AllocationState,
         /// The host it runs on.
-        hostname: String,
+        hostname: tessera_core::checked::Hostname,
         /// Its lease.
         lease_hours: i32,
     },
@@ -377,7 +377,7 @@ pub enum DomainEvent {
         /// Host id.
         host_id: HostId,
         /// Its name.
-        hostname: String,
+        hostname: tessera_core::checked::Hostname,
         /// It had enrolled before under this name.
         reenrolled: bool,
     },
@@ -396,7 +396,7 @@ pub enum DomainEvent {
         /// The host.
         host_id: HostId,
         /// Its name.
-        hostname: String,
+        hostname: tessera_core::checked::Hostname,
         /// The GPU (index, UUID) when the action was on one GPU.
         gpu: Option<(u32, String)>,
         /// What was done.
@@ -416,7 +416,7 @@ pub enum DomainEvent {
         /// The allocation.
         alloc: AllocationRef,
         /// Its host.
-        hostname: String,
+        hostname: tessera_core::checked::Hostname,
         /// When it ends.
         deadline: DateTime<Utc>,
         /// The admin's reason.
@@ -447,7 +447,7 @@ pub enum DomainEvent {
         /// Its host.
         host_id: HostId,
         /// The host's name.
-        hostname: String,
+        hostname: tessera_core::checked::Hostname,
         /// Index on the host.
         index: u32,
         /// UUID.

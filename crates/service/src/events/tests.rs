@@ -7,6 +7,7 @@ use super::*;
 use chrono::TimeZone;
 use std::collections::BTreeMap;
 use tessera_core::audit::AuditAction;
+use tessera_core::checked::Hostname;
 use tessera_core::lifecycle::{AllocationPhase, ReleaseOutcome};
 use tessera_core::notify::NotificationKind;
 use tessera_core::units::{ComputeMilli, MemMiB};
@@ -102,7 +103,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                 alloc: alloc(),
                 before: AllocationPhase::Provisioning,
                 state: AllocationState::Active,
-                hostname: "gpu-01".into(),
+                hostname: host_named("gpu-01"),
                 lease_hours: 8,
             },
             Some("allocation.activate"),
@@ -315,7 +316,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::HostEnrolled {
                 host_id: HostId::new(5),
-                hostname: "gpu-01".into(),
+                hostname: host_named("gpu-01"),
                 reenrolled: false,
             },
             Some("host.enroll"),
@@ -484,7 +485,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::FleetOperated {
                 host_id: HostId::new(3),
-                hostname: "gpu-01".into(),
+                hostname: host_named("gpu-01"),
                 gpu: None,
                 action: OpsAction::Drain {
                     deadline_minutes: 30,
@@ -563,7 +564,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::AllocationDraining {
                 alloc: alloc(),
-                hostname: "gpu-01".into(),
+                hostname: host_named("gpu-01"),
                 deadline: at,
                 reason: "rack work".into(),
             },
@@ -591,7 +592,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::GpuHealthChanged {
                 host_id: HostId::new(3),
-                hostname: "gpu-01".into(),
+                hostname: host_named("gpu-01"),
                 index: 0,
                 uuid: "GPU-1".into(),
                 before: HealthVerdict::Healthy,
@@ -748,12 +749,12 @@ fn quota_growth_retries_the_queue() {
     // gone, not when a host first enrols or a GPU is operated on.
     let enrolled = |reenrolled| DomainEvent::HostEnrolled {
         host_id: HostId::new(5),
-        hostname: "gpu-01".into(),
+        hostname: host_named("gpu-01"),
         reenrolled,
     };
     let operated = |gpu: Option<(u32, String)>, after| DomainEvent::FleetOperated {
         host_id: HostId::new(5),
-        hostname: "gpu-01".into(),
+        hostname: host_named("gpu-01"),
         gpu,
         action: OpsAction::Decommission,
         before: OpsMode::Maintenance,
@@ -783,7 +784,7 @@ fn quota_growth_retries_the_queue() {
     // Resuming a host, or a GPU turning healthy, frees capacity.
     let resumed = DomainEvent::FleetOperated {
         host_id: HostId::new(5),
-        hostname: "gpu-01".into(),
+        hostname: host_named("gpu-01"),
         gpu: Some((0, "GPU-1".into())),
         action: OpsAction::Resume,
         before: OpsMode::Maintenance,
@@ -793,4 +794,9 @@ fn quota_growth_retries_the_queue() {
     };
     assert!(resumed.after_commit().retries_queue);
     assert_eq!(resumed.action(), Some(AuditAction::GpuResume));
+}
+
+/// A host name for the samples.
+fn host_named(name: &str) -> Hostname {
+    Hostname::parse(name).unwrap_or_else(|e| panic!("{e}"))
 }

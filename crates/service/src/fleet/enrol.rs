@@ -9,6 +9,7 @@ use crate::runtime::memo::BELIEVED_FOR;
 use crate::{secret, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
+use tessera_core::checked::Hostname;
 use tessera_core::ids::HostId;
 use tessera_protocol::agent::{EnrollRequest, EnrollResponse};
 
@@ -19,7 +20,7 @@ pub struct AuthenticatedHost {
     /// Host id.
     pub(crate) id: HostId,
     /// The host name the credential was issued for.
-    pub(crate) hostname: String,
+    pub(crate) hostname: Hostname,
 }
 
 impl AuthenticatedHost {
@@ -29,7 +30,7 @@ impl AuthenticatedHost {
     }
 
     /// The host name the credential was issued for.
-    pub fn hostname(&self) -> &str {
+    pub fn hostname(&self) -> &Hostname {
         &self.hostname
     }
 
@@ -39,27 +40,6 @@ impl AuthenticatedHost {
             host_id: self.id,
             hostname: self.hostname.clone(),
         }
-    }
-}
-
-/// Checks a host name (RFC 1123 labels).
-pub fn validate_hostname(field: &str, name: &str) -> Result<(), ServiceError> {
-    let ok = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(ServiceError::invalid(
-            field,
-            format!("'{name}' is not a valid host name (letters, digits, dashes and dots; at most 253 characters)"),
-        ))
     }
 }
 
@@ -78,7 +58,6 @@ impl Service {
     /// for that host, which enrols nothing else. A refused enrolment changes
     /// nothing and leaves the token usable.
     pub async fn enroll(&self, req: &EnrollRequest) -> Result<EnrollResponse, ServiceError> {
-        validate_hostname("hostname", &req.hostname)?;
         let now = self.now();
         let token_hash = secret::hash(req.join_token.trim());
         let credential = secret::generate("tsh");
@@ -92,7 +71,7 @@ impl Service {
             .await?
             .ok_or(ServiceError::InvalidJoinToken)?;
         let existing = host::Entity::find()
-            .filter(host::Column::Hostname.eq(&req.hostname))
+            .filter(host::Column::Hostname.eq(req.hostname.as_str()))
             .one(w.db())
             .await?;
         match (token.for_host_id, &existing) {
@@ -201,7 +180,7 @@ impl Service {
             .select_only()
             .columns([host::Column::Id, host::Column::Hostname])
             .filter(host::Column::CredentialHash.eq(hash.as_str()))
-            .into_tuple::<(HostId, String)>()
+            .into_tuple::<(HostId, Hostname)>()
             .one(&self.db)
             .await?
             .ok_or(ServiceError::InvalidCredential)?;

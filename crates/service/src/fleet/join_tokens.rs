@@ -1,6 +1,5 @@
 //! Join tokens: one-time secrets with which a new host enrols.
 
-use super::validate_hostname;
 use crate::audit::Actor;
 use crate::entity::{host, join_token};
 use crate::events::DomainEvent;
@@ -8,6 +7,7 @@ use crate::{secret, PlatformAdmin, Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use std::collections::BTreeMap;
+use tessera_core::checked::Hostname;
 use tessera_core::ids::{HostId, JoinTokenId};
 use tessera_protocol::views::{CreatedJoinToken, JoinTokenStatus, JoinTokenView};
 
@@ -102,10 +102,11 @@ impl Service {
             .for_host
             .as_deref()
             .map(str::trim)
-            .filter(|h| !h.is_empty());
-        if let Some(h) = for_host {
-            validate_hostname("for_host", h)?;
-        }
+            .filter(|h| !h.is_empty())
+            .map(|h| {
+                Hostname::parse(h).map_err(|e| ServiceError::invalid("for_host", e.to_string()))
+            })
+            .transpose()?;
         let secret = secret::generate("tsj");
         let created_by = match &actor {
             Actor::User(p) => Some(p.audit_name()),
@@ -116,7 +117,7 @@ impl Service {
             None => None,
             Some(name) => Some(
                 host::Entity::find()
-                    .filter(host::Column::Hostname.eq(name))
+                    .filter(host::Column::Hostname.eq(name.as_str()))
                     .one(w.db())
                     .await?
                     .ok_or_else(|| {
@@ -144,11 +145,13 @@ impl Service {
             token_id: t.id,
             description: t.description.clone(),
             expires_at: t.expires_at,
-            for_host: for_host.as_ref().map(|h| h.hostname.clone()),
+            for_host: for_host.as_ref().map(|h| h.hostname.to_string()),
         });
         w.commit(self, &actor).await?;
-        let hosts: BTreeMap<HostId, String> =
-            for_host.map(|h| (h.id, h.hostname)).into_iter().collect();
+        let hosts: BTreeMap<HostId, String> = for_host
+            .map(|h| (h.id, h.hostname.into()))
+            .into_iter()
+            .collect();
         Ok(CreatedJoinToken {
             token: token_view(&t, &hosts, now),
             secret,
@@ -203,7 +206,7 @@ impl Service {
             .all(&self.db)
             .await?
             .into_iter()
-            .map(|h| (h.id, h.hostname))
+            .map(|h| (h.id, h.hostname.into()))
             .collect())
     }
 }

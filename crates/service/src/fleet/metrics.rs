@@ -39,7 +39,7 @@ impl Service {
             }
             if let Some(at) = h.telemetry_last_at_ms {
                 let lag = (now.timestamp_millis() - at).max(0) as f64 / 1000.0;
-                counts.telemetry_lag_s.insert(h.hostname, lag);
+                counts.telemetry_lag_s.insert(h.hostname.into(), lag);
             }
         }
         for g in gpu::Entity::find().all(&self.db).await? {

@@ -10,7 +10,7 @@ mod ops;
 mod report;
 mod view;
 
-pub use enrol::{validate_hostname, AuthenticatedHost};
+pub use enrol::AuthenticatedHost;
 pub use heartbeat::REPORT_FULL_EVERY;
 pub(crate) use heartbeat::{beat_hold, HostChecks};
 pub use join_tokens::{NewJoinToken, MAX_JOIN_TOKEN_TTL};

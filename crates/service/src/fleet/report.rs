@@ -1,8 +1,8 @@
 //! Agents' reports: checked for consistency, then the host's facts and GPUs
 //! are stored and its allocations advanced, in one write.
 
+use super::AuthenticatedHost;
 use super::REPORT_FULL_EVERY;
-use super::{validate_hostname, AuthenticatedHost};
 use crate::allocations::{gpu_loss, live_on_host, AllocationRow};
 use crate::entity::gpu::{HealthFindings, MigDevices, NvlinkPeers, ObservedSharing};
 use crate::entity::{gpu, host};
@@ -19,7 +19,6 @@ use tessera_protocol::agent::{GpuReport, HostReport, ReportAck};
 
 /// Checks a report for internal consistency; names the first offending field.
 pub fn validate_report(report: &HostReport) -> Result<(), ServiceError> {
-    validate_hostname("hostname", &report.hostname)?;
     if report.agent_version.trim().is_empty() || report.agent_version.len() > 64 {
         return Err(ServiceError::invalid(
             "agent_version",

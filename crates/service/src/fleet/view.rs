@@ -48,7 +48,7 @@ fn mig_instances(
 #[derive(Debug, sea_orm::FromQueryResult)]
 struct HostFacts {
     id: HostId,
-    hostname: String,
+    hostname: tessera_core::checked::Hostname,
     last_seen_at: Option<chrono::DateTime<chrono::Utc>>,
     ops_mode: OpsMode,
 }

@@ -146,7 +146,11 @@ impl Service {
                 }
             })
             .collect();
-        let mut hosts: Vec<String> = fleet.hosts.into_values().map(|h| h.hostname).collect();
+        let mut hosts: Vec<String> = fleet
+            .hosts
+            .into_values()
+            .map(|h| h.hostname.into())
+            .collect();
         hosts.sort();
         Ok(PoolsAdminView {
             pools,

@@ -6,7 +6,7 @@ use super::rollup::{mark_due, Marker};
 use crate::allocations::AllocationRow;
 use crate::audit::Actor;
 use crate::entity::{allocation, gpu, gpu_sample, host};
-use crate::fleet::{validate_hostname, AuthenticatedHost};
+use crate::fleet::AuthenticatedHost;
 use crate::{Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QuerySelect, Set};
@@ -32,7 +32,6 @@ fn is_uuid(s: &str, prefix: &str) -> bool {
 
 /// Checks a batch for internal consistency; names the first offending field.
 pub fn validate_batch(batch: &TelemetryBatch) -> Result<(), ServiceError> {
-    validate_hostname("hostname", &batch.hostname)?;
     if !(1000..=600_000).contains(&batch.interval_ms) || !batch.interval_ms.is_multiple_of(100) {
         return Err(ServiceError::invalid(
             "interval_ms",

@@ -8,7 +8,7 @@ use crate::common;
 
 use chrono::Duration;
 use common::agent::*;
-use common::{fixture, fixture_with_grace, fixture_with_pools, Fixture};
+use common::{fixture, fixture_with_grace, fixture_with_pools, host_named, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tessera_core::availability::{OpsAction, OpsMode};
 use tessera_core::health::{HealthSignals, HealthVerdict, XidEvent};
@@ -729,7 +729,7 @@ async fn the_fleet_pages_filters_and_searches_its_hosts() {
         async move { f.service.fleet_view(proof, &filter).await }
     };
     let names = |v: &tessera_protocol::views::FleetView| -> Vec<String> {
-        v.hosts.iter().map(|h| h.hostname.clone()).collect()
+        v.hosts.iter().map(|h| h.hostname.to_string()).collect()
     };
 
     let first = view(FleetFilter::default()).await.unwrap();
@@ -772,7 +772,7 @@ async fn the_fleet_pages_filters_and_searches_its_hosts() {
     for (i, util) in [(3usize, 40u8), (50, 70)] {
         use tessera_protocol::agent::{GpuSample, TelemetryBatch, TelemetryRound};
         let batch = TelemetryBatch {
-            hostname: format!("node-{i:02}"),
+            hostname: host_named(&format!("node-{i:02}")),
             interval_ms: 10_000,
             rounds: vec![TelemetryRound {
                 at_ms: now_ms - 5_000,
@@ -800,7 +800,7 @@ async fn the_fleet_pages_filters_and_searches_its_hosts() {
     let heat_of = |i: &tessera_protocol::views::FleetInsights| -> Vec<(String, Option<u8>)> {
         i.heat
             .iter()
-            .map(|h| (h.hostname.clone(), h.gpus[0].util_pct))
+            .map(|h| (h.hostname.to_string(), h.gpus[0].util_pct))
             .collect()
     };
     let all = insights(FleetFilter::default()).await.unwrap();

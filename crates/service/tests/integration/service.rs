@@ -11,7 +11,7 @@ use crate::common;
 use tessera_core::role::TokenScope;
 
 use chrono::Duration;
-use common::fixture;
+use common::{fixture, host_named};
 use tessera_core::sharing::SharingMode;
 use tessera_protocol::agent::{EnrollRequest, GpuReport, HostReport};
 use tessera_protocol::views::{HostStatus, JoinTokenStatus, TenantRole};
@@ -19,7 +19,7 @@ use tessera_service::{Clock, ServiceError};
 
 fn report(hostname: &str, gpus: usize, uuid_prefix: &str) -> HostReport {
     HostReport {
-        hostname: hostname.into(),
+        hostname: host_named(hostname),
         agent_version: "0.1.0".into(),
         cpu_milli: 64_000,
         memory_mib: 512 * 1024,
@@ -129,14 +129,14 @@ async fn join_token_enrols_exactly_once() {
 
     let req = EnrollRequest {
         join_token: created.secret.clone(),
-        hostname: "gpu-1".into(),
+        hostname: host_named("gpu-1"),
     };
     let first = f.service.enroll(&req).await.unwrap();
     assert!(first.credential.starts_with("tsh_"));
     let again = f
         .service
         .enroll(&EnrollRequest {
-            hostname: "gpu-2".into(),
+            hostname: host_named("gpu-2"),
             ..req.clone()
         })
         .await
@@ -195,7 +195,7 @@ async fn expired_revoked_and_unknown_tokens_are_refused() {
             .service
             .enroll(&EnrollRequest {
                 join_token: secret,
-                hostname: "h".into(),
+                hostname: host_named("h"),
             })
             .await
             .unwrap_err();
@@ -241,15 +241,15 @@ async fn join_token_input_is_validated() {
         );
     }
     assert_eq!(f.count("join_tokens").await, 0);
-    let err = f
-        .service
-        .enroll(&EnrollRequest {
-            join_token: "x".into(),
-            hostname: "bad host!".into(),
-        })
-        .await
+    // A bad host name does not even make a request: it is refused where
+    // the agent's JSON is read (a 400 naming the field over HTTP).
+    let err = serde_json::from_str::<EnrollRequest>(r#"{"join_token":"x","hostname":"bad host!"}"#)
         .unwrap_err();
-    assert!(err.to_string().starts_with("hostname:"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("'bad host!' is not a valid host name"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -267,7 +267,7 @@ async fn concurrent_enrolments_with_one_token_have_one_winner() {
             let service = f.service.clone();
             let req = EnrollRequest {
                 join_token: created.secret.clone(),
-                hostname: format!("racer-{i}"),
+                hostname: host_named(&format!("racer-{i}")),
             };
             tokio::spawn(async move { service.enroll(&req).await })
         })
@@ -298,7 +298,7 @@ async fn plain_token_enrols_new_hosts_but_never_takes_over_an_enrolled_one() {
         .service
         .enroll(&EnrollRequest {
             join_token: first.secret,
-            hostname: "gpu-1".into(),
+            hostname: host_named("gpu-1"),
         })
         .await
         .unwrap();
@@ -313,7 +313,7 @@ async fn plain_token_enrols_new_hosts_but_never_takes_over_an_enrolled_one() {
         .service
         .enroll(&EnrollRequest {
             join_token: other.secret.clone(),
-            hostname: "gpu-1".into(),
+            hostname: host_named("gpu-1"),
         })
         .await
         .unwrap_err();
@@ -343,7 +343,7 @@ async fn plain_token_enrols_new_hosts_but_never_takes_over_an_enrolled_one() {
         .service
         .enroll(&EnrollRequest {
             join_token: other.secret,
-            hostname: "gpu-2".into(),
+            hostname: host_named("gpu-2"),
         })
         .await
         .unwrap();
@@ -368,7 +368,7 @@ async fn reenrol_token_rekeys_its_own_host_and_nothing_else() {
         .service
         .enroll(&EnrollRequest {
             join_token: t.secret,
-            hostname: "gpu-3".into(),
+            hostname: host_named("gpu-3"),
         })
         .await
         .unwrap()
@@ -398,7 +398,7 @@ async fn reenrol_token_rekeys_its_own_host_and_nothing_else() {
             .service
             .enroll(&EnrollRequest {
                 join_token: created.secret.clone(),
-                hostname: other.into(),
+                hostname: host_named(other),
             })
             .await
             .unwrap_err();
@@ -422,7 +422,7 @@ async fn reenrol_token_rekeys_its_own_host_and_nothing_else() {
         .service
         .enroll(&EnrollRequest {
             join_token: created.secret.clone(),
-            hostname: "gpu-3".into(),
+            hostname: host_named("gpu-3"),
         })
         .await
         .unwrap();
@@ -431,7 +431,10 @@ async fn reenrol_token_rekeys_its_own_host_and_nothing_else() {
         .authenticate_host(&rekeyed.credential)
         .await
         .unwrap();
-    assert_eq!((host.id(), host.hostname()), (rekeyed.host_id, "gpu-3"));
+    assert_eq!(
+        (host.id(), host.hostname().as_str()),
+        (rekeyed.host_id, "gpu-3")
+    );
     let err = f
         .service
         .authenticate_host(&old_credential)
@@ -494,7 +497,7 @@ async fn reports_replace_gpus_and_only_for_the_own_host() {
             .service
             .enroll(&EnrollRequest {
                 join_token: t.secret,
-                hostname: name.into(),
+                hostname: host_named(name),
             })
             .await
             .unwrap();
@@ -678,7 +681,7 @@ async fn every_mutation_leaves_exactly_one_audit_event() {
         .service
         .enroll(&EnrollRequest {
             join_token: t.secret,
-            hostname: "aud".into(),
+            hostname: host_named("aud"),
         })
         .await
         .unwrap();

@@ -8,7 +8,7 @@ use crate::common;
 
 use chrono::{Duration, TimeZone, Utc};
 use common::agent::*;
-use common::{fixture, Fixture};
+use common::{fixture, host_named, Fixture};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::telemetry::ROLLUP_SETTLE_MS;
@@ -247,7 +247,7 @@ fn round(at_ms: i64, gpu: &str, gpu_util: u8, mig: Option<(&str, u8)>) -> Teleme
 
 fn batch(host: &str, rounds: Vec<TelemetryRound>) -> TelemetryBatch {
     TelemetryBatch {
-        hostname: host.into(),
+        hostname: host_named(host),
         interval_ms: 10_000,
         rounds,
     }

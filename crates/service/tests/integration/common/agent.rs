@@ -2,7 +2,7 @@
 //! allocation and fleet tests share.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::Fixture;
+use super::{host_named, Fixture};
 use sea_orm::EntityTrait;
 use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::plan::{GpuObserved, ObservedInstance};
@@ -65,7 +65,7 @@ pub fn a100(index: u32, uuid: &str) -> GpuReport {
 
 pub fn report(hostname: &str, gpus: Vec<GpuReport>, applied: Option<i64>) -> HostReport {
     HostReport {
-        hostname: hostname.into(),
+        hostname: host_named(hostname),
         agent_version: "0.1.0".into(),
         cpu_milli: 64_000,
         memory_mib: 512 * 1024,

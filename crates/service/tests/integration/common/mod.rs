@@ -287,7 +287,7 @@ impl Fixture {
             .service
             .enroll(&tessera_protocol::agent::EnrollRequest {
                 join_token: token.secret,
-                hostname: hostname.into(),
+                hostname: host_named(hostname),
             })
             .await
             .unwrap();
@@ -314,7 +314,7 @@ impl Fixture {
         self.service
             .enroll(&tessera_protocol::agent::EnrollRequest {
                 join_token: token.secret,
-                hostname: hostname.into(),
+                hostname: host_named(hostname),
             })
             .await
             .unwrap()
@@ -364,4 +364,9 @@ impl Fixture {
             .map(|e| e.action.to_string())
             .collect()
     }
+}
+
+/// A host name for tests (panics on a bad one).
+pub fn host_named(name: &str) -> tessera_core::checked::Hostname {
+    tessera_core::checked::Hostname::parse(name).unwrap_or_else(|e| panic!("{e}"))
 }
