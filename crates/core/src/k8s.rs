@@ -39,6 +39,7 @@ pub fn extended_resource(shape: &SliceShape) -> (String, u32) {
 /// The device plugin's config file (`--config-file`), the parts Tessera writes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DevicePluginConfig {
     /// Always `v1`.
     pub version: String,
@@ -50,6 +51,7 @@ pub struct DevicePluginConfig {
 /// `sharing:`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DevicePluginSharing {
     /// `timeSlicing:`.
     #[serde(
@@ -66,6 +68,7 @@ pub struct DevicePluginSharing {
 /// Replicas per GPU for one sharing method.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReplicatedResources {
     /// Advertise replicas as `<name>.shared`.
     #[serde(default)]
@@ -81,6 +84,7 @@ pub struct ReplicatedResources {
 /// GPUs advertised with `replicas` replicas each.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReplicatedResource {
     /// Always `nvidia.com/gpu`.
     pub name: String,
@@ -140,6 +144,7 @@ pub fn device_plugin_config(shared: &BTreeMap<String, u32>) -> DevicePluginConfi
 /// mig-parted's config file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MigPartedConfig {
     /// Always `v1`.
     pub version: String,
@@ -151,6 +156,7 @@ pub struct MigPartedConfig {
 /// One group of GPUs in a configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MigPartedEntry {
     /// GPU indices.
     pub devices: Vec<u32>,
@@ -212,6 +218,7 @@ pub fn mig_parted(name: &str, gpus: &[GpuMigState]) -> MigPartedConfig {
 /// A Kubernetes `ResourceQuota` (core/v1), the fields Tessera sets.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ResourceQuota {
     /// `v1`.
     pub api_version: String,
@@ -225,6 +232,7 @@ pub struct ResourceQuota {
 
 /// `metadata:`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ObjectMeta {
     /// Object name.
     pub name: String,
@@ -237,6 +245,7 @@ pub struct ObjectMeta {
 
 /// `spec:`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ResourceQuotaSpec {
     /// `requests.<resource>` → quantity (Kubernetes quantities are strings).
     pub hard: BTreeMap<String, String>,

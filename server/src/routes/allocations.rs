@@ -190,7 +190,7 @@ pub async fn requeue_allocation(
 #[utoipa::path(
     get, path = "/tenants/{slug}/resource-quota.yaml", tag = "allocations",
     params(("slug" = String, Path, description = "Tenant slug")),
-    responses((status = 200, description = "ResourceQuota", content_type = "application/yaml", body = String),
+    responses((status = 200, description = "ResourceQuota", content_type = "application/yaml", body = tessera_core::k8s::ResourceQuota),
               Unauthorized, Forbidden, NotFound),
     security(("apiToken" = []), ("session" = [])),
 )]

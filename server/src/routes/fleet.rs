@@ -132,7 +132,7 @@ pub async fn operate_gpu(
 #[utoipa::path(
     get, path = "/hosts/{id}/mig-parted.yaml", tag = "fleet",
     params(("id" = i64, Path, description = "Host id")),
-    responses((status = 200, description = "mig-parted config", content_type = "application/yaml", body = String),
+    responses((status = 200, description = "mig-parted config", content_type = "application/yaml", body = tessera_core::k8s::MigPartedConfig),
               Unauthorized, Forbidden, NotFound),
     security(("session" = [])),
 )]
@@ -149,7 +149,7 @@ pub async fn host_mig_parted(
 #[utoipa::path(
     get, path = "/hosts/{id}/device-plugin.yaml", tag = "fleet",
     params(("id" = i64, Path, description = "Host id")),
-    responses((status = 200, description = "device plugin config", content_type = "application/yaml", body = String),
+    responses((status = 200, description = "device plugin config", content_type = "application/yaml", body = tessera_core::k8s::DevicePluginConfig),
               Unauthorized, Forbidden, NotFound),
     security(("session" = [])),
 )]
