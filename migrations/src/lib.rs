@@ -28,6 +28,7 @@ mod m20261214_000020_add_processes_stopped;
 mod m20261215_000021_people_and_token_creators;
 mod m20261216_000022_audit_chain;
 mod m20261217_000023_token_scopes_and_audit_retention;
+mod m20261218_000024_webhook_failure_detail;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261215_000021_people_and_token_creators::Migration),
             Box::new(m20261216_000022_audit_chain::Migration),
             Box::new(m20261217_000023_token_scopes_and_audit_retention::Migration),
+            Box::new(m20261218_000024_webhook_failure_detail::Migration),
         ]
     }
 }

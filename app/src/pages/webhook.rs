@@ -152,7 +152,7 @@ fn LiveWebhook(
                                                     <td class="mono small">{x.event.as_str()}</td>
                                                     <td><span class=badge data-test="delivery-status">{x.status.as_str()}</span></td>
                                                     <td class="num">{x.attempts}</td>
-                                                    <td class="small error-text">{x.last_error.unwrap_or_else(|| "—".into())}</td>
+                                                    <td class="small error-text">{x.last_error.unwrap_or_else(|| "—".into())}{x.detail.map(|d| view! { <div class="muted small" data-test="delivery-detail">{format!("Exactly (platform admins only): {d}")}</div> })}</td>
                                                     <td class="muted small" title=format::when(x.created_at)>{format::ago(x.created_at, now)}</td>
                                                 </tr>
                                             }

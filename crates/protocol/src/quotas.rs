@@ -298,8 +298,12 @@ pub struct WebhookDeliveryView {
     pub status: WebhookDeliveryStatus,
     /// Tries so far.
     pub attempts: u32,
-    /// Last error, if any.
+    /// Last error, if any (the same words for every way a receiver can be
+    /// unreachable).
     pub last_error: Option<String>,
+    /// Why it failed, exactly: for platform admins only, `None` for others.
+    #[serde(default)]
+    pub detail: Option<String>,
     /// When the event happened.
     pub created_at: DateTime<Utc>,
 }

@@ -138,6 +138,7 @@ fn notification_and_webhook_views_keep_their_strings() {
         status: WebhookDeliveryStatus::Delivered,
         attempts: 2,
         last_error: None,
+        detail: None,
         created_at: at(),
     };
     assert_eq!(
@@ -145,7 +146,7 @@ fn notification_and_webhook_views_keep_their_strings() {
         format!(
             concat!(
                 r#"{{"id":9,"event":"allocation.lease_ending","status":"delivered","#,
-                r#""attempts":2,"last_error":null,"created_at":"{at}"}}"#
+                r#""attempts":2,"last_error":null,"detail":null,"created_at":"{at}"}}"#
             ),
             at = AT
         )

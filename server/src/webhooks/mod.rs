@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tessera_core::ids::TenantId;
 use tessera_service::notifications::{
-    sign, DueDelivery, EgressPolicy, SIGNATURE_HEADER, TIMESTAMP_HEADER,
+    sign, DeliveryFailure, DueDelivery, EgressPolicy, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
 use tessera_service::Service;
 use tokio::task::JoinSet;
@@ -40,13 +40,15 @@ pub struct DeliveryConfig {
 const UNREACHABLE: &str =
     "could not deliver: the receiver did not answer (unreachable, refused or too slow)";
 
-/// Posts one delivery; `Err` says why it failed, for the tenant admin.
+/// Posts one delivery; `Err` says why it failed: coarsely for the tenant
+/// admin, exactly for platform admins.
 pub async fn post(
     client: &reqwest::Client,
     policy: &EgressPolicy,
     d: &DueDelivery,
-) -> Result<(), String> {
-    permitted_url(&d.url, policy).map_err(|e| format!("could not deliver: {e}"))?;
+) -> Result<(), DeliveryFailure> {
+    permitted_url(&d.url, policy)
+        .map_err(|e| DeliveryFailure::plain(format!("could not deliver: {e}")))?;
     // Real time: the receiver checks the signature's timestamp against its clock.
     #[allow(clippy::disallowed_methods)]
     let timestamp = chrono::Utc::now().timestamp();
@@ -64,23 +66,44 @@ pub async fn post(
             // The tenant learns the same for a name that does not resolve,
             // one that resolves inside, a refused port and a timeout: the
             // difference would map the internal network. The log has it.
-            if caused_by_refusal(&e) {
+            let detail = if caused_by_refusal(&e) {
                 tracing::warn!(
                     delivery = d.id,
                     tenant = d.tenant_id.get(),
                     "webhook not delivered: its host name resolves to a private or internal address"
                 );
+                "its host name resolves to a private or internal address, which webhooks may not reach (webhooks.allowed_networks)".to_owned()
             } else {
                 tracing::info!(delivery = d.id, tenant = d.tenant_id.get(), error = %e, "webhook call failed");
+                error_chain(&e)
+            };
+            DeliveryFailure {
+                shown: UNREACHABLE.to_owned(),
+                detail,
             }
-            UNREACHABLE.to_owned()
         })?;
     let status = response.status();
     if status.is_success() {
         Ok(())
     } else {
-        Err(format!("the receiver answered HTTP {}", status.as_u16()))
+        Err(DeliveryFailure::plain(format!(
+            "the receiver answered HTTP {}",
+            status.as_u16()
+        )))
     }
+}
+
+/// An error and its causes, one after another (reqwest's own text stops at
+/// "error sending request").
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// Whether the egress policy stopped the call (somewhere in the error's causes).
@@ -159,7 +182,8 @@ impl Deliverer {
                     tracing::info!(
                         delivery = d.id,
                         attempts = d.attempts + 1,
-                        "webhook delivery failed: {e}"
+                        "webhook delivery failed: {}",
+                        e.detail
                     );
                 }
                 if let Err(e) = service

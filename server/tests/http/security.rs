@@ -358,6 +358,30 @@ async fn webhooks_never_reach_internal_addresses() {
         .await;
     let nowhere = view["deliveries"][0]["last_error"].as_str().unwrap();
     assert_eq!(nowhere, inside, "{view}");
+    assert!(
+        view["deliveries"][0]["detail"].is_null(),
+        "the tenant's admin never sees the exact reason: {view}"
+    );
+    // A platform admin sees why each call failed, exactly.
+    let root = app.sign_in("root", &["admins"]).await;
+    let (status, seen) = app
+        .send("GET", "/api/v1/tenants/vision/webhook", &root, None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{seen}");
+    let details: Vec<&str> = seen["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["detail"].as_str())
+        .collect();
+    assert!(
+        details.iter().any(|d| d.contains("private or internal")),
+        "{seen}"
+    );
+    assert!(
+        details.iter().any(|d| !d.contains("private or internal")),
+        "the name that does not resolve reads differently for the admin: {seen}"
+    );
 }
 
 #[tokio::test]

@@ -15,7 +15,10 @@ pub struct Model {
     pub next_attempt_at: Option<DateTimeUtc>,
     pub delivered_at: Option<DateTimeUtc>,
     pub failed_at: Option<DateTimeUtc>,
+    /// What the tenant is told of the last failure (coarse).
     pub last_error: Option<String>,
+    /// Why it failed, exactly (platform admins only).
+    pub last_error_detail: Option<String>,
     pub created_at: DateTimeUtc,
 }
 

@@ -10,7 +10,8 @@ mod webhooks;
 
 pub use egress::EgressPolicy;
 pub use webhooks::{
-    sign, DueDelivery, INTERNAL_ADDRESS, SIGNATURE_HEADER, TEST_EVENTS_PER_WINDOW, TIMESTAMP_HEADER,
+    sign, DeliveryFailure, DueDelivery, INTERNAL_ADDRESS, SIGNATURE_HEADER, TEST_EVENTS_PER_WINDOW,
+    TIMESTAMP_HEADER,
 };
 
 use crate::entity::{membership, user};

@@ -83,6 +83,29 @@ impl std::fmt::Debug for DueDelivery {
     }
 }
 
+/// Why a webhook call failed: `shown` to the tenant (the same words for a
+/// name that does not resolve, one that resolves inside, a refused port and
+/// a timeout), `detail` exactly (platform admins and the server log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryFailure {
+    /// What the tenant's admins see.
+    pub shown: String,
+    /// What happened, exactly.
+    pub detail: String,
+}
+
+impl DeliveryFailure {
+    /// A failure whose exact reason is no secret (an HTTP status, a URL
+    /// the policy refuses, a removed webhook).
+    pub fn plain(text: impl Into<String>) -> Self {
+        let text = text.into();
+        Self {
+            shown: text.clone(),
+            detail: text,
+        }
+    }
+}
+
 impl Service {
     /// The tenant (by slug) if the caller administers it; members get 403,
     /// others 404.
@@ -110,13 +133,21 @@ impl Service {
         who: &Principal,
         slug: &str,
     ) -> Result<Option<WebhookView>, ServiceError> {
-        let t = self.webhook_tenant(who, slug).await?;
-        self.webhook_view_of(t.id).await
+        // Platform admins may look (not change): they see why calls failed,
+        // exactly, where the tenant's admins see one coarse text.
+        let t = match self.webhook_tenant(who, slug).await {
+            Err(ServiceError::Forbidden(_)) if who.platform_admin => {
+                Self::tenant_by_slug(&self.db, slug).await?
+            }
+            other => other?,
+        };
+        self.webhook_view_of(t.id, who.platform_admin).await
     }
 
     async fn webhook_view_of(
         &self,
         tenant_id: TenantId,
+        exact: bool,
     ) -> Result<Option<WebhookView>, ServiceError> {
         let Some(hook) = webhook::Entity::find()
             .filter(webhook::Column::TenantId.eq(tenant_id))
@@ -144,6 +175,7 @@ impl Service {
                 },
                 attempts: u32::try_from(d.attempts).unwrap_or(0),
                 last_error: d.last_error,
+                detail: d.last_error_detail.filter(|_| exact),
                 created_at: d.created_at,
             })
             .collect();
@@ -193,7 +225,7 @@ impl Service {
         });
         w.commit(self, &Actor::User(who)).await?;
         let webhook = self
-            .webhook_view_of(t.id)
+            .webhook_view_of(t.id, who.platform_admin)
             .await?
             .ok_or_else(|| ServiceError::not_found("webhook"))?;
         Ok(CreatedWebhook { webhook, secret })
@@ -338,7 +370,7 @@ impl Service {
                     None => {
                         self.finish_webhook_delivery(
                             d.id,
-                            Err("the webhook was removed".into()),
+                            Err(DeliveryFailure::plain("the webhook was removed")),
                             1,
                         )
                         .await?;
@@ -359,7 +391,7 @@ impl Service {
     pub async fn finish_webhook_delivery(
         &self,
         id: i64,
-        outcome: Result<(), String>,
+        outcome: Result<(), DeliveryFailure>,
         retry_base_s: u64,
     ) -> Result<(), ServiceError> {
         let now = self.now();
@@ -375,10 +407,12 @@ impl Service {
                 a.delivered_at = Set(Some(now));
                 a.next_attempt_at = Set(None);
                 a.last_error = Set(None);
+                a.last_error_detail = Set(None);
                 DeliveryOutcome::Delivered
             }
             Err(e) => {
-                a.last_error = Set(Some(e.chars().take(1000).collect()));
+                a.last_error = Set(Some(e.shown.chars().take(1000).collect()));
+                a.last_error_detail = Set(Some(e.detail.chars().take(1000).collect()));
                 match webhook_retry_delay_s(attempts, retry_base_s) {
                     Some(s) => {
                         a.next_attempt_at = Set(Some(

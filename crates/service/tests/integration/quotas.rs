@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
+use tessera_service::notifications::DeliveryFailure;
 
 use chrono::Duration;
 use common::agent::{h100, offer_agrees};
@@ -778,7 +779,7 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
 
     // Failures back off: 5 s, 10 s, ...; after 8 tries it is given up.
     f.service
-        .finish_webhook_delivery(d.id, Err("HTTP 500".into()), 5)
+        .finish_webhook_delivery(d.id, Err(DeliveryFailure::plain("HTTP 500")), 5)
         .await
         .unwrap();
     assert!(f
@@ -797,8 +798,14 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         1
     );
     for _ in 1..8 {
+        // The last tries: unreachable. The tenant is told coarsely, the
+        // platform admins exactly.
+        let failure = DeliveryFailure {
+            shown: "could not deliver: the receiver did not answer".to_owned(),
+            detail: "dns error: no record for hooks.example.invalid".to_owned(),
+        };
         f.service
-            .finish_webhook_delivery(d.id, Err("HTTP 500".into()), 5)
+            .finish_webhook_delivery(d.id, Err(failure), 5)
             .await
             .unwrap();
         f.clock.advance(Duration::hours(1));
@@ -817,7 +824,31 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         .unwrap();
     assert_eq!(view.deliveries[0].status, WebhookDeliveryStatus::Failed);
     assert_eq!(view.deliveries[0].attempts, 8);
-    assert_eq!(view.deliveries[0].last_error.as_deref(), Some("HTTP 500"));
+    assert_eq!(
+        view.deliveries[0].last_error.as_deref(),
+        Some("could not deliver: the receiver did not answer")
+    );
+    assert_eq!(
+        view.deliveries[0].detail, None,
+        "not for the tenant's admins"
+    );
+    let root = f.admin().await;
+    let seen = f
+        .service
+        .webhook_view(&root, "vision")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        seen.deliveries[0].detail.as_deref(),
+        Some("dns error: no record for hooks.example.invalid"),
+        "a platform admin sees why, exactly"
+    );
+    let err = f.service.delete_webhook(&root, "vision").await.unwrap_err();
+    assert!(
+        matches!(err, ServiceError::Forbidden(_)),
+        "looks, does not change: {err:?}"
+    );
 
     // A test event is delivered on the first try.
     f.service.test_webhook(&lee, "vision").await.unwrap();
@@ -1005,7 +1036,7 @@ async fn writes_never_fail_while_webhook_deliveries_retry() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 for d in service.due_webhook_deliveries(|_| 5).await? {
                     service
-                        .finish_webhook_delivery(d.id, Err("HTTP 500".into()), 1)
+                        .finish_webhook_delivery(d.id, Err(DeliveryFailure::plain("HTTP 500")), 1)
                         .await?;
                     tries += 1;
                 }
