@@ -331,6 +331,7 @@ pub async fn run_scheduler(
 ) {
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut prune_due = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = interval.tick() => {}
@@ -356,10 +357,22 @@ pub async fn run_scheduler(
             Ok(_) => {}
             Err(e) => tracing::warn!("telemetry rollup: {e:?}"),
         }
-        match service.prune_audit().await {
-            Ok(0) => {}
-            Ok(rows) => tracing::info!(rows, "audit retention deleted the oldest rows"),
-            Err(e) => tracing::warn!("audit retention: {e:?}"),
+        // Retention once a minute, or at once again while a backlog is
+        // left (a round deletes at most a batch).
+        if prune_due <= tokio::time::Instant::now() {
+            let rows = match service.prune_audit().await {
+                Ok(rows) => rows,
+                Err(e) => {
+                    tracing::warn!("audit retention: {e:?}");
+                    0
+                }
+            };
+            if rows > 0 {
+                tracing::info!(rows, "audit retention deleted the oldest rows");
+            }
+            if rows < tessera_service::audit_retention::PRUNE_BATCH {
+                prune_due = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+            }
         }
         match service.tick().await {
             Ok(r) if r != Default::default() => tracing::info!(
