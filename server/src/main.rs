@@ -62,7 +62,7 @@ enum Command {
     CreateApiToken {
         /// Tenant slug.
         #[arg(long)]
-        tenant: String,
+        tenant: tessera_core::checked::TenantSlug,
         /// What the token is for.
         #[arg(long, default_value = "created on the command line")]
         name: String,

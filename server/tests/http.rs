@@ -236,7 +236,7 @@ impl App {
 
     async fn api_token(&self, tenant: &str) -> String {
         self.service
-            .create_api_token_as_system(tenant, "test", None, TokenScope::Request)
+            .create_api_token_as_system(&tenant.parse().unwrap(), "test", None, TokenScope::Request)
             .await
             .unwrap()
             .secret
@@ -852,7 +852,12 @@ async fn a_read_only_token_lists_slices_and_is_refused_every_change_over_http() 
     let writer = app.api_token("vision").await;
     let reader = app
         .service
-        .create_api_token_as_system("vision", "dashboard", None, TokenScope::Read)
+        .create_api_token_as_system(
+            &"vision".parse().unwrap(),
+            "dashboard",
+            None,
+            TokenScope::Read,
+        )
         .await
         .unwrap()
         .secret;

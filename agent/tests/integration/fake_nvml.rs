@@ -5,6 +5,7 @@
 //! backend answering as the fake does for the same host.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::kit::{agent, HostFile, Scratch as Kit};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -41,32 +42,27 @@ fn mps_control() -> PathBuf {
     library().parent().unwrap().join("tessera-fake-mps-control")
 }
 
-/// A scratch folder for one test.
-struct Scratch(PathBuf);
+/// A fake host's folder: its host file, the fake library's state and the
+/// processes "on" its GPUs.
+struct Scratch(Kit);
 
 impl Scratch {
     fn new(test: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("tessera-fake-nvml-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
+        Self(Kit::new("fake-nvml", test))
     }
 
     fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
+        self.0.write(name, text)
     }
 
-    fn host(&self, text: &str) -> PathBuf {
-        self.write("host.toml", text)
+    fn host(&self, host: &HostFile) -> PathBuf {
+        self.0.host_file("host.toml", host)
     }
 
     /// The agent on the fake library, with this folder's host, state and
     /// processes.
     fn agent(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_tessera-agent"));
+        let mut c = agent();
         c.arg("--nvml-library")
             .arg(library())
             .env("TESSERA_FAKE_NVML_HOST", self.0.join("host.toml"))
@@ -86,12 +82,6 @@ impl Scratch {
             })
             .collect();
         self.write("processes.toml", &text);
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -131,19 +121,34 @@ fn gpu(doc: &Value, round: usize, index: usize) -> &Value {
     &doc["rounds"][round]["gpus"][index]
 }
 
-const H100_MIG: &str = "hostname = \"h100\"\ncpu_cores = 32\nmemory_gib = 256\nworkload = \"training\"\n\
-    [[gpus]]\nmodel = \"H100-80GB\"\ncount = 1\nmig_enabled = true\ninstances = [\"3g.40gb@0\", \"1g.10gb@6\"]\n";
+/// Busy hosts of each kind the tests measure.
+fn h100_mig() -> HostFile {
+    HostFile::named("h100")
+        .size(32, 256)
+        .workload("training")
+        .gpus("H100-80GB", 1)
+        .mig(&["3g.40gb@0", "1g.10gb@6"])
+}
 
-const A100_MIG: &str = "hostname = \"a100\"\ncpu_cores = 32\nmemory_gib = 256\nworkload = \"training\"\n\
-    [[gpus]]\nmodel = \"A100-SXM4-40GB\"\ncount = 1\nmig_enabled = true\ninstances = [\"3g.20gb@4\", \"2g.10gb@0\"]\n";
+fn a100_mig() -> HostFile {
+    HostFile::named("a100")
+        .size(32, 256)
+        .workload("training")
+        .gpus("A100-SXM4-40GB", 1)
+        .mig(&["3g.20gb@4", "2g.10gb@0"])
+}
 
-const L4: &str = "hostname = \"l4\"\ncpu_cores = 16\nmemory_gib = 64\nworkload = \"training\"\n\
-    [[gpus]]\nmodel = \"L4\"\ncount = 2\n";
+fn l4() -> HostFile {
+    HostFile::named("l4")
+        .size(16, 64)
+        .workload("training")
+        .gpus("L4", 2)
+}
 
 #[test]
 fn an_h100_in_mig_mode_measures_each_instance_through_gpm_and_not_the_parent() {
     let s = Scratch::new("h100");
-    s.host(H100_MIG);
+    s.host(&h100_mig());
     let doc = probe(s.agent());
     assert_eq!(doc["backend"], "nvml");
     let inventory = &doc["gpus"][0];
@@ -174,7 +179,7 @@ fn an_h100_in_mig_mode_measures_each_instance_through_gpm_and_not_the_parent() {
 #[test]
 fn an_a100_in_mig_mode_has_memory_per_instance_and_no_activity_figure() {
     let s = Scratch::new("a100");
-    s.host(A100_MIG);
+    s.host(&a100_mig());
     let doc = probe(s.agent());
     for round in 0..2 {
         let g = gpu(&doc, round, 0);
@@ -207,7 +212,7 @@ fn exits_within(child: &mut Child, secs: u64) -> bool {
 #[test]
 fn a_whole_gpu_is_measured_busy_while_a_process_runs_and_released_stops_it() {
     let s = Scratch::new("l4");
-    s.host(L4);
+    s.host(&l4());
     let idle = probe(s.agent());
     assert_eq!(gpu(&idle, 1, 0)["util_pct"], 0);
     assert_eq!(gpu(&idle, 1, 0)["mem_used_mib"], 0);
@@ -260,7 +265,7 @@ fn tagged_sleeper(allocation: u32) -> Child {
 #[test]
 fn a_released_shared_slice_stops_its_own_processes_and_no_others() {
     let s = Scratch::new("shared");
-    s.host(L4);
+    s.host(&l4());
     let mut mine = tagged_sleeper(7);
     let mut neighbour = tagged_sleeper(8);
     let mut untagged = sleeper();
@@ -348,7 +353,7 @@ fn a_released_shared_slice_stops_its_own_processes_and_no_others() {
 #[test]
 fn shared_slices_are_measured_by_their_own_processes() {
     let s = Scratch::new("clients");
-    s.host(L4);
+    s.host(&l4());
     let mut a = tagged_sleeper(7);
     let mut b = tagged_sleeper(7);
     let mut c = tagged_sleeper(8);
@@ -394,9 +399,7 @@ const GI_1G_AT_0: &str = r#"{"placement": {"profile": "1g.10gb", "start": 0}, "c
 #[test]
 fn mig_changes_go_through_the_driver_and_a_released_instance_is_emptied_first() {
     let s = Scratch::new("mig");
-    s.host(
-        "hostname = \"h\"\ncpu_cores = 8\nmemory_gib = 64\n[[gpus]]\nmodel = \"H100-80GB\"\ncount = 1\n",
-    );
+    s.host(&HostFile::named("h").gpus("H100-80GB", 1));
     // MIG on and one instance, from a GPU with MIG off.
     let one = format!(
         r#"{{"0": {{"mig_enabled": true, "instances": [{GI_1G_AT_0}], "mps": null, "time_slice_replicas": 1}}}}"#
@@ -455,10 +458,7 @@ fn mig_changes_go_through_the_driver_and_a_released_instance_is_emptied_first() 
 #[test]
 fn a_gpu_lost_before_the_agent_first_read_it_does_not_hide_the_others() {
     let s = Scratch::new("lost");
-    s.host(&L4.replace(
-        "workload = \"training\"\n",
-        "workload = \"training\"\nhealth_file = \"health.toml\"\n",
-    ));
+    s.host(&l4().health_file("health.toml"));
     s.write("health.toml", "[[gpu]]\nindex = 1\nlost = true\n");
     let doc = probe(s.agent());
     let gpus = doc["gpus"].as_array().unwrap();
@@ -505,13 +505,15 @@ fn comparable(doc: &Value) -> Value {
 #[test]
 fn the_simulator_answers_as_the_fake_library_does() {
     let hosts = [
-        H100_MIG.to_owned(),
-        A100_MIG.to_owned(),
-        L4.to_owned(),
-        "hostname = \"mixed\"\ncpu_cores = 64\nmemory_gib = 512\n\
-         [[gpus]]\nmodel = \"A30-24GB\"\ncount = 2\nmig_enabled = true\ninstances = [\"2g.12gb@0\"]\n\
-         [[gpus]]\nmodel = \"H100-80GB\"\ncount = 2\nnvlink_groups = [[0, 1]]\n"
-            .to_owned(),
+        h100_mig(),
+        a100_mig(),
+        l4(),
+        HostFile::named("mixed")
+            .size(64, 512)
+            .gpus("A30-24GB", 2)
+            .mig(&["2g.12gb@0"])
+            .gpus("H100-80GB", 2)
+            .nvlink("[[0, 1]]"),
     ];
     let scenarios = [
         // MIG off and back to a whole GPU.
@@ -526,13 +528,14 @@ fn the_simulator_answers_as_the_fake_library_does() {
         let s = Scratch::new("agree");
         let host_file = s.host(host);
         let sim = || {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_tessera-agent"));
+            let mut c = agent();
             c.args(["--backend", "sim", "--sim-host"])
                 .arg(&host_file)
                 .env("TESSERA_LOG", "error");
             c
         };
-        let name = host.lines().next().unwrap();
+        let toml = host.toml();
+        let name = toml.lines().next().unwrap();
         assert_eq!(
             comparable(&probe(sim())),
             comparable(&probe(s.agent())),
@@ -613,7 +616,7 @@ fn told(s: &Scratch, uuid: &str, prefix: &str) -> Vec<String> {
 #[test]
 fn mps_servers_are_raised_to_the_largest_grant_and_stray_clients_are_reported() {
     let s = Scratch::new("mps");
-    s.host(L4);
+    s.host(&l4());
     let uuid = probe(s.agent())["gpus"][0]["uuid"]
         .as_str()
         .unwrap()

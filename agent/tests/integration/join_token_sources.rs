@@ -2,10 +2,10 @@
 //! scripts need not put it on the command line (visible in `ps`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::kit::{agent, HostFile, Scratch};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -42,22 +42,15 @@ fn refusing_server() -> (String, mpsc::Receiver<String>) {
     (url, rx)
 }
 
-fn workdir(test: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("tessera-agent-token-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("h.toml"),
-        "hostname = \"h\"\ncpu_cores = 8\nmemory_gib = 64\n[[gpus]]\nmodel = \"L4\"\ncount = 1\n",
-    )
-    .unwrap();
+fn workdir(test: &str) -> Scratch {
+    let dir = Scratch::new("token", test);
+    dir.host_file("h.toml", &HostFile::named("h").gpus("L4", 1));
     dir
 }
 
 /// Runs the agent once against `url` with `args` and `env`, and waits for it.
-fn run_agent(dir: &std::path::Path, url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessera-agent"));
+fn run_agent(dir: &Scratch, url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = agent();
     cmd.args(["--server", url, "--backend", "sim", "--once"])
         .arg("--sim-host")
         .arg(dir.join("h.toml"))
@@ -100,8 +93,7 @@ fn the_join_token_comes_from_the_environment() {
 fn the_join_token_comes_from_a_file() {
     let (url, rx) = refusing_server();
     let dir = workdir("file");
-    let file = dir.join("token");
-    std::fs::write(&file, "tsj_from_file\n").unwrap();
+    let file = dir.write("token", "tsj_from_file\n");
     let out = run_agent(
         &dir,
         &url,
@@ -125,8 +117,7 @@ fn the_join_token_comes_from_a_file() {
 fn a_bad_token_file_or_two_sources_stop_before_contacting_the_server() {
     let (url, rx) = refusing_server();
     let dir = workdir("bad");
-    let empty = dir.join("empty");
-    std::fs::write(&empty, "\n").unwrap();
+    let empty = dir.write("empty", "\n");
     let out = run_agent(
         &dir,
         &url,

@@ -4,6 +4,7 @@
 
 mod fake_nvml;
 mod join_token_sources;
+mod kit;
 mod plan_cli;
 mod shutdown;
 mod sim_hosts_dir;

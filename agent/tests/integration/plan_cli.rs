@@ -2,29 +2,16 @@
 //! one JSON line per GPU, and a non-zero exit when a GPU cannot get there.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::Command;
-
-fn write(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-agent-plan-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn host(test: &str) -> std::path::PathBuf {
-    write(
-        &format!("{test}-host.toml"),
-        "hostname = \"h\"\ncpu_cores = 8\nmemory_gib = 64\n[[gpus]]\nmodel = \"A100-SXM4-40GB\"\ncount = 2\nmig_enabled = true\n",
-    )
-}
+use crate::kit::{agent, HostFile, Scratch};
 
 fn run(test: &str, desired: &str) -> (bool, Vec<serde_json::Value>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessera-agent"))
+    let s = Scratch::new("plan", test);
+    let host = HostFile::named("h").gpus("A100-SXM4-40GB", 2).mig(&[]);
+    let out = agent()
         .args(["plan", "--backend", "sim", "--sim-host"])
-        .arg(host(test))
+        .arg(s.host_file("host.toml", &host))
         .arg("--desired")
-        .arg(write(&format!("{test}-desired.json"), desired))
+        .arg(s.write("desired.json", desired))
         .output()
         .unwrap();
     let lines = String::from_utf8(out.stdout)

@@ -1,23 +1,15 @@
 //! SIGTERM and Ctrl-C stop a running agent promptly with exit status 0.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::kit::{agent, HostFile, Scratch};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// An agent in its loop: the server is unreachable, so it retries enrolment
 /// with backoff until stopped.
-fn running_agent(test: &str) -> Child {
-    let dir =
-        std::env::temp_dir().join(format!("tessera-agent-stop-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let host = dir.join("h.toml");
-    std::fs::write(
-        &host,
-        "hostname = \"h\"\ncpu_cores = 8\nmemory_gib = 64\n[[gpus]]\nmodel = \"L4\"\ncount = 1\n",
-    )
-    .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_tessera-agent"))
+fn running_agent(dir: &Scratch) -> Child {
+    let host = dir.host_file("h.toml", &HostFile::named("h").gpus("L4", 1));
+    let child = agent()
         .args(["--server", "http://127.0.0.1:9", "--backend", "sim"])
         .arg("--sim-host")
         .arg(&host)
@@ -59,10 +51,12 @@ fn stop_with(mut child: Child, signal: &str) {
 
 #[test]
 fn sigterm_stops_the_agent_with_status_0() {
-    stop_with(running_agent("term"), "-TERM");
+    let dir = Scratch::new("stop", "term");
+    stop_with(running_agent(&dir), "-TERM");
 }
 
 #[test]
 fn ctrl_c_stops_the_agent_with_status_0() {
-    stop_with(running_agent("int"), "-INT");
+    let dir = Scratch::new("stop", "int");
+    stop_with(running_agent(&dir), "-INT");
 }

@@ -1,29 +1,22 @@
 //! `--sim-hosts-dir`: every `*.toml` in a folder is one simulated host.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-use std::process::Command;
+use crate::kit::{self, HostFile, Scratch};
 
-fn dir(test: &str, hosts: &[(&str, &str)]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-agent-dir-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn dir(test: &str, hosts: &[(&str, &str)]) -> Scratch {
+    let dir = Scratch::new("dir", test);
     for (file, hostname) in hosts {
-        std::fs::write(
-            dir.join(file),
-            format!("hostname = \"{hostname}\"\ncpu_cores = 8\nmemory_gib = 64\n[[gpus]]\nmodel = \"L4\"\ncount = 1\n"),
-        )
-        .unwrap();
+        dir.host_file(file, &HostFile::named(hostname).gpus("L4", 1));
     }
-    std::fs::write(dir.join("README.txt"), "not a host").unwrap();
+    dir.write("README.txt", "not a host");
     dir
 }
 
-fn agent(args: &[&str], hosts_dir: &PathBuf) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessera-agent"))
+fn agent(args: &[&str], hosts_dir: &Scratch) -> (bool, String) {
+    let out = kit::agent()
         .args(args)
         .arg("--sim-hosts-dir")
-        .arg(hosts_dir)
+        .arg(hosts_dir.path())
         .output()
         .unwrap();
     (out.status.success(), String::from_utf8(out.stderr).unwrap())
@@ -32,8 +25,7 @@ fn agent(args: &[&str], hosts_dir: &PathBuf) -> (bool, String) {
 #[test]
 fn plan_reads_the_single_host_of_a_folder() {
     let d = dir("plan", &[("a.toml", "a")]);
-    let desired = d.join("desired.json");
-    std::fs::write(&desired, "{}").unwrap();
+    let desired = d.write("desired.json", "{}");
     let (ok, err) = agent(
         &[
             "plan",

@@ -6,7 +6,9 @@ use super::*;
 #[server(prefix = "/api/ui", endpoint = "get_tenant")]
 pub async fn get_tenant(slug: String) -> Result<TenantView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
-    Ok(service.tenant_view(viewer.require()?, &slug).await?)
+    Ok(service
+        .tenant_view(viewer.require()?, &ssr::checked("tenant", &slug)?)
+        .await?)
 }
 
 /// The request form's pools, quotas and use.
@@ -44,7 +46,7 @@ pub async fn request_slice(
     };
     let req = NewAllocation {
         tenant: None,
-        pool,
+        pool: ssr::checked("pool", &pool)?,
         shape,
         lease_hours,
         purpose,

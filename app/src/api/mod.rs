@@ -81,9 +81,19 @@ mod ssr {
     pub async fn in_tenant(
         slug: &str,
     ) -> Result<(Service, tessera_service::allocations::TenantActor), AppError> {
+        let slug = checked("tenant", slug)?;
         let (service, viewer) = ctx().await?;
-        let actor = service.tenant_actor(viewer.require()?, slug).await?;
+        let actor = service.tenant_actor(viewer.require()?, &slug).await?;
         Ok((service, actor))
+    }
+
+    /// A checked name (`TenantSlug`, `PoolName`) from a form's text field,
+    /// or a 400 naming the field and the rule.
+    pub fn checked<T>(field: &str, value: &str) -> Result<T, AppError>
+    where
+        T: std::str::FromStr<Err = tessera_core::checked::NameError>,
+    {
+        value.trim().parse().map_err(|e| invalid(field, e))
     }
 
     /// `value`, stamped with the time it was read.

@@ -46,7 +46,9 @@ pub async fn get_webhook(slug: String) -> Result<Stamped<Option<WebhookView>>, A
     let (service, viewer) = ssr::ctx().await?;
     Ok(ssr::stamped(
         &service,
-        service.webhook_view(viewer.require()?, &slug).await?,
+        service
+            .webhook_view(viewer.require()?, &ssr::checked("tenant", &slug)?)
+            .await?,
     ))
 }
 
@@ -54,19 +56,25 @@ pub async fn get_webhook(slug: String) -> Result<Stamped<Option<WebhookView>>, A
 #[server(prefix = "/api/ui", endpoint = "set_webhook")]
 pub async fn set_webhook(slug: String, url: String) -> Result<CreatedWebhook, AppError> {
     let (service, viewer) = ssr::ctx().await?;
-    Ok(service.set_webhook(viewer.require()?, &slug, &url).await?)
+    Ok(service
+        .set_webhook(viewer.require()?, &ssr::checked("tenant", &slug)?, &url)
+        .await?)
 }
 
 /// Removes the tenant's webhook.
 #[server(prefix = "/api/ui", endpoint = "delete_webhook")]
 pub async fn delete_webhook(slug: String) -> Result<(), AppError> {
     let (service, viewer) = ssr::ctx().await?;
-    Ok(service.delete_webhook(viewer.require()?, &slug).await?)
+    Ok(service
+        .delete_webhook(viewer.require()?, &ssr::checked("tenant", &slug)?)
+        .await?)
 }
 
 /// Queues a test event to the tenant's webhook.
 #[server(prefix = "/api/ui", endpoint = "send_test_webhook")]
 pub async fn send_test_webhook(slug: String) -> Result<(), AppError> {
     let (service, viewer) = ssr::ctx().await?;
-    Ok(service.test_webhook(viewer.require()?, &slug).await?)
+    Ok(service
+        .test_webhook(viewer.require()?, &ssr::checked("tenant", &slug)?)
+        .await?)
 }

@@ -148,7 +148,10 @@ pub async fn save_tenant(
         revision,
     };
     match revision {
-        Some(_) => service.update_tenant(&admin, &slug, &edit).await?,
+        Some(_) => {
+            let slug = ssr::checked("tenant", &slug)?;
+            service.update_tenant(&admin, &slug, &edit).await?
+        }
         None => service.create_tenant(&admin, &edit).await?,
     };
     Ok(())

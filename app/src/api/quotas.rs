@@ -6,7 +6,9 @@ use super::*;
 #[server(prefix = "/api/ui", endpoint = "get_tenant_quota")]
 pub async fn get_tenant_quota(slug: String) -> Result<Stamped<TenantQuotaPage>, AppError> {
     let (service, viewer) = ssr::ctx().await?;
-    let page = service.tenant_quota_page(viewer.require()?, &slug).await?;
+    let page = service
+        .tenant_quota_page(viewer.require()?, &ssr::checked("tenant", &slug)?)
+        .await?;
     Ok(ssr::stamped(&service, page))
 }
 
@@ -32,8 +34,8 @@ pub async fn create_quota_request(
         ),
     };
     let req = tessera_protocol::quotas::NewQuotaRequest {
-        tenant: slug,
-        pool,
+        tenant: ssr::checked("tenant", &slug)?,
+        pool: ssr::checked("pool", &pool)?,
         amount: ssr::amount(gpus, memory_gib, max_slices),
         ends_at: ssr::end_of_day("ends_at", &ends_on)?,
         justification,
@@ -121,8 +123,8 @@ pub async fn set_tenant_quota(
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     let req = tessera_protocol::quotas::SetQuota {
-        tenant,
-        pool,
+        tenant: ssr::checked("tenant", &tenant)?,
+        pool: ssr::checked("pool", &pool)?,
         amount: ssr::amount(gpus, memory_gib, max_slices),
         reason,
     };
@@ -145,8 +147,8 @@ pub async fn grant_tenant_quota(
     let ends_at = ssr::end_of_day("ends_at", &ends_on)?
         .ok_or_else(|| ssr::invalid("ends_at", "choose the day the extra quota ends"))?;
     let req = tessera_protocol::quotas::NewQuotaGrant {
-        tenant,
-        pool,
+        tenant: ssr::checked("tenant", &tenant)?,
+        pool: ssr::checked("pool", &pool)?,
         amount: ssr::amount(gpus, memory_gib, max_slices),
         ends_at,
         reason,

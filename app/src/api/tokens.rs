@@ -7,7 +7,9 @@ use super::*;
 pub async fn list_api_tokens(slug: String) -> Result<Vec<ApiTokenView>, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let who = viewer.require()?;
-    let actor = service.tenant_actor(who, &slug).await?;
+    let actor = service
+        .tenant_actor(who, &ssr::checked("tenant", &slug)?)
+        .await?;
     Ok(service.list_api_tokens(who, &actor).await?)
 }
 
@@ -23,7 +25,9 @@ pub async fn create_api_token(
 ) -> Result<CreatedApiToken, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let who = viewer.require()?;
-    let actor = service.tenant_actor(who, &slug).await?;
+    let actor = service
+        .tenant_actor(who, &ssr::checked("tenant", &slug)?)
+        .await?;
     let days = ssr::optional_count("days", &days)?;
     Ok(service
         .create_api_token(who, &actor, &name, days, scope)
@@ -35,6 +39,8 @@ pub async fn create_api_token(
 pub async fn revoke_api_token(slug: String, id: ApiTokenId) -> Result<ApiTokenView, AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let who = viewer.require()?;
-    let actor = service.tenant_actor(who, &slug).await?;
+    let actor = service
+        .tenant_actor(who, &ssr::checked("tenant", &slug)?)
+        .await?;
     Ok(service.revoke_api_token(who, &actor, id).await?)
 }

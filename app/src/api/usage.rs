@@ -49,7 +49,7 @@ pub async fn get_usage(
             .await?
             .pools
             .into_iter()
-            .map(|p| p.spec.name)
+            .map(|p| p.spec.name.into())
             .collect();
     }
     let tenant = match tenant {
@@ -58,7 +58,10 @@ pub async fn get_usage(
     };
     let query = UsageQuery {
         month: (!month.is_empty()).then_some(month),
-        tenant: (!tenant.is_empty()).then(|| tenant.clone()),
+        tenant: match tenant.as_str() {
+            "" => None,
+            t => Some(ssr::checked("tenant", t)?),
+        },
         group_by: UsageGrouping::parse(&group_by),
         ..UsageQuery::default()
     };
@@ -89,7 +92,7 @@ pub async fn set_price(
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
     let new = tessera_protocol::views::NewPrice {
-        pool,
+        pool: ssr::checked("pool", &pool)?,
         currency,
         gpu_hour,
         gib_hour,

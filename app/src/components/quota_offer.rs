@@ -68,7 +68,7 @@ pub fn QuotaOffer(
         )
     };
     let slice_json = serde_json::to_string(&slice).unwrap_or_default();
-    let slug = slice.tenant.clone().unwrap_or_default();
+    let slug = slice.tenant.clone().map(String::from).unwrap_or_default();
     view! {
         <section class="card offer" data-test="quota-offer">
             <p class="eyebrow">"Quota"</p>
@@ -90,7 +90,7 @@ pub fn QuotaOffer(
             <p class="offer-amount" data-test="offer-amount">"Ask for "<strong class="num">{format!("+{}", format::quota(&missing))}</strong>{format!(" in {}", slice.pool)}</p>
             <ActionForm action attr:class="qr-form" attr:data-test="offer-form">
                 <input type="hidden" name="slug" value=slug/>
-                <input type="hidden" name="pool" value=slice.pool.clone()/>
+                <input type="hidden" name="pool" value=slice.pool.to_string()/>
                 <input type="hidden" name="gpus" value=format::number(amount.gpus)/>
                 <input type="hidden" name="memory_gib" value=format::number(amount.memory_gib)/>
                 <input type="hidden" name="max_slices" value=amount.max_slices.to_string()/>

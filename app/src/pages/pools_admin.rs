@@ -7,7 +7,7 @@ use crate::components::error_panel::{ErrorPanel, FormError};
 use crate::format;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use tessera_core::pool::{PoolForm, PoolSpec, MAX_LEASE_HOURS};
+use tessera_core::pool::{PoolForm, MAX_LEASE_HOURS};
 use tessera_core::sharing::SharingMode;
 use tessera_protocol::views::{PoolAdminView, PoolsAdminView};
 
@@ -77,14 +77,14 @@ fn LivePools() -> impl IntoView {
 fn Pools(page: PoolsAdminView, actions: Actions) -> impl IntoView {
     let models = page.models.clone();
     let hosts = page.hosts.clone();
-    let blank = PoolSpec::new("", SharingMode::Exclusive, &[]);
+    let blank = PoolForm::blank();
     view! {
         <datalist id="pool-models">{models.iter().map(|m| view! { <option value=m.clone()/> }).collect_view()}</datalist>
         <datalist id="pool-hosts">{hosts.iter().map(|h| view! { <option value=h.clone()/> }).collect_view()}</datalist>
         <section class="card">
             <details data-test="new-pool">
                 <summary class="button primary">"New pool"</summary>
-                <PoolEditor spec=blank revision=None actions models=page.models.clone()/>
+                <PoolEditor form=blank revision=None actions models=page.models.clone()/>
             </details>
         </section>
         {page.pools.into_iter().map(|p| view! { <PoolCard p actions models=models.clone()/> }).collect_view()}
@@ -101,11 +101,11 @@ fn PoolCard(p: PoolAdminView, actions: Actions, models: Vec<String>) -> impl Int
             v.join(", ")
         }
     };
-    let name = s.name.clone();
+    let name = s.name.to_string();
     view! {
-        <section class="card pool-card" data-test="pool" data-pool=s.name.clone()>
+        <section class="card pool-card" data-test="pool" data-pool=s.name.to_string()>
             <header class="pool-head">
-                <h2 class="mono">{s.name.clone()}</h2>
+                <h2 class="mono">{s.name.to_string()}</h2>
                 <span class="badge accent" data-test="pool-sharing">{s.sharing.to_string()}</span>
                 <span class="badge">{s.isolation.to_string()}</span>
                 <span class="muted small">{format!("{} GPU{} · {} live slice{}", p.gpus, plural(p.gpus), p.live_slices, plural(p.live_slices))}</span>
@@ -143,7 +143,7 @@ fn PoolCard(p: PoolAdminView, actions: Actions, models: Vec<String>) -> impl Int
             {p.planned.is_none().then(|| view! {
                 <details data-test="edit-pool">
                     <summary class="button ghost">"Change…"</summary>
-                    <PoolEditor spec=s.clone() revision=Some(p.revision) actions models=models.clone()/>
+                    <PoolEditor form=PoolForm::of(&s) revision=Some(p.revision) actions models=models.clone()/>
                 </details>
             })}
         </section>
@@ -161,18 +161,14 @@ fn plural(n: u32) -> &'static str {
 /// The form: a new pool (`revision` = `None`) or a change to one.
 #[component]
 fn PoolEditor(
-    spec: PoolSpec,
+    form: PoolForm,
     revision: Option<i64>,
     actions: Actions,
     models: Vec<String>,
 ) -> impl IntoView {
-    let f = PoolForm::of(&spec);
+    let f = form;
     let new = revision.is_none();
-    let key = if new {
-        String::new()
-    } else {
-        spec.name.clone()
-    };
+    let key = if new { String::new() } else { f.name.clone() };
     let mine = key.clone();
     let option = |value: &'static str, current: &str| {
         view! { <option value=value selected=current == value>{value}</option> }

@@ -154,8 +154,8 @@ fn RequestForm(
         (qos.get() == QosClass::Guaranteed).then_some(())?;
         quota::check(&p.quota.unwrap_or_default(), &p.usage, &demand).err()?;
         let slice = NewAllocation {
-            tenant: Some(offer_slug.clone()),
-            pool: p.offer.pool.clone(),
+            tenant: offer_slug.parse().ok(),
+            pool: p.offer.pool.parse().ok()?,
             shape: s,
             lease_hours: hours.get(),
             purpose: purpose.get(),

@@ -22,7 +22,7 @@ pub struct Held {
     /// Allocation id.
     pub allocation: AllocationId,
     /// Its pool.
-    pub pool: String,
+    pub pool: crate::checked::PoolName,
     /// Thousandths of a GPU.
     pub compute_milli: u64,
     /// GPU memory, MiB.
@@ -39,7 +39,7 @@ pub struct Held {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Price {
     /// Pool.
-    pub pool: String,
+    pub pool: crate::checked::PoolName,
     /// ISO 4217 code (`EUR`).
     pub currency: String,
     /// Per GPU-hour.
@@ -56,7 +56,7 @@ pub struct Metered {
     /// Allocation id.
     pub allocation: AllocationId,
     /// Pool.
-    pub pool: String,
+    pub pool: crate::checked::PoolName,
     /// Start of the charged span (ms).
     pub start: i64,
     /// End of the charged span (ms).
@@ -328,7 +328,7 @@ mod tests {
     fn held(id: i64, milli: u64, mib: u64, start: i64, end: Option<i64>) -> Held {
         Held {
             allocation: AllocationId::new(id),
-            pool: "a100".into(),
+            pool: "a100".parse().unwrap(),
             compute_milli: milli,
             memory_mib: mib,
             start,
@@ -338,7 +338,7 @@ mod tests {
 
     fn price(from: i64, gpu: &str, gib: &str) -> Price {
         Price {
-            pool: "a100".into(),
+            pool: "a100".parse().unwrap(),
             currency: "EUR".into(),
             gpu_hour_micros: parse_micros(gpu).unwrap(),
             gib_hour_micros: parse_micros(gib).unwrap(),

@@ -34,9 +34,9 @@ pub struct QuotaGrantView {
 #[serde(deny_unknown_fields)]
 pub struct SetQuota {
     /// Tenant slug.
-    pub tenant: String,
+    pub tenant: tessera_core::checked::TenantSlug,
     /// Pool name.
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// The new permanent quota (replaces the old one).
     pub amount: QuotaAmount,
     /// Why (shown to the platform admin who approves a raise).
@@ -62,9 +62,9 @@ pub struct QuotaChange {
 #[serde(deny_unknown_fields)]
 pub struct NewQuotaGrant {
     /// Tenant slug.
-    pub tenant: String,
+    pub tenant: tessera_core::checked::TenantSlug,
     /// Pool name.
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// The extra amount.
     pub amount: QuotaAmount,
     /// When it ends (must be in the future, and before 10000-01-01).
@@ -94,9 +94,9 @@ pub struct TenantQuotasView {
 #[serde(deny_unknown_fields)]
 pub struct NewQuotaRequest {
     /// Tenant slug.
-    pub tenant: String,
+    pub tenant: tessera_core::checked::TenantSlug,
     /// Pool name.
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// The increase asked for.
     pub amount: QuotaAmount,
     /// Temporary until then (a burst); permanent when omitted.

@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct NewAllocation {
     /// Tenant slug (the API token's tenant when omitted with a token).
     #[serde(default)]
-    pub tenant: Option<String>,
+    pub tenant: Option<tessera_core::checked::TenantSlug>,
     /// Pool name.
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// The slice.
     pub shape: tessera_core::sharing::SliceShape,
     /// Lease length in hours (at most the pool's maximum).

@@ -44,7 +44,7 @@ async fn main() {
         tenants: Vec::new(),
     };
     let pools = vec![PoolSpec::new(
-        "h100",
+        "h100".parse().unwrap(),
         SharingMode::Exclusive,
         &["H100-80GB"],
     )];

@@ -185,7 +185,7 @@ impl Service {
     /// server's command line; scripts and benchmarks).
     pub async fn create_api_token_as_system(
         &self,
-        slug: &str,
+        slug: &tessera_core::checked::TenantSlug,
         name: &str,
         days: Option<u32>,
         scope: TokenScope,

@@ -67,15 +67,22 @@ impl Service {
         &self,
         who: &Principal,
         filter: &AuditFilter,
-    ) -> Result<(Condition, BTreeMap<TenantId, (String, String)>), ServiceError> {
+    ) -> Result<
+        (
+            Condition,
+            BTreeMap<TenantId, (tessera_core::checked::TenantSlug, String)>,
+        ),
+        ServiceError,
+    > {
         let scope = Self::audit_scope(who)?;
-        let tenants: BTreeMap<TenantId, (String, String)> = tenant::Entity::find()
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .filter(|t| scope.as_ref().is_none_or(|s| s.contains(&t.id)))
-            .map(|t| (t.id, (t.slug, t.name)))
-            .collect();
+        let tenants: BTreeMap<TenantId, (tessera_core::checked::TenantSlug, String)> =
+            tenant::Entity::find()
+                .all(&self.db)
+                .await?
+                .into_iter()
+                .filter(|t| scope.as_ref().is_none_or(|s| s.contains(&t.id)))
+                .map(|t| (t.id, (t.slug, t.name)))
+                .collect();
         let mut cond = Condition::all();
         if let Some(ids) = &scope {
             cond = cond.add(audit_event::Column::TenantId.is_in(ids.clone()));
@@ -122,7 +129,7 @@ impl Service {
 
     fn event_view(
         e: audit_event::Model,
-        tenants: &BTreeMap<TenantId, (String, String)>,
+        tenants: &BTreeMap<TenantId, (tessera_core::checked::TenantSlug, String)>,
     ) -> AuditEventView {
         AuditEventView {
             id: e.id,
@@ -130,7 +137,7 @@ impl Service {
             actor: e.actor,
             tenant: e
                 .tenant_id
-                .and_then(|id| tenants.get(&id).map(|(slug, _)| slug.clone())),
+                .and_then(|id| tenants.get(&id).map(|(slug, _)| slug.to_string())),
             action: e.action,
             target_type: e.target_type,
             target_id: e.target_id,
@@ -174,7 +181,10 @@ impl Service {
             total,
             page,
             pages,
-            tenants: tenants.into_values().collect(),
+            tenants: tenants
+                .into_values()
+                .map(|(slug, name)| (slug.into(), name))
+                .collect(),
             chain,
         })
     }
@@ -219,7 +229,7 @@ impl Service {
     ) -> Result<
         (
             Vec<audit_event::Model>,
-            BTreeMap<TenantId, (String, String)>,
+            BTreeMap<TenantId, (tessera_core::checked::TenantSlug, String)>,
         ),
         ServiceError,
     > {
@@ -249,7 +259,7 @@ impl Service {
                 "at": e.at,
                 "actor": e.actor,
                 "actor_user_id": e.actor_user_id.map(|u| u.get()),
-                "tenant": e.tenant_id.and_then(|id| tenants.get(&id).map(|(slug, _)| slug.clone())),
+                "tenant": e.tenant_id.and_then(|id| tenants.get(&id).map(|(slug, _)| slug.to_string())),
                 "action": e.action.as_str(),
                 "target_type": e.target_type.as_str(),
                 "target_id": e.target_id,

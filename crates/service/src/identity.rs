@@ -16,8 +16,9 @@ use tessera_protocol::views::{MembershipView, TenantRole};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantSpec {
-    /// URL slug (lower-case letters, digits, dashes).
-    pub slug: String,
+    /// URL slug (lower-case letters, digits, dashes; checked where the
+    /// configuration is read).
+    pub slug: tessera_core::checked::TenantSlug,
     /// Display name.
     pub name: String,
     /// Cost centre for chargeback.
@@ -39,7 +40,7 @@ pub struct TenantSpec {
 #[serde(deny_unknown_fields)]
 pub struct QuotaSpec {
     /// Pool name.
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// GPU-equivalents (e.g. `2` or `1.5`).
     pub gpus: f64,
     /// GPU memory in GiB.
@@ -75,7 +76,10 @@ pub struct Directory {
 pub fn map_groups(
     directory: &Directory,
     groups: &[String],
-) -> (bool, BTreeMap<String, TenantRole>) {
+) -> (
+    bool,
+    BTreeMap<tessera_core::checked::TenantSlug, TenantRole>,
+) {
     let has = |wanted: &[String]| wanted.iter().any(|g| groups.contains(g));
     let platform_admin = has(&directory.platform_admin_groups);
     let mut roles = BTreeMap::new();
@@ -94,15 +98,6 @@ pub fn validate_directory(directory: &Directory) -> Result<(), ServiceError> {
     let mut seen = std::collections::BTreeSet::new();
     for (i, t) in directory.tenants.iter().enumerate() {
         let field = format!("tenants[{i}].slug");
-        if !tessera_core::pool::is_slug(&t.slug) {
-            return Err(ServiceError::invalid(
-                field,
-                format!(
-                    "'{}' must be 1-64 lower-case letters, digits or dashes",
-                    t.slug
-                ),
-            ));
-        }
         if !seen.insert(t.slug.clone()) {
             return Err(ServiceError::invalid(
                 field,
@@ -250,7 +245,7 @@ impl Service {
             }
         };
 
-        let tenants: BTreeMap<String, TenantId> = tenant::Entity::find()
+        let tenants: BTreeMap<tessera_core::checked::TenantSlug, TenantId> = tenant::Entity::find()
             .all(w.db())
             .await?
             .into_iter()
@@ -376,7 +371,7 @@ pub(crate) fn memberships_of(
             Some((
                 t.id,
                 MembershipView {
-                    slug: t.slug.clone(),
+                    slug: t.slug.to_string(),
                     name: t.name.clone(),
                     role: m.role,
                 },
@@ -394,7 +389,7 @@ mod tests {
             platform_admin_groups: vec!["platform".into()],
             tenants: vec![
                 TenantSpec {
-                    slug: "vision".into(),
+                    slug: "vision".parse().unwrap(),
                     name: "Vision".into(),
                     cost_centre: None,
                     member_groups: vec!["vision".into()],
@@ -402,7 +397,7 @@ mod tests {
                     quotas: vec![],
                 },
                 TenantSpec {
-                    slug: "nlp".into(),
+                    slug: "nlp".parse().unwrap(),
                     name: "NLP".into(),
                     cost_centre: Some("CC-2".into()),
                     member_groups: vec!["nlp".into()],
@@ -431,13 +426,14 @@ mod tests {
 
     #[test]
     fn directory_validation_names_the_field() {
-        let mut d = directory();
+        let d = directory();
         assert!(validate_directory(&d).is_ok());
-        d.tenants[1].slug = "Bad Slug".into();
-        let err = validate_directory(&d).unwrap_err();
-        assert!(err.to_string().starts_with("tenants[1].slug"), "{err}");
+        let bad: Result<TenantSpec, _> =
+            serde_json::from_value(serde_json::json!({"slug": "Bad Slug", "name": "Bad"}));
+        let err = bad.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("is not a valid tenant slug"), "{err}");
         let mut d = directory();
-        d.tenants[1].slug = "vision".into();
+        d.tenants[1].slug = "vision".parse().unwrap();
         assert!(validate_directory(&d)
             .unwrap_err()
             .to_string()

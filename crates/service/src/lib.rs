@@ -12,6 +12,7 @@ pub mod audit_chain;
 pub mod audit_log;
 pub mod audit_retention;
 mod auth;
+mod commit_hook;
 mod db;
 pub mod entity;
 mod error;

@@ -12,7 +12,7 @@ impl Service {
     pub async fn tenant_view(
         &self,
         who: &Principal,
-        slug: &str,
+        slug: &tessera_core::checked::TenantSlug,
     ) -> Result<TenantView, ServiceError> {
         let t = Self::tenant_by_slug(&self.db, slug).await?;
         if who.role_in(t.id).is_none() && !who.platform_admin {
@@ -44,7 +44,7 @@ impl Service {
         let allocations = self.list_allocations(&actor).await?;
         let quotas = self.quota_views(t.id).await?;
         Ok(TenantView {
-            slug: t.slug,
+            slug: t.slug.into(),
             name: t.name,
             cost_centre: t.cost_centre,
             members,

@@ -5,13 +5,17 @@
 //! of the writer turn, and only then wakes the agents and retries the queue.
 //! A host's desired state changes only through [`Write::bump_generation`]
 //! (or [`Write::bump_all_generations`]), so the write knows exactly which
-//! agents' long polls to wake. Dropping a `Write` without committing rolls
-//! everything back.
+//! agents' long polls to wake. Use cases that keep something of their own
+//! across the commit hand it over as a [`CommitHook`] (the fleet index's
+//! carried pools are one), settled in the transaction with the write's
+//! events; the write knows no more of it. Dropping a `Write` without
+//! committing rolls everything back.
 
 use crate::audit::Actor;
+use crate::commit_hook::CommitHook;
 use crate::entity::{audit_event, host, notification, tenant, webhook, webhook_delivery};
 use crate::events::{DomainEvent, Link, NoticeDraft, Recipients};
-use crate::runtime::fleet_index::{settle_epochs, Carried, Indexed};
+use crate::runtime::commit_hooks;
 use crate::runtime::replicas::PeerNotice;
 use crate::{Service, ServiceError, WriterTurn};
 use chrono::{DateTime, Utc};
@@ -59,11 +63,9 @@ pub(crate) struct Write {
     /// Hosts whose desired state this write changed (behind a lock so that
     /// a bump needs only `&self` while the transaction is borrowed).
     bumped: std::sync::Mutex<Bumped>,
-    /// Pool indexes this write planned on, with its placements in them.
-    carried: Vec<Carried>,
-    /// Something every pool's placer sees changed (a host's GPUs, said by
-    /// the report that changed them; events say the rest).
-    capacity_changed: bool,
+    /// What use cases settle with the events before the commit (one of
+    /// each type; see [`Write::hook`]).
+    hooks: Vec<Box<dyn CommitHook>>,
 }
 
 /// Whose desired generation a write bumped.
@@ -109,8 +111,7 @@ impl Service {
             event_actors: Vec::new(),
             now: self.now(),
             bumped: std::sync::Mutex::default(),
-            carried: Vec::new(),
-            capacity_changed: false,
+            hooks: commit_hooks(),
         })
     }
 
@@ -222,24 +223,20 @@ impl Write {
         Ok(())
     }
 
-    /// Carries a pool's index forward: kept once this write commits, if
-    /// nothing else changed the pool meantime (see
-    /// [`crate::runtime::fleet_index`]).
-    pub fn carry_index(&mut self, carried: Carried) {
-        self.carried.push(carried);
-    }
-
-    /// Takes back the index of `pool` this write carries (for its next
-    /// plan of the pool, which carries it on).
-    pub fn take_carried(&mut self, pool: &str) -> Option<Indexed> {
-        let at = self.carried.iter().position(|c| c.next.spec.name == pool)?;
-        Some(self.carried.swap_remove(at).next)
-    }
-
-    /// Records that what the placer sees changed in a way no event names
-    /// (a host's GPUs or resources): every pool's index is rebuilt.
-    pub fn capacity_changed(&mut self) {
-        self.capacity_changed = true;
+    /// The hook of type `H` this write carries (a new one, added, the
+    /// first time a use case asks).
+    pub fn hook<H: CommitHook + Default>(&mut self) -> &mut H {
+        let at = match self.hooks.iter_mut().position(|h| h.as_any_mut().is::<H>()) {
+            Some(at) => at,
+            None => {
+                self.hooks.push(Box::new(H::default()));
+                self.hooks.len() - 1
+            }
+        };
+        match self.hooks[at].as_any_mut().downcast_mut::<H>() {
+            Some(hook) => hook,
+            None => unreachable!("the hook at {at} was found by its type"),
+        }
     }
 
     fn bumped(&self) -> std::sync::MutexGuard<'_, Bumped> {
@@ -274,8 +271,7 @@ impl Write {
             event_actors,
             now,
             bumped,
-            carried,
-            capacity_changed,
+            hooks,
         } = self;
         let bumped = bumped
             .into_inner()
@@ -327,11 +323,8 @@ impl Write {
                 .exec_without_returning(&txn)
                 .await?;
         }
-        let kept = settle_epochs(&txn, &events, carried, capacity_changed).await?;
-        for next in kept {
-            // Safe before the commit: should it fail, the stored epoch is
-            // not the one this index names.
-            service.keep_index(next);
+        for hook in hooks {
+            hook.settle(service, &txn, &events).await?;
         }
         txn.commit().await?;
         drop(turn);

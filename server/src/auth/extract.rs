@@ -85,7 +85,7 @@ impl ApiCaller {
     pub async fn in_tenant(
         &self,
         state: &AppState,
-        slug: Option<&str>,
+        slug: Option<&tessera_core::checked::TenantSlug>,
     ) -> Result<TenantActor, ApiError> {
         match self {
             Self::Token(actor) => match slug {
@@ -97,8 +97,9 @@ impl ApiCaller {
             },
             Self::Person(p) => {
                 let slug = match (slug, p.memberships()) {
-                    (Some(s), _) => s.to_owned(),
-                    (None, [(_, only)]) => only.slug.clone(),
+                    (Some(s), _) => s.clone(),
+                    (None, [(_, only)]) => tessera_core::checked::TenantSlug::parse(&only.slug)
+                        .map_err(|e| ServiceError::internal(e.to_string()))?,
                     (None, _) => {
                         return Err(ServiceError::invalid(
                             "tenant",

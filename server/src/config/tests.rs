@@ -229,7 +229,7 @@ fn the_configuration_reference_matches_the_code() {
     );
 
     let mut pool = tessera_service::pools::PoolSpec::new(
-        "p",
+        "p".parse().unwrap(),
         tessera_core::sharing::SharingMode::Mps,
         &["L4"],
     );

@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
+use tessera_core::checked::TenantSlug;
 use tessera_core::ids::AllocationId;
 use tessera_protocol::views::{
     AllocationActivity, AllocationView, ExtendLease, KeepRequest, NewAllocation,
@@ -21,7 +22,8 @@ use tessera_protocol::views::{
 #[into_params(parameter_in = Query)]
 pub struct TenantQuery {
     /// Tenant slug; optional with a token or for a person in one tenant.
-    tenant: Option<String>,
+    #[param(value_type = Option<String>)]
+    tenant: Option<tessera_core::checked::TenantSlug>,
 }
 
 /// List the tenant's allocations (open first, then the newest that ended).
@@ -39,7 +41,7 @@ pub async fn list_allocations(
     headers: axum::http::HeaderMap,
 ) -> Result<axum::response::Response, ApiError> {
     use super::list_bodies::{json_response, Coding};
-    let actor = caller.in_tenant(&state, q.tenant.as_deref()).await?;
+    let actor = caller.in_tenant(&state, q.tenant.as_ref()).await?;
     let list = state.service.kept_allocations(&actor).await?;
     let coding = Coding::preferred(&headers);
     let body = state
@@ -66,7 +68,7 @@ pub async fn request_allocation(
     caller: ApiCaller,
     JsonBody(req): JsonBody<NewAllocation>,
 ) -> Result<(StatusCode, Json<AllocationView>), ApiError> {
-    let actor = caller.in_tenant(&state, req.tenant.as_deref()).await?;
+    let actor = caller.in_tenant(&state, req.tenant.as_ref()).await?;
     let view = state.service.request_allocation(&actor, &req).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
@@ -197,7 +199,7 @@ pub async fn requeue_allocation(
 pub async fn tenant_resource_quota(
     State(state): State<AppState>,
     caller: ApiCaller,
-    PathParams(slug): PathParams<String>,
+    PathParams(slug): PathParams<TenantSlug>,
 ) -> Result<axum::response::Response, ApiError> {
     let actor = caller.in_tenant(&state, Some(&slug)).await?;
     let quota = state.service.tenant_resource_quota(&actor).await?;

@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
+use tessera_core::checked::TenantSlug;
 use tessera_protocol::views::{
     PoolAdminView, PoolChangePreview, PoolEdit, PoolsAdminView, TenantAdminView, TenantEdit,
 };
@@ -158,7 +159,7 @@ pub async fn create_tenant(
 pub async fn update_tenant(
     State(state): State<AppState>,
     Person(p): Person,
-    PathParams(slug): PathParams<String>,
+    PathParams(slug): PathParams<TenantSlug>,
     JsonBody(edit): JsonBody<TenantEdit>,
 ) -> Result<Json<TenantAdminView>, ApiError> {
     let admin = p.require_platform_admin()?;

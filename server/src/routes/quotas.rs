@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
+use tessera_core::checked::TenantSlug;
 use tessera_core::ids::{NotificationId, QuotaGrantId, QuotaRequestId};
 use tessera_protocol::quotas::{
     ApprovalQueueView, CreatedWebhook, NewQuotaGrant, NewQuotaRequest, NotificationsPage,
@@ -31,7 +32,7 @@ use tessera_service::ServiceError;
 pub async fn get_tenant_quotas(
     State(state): State<AppState>,
     Person(p): Person,
-    PathParams(slug): PathParams<String>,
+    PathParams(slug): PathParams<TenantSlug>,
 ) -> Result<Json<TenantQuotaPage>, ApiError> {
     Ok(Json(state.service.tenant_quota_page(&p, &slug).await?))
 }
@@ -318,7 +319,7 @@ pub async fn mark_notifications_read(
 pub async fn get_webhook(
     State(state): State<AppState>,
     Person(p): Person,
-    PathParams(slug): PathParams<String>,
+    PathParams(slug): PathParams<TenantSlug>,
 ) -> Result<Json<WebhookView>, ApiError> {
     match state.service.webhook_view(&p, &slug).await? {
         Some(w) => Ok(Json(w)),
@@ -347,7 +348,7 @@ pub struct SetWebhook {
 pub async fn set_webhook(
     State(state): State<AppState>,
     Person(p): Person,
-    PathParams(slug): PathParams<String>,
+    PathParams(slug): PathParams<TenantSlug>,
     JsonBody(body): JsonBody<SetWebhook>,
 ) -> Result<Json<CreatedWebhook>, ApiError> {
     Ok(Json(state.service.set_webhook(&p, &slug, &body.url).await?))
@@ -363,7 +364,7 @@ pub async fn set_webhook(
 pub async fn delete_webhook(
     State(state): State<AppState>,
     Person(p): Person,
-    PathParams(slug): PathParams<String>,
+    PathParams(slug): PathParams<TenantSlug>,
 ) -> Result<StatusCode, ApiError> {
     state.service.delete_webhook(&p, &slug).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -379,7 +380,7 @@ pub async fn delete_webhook(
 pub async fn test_webhook(
     State(state): State<AppState>,
     Person(p): Person,
-    PathParams(slug): PathParams<String>,
+    PathParams(slug): PathParams<TenantSlug>,
 ) -> Result<StatusCode, ApiError> {
     state.service.test_webhook(&p, &slug).await?;
     Ok(StatusCode::ACCEPTED)

@@ -510,6 +510,53 @@ async fn unparsable_path_and_query_parameters_are_a_json_400() {
     }
 }
 
+/// Tenant slugs and pool names are checked where they enter: in a path, a
+/// query, a JSON body and a server function's form, a name that breaks the
+/// rule is a 400 naming the field and the rule, and nothing is written.
+#[tokio::test]
+async fn names_that_break_their_rule_are_a_400_naming_the_field() {
+    let app = app().await;
+    let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
+    let token = app.api_token("vision").await;
+    let before = app.audit_count().await;
+    let (status, err) = app
+        .send("GET", "/api/v1/tenants/Not%20A%20Slug/quotas", &lead, None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(message.starts_with("path:"), "{message}");
+    assert!(message.contains("is not a valid tenant slug"), "{message}");
+    let (status, err) = app
+        .send("GET", "/api/v1/allocations?tenant=UPPER", &lead, None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("tenant slug"),
+        "{err}"
+    );
+    let (status, err) = app
+        .post_json(
+            "/api/v1/allocations",
+            Some(&token),
+            r#"{"pool":"L4 shared","shape":{"kind":"replica"},"lease_hours":1}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(message.starts_with("pool"), "{message}");
+    assert!(message.contains("is not a valid pool name"), "{message}");
+    let (status, _) = app
+        .send(
+            "POST",
+            "/api/ui/create_api_token",
+            &lead,
+            Some("slug=Vision!&name=ci"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(app.audit_count().await, before, "nothing was written");
+}
+
 #[tokio::test]
 async fn nul_characters_are_refused_in_urls_and_bodies_on_both_databases() {
     let app = app().await;

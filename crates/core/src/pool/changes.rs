@@ -72,7 +72,7 @@ impl PoolSpec {
             before.reserve_after_minutes.to_string(),
             self.reserve_after_minutes.to_string(),
         );
-        let weights = |w: &BTreeMap<String, u32>| {
+        let weights = |w: &BTreeMap<super::TenantSlug, u32>| {
             let v: Vec<String> = w.iter().map(|(t, n)| format!("{t}={n}")).collect();
             list(&v)
         };
@@ -159,9 +159,9 @@ pub struct GpuMove {
     /// Catalogue model name.
     pub model: String,
     /// The pool before (`None`: in no pool).
-    pub from_pool: Option<String>,
+    pub from_pool: Option<super::PoolName>,
     /// The pool after.
-    pub to_pool: Option<String>,
+    pub to_pool: Option<super::PoolName>,
     /// Its sharing mode before.
     pub from_mode: Option<SharingMode>,
     /// Its sharing mode after.
@@ -179,7 +179,7 @@ impl GpuMove {
 
 impl fmt::Display for GpuMove {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let side = |p: &Option<String>, m: &Option<SharingMode>| match (p, m) {
+        let side = |p: &Option<super::PoolName>, m: &Option<SharingMode>| match (p, m) {
             (Some(p), Some(m)) => format!("{p} ({m})"),
             _ => "no pool".to_owned(),
         };

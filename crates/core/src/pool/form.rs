@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{MpsStrayPolicy, PoolSpec, PoolSpecError, ReleasePolicy};
+use super::{MpsStrayPolicy, PoolName, PoolSpec, PoolSpecError, ReleasePolicy, TenantSlug};
 use crate::idle::IdlePolicy;
 use crate::schedule::Discipline;
 use crate::sharing::{IsolationClass, SharingMode};
@@ -86,10 +86,23 @@ fn choose<T: Copy>(field: &str, value: &str, options: &[(&str, T)]) -> Result<T,
 }
 
 impl PoolForm {
+    /// A new pool's form: no name and no models, the defaults for the rest.
+    pub fn blank() -> Self {
+        Self {
+            name: String::new(),
+            models: String::new(),
+            ..Self::of(&PoolSpec::new(
+                PoolName::unchecked("new"),
+                crate::sharing::SharingMode::Exclusive,
+                &[],
+            ))
+        }
+    }
+
     /// The form of an existing pool, for editing.
     pub fn of(spec: &PoolSpec) -> Self {
         Self {
-            name: spec.name.clone(),
+            name: spec.name.to_string(),
             description: spec.description.clone(),
             sharing: spec.sharing.to_string(),
             isolation: spec.isolation.to_string(),
@@ -124,8 +137,8 @@ impl PoolForm {
             let parsed = pair
                 .split_once('=')
                 .and_then(|(t, w)| Some((t.trim().to_owned(), w.trim().parse::<u32>().ok()?)));
-            match parsed {
-                Some((t, w)) if !t.is_empty() && w > 0 => {
+            match parsed.and_then(|(t, w)| Some((TenantSlug::parse(&t).ok()?, w))) {
+                Some((t, w)) if w > 0 => {
                     weights.insert(t, w);
                 }
                 _ => {
@@ -136,8 +149,10 @@ impl PoolForm {
                 }
             }
         }
+        let name = PoolName::parse(self.name.trim())
+            .map_err(|e| PoolSpecError::new("name", e.to_string()))?;
         let spec = PoolSpec {
-            name: self.name.trim().to_owned(),
+            name,
             description: self.description.trim().to_owned(),
             sharing: choose(
                 "sharing",

@@ -33,7 +33,7 @@ pub const MAX_LEASE_HOURS: u32 = 24 * 90;
 #[serde(deny_unknown_fields)]
 pub struct PoolSpec {
     /// Name (lower-case letters, digits, dashes); never changes.
-    pub name: String,
+    pub name: PoolName,
     /// What the pool is for, shown to tenants.
     #[serde(default)]
     pub description: String,
@@ -72,7 +72,7 @@ pub struct PoolSpec {
     /// each tenant's weight is its compute quota in the pool.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub fair_share_weights: BTreeMap<String, u32>,
+    pub fair_share_weights: BTreeMap<TenantSlug, u32>,
     /// Half-life of past use in fair share, in hours (0: only what a tenant
     /// holds right now counts).
     #[serde(default = "default_usage_half_life_hours")]
@@ -201,21 +201,13 @@ impl PoolSpecError {
     }
 }
 
-/// Whether `name` is a valid pool or tenant name: 1-64 lower-case letters,
-/// digits or dashes.
-pub fn is_slug(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-}
+pub use crate::checked::{is_slug, PoolName, TenantSlug};
 
 impl PoolSpec {
     /// A pool with the defaults for everything but its name, mode and models.
-    pub fn new(name: &str, sharing: SharingMode, models: &[&str]) -> Self {
+    pub fn new(name: PoolName, sharing: SharingMode, models: &[&str]) -> Self {
         Self {
-            name: name.to_owned(),
+            name,
             description: String::new(),
             sharing,
             isolation: IsolationClass::default(),
@@ -246,15 +238,6 @@ impl PoolSpec {
 
     /// Checks one pool for the mistakes an author would make; names the field.
     pub fn validate(&self) -> Result<(), PoolSpecError> {
-        if !is_slug(&self.name) {
-            return Err(PoolSpecError::new(
-                "name",
-                format!(
-                    "'{}' must be 1-64 lower-case letters, digits or dashes",
-                    self.name
-                ),
-            ));
-        }
         if self.description.chars().count() > 500 {
             return Err(PoolSpecError::new(
                 "description",

@@ -13,12 +13,24 @@ fn gpu(host: &str, index: u32, model: &str, live: u32) -> FleetGpu {
 
 #[test]
 fn membership_by_model_then_host_first_match_wins() {
-    let mut special = PoolSpec::new("a100-lab", SharingMode::Exclusive, &["A100-SXM4-80GB"]);
+    let mut special = PoolSpec::new(
+        "a100-lab".parse().unwrap(),
+        SharingMode::Exclusive,
+        &["A100-SXM4-80GB"],
+    );
     special.hosts = vec!["lab-*".into(), "gpu-7".into()];
     let pools = vec![
         special,
-        PoolSpec::new("a100-mig", SharingMode::Mig, &["A100-SXM4-80GB"]),
-        PoolSpec::new("inference", SharingMode::TimeSlicing, &["L4", "T4"]),
+        PoolSpec::new(
+            "a100-mig".parse().unwrap(),
+            SharingMode::Mig,
+            &["A100-SXM4-80GB"],
+        ),
+        PoolSpec::new(
+            "inference".parse().unwrap(),
+            SharingMode::TimeSlicing,
+            &["L4", "T4"],
+        ),
     ];
     validate_pools(&pools).unwrap();
     let name = |h: &str, m: &str| pool_of(&pools, h, m).map(|p| p.name.as_str());
@@ -31,40 +43,51 @@ fn membership_by_model_then_host_first_match_wins() {
 
 #[test]
 fn mistakes_name_the_field() {
-    let err = validate_pools(&[PoolSpec::new("l4-mig", SharingMode::Mig, &["L4"])]).unwrap_err();
+    let err = validate_pools(&[PoolSpec::new(
+        "l4-mig".parse().unwrap(),
+        SharingMode::Mig,
+        &["L4"],
+    )])
+    .unwrap_err();
     assert!(err.to_string().starts_with("pools[0].sharing: L4"), "{err}");
-    let err = PoolSpec::new("x", SharingMode::Exclusive, &["Mystery9000"])
-        .validate()
-        .unwrap_err();
+    let err = PoolSpec::new(
+        "x".parse().unwrap(),
+        SharingMode::Exclusive,
+        &["Mystery9000"],
+    )
+    .validate()
+    .unwrap_err();
     assert_eq!(err.field, "models");
     let twice = vec![
-        PoolSpec::new("a", SharingMode::Exclusive, &["L4"]),
-        PoolSpec::new("a", SharingMode::Mps, &["T4"]),
+        PoolSpec::new("a".parse().unwrap(), SharingMode::Exclusive, &["L4"]),
+        PoolSpec::new("a".parse().unwrap(), SharingMode::Mps, &["T4"]),
     ];
     assert_eq!(validate_pools(&twice).unwrap_err().field, "pools[1].name");
-    let mut replicas = PoolSpec::new("ts", SharingMode::TimeSlicing, &["L4"]);
+    let mut replicas = PoolSpec::new("ts".parse().unwrap(), SharingMode::TimeSlicing, &["L4"]);
     replicas.time_slice_replicas = 0;
     assert_eq!(replicas.validate().unwrap_err().field, "sharing");
-    let mut profile = PoolSpec::new("m", SharingMode::Mig, &["A100-SXM4-40GB"]);
+    let mut profile = PoolSpec::new("m".parse().unwrap(), SharingMode::Mig, &["A100-SXM4-40GB"]);
     profile.allowed_mig_profiles = vec!["9g.99gb".into()];
     assert_eq!(profile.validate().unwrap_err().field, "sharing");
-    let mut hosts = PoolSpec::new("h", SharingMode::Exclusive, &["L4"]);
+    let mut hosts = PoolSpec::new("h".parse().unwrap(), SharingMode::Exclusive, &["L4"]);
     hosts.hosts = vec!["a*b".into()];
     assert_eq!(hosts.validate().unwrap_err().field, "hosts");
     hosts.hosts = vec![String::new()];
     assert_eq!(hosts.validate().unwrap_err().field, "hosts");
-    let mut name = PoolSpec::new("Big Pool", SharingMode::Exclusive, &["L4"]);
-    assert_eq!(name.validate().unwrap_err().field, "name");
-    name.name = "big-pool".into();
+    assert!(
+        "Big Pool".parse::<PoolName>().is_err(),
+        "a pool name is a slug"
+    );
+    let mut name = PoolSpec::new("big-pool".parse().unwrap(), SharingMode::Exclusive, &["L4"]);
     name.max_lease_hours = MAX_LEASE_HOURS + 1;
     assert_eq!(name.validate().unwrap_err().field, "max_lease_hours");
-    let dup = PoolSpec::new("d", SharingMode::Exclusive, &["L4", "L4"]);
+    let dup = PoolSpec::new("d".parse().unwrap(), SharingMode::Exclusive, &["L4", "L4"]);
     assert_eq!(dup.validate().unwrap_err().field, "models");
 }
 
 #[test]
 fn stopping_mps_strays_is_an_mps_pool_setting() {
-    let mut mps = PoolSpec::new("l4-mps", SharingMode::Mps, &["L4"]);
+    let mut mps = PoolSpec::new("l4-mps".parse().unwrap(), SharingMode::Mps, &["L4"]);
     mps.mps_strays = MpsStrayPolicy::Stop;
     mps.validate().unwrap();
     let form = PoolForm::of(&mps);
@@ -81,7 +104,11 @@ fn stopping_mps_strays_is_an_mps_pool_setting() {
         ..form.clone()
     };
     assert_eq!(bad.spec().unwrap_err().field, "mps_strays");
-    let changes = mps.differences(&PoolSpec::new("l4-mps", SharingMode::Mps, &["L4"]));
+    let changes = mps.differences(&PoolSpec::new(
+        "l4-mps".parse().unwrap(),
+        SharingMode::Mps,
+        &["L4"],
+    ));
     assert_eq!(changes.len(), 1);
     assert_eq!(
         (
@@ -92,7 +119,7 @@ fn stopping_mps_strays_is_an_mps_pool_setting() {
         ("mps_strays", "report", "stop")
     );
     // Elsewhere there are no MPS clients to stop.
-    let mut ts = PoolSpec::new("ts", SharingMode::TimeSlicing, &["L4"]);
+    let mut ts = PoolSpec::new("ts".parse().unwrap(), SharingMode::TimeSlicing, &["L4"]);
     ts.time_slice_replicas = 4;
     ts.mps_strays = MpsStrayPolicy::Stop;
     assert_eq!(ts.validate().unwrap_err().field, "mps_strays");
@@ -100,10 +127,14 @@ fn stopping_mps_strays_is_an_mps_pool_setting() {
 
 #[test]
 fn a_form_round_trips_and_names_its_mistakes() {
-    let mut spec = PoolSpec::new("ts", SharingMode::TimeSlicing, &["L4", "T4"]);
+    let mut spec = PoolSpec::new(
+        "ts".parse().unwrap(),
+        SharingMode::TimeSlicing,
+        &["L4", "T4"],
+    );
     spec.hosts = vec!["edge-*".into()];
     spec.time_slice_replicas = 4;
-    spec.fair_share_weights = BTreeMap::from([("nlp".to_owned(), 3)]);
+    spec.fair_share_weights = BTreeMap::from([("nlp".parse().unwrap(), 3)]);
     spec.on_release = ReleasePolicy::Refuse;
     spec.idle_reclaim = Some(IdlePolicy::new(10, 240));
     let form = PoolForm::of(&spec);
@@ -151,7 +182,11 @@ fn a_form_round_trips_and_names_its_mistakes() {
 
 #[test]
 fn a_mode_change_moves_every_gpu_and_only_busy_ones_need_a_drain() {
-    let before = vec![PoolSpec::new("a30", SharingMode::Mig, &["A30"])];
+    let before = vec![PoolSpec::new(
+        "a30".parse().unwrap(),
+        SharingMode::Mig,
+        &["A30"],
+    )];
     let mut after = before.clone();
     after[0].sharing = SharingMode::Mps;
     let fleet = vec![
@@ -175,8 +210,12 @@ fn a_mode_change_moves_every_gpu_and_only_busy_ones_need_a_drain() {
 
 #[test]
 fn a_host_selector_moves_that_hosts_gpus_between_pools() {
-    let shared = PoolSpec::new("l4-shared", SharingMode::TimeSlicing, &["L4"]);
-    let mut dedicated = PoolSpec::new("l4-whole", SharingMode::Exclusive, &["L4"]);
+    let shared = PoolSpec::new(
+        "l4-shared".parse().unwrap(),
+        SharingMode::TimeSlicing,
+        &["L4"],
+    );
+    let mut dedicated = PoolSpec::new("l4-whole".parse().unwrap(), SharingMode::Exclusive, &["L4"]);
     dedicated.hosts = vec!["h9".into()];
     let before = vec![shared.clone(), dedicated.clone()];
     let mut narrowed = shared.clone();

@@ -58,10 +58,10 @@ pub struct UsageQuery {
     pub to: Option<DateTime<Utc>>,
     /// Only this tenant (required unless you are a platform admin).
     #[serde(default)]
-    pub tenant: Option<String>,
+    pub tenant: Option<tessera_core::checked::TenantSlug>,
     /// Only this pool.
     #[serde(default)]
-    pub pool: Option<String>,
+    pub pool: Option<tessera_core::checked::PoolName>,
     /// `tenant` (default), `cost_centre`, `pool` or `allocation`.
     #[serde(default)]
     pub group_by: Option<UsageGrouping>,
@@ -242,7 +242,7 @@ pub struct PriceView {
 #[serde(deny_unknown_fields)]
 pub struct NewPrice {
     /// Pool.
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// ISO 4217 (`EUR`).
     pub currency: String,
     /// Per GPU-hour (decimal, up to 6 places).

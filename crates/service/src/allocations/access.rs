@@ -18,7 +18,7 @@ pub struct TenantActor {
     /// Tenant id.
     pub(crate) tenant_id: TenantId,
     /// Tenant slug.
-    pub(crate) tenant_slug: String,
+    pub(crate) tenant_slug: tessera_core::checked::TenantSlug,
     /// How the audit log and the allocation name the caller.
     pub(crate) name: String,
     /// The user, when a person acts.
@@ -34,7 +34,7 @@ impl TenantActor {
     }
 
     /// Tenant slug.
-    pub fn tenant_slug(&self) -> &str {
+    pub fn tenant_slug(&self) -> &tessera_core::checked::TenantSlug {
         &self.tenant_slug
     }
 
@@ -97,7 +97,7 @@ impl Service {
     pub async fn tenant_actor(
         &self,
         who: &Principal,
-        slug: &str,
+        slug: &tessera_core::checked::TenantSlug,
     ) -> Result<TenantActor, ServiceError> {
         let t = Self::tenant_by_slug(&self.db, slug).await?;
         let member = who.role_in(t.id).is_some();

@@ -9,6 +9,7 @@ use crate::events::{AllocationRef, DomainEvent};
 use crate::metrics::AdmissionOutcome;
 use crate::policy::PoolsInForce;
 use crate::pools::PoolSpec;
+use crate::runtime::fleet_index::CarriedIndexes;
 use crate::write::Write;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
@@ -50,8 +51,10 @@ pub(super) struct Checked {
 pub(super) struct TurnReads {
     /// The pools in force and their capacity epochs, read first.
     pub pools: PoolsInForce,
-    held:
-        std::collections::BTreeMap<(TenantId, String), (Option<tessera_core::quota::Quota>, Usage)>,
+    held: std::collections::BTreeMap<
+        (TenantId, tessera_core::checked::PoolName),
+        (Option<tessera_core::quota::Quota>, Usage),
+    >,
 }
 
 impl TurnReads {
@@ -144,7 +147,11 @@ impl Service {
     }
 
     /// Adds one to today's refusals of `tenant_id` in `pool`.
-    async fn count_refusal(&self, tenant_id: TenantId, pool: &str) -> Result<(), ServiceError> {
+    async fn count_refusal(
+        &self,
+        tenant_id: TenantId,
+        pool: &tessera_core::checked::PoolName,
+    ) -> Result<(), ServiceError> {
         use crate::entity::admission_refusal::{ActiveModel, Column, Entity};
         use sea_orm::sea_query::OnConflict;
         let w = self.begin_write().await?;
@@ -152,7 +159,7 @@ impl Service {
         let day_ms = w.now().timestamp_millis().div_euclid(day) * day;
         Entity::insert(ActiveModel {
             day_ms: Set(day_ms),
-            pool: Set(pool.to_owned()),
+            pool: Set(pool.clone()),
             tenant_id: Set(tenant_id),
             count: Set(1),
         })
@@ -361,7 +368,7 @@ impl Service {
         // if the queue lets it (requests ahead of it placed first; a host
         // kept for a request that waited too long respected), else it waits.
         // On the index this write's last admission left, if any.
-        let in_hand = w.take_carried(&spec.name);
+        let in_hand = w.hook::<CarriedIndexes>().take(&spec.name);
         let txn = w.db();
         let mut planned = self
             .plan_pool_indexed(txn, pools, &spec, now, Some(&pending), false, in_hand)
@@ -436,7 +443,7 @@ impl Service {
             }
         };
         if let Some(carried) = carried {
-            w.carry_index(carried);
+            w.hook::<CarriedIndexes>().carry(carried);
         }
         w.emit_as(
             DomainEvent::AllocationRequested {

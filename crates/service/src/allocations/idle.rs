@@ -66,7 +66,7 @@ impl Service {
         if self.idle_minute.swap(minute, Ordering::Relaxed) == minute {
             return Ok(pass);
         }
-        let policies: BTreeMap<String, IdlePolicy> = self
+        let policies: BTreeMap<tessera_core::checked::PoolName, IdlePolicy> = self
             .pools(&self.db)
             .await?
             .into_iter()

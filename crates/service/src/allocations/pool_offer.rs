@@ -25,7 +25,7 @@ impl Service {
     /// What a pool offers, in core's terms.
     pub fn pool_offer(spec: &PoolSpec) -> PoolOffer {
         PoolOffer {
-            pool: spec.name.clone(),
+            pool: spec.name.to_string(),
             policy: spec.policy(),
             models: spec
                 .models

@@ -87,7 +87,7 @@ fn several_tenants<'a>(mut rows: impl Iterator<Item = &'a allocation::Model>) ->
 }
 
 /// Fair-share inputs per (tenant, pool): recent use and weight.
-type Shares = BTreeMap<(TenantId, String), (u64, u64)>;
+type Shares = BTreeMap<(TenantId, tessera_core::checked::PoolName), (u64, u64)>;
 
 impl Service {
     /// The queue entry of `row`, reading the tenant's share once per pool;
@@ -184,22 +184,24 @@ impl Service {
     pub(crate) async fn queues<C: ConnectionTrait>(
         &self,
         conn: &C,
-    ) -> Result<BTreeMap<String, Vec<QueueEntry>>, ServiceError> {
+    ) -> Result<BTreeMap<tessera_core::checked::PoolName, Vec<QueueEntry>>, ServiceError> {
         let queued = allocation::Entity::find()
             .filter(allocation::Column::State.eq(AllocationPhase::Queued))
             .all(conn)
             .await?;
-        let mut rows: BTreeMap<&str, Vec<&allocation::Model>> = BTreeMap::new();
+        let mut rows: BTreeMap<&tessera_core::checked::PoolName, Vec<&allocation::Model>> =
+            BTreeMap::new();
         for a in &queued {
-            rows.entry(a.pool.as_str()).or_default().push(a);
+            rows.entry(&a.pool).or_default().push(a);
         }
-        let mut by_pool: BTreeMap<String, Vec<QueueEntry>> = BTreeMap::new();
+        let mut by_pool: BTreeMap<tessera_core::checked::PoolName, Vec<QueueEntry>> =
+            BTreeMap::new();
         let mut shares = Shares::new();
         for (pool, rows) in rows {
             let rank = several_tenants(rows.iter().copied());
             for a in rows {
                 let entry = self.queue_entry(conn, a, &mut shares, rank).await?;
-                by_pool.entry(pool.to_owned()).or_default().push(entry);
+                by_pool.entry(pool.clone()).or_default().push(entry);
             }
         }
         for q in by_pool.values_mut() {

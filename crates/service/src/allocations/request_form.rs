@@ -95,7 +95,7 @@ impl Service {
             });
         }
         Ok(RequestOptions {
-            tenant: t.slug,
+            tenant: t.slug.into(),
             tenant_name: t.name,
             pools,
         })

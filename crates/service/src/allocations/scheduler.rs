@@ -7,6 +7,7 @@ use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::audit::Actor;
 use crate::entity::allocation;
 use crate::events::{AllocationRef, DomainEvent};
+use crate::runtime::fleet_index::CarriedIndexes;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -312,7 +313,7 @@ impl Service {
             }
             pass.preempt_notices += self.preempt_for_queue(&mut w, &spec, &planned, now).await?;
             if let Some(carried) = planned.carry(stored) {
-                w.carry_index(carried);
+                w.hook::<CarriedIndexes>().carry(carried);
             }
         }
         w.commit_without_retry(self, &Actor::System).await?;

@@ -362,7 +362,7 @@ impl Service {
                         model.name.to_string()
                     },
                     memory,
-                    pool: pool.name.clone(),
+                    pool: pool.name.to_string(),
                     nvlink_group: nvlink_group(index, &g.nvlink_peers.0),
                     mode,
                     allocated,

@@ -22,7 +22,7 @@ impl Service {
     pub(crate) async fn allocation_view_of(
         &self,
         row: allocation::Model,
-        tenant_slug: &str,
+        tenant_slug: &tessera_core::checked::TenantSlug,
     ) -> Result<AllocationView, ServiceError> {
         let pools = self.pools(&self.db).await?;
         self.allocation_view_in(row, tenant_slug, &pools).await
@@ -32,7 +32,7 @@ impl Service {
     pub(crate) async fn allocation_view_in(
         &self,
         row: allocation::Model,
-        tenant_slug: &str,
+        tenant_slug: &tessera_core::checked::TenantSlug,
         pools: &[PoolSpec],
     ) -> Result<AllocationView, ServiceError> {
         if row.state != AllocationPhase::Queued {
@@ -135,8 +135,11 @@ impl Service {
     pub(crate) fn view_with(
         &self,
         row: allocation::Model,
-        tenant_slug: &str,
-        queues: &std::collections::BTreeMap<String, Vec<tessera_core::schedule::QueueEntry>>,
+        tenant_slug: &tessera_core::checked::TenantSlug,
+        queues: &std::collections::BTreeMap<
+            tessera_core::checked::PoolName,
+            Vec<tessera_core::schedule::QueueEntry>,
+        >,
         pools: &[crate::pools::PoolSpec],
     ) -> Result<AllocationView, ServiceError> {
         // A row that does not read back is an error, not a guess.
@@ -216,8 +219,8 @@ impl Service {
         };
         Ok(AllocationView {
             id: row.id,
-            tenant: tenant_slug.to_owned(),
-            pool: row.pool.clone(),
+            tenant: tenant_slug.to_string(),
+            pool: row.pool.to_string(),
             state: row.state,
             reason,
             ending_as,
@@ -331,7 +334,7 @@ impl Service {
     async fn read_list(
         &self,
         tenant: TenantId,
-        tenant_slug: &str,
+        tenant_slug: &tessera_core::checked::TenantSlug,
         stamp: crate::runtime::list_cache::Stamp,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<std::sync::Arc<[AllocationView]>, ServiceError> {

@@ -10,7 +10,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub day_ms: i64,
     #[sea_orm(primary_key, auto_increment = false)]
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     #[sea_orm(primary_key, auto_increment = false)]
     pub tenant_id: TenantId,
     pub count: i64,

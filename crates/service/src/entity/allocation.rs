@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub id: AllocationId,
     pub tenant_id: TenantId,
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     pub requested_by: String,
     /// The state's phase (for queries); `state_data` has the whole state.
     pub state: tessera_core::lifecycle::AllocationPhase,

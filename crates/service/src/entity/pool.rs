@@ -9,7 +9,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub id: PoolId,
     #[sea_orm(unique)]
-    pub name: String,
+    pub name: tessera_core::checked::PoolName,
     /// Lower first: the first pool that takes a GPU gets it.
     pub position: i32,
     /// The definition in force.

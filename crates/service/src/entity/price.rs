@@ -6,7 +6,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key)]
     pub id: i64,
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// ISO 4217.
     pub currency: String,
     /// Millionths of the currency per GPU-hour.

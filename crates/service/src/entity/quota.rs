@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub id: i64,
     pub tenant_id: TenantId,
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     pub compute_milli: i64,
     pub memory_mib: i64,
     pub max_slices: i32,

@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub id: QuotaRequestId,
     pub tenant_id: TenantId,
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// The increase asked for.
     pub compute_milli: i64,
     pub memory_mib: i64,

@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub id: TenantId,
     #[sea_orm(unique)]
-    pub slug: String,
+    pub slug: tessera_core::checked::TenantSlug,
     pub name: String,
     pub cost_centre: Option<String>,
     pub created_at: DateTimeUtc,

@@ -31,10 +31,10 @@ pub enum CapacityEffect {
     Unchanged,
     /// A slice was requested or placed in the pool: the admission or queue
     /// pass that wrote it may carry the pool's index forward itself.
-    Placed(String),
+    Placed(tessera_core::checked::PoolName),
     /// What the pool holds changed otherwise (a slice ended, lost or got
     /// back its capacity).
-    Pool(String),
+    Pool(tessera_core::checked::PoolName),
     /// Hosts, GPUs or pools changed: every pool.
     All,
 }

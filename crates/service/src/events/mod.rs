@@ -222,7 +222,7 @@ pub enum DomainEvent {
         /// The tenant.
         tenant: TenantRef,
         /// The pool.
-        pool: String,
+        pool: tessera_core::checked::PoolName,
         /// Permanent quota and quota in force before (`None`: it had none).
         before: Option<(Quota, Quota)>,
         /// Permanent quota and quota in force after.
@@ -237,7 +237,7 @@ pub enum DomainEvent {
         /// The tenant.
         tenant: TenantRef,
         /// The pool.
-        pool: String,
+        pool: tessera_core::checked::PoolName,
         /// What was granted.
         extra: Quota,
         /// Until when.
@@ -258,7 +258,7 @@ pub enum DomainEvent {
         /// The tenant's id.
         tenant_id: TenantId,
         /// The pool.
-        pool: String,
+        pool: tessera_core::checked::PoolName,
     },
     /// A quota request was filed: proposed by a member, or sent to the
     /// platform admins by a tenant admin.

@@ -11,7 +11,7 @@ pub struct TenantRef {
     /// Id.
     pub id: TenantId,
     /// Slug (for links).
-    pub slug: String,
+    pub slug: tessera_core::checked::TenantSlug,
     /// Display name.
     pub name: String,
 }
@@ -47,7 +47,7 @@ pub struct AllocationRef {
     /// Tenant id.
     pub tenant_id: TenantId,
     /// Pool name.
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// The shape as people read it (`1g.10gb`).
     pub shape_label: String,
     /// Who asked (`Name <email>` or `token:<name>`).
@@ -80,7 +80,7 @@ pub struct QuotaRequestRef {
     /// Its tenant.
     pub tenant: TenantRef,
     /// Pool name.
-    pub pool: String,
+    pub pool: tessera_core::checked::PoolName,
     /// Why the tenant asks.
     pub justification: String,
 }

@@ -16,7 +16,7 @@ fn alloc() -> AllocationRef {
     AllocationRef {
         id: AllocationId::new(7),
         tenant_id: TenantId::new(3),
-        pool: "h100-mig".into(),
+        pool: "h100-mig".parse().unwrap(),
         shape_label: "1g.10gb".into(),
         requested_by: "Bob <bob@example.com>".into(),
         requested_by_user_id: Some(UserId::new(11)),
@@ -34,13 +34,17 @@ fn fields() -> TenantFields {
 }
 
 fn pool() -> tessera_core::pool::PoolSpec {
-    tessera_core::pool::PoolSpec::new("a30", tessera_core::sharing::SharingMode::Mig, &["A30"])
+    tessera_core::pool::PoolSpec::new(
+        "a30".parse().unwrap(),
+        tessera_core::sharing::SharingMode::Mig,
+        &["A30"],
+    )
 }
 
 fn tenant() -> TenantRef {
     TenantRef {
         id: TenantId::new(3),
-        slug: "vision".into(),
+        slug: "vision".parse().unwrap(),
         name: "Vision".into(),
     }
 }
@@ -49,7 +53,7 @@ fn request() -> QuotaRequestRef {
     QuotaRequestRef {
         id: QuotaRequestId::new(9),
         tenant: tenant(),
-        pool: "h100-mig".into(),
+        pool: "h100-mig".parse().unwrap(),
         justification: "training".into(),
     }
 }
@@ -185,7 +189,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
         (
             DomainEvent::QuotaSet {
                 tenant: tenant(),
-                pool: "h100-mig".into(),
+                pool: "h100-mig".parse().unwrap(),
                 before: Some((quota(), quota())),
                 after: (quota(), quota()),
                 by: Some("Alice".into()),
@@ -197,7 +201,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             DomainEvent::QuotaGranted {
                 grant_id: QuotaGrantId::new(1),
                 tenant: tenant(),
-                pool: "h100-mig".into(),
+                pool: "h100-mig".parse().unwrap(),
                 extra: quota(),
                 ends_at: at,
                 reason: "deadline".into(),
@@ -212,7 +216,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             DomainEvent::QuotaGrantEnded {
                 grant_id: QuotaGrantId::new(1),
                 tenant_id: TenantId::new(3),
-                pool: "h100-mig".into(),
+                pool: "h100-mig".parse().unwrap(),
             },
             Some("quota.grant_end"),
             None,
@@ -689,7 +693,7 @@ fn every_event_kind_has_its_pinned_names() {
 fn a_seeded_quota_tells_nobody_and_does_not_retry_the_queue() {
     let seeded = DomainEvent::QuotaSet {
         tenant: tenant(),
-        pool: "h100-mig".into(),
+        pool: "h100-mig".parse().unwrap(),
         before: None,
         after: (quota(), quota()),
         by: None,

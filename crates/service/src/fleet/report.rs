@@ -8,6 +8,7 @@ use crate::entity::gpu::{HealthFindings, MigDevices, NvlinkPeers, ObservedSharin
 use crate::entity::{gpu, host};
 use crate::events::DomainEvent;
 use crate::metrics::ReportOutcome;
+use crate::runtime::fleet_index::CarriedIndexes;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::Expr;
@@ -211,7 +212,7 @@ impl Service {
         let resources_changed = h.cpu_milli != i64::try_from(report.cpu_milli).unwrap_or(i64::MAX)
             || h.memory_mib != i64::try_from(report.memory_mib).unwrap_or(i64::MAX);
         if back_online || resources_changed {
-            w.capacity_changed();
+            w.hook::<CarriedIndexes>().capacity_changed();
         }
         let mut active: host::ActiveModel = h.into();
         active.cpu_milli = Set(i64::try_from(report.cpu_milli).unwrap_or(i64::MAX));
@@ -237,7 +238,7 @@ impl Service {
         // Whether any GPU row changed here (else they read as `existing`).
         let mut gpus_written = !gone.is_empty();
         if !gone.is_empty() {
-            w.capacity_changed();
+            w.hook::<CarriedIndexes>().capacity_changed();
             gpu::Entity::delete_many()
                 .filter(Condition::all().add(gpu::Column::Id.is_in(gone)))
                 .exec(w.db())
@@ -302,7 +303,7 @@ impl Service {
                             || (g.sharing != sharing
                                 && unmanaged_changed(w.db(), g, sharing.as_ref()).await?)
                         {
-                            w.capacity_changed();
+                            w.hook::<CarriedIndexes>().capacity_changed();
                         }
                         let mut a: gpu::ActiveModel = g.clone().into();
                         a.idx = Set(idx);
@@ -323,7 +324,7 @@ impl Service {
                     }
                 }
                 None => {
-                    w.capacity_changed();
+                    w.hook::<CarriedIndexes>().capacity_changed();
                     // Free the index first if a replaced GPU still holds it.
                     gpu::Entity::delete_many()
                         .filter(gpu::Column::HostId.eq(who.id))

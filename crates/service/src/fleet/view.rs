@@ -188,7 +188,7 @@ impl Service {
             }
             let (frag, unplaceable) = self.pool_shape(p, now).await?;
             pools.push(PoolView {
-                name: p.name.clone(),
+                name: p.name.to_string(),
                 description: p.description.clone(),
                 sharing: p.sharing,
                 isolation: p.isolation,
@@ -269,12 +269,13 @@ impl Service {
             .all(&self.db)
             .await?;
         let offline_after = self.settings.host_offline_after;
-        let slugs: BTreeMap<TenantId, String> = crate::entity::tenant::Entity::find()
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(|t| (t.id, t.slug))
-            .collect();
+        let slugs: BTreeMap<TenantId, tessera_core::checked::TenantSlug> =
+            crate::entity::tenant::Entity::find()
+                .all(&self.db)
+                .await?
+                .into_iter()
+                .map(|t| (t.id, t.slug))
+                .collect();
         let mut holders: BTreeMap<String, Holders> = BTreeMap::new();
         let occupancy = crate::allocations::occupancy(&self.db, None, Some(&ids)).await?;
         for (uuid, list) in &occupancy {
@@ -283,7 +284,10 @@ impl Service {
                     tessera_core::placement::Slice::Mig(m) => Some(m.start),
                     _ => None,
                 };
-                let slug = slugs.get(&a.tenant_id).cloned().unwrap_or_default();
+                let slug = slugs
+                    .get(&a.tenant_id)
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
                 holders
                     .entry(uuid.clone())
                     .or_default()
@@ -348,7 +352,8 @@ impl Service {
                             .filter(|(start, _, _)| start.is_none())
                             .map(|(_, t, label)| format!("{t}: {label}"))
                             .collect(),
-                        pool: pools::pool_of(specs, &h.hostname, &g.model).map(|p| p.name.clone()),
+                        pool: pools::pool_of(specs, &h.hostname, &g.model)
+                            .map(|p| p.name.to_string()),
                     })
                     .collect();
                 Ok(HostView {

@@ -113,7 +113,7 @@ impl Service {
     async fn webhook_tenant(
         &self,
         who: &Principal,
-        slug: &str,
+        slug: &tessera_core::checked::TenantSlug,
         reading: bool,
     ) -> Result<tenant::Model, ServiceError> {
         let t = Self::tenant_by_slug(&self.db, slug).await?;
@@ -136,7 +136,7 @@ impl Service {
     pub async fn webhook_view(
         &self,
         who: &Principal,
-        slug: &str,
+        slug: &tessera_core::checked::TenantSlug,
     ) -> Result<Option<WebhookView>, ServiceError> {
         let t = self.webhook_tenant(who, slug, true).await?;
         self.webhook_view_of(t.id, who.platform_admin).await
@@ -190,7 +190,7 @@ impl Service {
     pub async fn set_webhook(
         &self,
         who: &Principal,
-        slug: &str,
+        slug: &tessera_core::checked::TenantSlug,
         url: &str,
     ) -> Result<CreatedWebhook, ServiceError> {
         let t = self.webhook_tenant(who, slug, false).await?;
@@ -230,7 +230,11 @@ impl Service {
     }
 
     /// Removes the tenant's webhook; undelivered events are dropped.
-    pub async fn delete_webhook(&self, who: &Principal, slug: &str) -> Result<(), ServiceError> {
+    pub async fn delete_webhook(
+        &self,
+        who: &Principal,
+        slug: &tessera_core::checked::TenantSlug,
+    ) -> Result<(), ServiceError> {
         let t = self.webhook_tenant(who, slug, false).await?;
         let mut w = self.begin_write().await?;
         let hook = webhook::Entity::find()
@@ -254,7 +258,11 @@ impl Service {
     }
 
     /// Queues a `webhook.test` event, so a tenant admin can check the receiver.
-    pub async fn test_webhook(&self, who: &Principal, slug: &str) -> Result<(), ServiceError> {
+    pub async fn test_webhook(
+        &self,
+        who: &Principal,
+        slug: &tessera_core::checked::TenantSlug,
+    ) -> Result<(), ServiceError> {
         let t = self.webhook_tenant(who, slug, false).await?;
         let mut w = self.begin_write().await?;
         let hook = webhook::Entity::find()

@@ -179,7 +179,7 @@ pub(crate) struct PoolsInForce {
     /// In the order that decides which pool a GPU joins.
     pub specs: Vec<PoolSpec>,
     /// Pool name → capacity epoch.
-    epochs: std::collections::BTreeMap<String, i64>,
+    epochs: std::collections::BTreeMap<tessera_core::checked::PoolName, i64>,
 }
 
 impl PoolsInForce {
@@ -209,12 +209,12 @@ pub(crate) async fn pool_rows<C: ConnectionTrait>(
 /// Creates a tenant (audited).
 async fn insert_tenant(
     w: &mut Write,
-    slug: &str,
+    slug: &tessera_core::checked::TenantSlug,
     fields: TenantFields,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<tenant::Model, ServiceError> {
     let t = tenant::ActiveModel {
-        slug: Set(slug.to_owned()),
+        slug: Set(slug.clone()),
         name: Set(fields.name.clone()),
         cost_centre: Set(fields.cost_centre.clone()),
         member_groups: Set(Some(tenant::Groups(fields.member_groups.clone()))),

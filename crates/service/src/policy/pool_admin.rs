@@ -186,7 +186,7 @@ impl Service {
         let (before, after, old) = self.proposal(&self.db, &rows, name, edit).await?;
         let core = fleet.as_core()?;
         let moved = moves(&before, &after, &core);
-        let tenants: BTreeMap<TenantId, String> = tenant::Entity::find()
+        let tenants: BTreeMap<TenantId, tessera_core::checked::TenantSlug> = tenant::Entity::find()
             .all(&self.db)
             .await?
             .into_iter()
@@ -200,7 +200,10 @@ impl Service {
                 if seen.insert(a.id) {
                     affected.push(AffectedSlice {
                         id: a.id,
-                        tenant: tenants.get(&a.tenant_id).cloned().unwrap_or_default(),
+                        tenant: tenants
+                            .get(&a.tenant_id)
+                            .map(ToString::to_string)
+                            .unwrap_or_default(),
                         shape: a.shape_label.clone(),
                         host: m.host.clone(),
                     });

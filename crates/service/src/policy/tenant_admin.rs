@@ -87,7 +87,7 @@ impl Service {
             .await?;
         let f = self.tenant_fields(&t);
         Ok(TenantAdminView {
-            slug: t.slug,
+            slug: t.slug.into(),
             name: f.name,
             cost_centre: f.cost_centre,
             member_groups: f.member_groups,
@@ -104,17 +104,12 @@ impl Service {
         admin: &PlatformAdmin<'_>,
         edit: &TenantEdit,
     ) -> Result<TenantAdminView, ServiceError> {
-        let slug = edit.slug.trim();
-        if !tessera_core::pool::is_slug(slug) {
-            return Err(ServiceError::invalid(
-                "slug",
-                format!("'{slug}' must be 1-64 lower-case letters, digits or dashes"),
-            ));
-        }
+        let slug = tessera_core::checked::TenantSlug::parse(edit.slug.trim())
+            .map_err(|e| ServiceError::invalid("slug", e.to_string()))?;
         let fields = checked(edit)?;
         let mut w = self.begin_write().await?;
         let taken = tenant::Entity::find()
-            .filter(tenant::Column::Slug.eq(slug))
+            .filter(tenant::Column::Slug.eq(&slug))
             .one(w.db())
             .await?
             .is_some();
@@ -123,7 +118,7 @@ impl Service {
                 "there is already a tenant '{slug}'"
             )));
         }
-        let t = super::insert_tenant(&mut w, slug, fields, self.now()).await?;
+        let t = super::insert_tenant(&mut w, &slug, fields, self.now()).await?;
         w.commit(self, &Actor::User(admin.principal())).await?;
         self.tenant_admin_view(t).await
     }
@@ -133,7 +128,7 @@ impl Service {
     pub async fn update_tenant(
         &self,
         admin: &PlatformAdmin<'_>,
-        slug: &str,
+        slug: &tessera_core::checked::TenantSlug,
         edit: &TenantEdit,
     ) -> Result<TenantAdminView, ServiceError> {
         let revision = edit.revision.ok_or_else(|| {

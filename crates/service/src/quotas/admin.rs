@@ -27,7 +27,7 @@ impl Service {
     /// The tenant called `slug`, or a 404 naming it.
     pub(crate) async fn tenant_by_slug<C: ConnectionTrait>(
         conn: &C,
-        slug: &str,
+        slug: &tessera_core::checked::TenantSlug,
     ) -> Result<tenant::Model, ServiceError> {
         tenant::Entity::find()
             .filter(tenant::Column::Slug.eq(slug))
@@ -55,7 +55,7 @@ impl Service {
     pub(crate) async fn write_base_quota<C: ConnectionTrait>(
         conn: &C,
         tenant_id: TenantId,
-        pool: &str,
+        pool: &tessera_core::checked::PoolName,
         q: &Quota,
         now: DateTime<Utc>,
     ) -> Result<Option<Quota>, ServiceError> {
@@ -80,7 +80,7 @@ impl Service {
             None => {
                 quota::ActiveModel {
                     tenant_id: Set(tenant_id),
-                    pool: Set(pool.to_owned()),
+                    pool: Set(pool.clone()),
                     compute_milli: Set(compute),
                     memory_mib: Set(memory),
                     max_slices: Set(slices),
@@ -99,7 +99,7 @@ impl Service {
     pub(crate) async fn write_grant<C: ConnectionTrait>(
         conn: &C,
         tenant_id: TenantId,
-        pool: &str,
+        pool: &tessera_core::checked::PoolName,
         extra: &Quota,
         ends_at: DateTime<Utc>,
         reason: &str,
@@ -110,7 +110,7 @@ impl Service {
         let (compute, memory, slices) = quota_columns(extra);
         let g = quota_grant::ActiveModel {
             tenant_id: Set(tenant_id),
-            pool: Set(pool.to_owned()),
+            pool: Set(pool.clone()),
             compute_milli: Set(compute),
             memory_mib: Set(memory),
             max_slices: Set(slices),
@@ -246,7 +246,7 @@ impl Service {
         w: &mut crate::write::Write,
         who: &Principal,
         t: &tenant::Model,
-        pool: &str,
+        pool: &tessera_core::checked::PoolName,
         raise: &Quota,
         ends_at: Option<DateTime<Utc>>,
         justification: String,
@@ -331,7 +331,7 @@ impl Service {
                 .count(&self.db)
                 .await?;
             out.push(TenantQuotasView {
-                slug: t.slug,
+                slug: t.slug.to_string(),
                 name: t.name,
                 quotas,
                 pending_requests: u32::try_from(pending).unwrap_or(u32::MAX),
@@ -345,7 +345,7 @@ impl Service {
     pub async fn tenant_quota_page(
         &self,
         who: &Principal,
-        slug: &str,
+        slug: &tessera_core::checked::TenantSlug,
     ) -> Result<TenantQuotaPage, ServiceError> {
         let t = Self::tenant_by_slug(&self.db, slug).await?;
         let role = who.role_in(t.id);
@@ -363,10 +363,10 @@ impl Service {
         }
         let requests = self.tenant_quota_requests(who, t.id).await?;
         Ok(TenantQuotaPage {
-            slug: t.slug,
+            slug: t.slug.to_string(),
             name: t.name,
             quotas,
-            pools: pools.iter().map(|p| p.name.clone()).collect(),
+            pools: pools.iter().map(|p| p.name.to_string()).collect(),
             requests,
             can_submit: role == Some(TenantRole::TenantAdmin),
         })

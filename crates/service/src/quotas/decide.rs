@@ -270,7 +270,7 @@ mod tests {
         quota_request::Model {
             id: QuotaRequestId::new(1),
             tenant_id: TenantId::new(7),
-            pool: "p".into(),
+            pool: "p".parse().unwrap(),
             compute_milli: 1000,
             memory_mib: 0,
             max_slices: 1,

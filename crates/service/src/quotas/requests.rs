@@ -25,7 +25,7 @@ pub(super) struct Filing<'a> {
     /// For this tenant.
     pub tenant: &'a tenant::Model,
     /// In this pool.
-    pub pool: &'a str,
+    pub pool: &'a tessera_core::checked::PoolName,
     /// How much more.
     pub amount: &'a Quota,
     /// Until (`None`: permanent).
@@ -116,7 +116,7 @@ impl Service {
         let now = w.now();
         let row = quota_request::ActiveModel {
             tenant_id: Set(f.tenant.id),
-            pool: Set(f.pool.to_owned()),
+            pool: Set(f.pool.clone()),
             compute_milli: Set(compute),
             memory_mib: Set(memory),
             max_slices: Set(slices),

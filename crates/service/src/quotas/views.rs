@@ -208,9 +208,9 @@ impl Service {
         });
         Ok(QuotaRequestView {
             id: row.id,
-            tenant: t.slug.clone(),
+            tenant: t.slug.to_string(),
             tenant_name: t.name.clone(),
-            pool: row.pool.clone(),
+            pool: row.pool.to_string(),
             amount: quota_from_columns(row.compute_milli, row.memory_mib, row.max_slices),
             ends_at: row.ends_at,
             justification: row.justification.clone(),

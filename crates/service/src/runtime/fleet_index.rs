@@ -76,6 +76,66 @@ pub(crate) struct Carried {
     pub next: Indexed,
 }
 
+/// The pools a write planned on, carried to its commit: there the events
+/// say which pools changed, their epochs move, and the indexes still true
+/// are kept for the next write (every write carries one; see
+/// [`crate::commit_hook::CommitHook`]).
+#[derive(Default)]
+pub(crate) struct CarriedIndexes {
+    /// Pool indexes the write planned on, with its placements in them.
+    carried: Vec<Carried>,
+    /// Something every pool's placer sees changed (a host's GPUs, said by
+    /// the report that changed them; events say the rest).
+    capacity_changed: bool,
+}
+
+impl CarriedIndexes {
+    /// Carries a pool's index forward: kept once the write commits, if
+    /// nothing else changed the pool meantime.
+    pub fn carry(&mut self, carried: Carried) {
+        self.carried.push(carried);
+    }
+
+    /// Takes back the index of `pool` the write carries (for its next plan
+    /// of the pool, which carries it on).
+    pub fn take(&mut self, pool: &str) -> Option<Indexed> {
+        let at = self.carried.iter().position(|c| c.next.spec.name == pool)?;
+        Some(self.carried.swap_remove(at).next)
+    }
+
+    /// Records that what the placer sees changed in a way no event names
+    /// (a host's GPUs or resources): every pool's index is rebuilt.
+    pub fn capacity_changed(&mut self) {
+        self.capacity_changed = true;
+    }
+}
+
+impl crate::commit_hook::CommitHook for CarriedIndexes {
+    fn settle<'a>(
+        self: Box<Self>,
+        service: &'a crate::Service,
+        txn: &'a sea_orm::DatabaseTransaction,
+        events: &'a [DomainEvent],
+    ) -> futures_util::future::BoxFuture<'a, Result<(), ServiceError>> {
+        Box::pin(async move {
+            let CarriedIndexes {
+                carried,
+                capacity_changed,
+            } = *self;
+            for next in settle_epochs(txn, events, carried, capacity_changed).await? {
+                // Safe before the commit: should it fail, the stored epoch
+                // is not the one this index names.
+                service.keep_index(next);
+            }
+            Ok(())
+        })
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
 /// The outcomes `tessera_fleet_index_plans_total` counts.
 const REUSED: &str = "reused";
 const REBUILT: &str = "rebuilt";
@@ -96,7 +156,7 @@ pub struct IndexStats {
 /// The indexed pools of this process.
 #[derive(Default)]
 pub(crate) struct FleetIndex {
-    pools: Mutex<HashMap<String, Indexed>>,
+    pools: Mutex<HashMap<tessera_core::checked::PoolName, Indexed>>,
 }
 
 impl std::fmt::Debug for FleetIndex {
@@ -108,7 +168,9 @@ impl std::fmt::Debug for FleetIndex {
 }
 
 impl FleetIndex {
-    fn pools(&self) -> std::sync::MutexGuard<'_, HashMap<String, Indexed>> {
+    fn pools(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<tessera_core::checked::PoolName, Indexed>> {
         self.pools
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -197,7 +259,7 @@ pub(crate) async fn capacity_epoch<C: ConnectionTrait>(
 /// Writes a fresh capacity epoch for `pools` (every pool when `None`).
 pub(crate) async fn bump_epochs<C: ConnectionTrait>(
     conn: &C,
-    pools: Option<&[String]>,
+    pools: Option<&[tessera_core::checked::PoolName]>,
 ) -> Result<(), ServiceError> {
     let mut update = pool::Entity::update_many().col_expr(
         pool::Column::CapacityEpoch,
@@ -218,7 +280,7 @@ pub(crate) async fn bump_epochs<C: ConnectionTrait>(
 /// written anyway and `None` returned).
 pub(crate) async fn swap_epoch<C: ConnectionTrait>(
     conn: &C,
-    pool: &str,
+    pool: &tessera_core::checked::PoolName,
     from: i64,
 ) -> Result<Option<i64>, ServiceError> {
     let next = fresh_epoch();
@@ -236,14 +298,14 @@ pub(crate) async fn swap_epoch<C: ConnectionTrait>(
     if swapped {
         return Ok(Some(next));
     }
-    bump_epochs(conn, Some(&[pool.to_owned()])).await?;
+    bump_epochs(conn, Some(std::slice::from_ref(pool))).await?;
     Ok(None)
 }
 
 /// Writes, in a write's transaction before it commits, the capacity epochs
 /// of the pools whose placer view its `events` changed (`all`: every
 /// pool's), and returns the indexes it carried forward that stay true.
-pub(crate) async fn settle_epochs(
+async fn settle_epochs(
     txn: &sea_orm::DatabaseTransaction,
     events: &[DomainEvent],
     carried: Vec<Carried>,
@@ -285,7 +347,7 @@ pub(crate) async fn settle_epochs(
         }
         kept.push(next);
     }
-    let bumped: Vec<String> = changed.into_iter().chain(placed).collect();
+    let bumped: Vec<tessera_core::checked::PoolName> = changed.into_iter().chain(placed).collect();
     bump_epochs(txn, Some(&bumped)).await?;
     Ok(kept)
 }

@@ -13,3 +13,10 @@ pub(crate) mod fleet_index;
 pub(crate) mod list_cache;
 pub(crate) mod memo;
 pub(crate) mod replicas;
+
+/// The hooks every write carries to its commit (see
+/// [`crate::commit_hook::CommitHook`]): the fleet index's, whose epochs move with
+/// every change to what the placer sees.
+pub(crate) fn commit_hooks() -> Vec<Box<dyn crate::commit_hook::CommitHook>> {
+    vec![Box::<fleet_index::CarriedIndexes>::default()]
+}

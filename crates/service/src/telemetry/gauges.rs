@@ -66,7 +66,7 @@ impl Service {
             fresh = fresh.filter(host::Column::Hostname.is_in(names.iter().cloned()));
         }
         let hosts = fresh.all(&self.db).await?;
-        let tenants: BTreeMap<TenantId, String> = tenant::Entity::find()
+        let tenants: BTreeMap<TenantId, tessera_core::checked::TenantSlug> = tenant::Entity::find()
             .all(&self.db)
             .await?
             .into_iter()
@@ -127,8 +127,8 @@ impl Service {
                     gpu_uuid: s.gpu_uuid.clone(),
                     model_name: g.name.clone(),
                     mig,
-                    tenant: slice.and_then(|a| tenants.get(&a.tenant_id).cloned()),
-                    pool: slice.map(|a| a.pool.clone()),
+                    tenant: slice.and_then(|a| tenants.get(&a.tenant_id).map(ToString::to_string)),
+                    pool: slice.map(|a| a.pool.to_string()),
                     allocation: s.allocation_id,
                     util_pct: super::rollup::util_of(&s)?,
                     mem_used_mib: u64::try_from(s.mem_used_mib).unwrap_or(0),

@@ -76,7 +76,7 @@ impl Service {
                 "AI and Machine Learning".to_owned(),
                 format!("allocation/{}", l.allocation),
                 s.map_or_else(String::new, |s| format!("#{} {}", l.allocation, s.shape)),
-                l.pool.clone(),
+                l.pool.to_string(),
                 s.map_or_else(String::new, |s| s.tenant.clone()),
                 s.map_or_else(String::new, |s| s.tenant_name.clone()),
                 tags.to_string(),

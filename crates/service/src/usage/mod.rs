@@ -182,7 +182,7 @@ fn price_of(p: &price::Model) -> Price {
 
 fn price_view(p: &price::Model) -> PriceView {
     PriceView {
-        pool: p.pool.clone(),
+        pool: p.pool.to_string(),
         currency: p.currency.clone(),
         gpu_hour: format_micros(u128::try_from(p.gpu_hour_micros).unwrap_or(0)),
         gib_hour: format_micros(u128::try_from(p.gib_hour_micros).unwrap_or(0)),
@@ -202,7 +202,7 @@ fn timeline(m: &Metering) -> (Vec<UsagePoint>, TimelineStep) {
     };
     let mut lines = meter(&m.held, &[], from, to, ms(m.now), &cuts);
     attribute_used(&mut lines, &m.measured);
-    let mut sums: BTreeMap<(i64, String), Sums> = BTreeMap::new();
+    let mut sums: BTreeMap<(i64, tessera_core::checked::PoolName), Sums> = BTreeMap::new();
     for l in &lines {
         // The step the line starts in: the last cut at or before it.
         let start = cuts
@@ -215,7 +215,7 @@ fn timeline(m: &Metering) -> (Vec<UsagePoint>, TimelineStep) {
         .into_iter()
         .map(|((start, pool), sum)| UsagePoint {
             start: at(start),
-            pool,
+            pool: pool.into(),
             gpu_hours: sum.gpu_hours(),
             used_gpu_hours: sum.used_gpu_hours(),
         })
@@ -298,7 +298,7 @@ impl Service {
             slices.insert(
                 a.id,
                 Slice {
-                    tenant: t.map(|t| t.slug.clone()).unwrap_or_default(),
+                    tenant: t.map(|t| t.slug.to_string()).unwrap_or_default(),
                     tenant_name: t.map(|t| t.name.clone()).unwrap_or_default(),
                     cost_centre: t.and_then(|t| t.cost_centre.clone()),
                     shape: a.shape_label.clone(),
@@ -400,7 +400,7 @@ impl Service {
                 UsageGrouping::Tenant => (
                     month,
                     s.tenant.clone(),
-                    l.pool.clone(),
+                    l.pool.to_string(),
                     None,
                     l.currency.clone(),
                 ),
@@ -414,14 +414,14 @@ impl Service {
                 UsageGrouping::Pool => (
                     month,
                     String::new(),
-                    l.pool.clone(),
+                    l.pool.to_string(),
                     None,
                     l.currency.clone(),
                 ),
                 UsageGrouping::Allocation => (
                     month,
                     s.tenant.clone(),
-                    l.pool.clone(),
+                    l.pool.to_string(),
                     Some(l.allocation),
                     l.currency.clone(),
                 ),

@@ -8,7 +8,7 @@ use tessera_core::role::TokenScope;
 
 use chrono::Duration;
 use common::agent::*;
-use common::{fixture, fixture_with_pools, Fixture};
+use common::{fixture, fixture_with_pools, slug, Fixture};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use std::collections::{BTreeMap, BTreeSet};
 use tessera_core::availability::OpsAction;
@@ -29,10 +29,11 @@ use tessera_service::{Clock, ServiceError};
 /// each GPU are distinct and form a layout the GPU can have.
 async fn check_invariants(f: &Fixture) {
     let all = rows(f).await;
-    let mut held: BTreeMap<(TenantId, String), (i64, i64, i64)> = BTreeMap::new();
+    let mut held: BTreeMap<(TenantId, tessera_core::checked::PoolName), (i64, i64, i64)> =
+        BTreeMap::new();
     // Guaranteed slices count against their tenant's quota; guaranteed and
     // burstable ones together never hold more than the pool's quota.
-    let mut cohort: BTreeMap<String, i64> = BTreeMap::new();
+    let mut cohort: BTreeMap<tessera_core::checked::PoolName, i64> = BTreeMap::new();
     for a in all
         .iter()
         .filter(|a| AllocationPhase::QUOTA.contains(&a.state) && a.qos != QosClass::BestEffort)
@@ -517,7 +518,11 @@ async fn bad_requests_store_nothing() {
     let alice = actor(&f, "alice", &["vision"], "vision").await;
     let nora = actor(&f, "nora", &["nlp"], "nlp").await;
     let admin = f.admin().await;
-    let admin_actor = f.service.tenant_actor(&admin, "vision").await.unwrap();
+    let admin_actor = f
+        .service
+        .tenant_actor(&admin, &slug("vision"))
+        .await
+        .unwrap();
     assert!(!admin_actor.can_request());
     let generation = f
         .service
@@ -562,7 +567,7 @@ async fn bad_requests_store_nothing() {
         }
     }
     let other_tenant = NewAllocation {
-        tenant: Some("nlp".into()),
+        tenant: Some("nlp".parse().unwrap()),
         ..ask("h100-mig", mig("1g.10gb"), 4)
     };
     let err = f
@@ -1044,8 +1049,16 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
     let lead = f.login("l", &["vision-leads"]).await;
     let outsider = f.login("o", &["nlp"]).await;
     let admin = f.admin().await;
-    let alice = f.service.tenant_actor(&member, "vision").await.unwrap();
-    let nora = f.service.tenant_actor(&outsider, "nlp").await.unwrap();
+    let alice = f
+        .service
+        .tenant_actor(&member, &slug("vision"))
+        .await
+        .unwrap();
+    let nora = f
+        .service
+        .tenant_actor(&outsider, &slug("nlp"))
+        .await
+        .unwrap();
     let v = f
         .service
         .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 4))
@@ -1054,7 +1067,7 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
 
     let err = f
         .service
-        .tenant_actor(&outsider, "vision")
+        .tenant_actor(&outsider, &slug("vision"))
         .await
         .unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
@@ -1096,7 +1109,11 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
         .await
         .unwrap_err();
     assert!(matches!(err, ServiceError::Forbidden(_)), "{err:?}");
-    let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let lead_actor = f
+        .service
+        .tenant_actor(&lead, &slug("vision"))
+        .await
+        .unwrap();
     let created = f
         .service
         .create_api_token(&lead, &lead_actor, "ci", None, TokenScope::Request)
@@ -1146,7 +1163,11 @@ async fn tenants_see_only_their_own_and_tokens_act_for_one_tenant() {
     assert!(matches!(err, ServiceError::InvalidApiToken), "{err:?}");
 
     // A platform admin may look and release, not ask.
-    let as_admin = f.service.tenant_actor(&admin, "vision").await.unwrap();
+    let as_admin = f
+        .service
+        .tenant_actor(&admin, &slug("vision"))
+        .await
+        .unwrap();
     assert!(!as_admin.can_request());
     let err = f
         .service
@@ -1862,7 +1883,11 @@ async fn token_checks_are_cached_briefly_and_uses_are_written_in_batches() {
         f.clock.clone(),
     );
     let lead = f.login("l", &["vision-leads"]).await;
-    let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let lead_actor = f
+        .service
+        .tenant_actor(&lead, &slug("vision"))
+        .await
+        .unwrap();
     let created = f
         .service
         .create_api_token(&lead, &lead_actor, "ci", None, TokenScope::Request)
@@ -2270,7 +2295,11 @@ async fn replicas_take_turns_leading_and_wake_each_other() {
 
     // A revocation on one replica: the others forget their belief at once.
     let lead = f.login("l", &["vision-leads"]).await;
-    let lead_actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let lead_actor = f
+        .service
+        .tenant_actor(&lead, &slug("vision"))
+        .await
+        .unwrap();
     let token = f
         .service
         .create_api_token(&lead, &lead_actor, "ci", None, TokenScope::Request)

@@ -32,7 +32,11 @@ async fn last_audit(f: &Fixture, action: &str) -> serde_json::Value {
 async fn a_token_follows_the_person_who_made_it() {
     let f = fixture().await;
     let lead = f.login("lee", &["vision", "vision-leads"]).await;
-    let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let actor = f
+        .service
+        .tenant_actor(&lead, &slug("vision"))
+        .await
+        .unwrap();
     let made = f
         .service
         .create_api_token(&lead, &actor, "ci", None, TokenScope::Request)
@@ -40,7 +44,7 @@ async fn a_token_follows_the_person_who_made_it() {
         .unwrap();
     let system = f
         .service
-        .create_api_token_as_system("vision", "bench", None, TokenScope::Request)
+        .create_api_token_as_system(&slug("vision"), "bench", None, TokenScope::Request)
         .await
         .unwrap();
     check(&f, &made.secret).await.unwrap();
@@ -105,7 +109,11 @@ async fn deactivating_a_person_refuses_sign_in_ends_sessions_and_revokes_their_t
     let root = f.admin().await;
     let admin = root.require_platform_admin().unwrap();
     let lead = f.login("lee", &["vision", "vision-leads"]).await;
-    let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let actor = f
+        .service
+        .tenant_actor(&lead, &slug("vision"))
+        .await
+        .unwrap();
     let made = f
         .service
         .create_api_token(&lead, &actor, "ci", None, TokenScope::Request)
@@ -350,7 +358,11 @@ async fn a_read_only_token_looks_and_changes_nothing() {
     let f = fixture().await;
     let _agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-1e0")]).await;
     let lead = f.login("lee", &["vision", "vision-leads"]).await;
-    let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let actor = f
+        .service
+        .tenant_actor(&lead, &slug("vision"))
+        .await
+        .unwrap();
     let slice = f
         .service
         .request_allocation(&actor, &ask("h100-mig", mig("1g.10gb"), 4))

@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::agent::*;
-use common::{fixture, Fixture};
+use common::{fixture, slug, Fixture};
 use tessera_core::availability::OpsMode;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::sharing::SharingMode;
@@ -112,7 +112,7 @@ async fn pools_are_seeded_once_then_the_database_owns_them() {
     );
     // Mistakes name the field and change nothing.
     let mut renamed = spec.clone();
-    renamed.name = "h100".into();
+    renamed.name = "h100".parse().unwrap();
     let err = update(&f, "h100-mig", &edit(renamed, 2, ""))
         .await
         .unwrap_err();
@@ -124,7 +124,9 @@ async fn pools_are_seeded_once_then_the_database_owns_them() {
         .unwrap_err();
     assert!(matches!(err, ServiceError::Invalid { ref field, .. } if field == "spec.models"));
     let mut weights = spec.clone();
-    weights.fair_share_weights.insert("nobody".into(), 2);
+    weights
+        .fair_share_weights
+        .insert("nobody".parse().unwrap(), 2);
     let err = update(&f, "h100-mig", &edit(weights, 2, ""))
         .await
         .unwrap_err();
@@ -137,7 +139,7 @@ async fn pools_are_seeded_once_then_the_database_owns_them() {
     // A new pool goes last; a second one of the name is refused.
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let mut t4 = PoolSpec::new("t4-dev", SharingMode::TimeSlicing, &["T4"]);
+    let mut t4 = PoolSpec::new("t4-dev".parse().unwrap(), SharingMode::TimeSlicing, &["T4"]);
     t4.time_slice_replicas = 8;
     let new = PoolEdit {
         spec: t4.clone(),
@@ -162,7 +164,11 @@ async fn a_host_selector_moves_an_empty_hosts_gpus_to_another_pool_at_once() {
     let _a2 = Agent::enrol(&f, "gpu-2", vec![h100(0, "GPU-b1")]).await;
     let admin = f.admin().await;
     let proof = admin.require_platform_admin().unwrap();
-    let whole = PoolSpec::new("h100-whole", SharingMode::Exclusive, &["H100-80GB"]);
+    let whole = PoolSpec::new(
+        "h100-whole".parse().unwrap(),
+        SharingMode::Exclusive,
+        &["H100-80GB"],
+    );
     f.service
         .create_pool(
             &proof,
@@ -387,7 +393,7 @@ async fn tenants_created_and_edited_by_admins_grant_roles_at_the_next_sign_in() 
     };
     let v = f
         .service
-        .update_tenant(&proof, "vision", &moved)
+        .update_tenant(&proof, &slug("vision"), &moved)
         .await
         .unwrap();
     assert_eq!(
@@ -397,7 +403,7 @@ async fn tenants_created_and_edited_by_admins_grant_roles_at_the_next_sign_in() 
     // A stale edit loses.
     let err = f
         .service
-        .update_tenant(&proof, "vision", &moved)
+        .update_tenant(&proof, &slug("vision"), &moved)
         .await
         .unwrap_err();
     assert!(matches!(err, ServiceError::Conflict(_)), "{err}");

@@ -9,7 +9,7 @@ use tessera_service::notifications::DeliveryFailure;
 
 use chrono::Duration;
 use common::agent::{h100, offer_agrees};
-use common::{fixture, Fixture};
+use common::{fixture, slug, Fixture};
 use tessera_core::lifecycle::{AllocationPhase, QuotaRequestState};
 use tessera_core::notify::NotificationKind;
 use tessera_core::quota::{shortfall, Demand, QuotaAmount};
@@ -50,7 +50,7 @@ fn amount(gpus: f64, memory_gib: f64, max_slices: u32) -> QuotaAmount {
 fn slice(profile: &str) -> NewAllocation {
     NewAllocation {
         tenant: None,
-        pool: "h100-mig".into(),
+        pool: "h100-mig".parse().unwrap(),
         shape: SliceShape::Mig {
             profile: profile.into(),
         },
@@ -68,8 +68,8 @@ fn ts(t: chrono::DateTime<chrono::Utc>) -> tessera_protocol::timestamp::Timestam
 
 fn ask(tenant: &str, a: QuotaAmount) -> NewQuotaRequest {
     NewQuotaRequest {
-        tenant: tenant.into(),
-        pool: "h100-mig".into(),
+        tenant: tenant.parse().unwrap(),
+        pool: "h100-mig".parse().unwrap(),
         amount: a,
         ends_at: None,
         justification: "a bigger model".into(),
@@ -86,8 +86,8 @@ async fn set(f: &Fixture, tenant: &str, a: QuotaAmount) {
         .set_quota(
             &root.require_platform_admin().unwrap(),
             &SetQuota {
-                tenant: tenant.into(),
-                pool: "h100-mig".into(),
+                tenant: tenant.parse().unwrap(),
+                pool: "h100-mig".parse().unwrap(),
                 amount: a,
                 reason: String::new(),
             },
@@ -137,7 +137,7 @@ async fn refused_slice_waits_for_quota_and_is_requested_on_approval() {
     // Vision has room for one 1g.10gb only.
     set(&f, "vision", amount(0.2, 10.0, 1)).await;
     let (mia, lee, pat) = (member(&f).await, lead(&f).await, admin2(&f).await);
-    let mia_actor = f.service.tenant_actor(&mia, "vision").await.unwrap();
+    let mia_actor = f.service.tenant_actor(&mia, &slug("vision")).await.unwrap();
 
     // The slice is refused for lack of quota...
     let err = f
@@ -148,7 +148,11 @@ async fn refused_slice_waits_for_quota_and_is_requested_on_approval() {
     assert_eq!(err.status(), 403, "{err:?}");
     assert_eq!(err.code(), tessera_service::ErrorCode::QuotaExceeded);
     // ...and what is missing is exactly the shortfall.
-    let page = f.service.tenant_quota_page(&mia, "vision").await.unwrap();
+    let page = f
+        .service
+        .tenant_quota_page(&mia, &slug("vision"))
+        .await
+        .unwrap();
     let q = &page.quotas[0];
     let demand = Demand {
         compute: ComputeMilli(428),
@@ -224,7 +228,11 @@ async fn refused_slice_waits_for_quota_and_is_requested_on_approval() {
     let a = f.service.get_allocation(&mia_actor, id).await.unwrap();
     assert_eq!(a.state, AllocationPhase::Placed);
     assert_eq!(a.requested_by, "User mia <mia@example.com>");
-    let page = f.service.tenant_quota_page(&mia, "vision").await.unwrap();
+    let page = f
+        .service
+        .tenant_quota_page(&mia, &slug("vision"))
+        .await
+        .unwrap();
     assert_eq!(page.quotas[0].quota.compute, ComputeMilli(428));
     assert_eq!(page.quotas[0].usage.compute, ComputeMilli(428));
     assert!(kinds(&f, &mia)
@@ -367,7 +375,11 @@ async fn who_may_do_what() {
         .unwrap_err();
     assert_eq!(err.status(), 409);
     // Nothing above changed any quota.
-    let page = f.service.tenant_quota_page(&lee, "vision").await.unwrap();
+    let page = f
+        .service
+        .tenant_quota_page(&lee, &slug("vision"))
+        .await
+        .unwrap();
     let h100 = page.quotas.iter().find(|q| q.pool == "h100-mig").unwrap();
     assert_eq!(h100.quota.compute, ComputeMilli(2000));
 }
@@ -386,7 +398,7 @@ async fn bad_input_is_refused_and_stores_nothing() {
         ),
         (
             NewQuotaRequest {
-                pool: "nope".into(),
+                pool: "nope".parse().unwrap(),
                 ..ask("vision", amount(1.0, 0.0, 0))
             },
             "pool",
@@ -408,7 +420,7 @@ async fn bad_input_is_refused_and_stores_nothing() {
         (
             NewQuotaRequest {
                 slice: Some(NewAllocation {
-                    pool: "a100-whole".into(),
+                    pool: "a100-whole".parse().unwrap(),
                     ..slice("1g.10gb")
                 }),
                 ..ask("vision", amount(1.0, 0.0, 0))
@@ -486,7 +498,11 @@ async fn bad_input_is_refused_and_stores_nothing() {
         err.to_string().contains("already rejected by User pat"),
         "{err}"
     );
-    let page = f.service.tenant_quota_page(&lee, "vision").await.unwrap();
+    let page = f
+        .service
+        .tenant_quota_page(&lee, &slug("vision"))
+        .await
+        .unwrap();
     let h100 = page.quotas.iter().find(|q| q.pool == "h100-mig").unwrap();
     assert_eq!(h100.quota.compute, ComputeMilli(2000));
 }
@@ -522,7 +538,11 @@ async fn two_admins_approving_at_once_one_wins() {
         assert_eq!(err.status(), 409, "{err:?}");
         assert!(err.to_string().contains("already approved"), "{err}");
         // The quota rose once per round.
-        let page = f.service.tenant_quota_page(&lee, "vision").await.unwrap();
+        let page = f
+            .service
+            .tenant_quota_page(&lee, &slug("vision"))
+            .await
+            .unwrap();
         let h100 = page.quotas.iter().find(|q| q.pool == "h100-mig").unwrap();
         assert_eq!(h100.base.compute, ComputeMilli(2000 + 1000 * (round + 1)));
     }
@@ -557,14 +577,17 @@ async fn temporary_quota_and_different_amounts() {
         let lee = lee.clone();
         let service = f.service.clone();
         async move {
-            let page = service.tenant_quota_page(&lee, "vision").await.unwrap();
+            let page = service
+                .tenant_quota_page(&lee, &slug("vision"))
+                .await
+                .unwrap();
             page.quotas
                 .into_iter()
                 .find(|q| q.pool == "h100-mig")
                 .unwrap()
         }
     };
-    let as_lee = f.service.tenant_actor(&lee, "vision").await.unwrap();
+    let as_lee = f.service.tenant_actor(&lee, &slug("vision")).await.unwrap();
     let q = quota(&f).await;
     assert_eq!(q.base.compute, ComputeMilli(2000));
     assert_eq!(q.quota.compute, ComputeMilli(3000));
@@ -583,8 +606,8 @@ async fn temporary_quota_and_different_amounts() {
         .grant_quota(
             &root_proof,
             &NewQuotaGrant {
-                tenant: "vision".into(),
-                pool: "h100-mig".into(),
+                tenant: "vision".parse().unwrap(),
+                pool: "h100-mig".parse().unwrap(),
                 amount: amount(0.5, 0.0, 0),
                 ends_at: ts(t0 + Duration::hours(10)),
                 reason: "conference deadline".into(),
@@ -635,8 +658,8 @@ async fn temporary_quota_and_different_amounts() {
         .grant_quota(
             &proof,
             &NewQuotaGrant {
-                tenant: "vision".into(),
-                pool: "h100-mig".into(),
+                tenant: "vision".parse().unwrap(),
+                pool: "h100-mig".parse().unwrap(),
                 amount: amount(0.5, 0.0, 0),
                 ends_at: ts(t0),
                 reason: String::new(),
@@ -725,16 +748,20 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
     // Members may not manage it; strangers do not see the tenant.
     let err = f
         .service
-        .set_webhook(&mia, "vision", "https://chat.example.com/h")
+        .set_webhook(&mia, &slug("vision"), "https://chat.example.com/h")
         .await
         .unwrap_err();
     assert_eq!(err.status(), 403);
     let nora = f.login("nora", &["nlp"]).await;
-    let err = f.service.webhook_view(&nora, "vision").await.unwrap_err();
+    let err = f
+        .service
+        .webhook_view(&nora, &slug("vision"))
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), 404);
     let err = f
         .service
-        .set_webhook(&lee, "vision", "ftp://nope")
+        .set_webhook(&lee, &slug("vision"), "ftp://nope")
         .await
         .unwrap_err();
     assert_eq!(err.status(), 400);
@@ -752,7 +779,7 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
 
     let created = f
         .service
-        .set_webhook(&lee, "vision", "https://chat.example.com/h")
+        .set_webhook(&lee, &slug("vision"), "https://chat.example.com/h")
         .await
         .unwrap();
     assert!(created.secret.starts_with("whsec_"));
@@ -818,7 +845,7 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         .is_empty());
     let view = f
         .service
-        .webhook_view(&lee, "vision")
+        .webhook_view(&lee, &slug("vision"))
         .await
         .unwrap()
         .unwrap();
@@ -835,7 +862,7 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
     let root = f.admin().await;
     let seen = f
         .service
-        .webhook_view(&root, "vision")
+        .webhook_view(&root, &slug("vision"))
         .await
         .unwrap()
         .unwrap();
@@ -844,14 +871,18 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         Some("dns error: no record for hooks.example.invalid"),
         "a platform admin sees why, exactly"
     );
-    let err = f.service.delete_webhook(&root, "vision").await.unwrap_err();
+    let err = f
+        .service
+        .delete_webhook(&root, &slug("vision"))
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, ServiceError::Forbidden(_)),
         "looks, does not change: {err:?}"
     );
 
     // A test event is delivered on the first try.
-    f.service.test_webhook(&lee, "vision").await.unwrap();
+    f.service.test_webhook(&lee, &slug("vision")).await.unwrap();
     let due = f.service.due_webhook_deliveries(|_| 10).await.unwrap();
     assert_eq!(due[0].event, NotificationKind::WebhookTest);
     f.service
@@ -860,16 +891,19 @@ async fn webhook_events_wait_in_an_outbox_and_back_off() {
         .unwrap();
     let view = f
         .service
-        .webhook_view(&lee, "vision")
+        .webhook_view(&lee, &slug("vision"))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(view.deliveries[0].status, WebhookDeliveryStatus::Delivered);
     // Removing the webhook drops what was not delivered.
-    f.service.delete_webhook(&lee, "vision").await.unwrap();
+    f.service
+        .delete_webhook(&lee, &slug("vision"))
+        .await
+        .unwrap();
     assert!(f
         .service
-        .webhook_view(&lee, "vision")
+        .webhook_view(&lee, &slug("vision"))
         .await
         .unwrap()
         .is_none());
@@ -922,7 +956,7 @@ async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
     let f = fixture().await;
     h100_host(&f, 1).await;
     let nora = f.login("nora", &["nlp"]).await;
-    let nlp = f.service.tenant_actor(&nora, "nlp").await.unwrap();
+    let nlp = f.service.tenant_actor(&nora, &slug("nlp")).await.unwrap();
     let full = f
         .service
         .request_allocation(&nlp, &slice("7g.80gb"))
@@ -930,7 +964,7 @@ async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
         .unwrap();
     assert_eq!(full.state, AllocationPhase::Placed);
     let mia = member(&f).await;
-    let vision = f.service.tenant_actor(&mia, "vision").await.unwrap();
+    let vision = f.service.tenant_actor(&mia, &slug("vision")).await.unwrap();
     let waiting = f
         .service
         .request_allocation(&vision, &slice("1g.10gb"))
@@ -950,8 +984,8 @@ async fn changing_quota_with_a_queue_waiting_retries_it_without_deadlock() {
         f.service.grant_quota(
             &proof,
             &NewQuotaGrant {
-                tenant: "vision".into(),
-                pool: "h100-mig".into(),
+                tenant: "vision".parse().unwrap(),
+                pool: "h100-mig".parse().unwrap(),
                 amount: amount(1.0, 0.0, 0),
                 ends_at: ts(f.clock.now() + Duration::hours(1)),
                 reason: "burst".into(),
@@ -1024,7 +1058,7 @@ async fn writes_never_fail_while_webhook_deliveries_retry() {
     let f = fixture().await;
     let lee = lead(&f).await;
     f.service
-        .set_webhook(&lee, "vision", "https://chat.example.com/h")
+        .set_webhook(&lee, &slug("vision"), "https://chat.example.com/h")
         .await
         .unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1105,7 +1139,10 @@ async fn a_platform_admins_own_raise_waits_for_another_admin() {
     let h100 = |f: &Fixture| {
         let (service, ada) = (f.service.clone(), ada.clone());
         async move {
-            let page = service.tenant_quota_page(&ada, "vision").await.unwrap();
+            let page = service
+                .tenant_quota_page(&ada, &slug("vision"))
+                .await
+                .unwrap();
             page.quotas
                 .into_iter()
                 .find(|q| q.pool == "h100-mig")
@@ -1119,8 +1156,8 @@ async fn a_platform_admins_own_raise_waits_for_another_admin() {
         .set_quota(
             &proof,
             &SetQuota {
-                tenant: "vision".into(),
-                pool: "h100-mig".into(),
+                tenant: "vision".parse().unwrap(),
+                pool: "h100-mig".parse().unwrap(),
                 amount: amount(3.0, 80.0, 8),
                 reason: "the detector team doubled".into(),
             },
@@ -1185,8 +1222,8 @@ async fn a_platform_admins_own_raise_waits_for_another_admin() {
         .set_quota(
             &proof,
             &SetQuota {
-                tenant: "vision".into(),
-                pool: "h100-mig".into(),
+                tenant: "vision".parse().unwrap(),
+                pool: "h100-mig".parse().unwrap(),
                 amount: amount(1.0, 80.0, 8),
                 reason: String::new(),
             },
@@ -1197,8 +1234,8 @@ async fn a_platform_admins_own_raise_waits_for_another_admin() {
     assert_eq!(change.quota.base.compute, ComputeMilli(1000));
     // A direct grant needs a reason (the approver reads it) and waits too.
     let grant = NewQuotaGrant {
-        tenant: "vision".into(),
-        pool: "h100-mig".into(),
+        tenant: "vision".parse().unwrap(),
+        pool: "h100-mig".parse().unwrap(),
         amount: amount(1.0, 0.0, 0),
         ends_at: ts(f.clock.now() + Duration::days(1)),
         reason: " ".into(),

@@ -11,7 +11,7 @@ use crate::common;
 use tessera_core::role::TokenScope;
 
 use chrono::Duration;
-use common::{fixture, host_named};
+use common::{fixture, host_named, slug};
 use tessera_core::sharing::SharingMode;
 use tessera_protocol::agent::{EnrollRequest, GpuReport, HostReport};
 use tessera_protocol::views::{HostStatus, JoinTokenStatus, TenantRole};
@@ -91,7 +91,11 @@ async fn tenant_pages_are_private_to_members_and_admins() {
     let outsider = f.login("o", &["nlp"]).await;
     let admin = f.admin().await;
 
-    let v = f.service.tenant_view(&member, "vision").await.unwrap();
+    let v = f
+        .service
+        .tenant_view(&member, &slug("vision"))
+        .await
+        .unwrap();
     assert_eq!(v.name, "Vision");
     assert_eq!(v.cost_centre.as_deref(), Some("CC-1"));
     assert_eq!(v.members.len(), 2);
@@ -101,16 +105,20 @@ async fn tenant_pages_are_private_to_members_and_admins() {
         "admins listed first"
     );
     assert!(v.allocations.is_empty());
-    assert!(f.service.tenant_view(&lead, "vision").await.is_ok());
-    assert!(f.service.tenant_view(&admin, "vision").await.is_ok());
+    assert!(f.service.tenant_view(&lead, &slug("vision")).await.is_ok());
+    assert!(f.service.tenant_view(&admin, &slug("vision")).await.is_ok());
 
     let err = f
         .service
-        .tenant_view(&outsider, "vision")
+        .tenant_view(&outsider, &slug("vision"))
         .await
         .unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
-    let err = f.service.tenant_view(&member, "no-such").await.unwrap_err();
+    let err = f
+        .service
+        .tenant_view(&member, &slug("no-such"))
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), 404);
 }
 
@@ -816,12 +824,12 @@ async fn audit_log_is_scoped_filtered_paged_and_exported() {
     // Events for both tenants: API tokens created by the operator.
     for _ in 0..3 {
         f.service
-            .create_api_token_as_system("vision", "ci", None, TokenScope::Request)
+            .create_api_token_as_system(&slug("vision"), "ci", None, TokenScope::Request)
             .await
             .unwrap();
     }
     f.service
-        .create_api_token_as_system("nlp", "ci", None, TokenScope::Request)
+        .create_api_token_as_system(&slug("nlp"), "ci", None, TokenScope::Request)
         .await
         .unwrap();
 
@@ -915,7 +923,7 @@ async fn audit_log_is_scoped_filtered_paged_and_exported() {
     // Paging: 50 per page.
     for _ in 0..60 {
         f.service
-            .create_api_token_as_system("vision", "bulk", None, TokenScope::Request)
+            .create_api_token_as_system(&slug("vision"), "bulk", None, TokenScope::Request)
             .await
             .unwrap();
     }
@@ -957,7 +965,7 @@ async fn audit_filters_at_the_edges_of_time_are_refused_cleanly() {
     let f = fixture().await;
     let admin = f.admin().await;
     f.service
-        .create_api_token_as_system("vision", "ci", None, TokenScope::Request)
+        .create_api_token_as_system(&slug("vision"), "ci", None, TokenScope::Request)
         .await
         .unwrap();
     let all = f
@@ -1023,7 +1031,11 @@ async fn audit_filters_at_the_edges_of_time_are_refused_cleanly() {
 async fn api_tokens_get_a_bounded_lifetime_and_expire() {
     let f = fixture().await;
     let lead = f.login("lead", &["vision-leads"]).await;
-    let actor = f.service.tenant_actor(&lead, "vision").await.unwrap();
+    let actor = f
+        .service
+        .tenant_actor(&lead, &slug("vision"))
+        .await
+        .unwrap();
     let t0 = f.clock.now();
 
     // Without a lifetime: the default (90 days).
@@ -1042,7 +1054,7 @@ async fn api_tokens_get_a_bounded_lifetime_and_expire() {
     assert_eq!(day.token.expires_at, t0 + Duration::days(1));
     let longest = f
         .service
-        .create_api_token_as_system("vision", "longest", Some(365), TokenScope::Request)
+        .create_api_token_as_system(&slug("vision"), "longest", Some(365), TokenScope::Request)
         .await
         .unwrap();
     assert_eq!(longest.token.expires_at, t0 + Duration::days(365));
@@ -1056,7 +1068,12 @@ async fn api_tokens_get_a_bounded_lifetime_and_expire() {
                 .await
                 .unwrap_err(),
             f.service
-                .create_api_token_as_system("vision", "too long", Some(days), TokenScope::Request)
+                .create_api_token_as_system(
+                    &slug("vision"),
+                    "too long",
+                    Some(days),
+                    TokenScope::Request,
+                )
                 .await
                 .unwrap_err(),
         ] {

@@ -23,7 +23,7 @@ fn query(tenant: Option<&str>, group_by: UsageGrouping) -> UsageQuery {
     UsageQuery {
         from: Some(Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()),
         to: Some(Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap()),
-        tenant: tenant.map(str::to_owned),
+        tenant: tenant.map(|t| t.parse().unwrap()),
         group_by: Some(group_by),
         ..UsageQuery::default()
     }
@@ -36,7 +36,7 @@ async fn price(f: &Fixture, pool: &str, gpu_hour: &str) -> Result<(), ServiceErr
         .set_price(
             &proof,
             &NewPrice {
-                pool: pool.into(),
+                pool: pool.parse().unwrap(),
                 currency: "eur".into(),
                 gpu_hour: gpu_hour.into(),
                 gib_hour: "0".into(),
@@ -75,7 +75,7 @@ async fn allocated_gpu_hours_are_priced_at_the_time_and_split_at_month_ends() {
         .set_price(
             &proof,
             &NewPrice {
-                pool: "h100-mig".into(),
+                pool: "h100-mig".parse().unwrap(),
                 currency: "EUR".into(),
                 gpu_hour: "1".into(),
                 gib_hour: String::new(),

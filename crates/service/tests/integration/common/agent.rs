@@ -203,7 +203,7 @@ pub fn mig(profile: &str) -> SliceShape {
 pub fn ask(pool: &str, shape: SliceShape, lease_hours: u32) -> NewAllocation {
     NewAllocation {
         tenant: None,
-        pool: pool.into(),
+        pool: pool.parse().unwrap(),
         shape,
         lease_hours,
         purpose: "integration test".into(),
@@ -214,7 +214,10 @@ pub fn ask(pool: &str, shape: SliceShape, lease_hours: u32) -> NewAllocation {
 
 pub async fn actor(f: &Fixture, subject: &str, groups: &[&str], tenant: &str) -> TenantActor {
     let p = f.login(subject, groups).await;
-    f.service.tenant_actor(&p, tenant).await.unwrap()
+    f.service
+        .tenant_actor(&p, &tenant.parse().unwrap())
+        .await
+        .unwrap()
 }
 
 /// `count` concurrent requests for a `1g.10gb` slice in `h100-mig`, round

@@ -12,6 +12,16 @@ use tessera_service::identity::QuotaSpec;
 use tessera_service::pools::{IsolationClass, PoolSpec};
 use tessera_service::{Clock, Directory, LoginClaims, Principal, Service, Settings, TenantSpec};
 
+/// A tenant's slug, from a literal the test knows is one.
+pub fn slug(text: &str) -> tessera_core::checked::TenantSlug {
+    text.parse().unwrap()
+}
+
+/// A pool's name, from a literal the test knows is one.
+pub fn pool_name(text: &str) -> tessera_core::checked::PoolName {
+    text.parse().unwrap()
+}
+
 /// A clock tests move by hand.
 #[derive(Debug)]
 pub struct TestClock(Mutex<DateTime<Utc>>);
@@ -39,26 +49,26 @@ pub fn directory() -> Directory {
         platform_admin_groups: vec!["platform".into()],
         tenants: vec![
             TenantSpec {
-                slug: "vision".into(),
+                slug: "vision".parse().unwrap(),
                 name: "Vision".into(),
                 cost_centre: Some("CC-1".into()),
                 member_groups: vec!["vision".into()],
                 admin_groups: vec!["vision-leads".into()],
                 quotas: vec![
                     QuotaSpec {
-                        pool: "h100-mig".into(),
+                        pool: "h100-mig".parse().unwrap(),
                         gpus: 2.0,
                         memory_gib: 160,
                         max_slices: 8,
                     },
                     QuotaSpec {
-                        pool: "a100-whole".into(),
+                        pool: "a100-whole".parse().unwrap(),
                         gpus: 4.0,
                         memory_gib: 160,
                         max_slices: 4,
                     },
                     QuotaSpec {
-                        pool: "l4-shared".into(),
+                        pool: "l4-shared".parse().unwrap(),
                         gpus: 1.0,
                         memory_gib: 24,
                         max_slices: 4,
@@ -66,13 +76,13 @@ pub fn directory() -> Directory {
                 ],
             },
             TenantSpec {
-                slug: "nlp".into(),
+                slug: "nlp".parse().unwrap(),
                 name: "NLP".into(),
                 cost_centre: None,
                 member_groups: vec!["nlp".into()],
                 admin_groups: vec![],
                 quotas: vec![QuotaSpec {
-                    pool: "h100-mig".into(),
+                    pool: "h100-mig".parse().unwrap(),
                     gpus: 1.0,
                     memory_gib: 80,
                     max_slices: 4,
@@ -89,7 +99,7 @@ pub fn pools() -> Vec<PoolSpec> {
     let pool = |name: &str, sharing, model: &str| PoolSpec {
         description: format!("{name} pool"),
         isolation: IsolationClass::Batch,
-        ..PoolSpec::new(name, sharing, &[model])
+        ..PoolSpec::new(pool_name(name), sharing, &[model])
     };
     use tessera_core::sharing::SharingMode;
     let mut l4 = pool("l4-shared", SharingMode::TimeSlicing, "L4");
