@@ -109,3 +109,26 @@ mod tests {
         assert_eq!(id.get(), 42);
     }
 }
+
+/// Ids named in tests: a short name (at most 7 bytes) packed into the id,
+/// so `hid("a")` reads as the host called "a" and two names never share
+/// one.
+#[cfg(test)]
+pub(crate) mod named {
+    use super::{HostId, TenantId};
+
+    fn pack(name: &str) -> i64 {
+        assert!(name.len() <= 7, "{name}: at most 7 bytes");
+        name.bytes().fold(0, |v, b| v * 256 + i64::from(b))
+    }
+
+    /// The host called `name`.
+    pub(crate) fn hid(name: &str) -> HostId {
+        HostId::new(pack(name))
+    }
+
+    /// The tenant called `name`.
+    pub(crate) fn tid(name: &str) -> TenantId {
+        TenantId::new(pack(name))
+    }
+}

@@ -244,7 +244,7 @@ pub struct Outcome {
 pub(crate) fn fleet(hosts: usize) -> Result<Fleet, FleetError> {
     let hosts = (0..hosts)
         .map(|h| HostState {
-            id: format!("h{h:04}"),
+            id: tessera_core::ids::HostId::new(h as i64),
             cpu_free: CpuMilli(128_000),
             memory_free: MemMiB(1024 * 1024),
             gpus: (0..8)

@@ -53,6 +53,7 @@ impl TraceRequest {
 pub fn read_hosts(table: &Table) -> Result<Vec<TraceHost>, BenchError> {
     table.require(&["sn", "cpu_milli", "memory_mib", "gpu", "model"])?;
     let mut hosts = Vec::with_capacity(table.len());
+    let mut seen = std::collections::HashSet::new();
     for row in table.rows() {
         let host = TraceHost {
             sn: row.text("sn")?.to_string(),
@@ -63,6 +64,9 @@ pub fn read_hosts(table: &Table) -> Result<Vec<TraceHost>, BenchError> {
         };
         if host.sn.is_empty() {
             return Err(row.error("sn", "empty host name"));
+        }
+        if !seen.insert(host.sn.clone()) {
+            return Err(row.error("sn", "a host name seen before"));
         }
         if host.gpus > 64 {
             return Err(row.error("gpu", "more than 64 GPUs on one host"));
@@ -136,12 +140,14 @@ pub fn map_model(name: &str) -> (String, u64) {
     (upper, guess_gib * 1024)
 }
 
-/// Builds the placer's hosts. With `mig`, MIG-capable models start with MIG
-/// enabled and no instances; all other GPUs are shared (MPS-style).
+/// Builds the placer's hosts, known to it by their position in the trace.
+/// With `mig`, MIG-capable models start with MIG enabled and no instances;
+/// all other GPUs are shared (MPS-style).
 pub fn to_hosts(hosts: &[TraceHost], mig: bool) -> Vec<HostState> {
     hosts
         .iter()
-        .map(|h| {
+        .enumerate()
+        .map(|(at, h)| {
             let (model, memory) = map_model(&h.model);
             let capable = catalogue::lookup(&model, memory);
             let gpus = (0..h.gpus)
@@ -155,7 +161,7 @@ pub fn to_hosts(hosts: &[TraceHost], mig: bool) -> Vec<HostState> {
                 })
                 .collect();
             HostState {
-                id: h.sn.clone(),
+                id: tessera_core::ids::HostId::new(at as i64),
                 cpu_free: CpuMilli(h.cpu_milli),
                 memory_free: MemMiB(h.memory_mib),
                 gpus,
@@ -239,5 +245,12 @@ mod tests {
         let t = Table::parse("n.csv", "sn,cpu_milli,memory_mib,model\nh,1,1,T4\n").unwrap();
         let e = read_hosts(&t).unwrap_err().to_string();
         assert_eq!(e, "n.csv:1: column gpu: missing column in the header");
+        let t = Table::parse(
+            "n.csv",
+            "sn,cpu_milli,memory_mib,gpu,model\nh,1,1,1,T4\nh,1,1,1,T4\n",
+        )
+        .unwrap();
+        let e = read_hosts(&t).unwrap_err().to_string();
+        assert!(e.starts_with("n.csv:3: column sn:"), "{e}");
     }
 }

@@ -34,22 +34,21 @@ impl Fleet {
     fn locate(&self, decision: &Decision) -> Result<usize, ApplyError> {
         match self.hosts.get(decision.host_index) {
             Some(host) if host.id == decision.host => Ok(decision.host_index),
-            _ => {
-                self.host_ids
-                    .get(&decision.host)
-                    .copied()
-                    .ok_or_else(|| ApplyError::UnknownHost {
-                        host: decision.host.clone(),
-                    })
-            }
+            _ => self
+                .host_ids
+                .get(&decision.host)
+                .copied()
+                .ok_or(ApplyError::UnknownHost {
+                    host: decision.host,
+                }),
         }
     }
 
     fn change(&mut self, decision: &Decision, way: Way) -> Result<(), ApplyError> {
         let h = self.locate(decision)?;
-        let host_id = self.hosts[h].id.clone();
+        let host_id = self.hosts[h].id;
         let conflict = |reason: String| ApplyError::Conflict {
-            host: host_id.clone(),
+            host: host_id,
             reason,
         };
         let agg = self.aggs[h];
@@ -75,8 +74,8 @@ impl Fleet {
                 .gpus
                 .iter()
                 .position(|g| g.index == *device)
-                .ok_or_else(|| ApplyError::UnknownGpu {
-                    host: host_id.clone(),
+                .ok_or(ApplyError::UnknownGpu {
+                    host: host_id,
                     index: *device,
                 })?;
             if updates.iter().any(|(p, _)| *p == pos) {
@@ -87,7 +86,7 @@ impl Fleet {
             {
                 // Keeps "allocated ⇒ no free capacity" true.
                 return Err(ApplyError::HeldWhole {
-                    host: host_id.clone(),
+                    host: host_id,
                     index: *device,
                 });
             }
@@ -113,7 +112,7 @@ impl Fleet {
                 gpu.allocated = new.allocated;
                 if let Some(tenant) = &decision.tenant {
                     match way {
-                        Way::Take => gpu.tenants.push(tenant.clone()),
+                        Way::Take => gpu.tenants.push(*tenant),
                         Way::Give => {
                             if let Some(at) = gpu.tenants.iter().position(|t| t == tenant) {
                                 gpu.tenants.swap_remove(at);

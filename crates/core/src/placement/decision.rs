@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{HostId, TenantId};
+
 use crate::mig::MigPlacement;
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
@@ -57,7 +59,7 @@ pub struct ScoreBreakdown {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     /// Host id.
-    pub host: String,
+    pub host: HostId,
     /// Position of the host in the fleet (a hint; `host` is authoritative).
     pub host_index: usize,
     /// Device indices of the GPUs used (empty for host-only requests).
@@ -70,7 +72,7 @@ pub struct Decision {
     pub memory: MemMiB,
     /// Tenant the slice is for, recorded on its GPUs by [`Fleet::apply`](super::Fleet::apply).
     #[serde(default)]
-    pub tenant: Option<String>,
+    pub tenant: Option<TenantId>,
     /// Explanation.
     pub score: ScoreBreakdown,
 }
@@ -80,14 +82,9 @@ impl Decision {
     /// host CPU or memory (slices take none), no score. Enough for
     /// [`Fleet::release`](super::Fleet::release) to give it back, e.g. to
     /// replay lease ends.
-    pub fn held(
-        host: impl Into<String>,
-        gpus: Vec<u32>,
-        slice: Slice,
-        tenant: Option<String>,
-    ) -> Self {
+    pub fn held(host: HostId, gpus: Vec<u32>, slice: Slice, tenant: Option<TenantId>) -> Self {
         Self {
-            host: host.into(),
+            host,
             host_index: 0,
             gpus,
             slice,

@@ -91,13 +91,13 @@ pub enum FleetError {
     #[error("host {host} appears twice")]
     DuplicateHost {
         /// Host id.
-        host: String,
+        host: crate::ids::HostId,
     },
     /// Two GPUs of one host share a device index.
     #[error("host {host} has two GPUs with index {index}")]
     DuplicateGpu {
         /// Host id.
-        host: String,
+        host: crate::ids::HostId,
         /// Device index.
         index: u32,
     },
@@ -105,7 +105,7 @@ pub enum FleetError {
     #[error("GPU {index} on host {host} has an invalid MIG layout: {reason}")]
     InvalidMigLayout {
         /// Host id.
-        host: String,
+        host: crate::ids::HostId,
         /// Device index.
         index: u32,
         /// The MIG rule that is broken.
@@ -115,7 +115,7 @@ pub enum FleetError {
     #[error("GPU {index} on host {host} reports impossible shared capacity: {reason}")]
     InvalidShare {
         /// Host id.
-        host: String,
+        host: crate::ids::HostId,
         /// Device index.
         index: u32,
         /// What is wrong.
@@ -148,13 +148,13 @@ pub enum ApplyError {
     #[error("host {host} is not in the fleet")]
     UnknownHost {
         /// Host id.
-        host: String,
+        host: crate::ids::HostId,
     },
     /// The GPU is not on that host.
     #[error("host {host} has no GPU {index}")]
     UnknownGpu {
         /// Host id.
-        host: String,
+        host: crate::ids::HostId,
         /// Device index.
         index: u32,
     },
@@ -163,7 +163,7 @@ pub enum ApplyError {
     #[error("GPU {index} on host {host} is allocated whole; it holds no share to release")]
     HeldWhole {
         /// Host id.
-        host: String,
+        host: crate::ids::HostId,
         /// Device index.
         index: u32,
     },
@@ -171,7 +171,7 @@ pub enum ApplyError {
     #[error("the decision no longer fits host {host}: {reason}")]
     Conflict {
         /// Host id.
-        host: String,
+        host: crate::ids::HostId,
         /// What is in the way.
         reason: String,
     },

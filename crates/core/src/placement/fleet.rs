@@ -24,7 +24,7 @@ use super::workload::Workload;
 #[derive(Clone, Debug)]
 pub struct Fleet {
     pub(crate) hosts: Vec<HostState>,
-    pub(crate) host_ids: BTreeMap<String, usize>,
+    pub(crate) host_ids: BTreeMap<crate::ids::HostId, usize>,
     pub(crate) aggs: Vec<HostAgg>,
     pub(crate) slots: Vec<Slot>,
     pub(crate) models: Vec<ModelEntry>,
@@ -141,7 +141,7 @@ fn slot_of(
         } => {
             if compute_free.0 > 1000 {
                 return Err(FleetError::InvalidShare {
-                    host: host.id.clone(),
+                    host: host.id,
                     index: gpu.index,
                     reason: format!("{} thousandths of compute free", compute_free.0),
                 });
@@ -154,7 +154,7 @@ fn slot_of(
         }
         GpuMode::Mig { layout } => {
             let invalid = |reason: String| FleetError::InvalidMigLayout {
-                host: host.id.clone(),
+                host: host.id,
                 index: gpu.index,
                 reason,
             };
@@ -211,16 +211,14 @@ impl Fleet {
             gaps: GapCounts::new(&[], &[]),
         };
         for (h, host) in hosts.iter().enumerate() {
-            if fleet.host_ids.insert(host.id.clone(), h).is_some() {
-                return Err(FleetError::DuplicateHost {
-                    host: host.id.clone(),
-                });
+            if fleet.host_ids.insert(host.id, h).is_some() {
+                return Err(FleetError::DuplicateHost { host: host.id });
             }
             let first = fleet.slots.len() as u32;
             for (g, gpu) in host.gpus.iter().enumerate() {
                 if host.gpus[..g].iter().any(|other| other.index == gpu.index) {
                     return Err(FleetError::DuplicateGpu {
-                        host: host.id.clone(),
+                        host: host.id,
                         index: gpu.index,
                     });
                 }
@@ -255,8 +253,8 @@ impl Fleet {
     /// tables reused rather than rebuilt: cheap what-if questions about one
     /// host (would this fit there if those slices left?). `None` for an
     /// unknown id.
-    pub fn only_host(&self, id: &str) -> Option<Fleet> {
-        let &h = self.host_ids.get(id)?;
+    pub fn only_host(&self, id: crate::ids::HostId) -> Option<Fleet> {
+        let &h = self.host_ids.get(&id)?;
         let mut agg = *self.aggs.get(h)?;
         let (first, len) = (agg.first as usize, agg.len as usize);
         let slots: Vec<Slot> = self.slots.get(first..first + len)?.to_vec();
@@ -264,7 +262,7 @@ impl Fleet {
         let n = self.classes.len();
         Some(Fleet {
             hosts: vec![self.hosts.get(h)?.clone()],
-            host_ids: BTreeMap::from([(id.to_owned(), 0)]),
+            host_ids: BTreeMap::from([(id, 0)]),
             aggs: vec![agg],
             models: self.models.clone(),
             pools: self.pools.clone(),

@@ -31,14 +31,11 @@ impl Fleet {
         &self,
         request: &PlacementRequest,
         policy: Policy,
-        avoid: Option<&str>,
+        avoid: Option<crate::ids::HostId>,
     ) -> Result<Decision, PlacementError> {
         let shape = self.resolve(request)?;
-        let exclusive = request
-            .tenant
-            .as_deref()
-            .filter(|_| request.tenant_exclusive);
-        let avoid = avoid.and_then(|id| self.host_ids.get(id).copied());
+        let exclusive = request.tenant.filter(|_| request.tenant_exclusive);
+        let avoid = avoid.and_then(|id| self.host_ids.get(&id).copied());
         let mut search = Search::new(self, &shape, policy)
             .exclusive_for(exclusive)
             .avoiding(avoid);
@@ -139,13 +136,13 @@ impl Fleet {
             },
         };
         Decision {
-            host: host.id.clone(),
+            host: host.id,
             host_index: h,
             gpus,
             slice,
             cpu: request.cpu,
             memory: request.memory,
-            tenant: request.tenant.clone(),
+            tenant: request.tenant,
             score: ScoreBreakdown {
                 policy: policy.name().to_string(),
                 candidates,

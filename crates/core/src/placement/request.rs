@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::TenantId;
+
 use crate::catalogue;
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
@@ -50,7 +52,7 @@ pub struct PlacementRequest {
     pub nvlink_local: bool,
     /// Tenant the slice is for (recorded on the GPUs it takes).
     #[serde(default)]
-    pub tenant: Option<String>,
+    pub tenant: Option<TenantId>,
     /// The slice may only go on GPUs that hold no other tenant's slices.
     #[serde(default)]
     pub tenant_exclusive: bool,
@@ -74,8 +76,8 @@ impl PlacementRequest {
     /// Sets the tenant; with `exclusive`, the slice only goes on GPUs that
     /// hold no other tenant's slices (an isolation class that separates
     /// tenants, see [`IsolationClass::separates_tenants`](crate::sharing::IsolationClass::separates_tenants)).
-    pub fn for_tenant(mut self, tenant: impl Into<String>, exclusive: bool) -> Self {
-        self.tenant = Some(tenant.into());
+    pub fn for_tenant(mut self, tenant: TenantId, exclusive: bool) -> Self {
+        self.tenant = Some(tenant);
         self.tenant_exclusive = exclusive;
         self
     }

@@ -8,6 +8,7 @@ use super::index::{Slot, SlotKind, NO_GROUP};
 use super::policy::Policy;
 use super::rng::SplitMix64;
 use super::shape::{Shape, ShapeKind, NO_PROFILE};
+use crate::ids::TenantId;
 
 /// What one thousandth of a GPU stranded without CPU or memory costs in
 /// `pack`, relative to one thousandth fragmented for the whole workload.
@@ -106,7 +107,7 @@ pub(crate) struct Search<'a> {
     shape: &'a Shape,
     policy: Policy,
     /// Only GPUs holding no other tenant's slices qualify.
-    exclusive_tenant: Option<&'a str>,
+    exclusive_tenant: Option<TenantId>,
     /// A host (by position) the search must not use: held for a request
     /// that waits longer (see `schedule`).
     avoid_host: Option<usize>,
@@ -145,7 +146,7 @@ impl<'a> Search<'a> {
 
     /// Restricts the search to GPUs that hold no slice of a tenant other
     /// than `tenant`.
-    pub fn exclusive_for(mut self, tenant: Option<&'a str>) -> Self {
+    pub fn exclusive_for(mut self, tenant: Option<TenantId>) -> Self {
         self.exclusive_tenant = tenant;
         self
     }
@@ -162,7 +163,7 @@ impl<'a> Search<'a> {
             self.fleet.hosts[h]
                 .gpus
                 .get(i)
-                .is_none_or(|g| g.tenants.iter().all(|t| t == tenant))
+                .is_none_or(|g| g.tenants.iter().all(|t| *t == tenant))
         })
     }
 

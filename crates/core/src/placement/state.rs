@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{HostId, TenantId};
+
 use crate::mig::MigPlacement;
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
@@ -52,7 +54,7 @@ pub struct GpuState {
     pub allocated: bool,
     /// Tenants with slices on this GPU now, one entry per slice.
     #[serde(default)]
-    pub tenants: Vec<String>,
+    pub tenants: Vec<TenantId>,
 }
 
 impl GpuState {
@@ -96,8 +98,8 @@ impl GpuState {
 
     /// The same GPU holding one slice of `tenant` (fixtures: the tenant
     /// record only; the mode says what is taken).
-    pub fn held_by(mut self, tenant: impl Into<String>) -> Self {
-        self.tenants.push(tenant.into());
+    pub fn held_by(mut self, tenant: TenantId) -> Self {
+        self.tenants.push(tenant);
         self
     }
 
@@ -112,7 +114,7 @@ impl GpuState {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostState {
     /// Host id (unique in the fleet).
-    pub id: String,
+    pub id: HostId,
     /// CPU not yet promised to allocations.
     pub cpu_free: CpuMilli,
     /// Host memory not yet promised to allocations.

@@ -87,7 +87,7 @@ pub struct Reservation {
     /// The request it is held for.
     pub id: AllocationId,
     /// The host (fleet id) where it fits first.
-    pub host: String,
+    pub host: crate::ids::HostId,
     /// When it is expected to fit there (ms).
     pub from: i64,
 }
@@ -208,7 +208,7 @@ pub fn plan_queue(
             .reservation
             .as_ref()
             .filter(|r| ends > r.from)
-            .map(|r| r.host.as_str());
+            .map(|r| r.host);
         let decision = fleet
             .place_avoiding(&w.request, policy.placement, avoid)
             .and_then(|d| {

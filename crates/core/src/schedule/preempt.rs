@@ -154,7 +154,7 @@ pub struct Preemption {
     /// The waiting request.
     pub for_id: AllocationId,
     /// The host where it will fit once they are gone.
-    pub host: String,
+    pub host: crate::ids::HostId,
     /// The slices to preempt, least loss first.
     pub victims: Vec<AllocationId>,
 }
@@ -262,12 +262,12 @@ fn cheapest<'a>(
     request: &PlacementRequest,
     policy: Policy,
     eligible: &[&'a Running],
-) -> Option<(String, Vec<&'a Running>)> {
-    let mut by_host: BTreeMap<&str, Vec<&'a Running>> = BTreeMap::new();
+) -> Option<(crate::ids::HostId, Vec<&'a Running>)> {
+    let mut by_host: BTreeMap<crate::ids::HostId, Vec<&'a Running>> = BTreeMap::new();
     for r in eligible {
-        by_host.entry(r.decision.host.as_str()).or_default().push(r);
+        by_host.entry(r.decision.host).or_default().push(r);
     }
-    let mut best: Option<(Vec<Loss>, String, Vec<&'a Running>)> = None;
+    let mut best: Option<(Vec<Loss>, crate::ids::HostId, Vec<&'a Running>)> = None;
     for (host, mut victims) in by_host {
         let Some(alone) = fleet.only_host(host) else {
             continue;

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::ids::named::hid;
 use proptest::prelude::*;
 
 use super::*;
@@ -24,17 +25,18 @@ fn run(
     request: &PlacementRequest,
     (id, priority, qos, since): (i64, i32, QosClass, i64),
 ) -> Running {
-    let others: Vec<String> = f
+    let host = hid(host);
+    let others: Vec<crate::ids::HostId> = f
         .hosts()
         .iter()
-        .map(|h| h.id.clone())
-        .filter(|h| h != host)
+        .map(|h| h.id)
+        .filter(|h| *h != host)
         .collect();
     // Fill the other hosts' room temporarily is overkill: fixtures use at
     // most two hosts, so avoiding the other one is enough.
     assert!(others.len() <= 1);
     let d = f
-        .place_avoiding(request, Policy::Pack, others.first().map(String::as_str))
+        .place_avoiding(request, Policy::Pack, others.first().copied())
         .unwrap();
     assert_eq!(d.host, host);
     f.apply(&d).unwrap();
@@ -82,7 +84,7 @@ fn who_may_displace_whom() {
         priority,
         qos,
         since: 0,
-        decision: Decision::held("a", vec![0], crate::placement::Slice::Whole, None),
+        decision: Decision::held(hid("a"), vec![0], crate::placement::Slice::Whole, None),
         notified: false,
     };
     // Guaranteed slices never give way, whatever asks.
@@ -143,7 +145,7 @@ fn the_least_loss_gives_way_first() {
     assert_eq!(victims(&one(whole(3))), [vec![4, 1, 2]]);
     let plan = one(whole(3));
     assert_eq!(plan[0].for_id.get(), 9);
-    assert_eq!(plan[0].host, "a");
+    assert_eq!(plan[0].host, hid("a"));
     // More than the host has: nothing is preempted for it.
     assert!(one(whole(5)).is_empty());
 }
@@ -180,7 +182,7 @@ fn the_set_is_the_cheapest_that_frees_one_host() {
         Policy::Pack,
     );
     // Displacing the younger pair loses less than the older one's work.
-    assert_eq!(plan[0].host, "a");
+    assert_eq!(plan[0].host, hid("a"));
     assert_eq!(victims(&plan), [vec![2, 1]]);
 
     // Where the lone slice is younger than the pair's oldest, one victim
@@ -197,10 +199,7 @@ fn the_set_is_the_cheapest_that_frees_one_host() {
         &mixed,
         Policy::Pack,
     );
-    assert_eq!(
-        (plan[0].host.as_str(), victims(&plan)),
-        ("b", vec![vec![3]])
-    );
+    assert_eq!((plan[0].host, victims(&plan)), (hid("b"), vec![vec![3]]));
 }
 
 #[test]
@@ -210,7 +209,7 @@ fn slices_not_needed_are_put_back() {
     // least is tried first but does not make room, so it is put back.
     let mut f = Fleet::new(
         vec![HostState {
-            id: "a".into(),
+            id: hid("a"),
             cpu_free: CpuMilli(64_000),
             memory_free: MemMiB(512 * 1024),
             gpus: vec![GpuState::exclusive(0, "L4", MemMiB(23_034)).shared(48)],
@@ -304,7 +303,7 @@ fn build(c: &Case) -> (Fleet, Vec<Running>) {
     for (i, (h, count, priority, q)) in c.slices.iter().enumerate() {
         let host = ids[h % hosts.len()];
         let other = hosts.iter().map(|(id, _)| *id).find(|id| *id != host);
-        let Ok(d) = f.place_avoiding(&whole(*count), Policy::Pack, other) else {
+        let Ok(d) = f.place_avoiding(&whole(*count), Policy::Pack, other.map(hid)) else {
             continue;
         };
         f.apply(&d).unwrap();
@@ -424,7 +423,7 @@ fn each_class_draws_on_its_own_quota() {
 fn one_host_of_a_fleet_answers_like_the_fleet_for_that_host() {
     let mut f = fleet(&[("a", 2), ("b", 4)]);
     let held = run(&mut f, "a", &whole(1), (1, 0, BestEffort, 0));
-    let a = f.only_host("a").unwrap();
+    let a = f.only_host(hid("a")).unwrap();
     assert_eq!(a.hosts().len(), 1);
     assert_eq!(a.gpu_count(), 2);
     assert_eq!(a.free_gpu_milli(), 1000);
@@ -433,9 +432,9 @@ fn one_host_of_a_fleet_answers_like_the_fleet_for_that_host() {
     let mut freed = a.clone();
     freed.release(&held.decision).unwrap();
     let d = freed.place(&whole(2), Policy::Pack).unwrap();
-    assert_eq!(d.host, "a");
+    assert_eq!(d.host, hid("a"));
     freed.apply(&d).unwrap();
     // The fleet itself is untouched.
     assert_eq!(f.free_gpu_milli(), 5000);
-    assert!(f.only_host("nowhere").is_none());
+    assert!(f.only_host(hid("nowhere")).is_none());
 }

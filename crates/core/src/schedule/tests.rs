@@ -2,6 +2,7 @@
 //! estimated starts.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::ids::named::hid;
 use proptest::prelude::*;
 
 use crate::ids::{AllocationId, TenantId};
@@ -22,7 +23,7 @@ fn aid(n: i64) -> AllocationId {
 
 pub(super) fn host(id: &str, gpus: u32) -> HostState {
     HostState {
-        id: id.to_string(),
+        id: hid(id),
         cpu_free: CpuMilli(64_000),
         memory_free: MemMiB(512 * 1024),
         gpus: (0..gpus)
@@ -61,10 +62,11 @@ fn waiting(id: i64, count: u32, requested_at: i64, hold_ms: i64) -> Waiting {
 
 /// Takes `count` GPUs on `host` in `f` until `until`.
 fn hold(f: &mut Fleet, host: &str, count: u32, until: i64) -> Holding {
-    let avoid: Vec<&str> = f
+    let host = hid(host);
+    let avoid: Vec<crate::ids::HostId> = f
         .hosts()
         .iter()
-        .map(|h| h.id.as_str())
+        .map(|h| h.id)
         .filter(|id| *id != host)
         .collect();
     assert!(avoid.len() <= 1, "fixture fleets have at most two hosts");
@@ -107,7 +109,7 @@ fn a_request_that_does_not_fit_does_not_hold_up_smaller_ones() {
     let queue = [waiting(1, 2, 0, 1_000), waiting(2, 1, 5, 1_000)];
     let plan = plan_queue(&mut f, &queue, &holdings, 10, &policy(NEVER, false));
     assert_eq!(placed_ids(&plan), vec![2]);
-    assert_eq!(plan.placed[0].1.host, "a");
+    assert_eq!(plan.placed[0].1.host, hid("a"));
     assert_eq!(plan.waiting.len(), 1);
     assert_eq!(
         plan.waiting[0].why,
@@ -130,7 +132,7 @@ fn a_starved_request_holds_the_host_where_it_fits_first() {
     let queue = [waiting(1, 2, 0, 1_000), waiting(2, 1, 5, 1_000)];
     let plan = plan_queue(&mut f, &queue, &holdings, 10, &policy(10, false));
     let r = plan.reservation.clone().unwrap();
-    assert_eq!((r.id.get(), r.host.as_str(), r.from), (1, "a", 100));
+    assert_eq!((r.id.get(), r.host, r.from), (1, hid("a"), 100));
     // Request 2 would run past 100 on host a: it waits, and says why.
     assert!(plan.placed.is_empty());
     assert_eq!(
@@ -151,10 +153,10 @@ fn a_short_request_may_use_the_held_host_if_it_ends_before_the_reservation() {
     let (mut f, holdings) = busy_pair();
     let queue = [waiting(1, 2, 0, 1_000), waiting(2, 1, 5, 90)];
     let plan = plan_queue(&mut f, &queue, &holdings, 10, &policy(10, false));
-    assert_eq!(plan.reservation.as_ref().unwrap().host, "a");
+    assert_eq!(plan.reservation.as_ref().unwrap().host, hid("a"));
     // 10 + 90 = 100: it is done when request 1 can start.
     assert_eq!(placed_ids(&plan), vec![2]);
-    assert_eq!(plan.placed[0].1.host, "a");
+    assert_eq!(plan.placed[0].1.host, hid("a"));
 }
 
 #[test]
@@ -356,7 +358,7 @@ fn build(gpus: &[u32], held: &[(usize, u32, i64)]) -> (Fleet, Vec<Holding>) {
         let Ok(d) = f.place(&whole(count), Policy::FirstFit) else {
             continue;
         };
-        if &d.host != name {
+        if d.host != hid(name) {
             continue;
         }
         f.apply(&d).unwrap();

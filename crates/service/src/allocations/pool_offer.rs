@@ -73,11 +73,6 @@ impl Service {
         Ok(Self::pool_offer(spec)
             .placement_request(&shape)
             .ok()
-            .map(|request| {
-                request.for_tenant(
-                    row.tenant_id.to_string(),
-                    spec.isolation.separates_tenants(),
-                )
-            }))
+            .map(|request| request.for_tenant(row.tenant_id, spec.isolation.separates_tenants())))
     }
 }

@@ -16,7 +16,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, Set,
 };
 use std::collections::BTreeMap;
-use tessera_core::ids::{AllocationId, HostId, TenantId};
+use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationPhase};
 use tessera_core::placement::{Decision, Policy, WorkloadTally};
 use tessera_core::schedule::{
@@ -382,9 +382,7 @@ impl Service {
         now: DateTime<Utc>,
     ) -> Result<bool, ServiceError> {
         use sea_orm::QuerySelect;
-        let Ok(host_id) = decision.host.parse::<HostId>() else {
-            return Ok(false);
-        };
+        let host_id = decision.host;
         let Some(known) = snapshot.generation(host_id) else {
             return Ok(false);
         };

@@ -57,7 +57,7 @@ pub struct PoolSnapshot {
 impl PoolSnapshot {
     /// The stored placement of a decision.
     pub fn placement(&self, d: &Decision) -> Option<(HostId, StoredPlacement)> {
-        let host_id: HostId = d.host.parse().ok()?;
+        let host_id = d.host;
         let host = self.hosts.get(&host_id)?;
         let gpus = d
             .gpus
@@ -366,7 +366,7 @@ impl Service {
                     nvlink_group: nvlink_group(index, &g.nvlink_peers.0),
                     mode,
                     allocated,
-                    tenants: owned.iter().map(|(a, _)| a.tenant_id.to_string()).collect(),
+                    tenants: owned.iter().map(|(a, _)| a.tenant_id).collect(),
                 });
                 by_index.insert(
                     index,
@@ -381,7 +381,7 @@ impl Service {
                 continue;
             }
             states.push(HostState {
-                id: h.id.to_string(),
+                id: h.id,
                 cpu_free: CpuMilli(u32::try_from(h.cpu_milli).unwrap_or(u32::MAX)),
                 memory_free: MemMiB(u64::try_from(h.memory_mib).unwrap_or(0)),
                 gpus: host_gpus,
@@ -399,12 +399,7 @@ impl Service {
             .into_iter()
             .filter_map(|(id, (gpus, a, p))| {
                 let host = a.host_id?;
-                let decision = Decision::held(
-                    host.to_string(),
-                    gpus,
-                    p.slice.clone(),
-                    Some(a.tenant_id.to_string()),
-                );
+                let decision = Decision::held(host, gpus, p.slice.clone(), Some(a.tenant_id));
                 Some((id, holding_of(a, decision, now)))
             })
             .unzip();
@@ -420,7 +415,7 @@ impl Service {
                     h.gpus.retain(|g| {
                         Fleet::new(
                             vec![HostState {
-                                id: h.id.clone(),
+                                id: h.id,
                                 cpu_free: h.cpu_free,
                                 memory_free: h.memory_free,
                                 gpus: vec![g.clone()],

@@ -192,7 +192,7 @@ impl FleetIndex {
 /// A holding as compared: allocation, host, GPUs, slice.
 type HeldKey = (
     AllocationId,
-    String,
+    HostId,
     Vec<u32>,
     tessera_core::placement::Slice,
 );
@@ -222,7 +222,7 @@ fn normalised(
         .map(|(id, h)| {
             let mut gpus = h.decision.gpus.clone();
             gpus.sort_unstable();
-            (*id, h.decision.host.clone(), gpus, h.decision.slice.clone())
+            (*id, h.decision.host, gpus, h.decision.slice.clone())
         })
         .collect();
     held.sort_by_key(|h| h.0);

@@ -1,6 +1,7 @@
 //! The FGD reference policy, the paper's target workload, and what `pack`
 //! does beyond FGD (CPU-only placement, stranded GPU).
 
+use crate::ids::named::hid;
 use crate::units::{CpuMilli, MemMiB};
 
 use super::super::frag::fgd_score;
@@ -33,11 +34,11 @@ fn fgd_ties_go_to_the_first_host_where_pack_fits_tightest() {
         workload,
     )
     .unwrap();
-    assert_eq!(f.place(&frac(100), Policy::Fgd).unwrap().host, "a");
-    assert_eq!(f.place(&frac(100), Policy::Pack).unwrap().host, "b");
-    assert_eq!(f.place(&frac(100), Policy::BestFit).unwrap().host, "b");
+    assert_eq!(f.place(&frac(100), Policy::Fgd).unwrap().host, hid("a"));
+    assert_eq!(f.place(&frac(100), Policy::Pack).unwrap().host, hid("b"));
+    assert_eq!(f.place(&frac(100), Policy::BestFit).unwrap().host, hid("b"));
     // A share that would strand b's rest scores below 50 there.
-    assert_eq!(f.place(&frac(300), Policy::Fgd).unwrap().host, "a");
+    assert_eq!(f.place(&frac(300), Policy::Fgd).unwrap().host, hid("a"));
 }
 
 #[test]
@@ -78,5 +79,5 @@ fn pack_puts_cpu_only_work_where_no_gpu_is_free() {
     .unwrap();
     let cpu_only = crate::placement::PlacementRequest::new(Demand::None)
         .with_host(CpuMilli(8000), MemMiB(1024));
-    assert_eq!(f.place(&cpu_only, Policy::Pack).unwrap().host, "busy");
+    assert_eq!(f.place(&cpu_only, Policy::Pack).unwrap().host, hid("busy"));
 }

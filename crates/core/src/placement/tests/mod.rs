@@ -9,6 +9,7 @@ mod proptests;
 mod rules;
 mod tenancy;
 
+use crate::ids::named::hid;
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
 use super::{
@@ -44,7 +45,7 @@ pub(super) fn shared(index: u32, model: &str, used: u32) -> GpuState {
 /// A host with 64 cores, 512 GiB and `gpus`.
 pub(super) fn host(id: &str, gpus: Vec<GpuState>) -> HostState {
     HostState {
-        id: id.to_string(),
+        id: hid(id),
         cpu_free: CpuMilli(64_000),
         memory_free: MemMiB(512 * 1024),
         gpus,

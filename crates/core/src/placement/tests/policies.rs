@@ -1,5 +1,6 @@
 //! Policies: fragmentation-aware packing against the baselines.
 
+use crate::ids::named::hid;
 use crate::units::{CpuMilli, MemMiB};
 
 use super::super::{BatchOrder, Fleet, Policy, Workload};
@@ -67,7 +68,7 @@ fn random_depends_only_on_its_seed() {
     let f = Fleet::new(hosts, Workload::default()).unwrap();
     let pick = |seed| f.place(&whole(1), Policy::Random { seed }).unwrap().host;
     assert_eq!(pick(1), pick(1));
-    let distinct: std::collections::BTreeSet<String> = (0..20).map(pick).collect();
+    let distinct: std::collections::BTreeSet<crate::ids::HostId> = (0..20).map(pick).collect();
     assert!(distinct.len() > 3);
 }
 
@@ -82,10 +83,16 @@ fn spread_and_first_fit_and_best_fit_choose_as_named() {
         Workload::default(),
     )
     .unwrap();
-    assert_eq!(f.place(&frac(200), Policy::FirstFit).unwrap().host, "busy");
-    assert_eq!(f.place(&frac(200), Policy::Spread).unwrap().host, "idle");
+    assert_eq!(
+        f.place(&frac(200), Policy::FirstFit).unwrap().host,
+        hid("busy")
+    );
+    assert_eq!(
+        f.place(&frac(200), Policy::Spread).unwrap().host,
+        hid("idle")
+    );
     let best = f.place(&frac(300), Policy::BestFit).unwrap();
-    assert_eq!((best.host.as_str(), best.gpus[0]), ("busy", 0));
+    assert_eq!((best.host, best.gpus[0]), (hid("busy"), 0));
     // Without a workload, pack falls back to the tightest fit.
     assert_eq!(f.place(&frac(300), Policy::Pack).unwrap(), {
         let mut d = best.clone();
@@ -111,9 +118,12 @@ fn pack_keeps_pairs_of_idle_gpus_for_multi_gpu_work() {
         workload,
     )
     .unwrap();
-    assert_eq!(f.place(&whole(1), Policy::BestFit).unwrap().host, "pair");
+    assert_eq!(
+        f.place(&whole(1), Policy::BestFit).unwrap().host,
+        hid("pair")
+    );
     let d = f.place(&whole(1), Policy::Pack).unwrap();
-    assert_eq!(d.host, "trio");
+    assert_eq!(d.host, hid("trio"));
     assert_eq!(d.score.fragmentation_delta, 0.0);
 }
 
@@ -162,8 +172,11 @@ fn host_cpu_exhaustion_counts_as_fragmentation() {
     let f = Fleet::new(vec![gpu_host, cpu_host], workload).unwrap();
     let cpu_only = super::super::PlacementRequest::new(super::super::Demand::None)
         .with_host(CpuMilli(4_000), MemMiB(0));
-    assert_eq!(f.place(&cpu_only, Policy::FirstFit).unwrap().host, "gpu");
-    assert_eq!(f.place(&cpu_only, Policy::Pack).unwrap().host, "cpu");
+    assert_eq!(
+        f.place(&cpu_only, Policy::FirstFit).unwrap().host,
+        hid("gpu")
+    );
+    assert_eq!(f.place(&cpu_only, Policy::Pack).unwrap().host, hid("cpu"));
 }
 
 #[test]

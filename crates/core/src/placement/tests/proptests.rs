@@ -41,7 +41,7 @@ fn random_fleet(rng: &mut Rng) -> Vec<HostState> {
                 })
                 .collect();
             HostState {
-                id: format!("h{h}"),
+                id: crate::ids::HostId::new(h as i64),
                 cpu_free: CpuMilli(4000 + 4000 * rng.below(16) as u32),
                 memory_free: MemMiB(16_384 * (1 + rng.below(16))),
                 gpus,
@@ -74,7 +74,7 @@ fn random_request(rng: &mut Rng) -> PlacementRequest {
         _ => request,
     };
     let tenant = ["red", "blue", "green"][rng.below(3) as usize];
-    request.for_tenant(tenant, rng.below(2) == 0)
+    request.for_tenant(crate::ids::named::tid(tenant), rng.below(2) == 0)
 }
 
 const POLICIES: [Policy; 6] = [

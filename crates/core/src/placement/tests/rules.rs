@@ -1,5 +1,6 @@
 //! Each hardware and policy rule, one test at a time.
 
+use crate::ids::named::hid;
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
 use super::super::{
@@ -14,7 +15,7 @@ fn host_cpu_and_memory_are_respected() {
     let f = fleet(vec![small, host("big", vec![gpu(0, L4)])]);
     let request = whole(1).with_host(CpuMilli(8_000), MemMiB(1024));
     let d = f.place(&request, Policy::FirstFit).unwrap();
-    assert_eq!(d.host, "big");
+    assert_eq!(d.host, hid("big"));
     let too_much = whole(1).with_host(CpuMilli(100_000), MemMiB(0));
     assert!(matches!(
         f.place(&too_much, Policy::Pack),
@@ -31,7 +32,7 @@ fn allowed_models_are_respected_and_lookup_tolerant() {
     let d = f
         .place(&whole(1).with_models(["A100-80GB"]), Policy::FirstFit)
         .unwrap();
-    assert_eq!(d.host, "a100");
+    assert_eq!(d.host, hid("a100"));
     // NVML's spelling resolves to the same catalogue model.
     let d = f
         .place(
@@ -39,7 +40,7 @@ fn allowed_models_are_respected_and_lookup_tolerant() {
             Policy::FirstFit,
         )
         .unwrap();
-    assert_eq!(d.host, "a100");
+    assert_eq!(d.host, hid("a100"));
     assert!(matches!(
         f.place(&whole(1).with_models(["H100-80GB"]), Policy::Pack),
         Err(PlacementError::NoMatchingGpu { .. })
@@ -55,7 +56,7 @@ fn pools_are_respected() {
     let d = f
         .place(&whole(1).in_pool("prod"), Policy::FirstFit)
         .unwrap();
-    assert_eq!(d.host, "prod");
+    assert_eq!(d.host, hid("prod"));
     assert!(matches!(
         f.place(&whole(1).in_pool("dev"), Policy::Pack),
         Err(PlacementError::NoMatchingGpu { .. })
@@ -72,7 +73,7 @@ fn whole_gpus_must_be_idle_and_on_one_host() {
         host("c", vec![gpu(0, L4), gpu(1, L4)]),
     ]);
     let d = f.place(&whole(2), Policy::Pack).unwrap();
-    assert_eq!(d.host, "c");
+    assert_eq!(d.host, hid("c"));
     assert_eq!(d.gpus, vec![0, 1]);
     assert_eq!(d.slice, Slice::Whole);
     assert!(matches!(
@@ -108,7 +109,7 @@ fn shared_gpus_respect_compute_memory_and_client_limits() {
         host("free", vec![shared(0, L4, 500)]),
     ]);
     let d = f.place(&frac(300), Policy::BestFit).unwrap();
-    assert_eq!(d.host, "free");
+    assert_eq!(d.host, hid("free"));
     let memory = gpu(0, L4).memory.0 * 3 / 10;
     assert_eq!(
         d.slice,
@@ -209,7 +210,7 @@ fn a_share_cannot_be_released_from_a_gpu_allocated_whole() {
     assert_eq!(
         f.release(&wrong),
         Err(crate::placement::ApplyError::HeldWhole {
-            host: "a".into(),
+            host: hid("a"),
             index: 0
         })
     );

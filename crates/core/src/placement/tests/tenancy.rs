@@ -4,13 +4,14 @@
 
 use super::super::{Fleet, PlacementError, Policy, Workload};
 use super::{fleet, frac, gpu, host, mig, shared, whole, A100, L4};
+use crate::ids::named::{hid, tid};
 
 fn for_tenant(
     request: crate::placement::PlacementRequest,
     tenant: &str,
     exclusive: bool,
 ) -> crate::placement::PlacementRequest {
-    request.for_tenant(tenant, exclusive)
+    request.for_tenant(tid(tenant), exclusive)
 }
 
 #[test]
@@ -18,7 +19,7 @@ fn an_exclusive_request_avoids_gpus_holding_another_tenants_slices() {
     // GPU 0 has room but holds a slice of "red"; GPU 1 is idle.
     let f = fleet(vec![host(
         "h",
-        vec![shared(0, L4, 500).held_by("red"), shared(1, L4, 0)],
+        vec![shared(0, L4, 500).held_by(tid("red")), shared(1, L4, 0)],
     )]);
     // Without the rule, pack fills the used GPU.
     assert_eq!(f.place(&frac(300), Policy::Pack).unwrap().gpus, vec![0]);
@@ -41,7 +42,10 @@ fn an_exclusive_request_avoids_gpus_holding_another_tenants_slices() {
 
 #[test]
 fn room_only_next_to_other_tenants_is_named() {
-    let f = fleet(vec![host("h", vec![shared(0, L4, 500).held_by("red")])]);
+    let f = fleet(vec![host(
+        "h",
+        vec![shared(0, L4, 500).held_by(tid("red"))],
+    )]);
     let blue = for_tenant(frac(300), "blue", true);
     assert_eq!(
         f.place(&blue, Policy::Pack),
@@ -63,14 +67,14 @@ fn apply_and_release_keep_the_record_of_whose_slices_a_gpu_holds() {
     f.apply(&first).unwrap();
     let second = f.place(&red, Policy::Pack).unwrap();
     f.apply(&second).unwrap();
-    assert_eq!(f.hosts()[0].gpus[0].tenants, vec!["red", "red"]);
+    assert_eq!(f.hosts()[0].gpus[0].tenants, vec![tid("red"), tid("red")]);
     let blue = for_tenant(frac(100), "blue", true);
     assert_eq!(
         f.place(&blue, Policy::Pack),
         Err(PlacementError::TenantIsolation)
     );
     f.release(&first).unwrap();
-    assert_eq!(f.hosts()[0].gpus[0].tenants, vec!["red"]);
+    assert_eq!(f.hosts()[0].gpus[0].tenants, vec![tid("red")]);
     f.release(&second).unwrap();
     assert!(f.hosts()[0].gpus[0].tenants.is_empty());
     assert_eq!(f.place(&blue, Policy::Pack).unwrap().gpus, vec![0]);
@@ -110,9 +114,9 @@ fn mig_and_whole_gpus_follow_the_rule_too() {
 fn identical_hosts_are_not_skipped_when_they_differ_in_tenants() {
     // Equal capacity everywhere; only the second host holds blue's slice.
     let f = fleet(vec![
-        host("a", vec![shared(0, L4, 500).held_by("red")]),
-        host("b", vec![shared(0, L4, 500).held_by("blue")]),
+        host("a", vec![shared(0, L4, 500).held_by(tid("red"))]),
+        host("b", vec![shared(0, L4, 500).held_by(tid("blue"))]),
     ]);
     let blue = for_tenant(frac(300), "blue", true);
-    assert_eq!(f.place(&blue, Policy::Pack).unwrap().host, "b");
+    assert_eq!(f.place(&blue, Policy::Pack).unwrap().host, hid("b"));
 }
