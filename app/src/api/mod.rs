@@ -80,7 +80,7 @@ mod ssr {
     /// pages.
     pub async fn in_tenant(
         slug: &str,
-    ) -> Result<(Service, tessera_service::allocations::TenantActor), AppError> {
+    ) -> Result<(Service, tessera_service::TenantActor), AppError> {
         let slug = checked("tenant", slug)?;
         let (service, viewer) = ctx().await?;
         let actor = service.tenant_actor(viewer.require()?, &slug).await?;

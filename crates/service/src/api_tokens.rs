@@ -1,11 +1,11 @@
 //! Tenant API tokens: created by a tenant admin, shown once, stored hashed,
 //! scoped to one tenant, revocable, and expiring.
 
-use crate::allocations::TenantActor;
 use crate::audit::Actor;
 use crate::entity::{api_token, membership, user};
 use crate::events::DomainEvent;
 use crate::write::Write;
+use crate::TenantActor;
 use crate::{secret, Principal, Service, ServiceError};
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::sea_query::Expr;

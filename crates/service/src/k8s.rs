@@ -2,9 +2,10 @@
 //! configs) and of a tenant (its namespace's `ResourceQuota`), built from
 //! what the database holds by the rules in [`tessera_core::k8s`].
 
-use crate::allocations::{AllocationRow, TenantActor};
+use crate::allocations::AllocationRow;
 use crate::entity::{allocation, gpu, host};
 use crate::pools::pool_of;
+use crate::TenantActor;
 use crate::{PlatformAdmin, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::BTreeMap;

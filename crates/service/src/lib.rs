@@ -35,7 +35,7 @@ pub mod token_auth;
 pub mod usage;
 mod write;
 
-pub use auth::{PlatformAdmin, Principal, Viewer};
+pub use auth::{PlatformAdmin, Principal, TenantActor, Viewer};
 pub use db::{connect, migrate, pending_migrations, DbKind};
 pub use error::{ErrorCode, ServiceError};
 pub use identity::{Directory, LoginClaims, TenantSpec};

@@ -9,8 +9,8 @@
 //! round, and at shutdown); token lists show the noted time before it is
 //! written.
 
-use crate::allocations::TenantActor;
 use crate::runtime::memo::{Asked, Believed, Flights, Unwritten, BELIEVED_FOR};
+use crate::TenantActor;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tessera_core::ids::ApiTokenId;

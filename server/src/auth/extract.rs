@@ -11,8 +11,8 @@ use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use tessera_core::ids::AllocationId;
-use tessera_service::allocations::TenantActor;
 use tessera_service::fleet::AuthenticatedHost;
+use tessera_service::TenantActor;
 use tessera_service::{Principal, ServiceError, Viewer};
 
 /// The token of an `Authorization: Bearer ...` header, if there is one.

@@ -1,7 +1,6 @@
 //! Requesting a slice: validate, check the quota, place or queue, all in one
 //! transaction that admissions take in turn.
 
-use super::access::TenantActor;
 use super::snapshot::{holding_of, View};
 use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::entity::allocation;
@@ -11,6 +10,7 @@ use crate::policy::PoolsInForce;
 use crate::pools::PoolSpec;
 use crate::runtime::fleet_index::CarriedIndexes;
 use crate::write::Write;
+use crate::TenantActor;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;

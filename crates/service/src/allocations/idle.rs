@@ -7,12 +7,12 @@
 //! with a reason, as often as the pool allows. Every step is a conditional
 //! update, so replicas running the same tick never act twice.
 
-use super::access::TenantActor;
 use super::scheduler::Ender;
 use super::AllocationRow;
 use crate::audit::Actor;
 use crate::entity::{allocation, gpu, gpu_rollup};
 use crate::events::{AllocationRef, DomainEvent};
+use crate::TenantActor;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::Expr;

@@ -15,11 +15,11 @@
 //!   the others' turn short.
 //! - Each request's audit row and notices name its own caller.
 
-use super::access::TenantActor;
 use super::admission::{Checked, TurnReads};
 use crate::entity::allocation;
 use crate::pools::PoolSpec;
 use crate::write::Write;
+use crate::TenantActor;
 use crate::{Service, ServiceError};
 use std::collections::VecDeque;
 use std::sync::Arc;

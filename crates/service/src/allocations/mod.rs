@@ -11,7 +11,6 @@
 //! [`AllocationPhase::QUOTA`]: tessera_core::lifecycle::AllocationPhase::QUOTA
 //! [`AllocationPhase::CAPACITY`]: tessera_core::lifecycle::AllocationPhase::CAPACITY
 
-mod access;
 mod admission;
 mod capacity;
 mod desired;
@@ -32,7 +31,6 @@ mod view;
 
 pub use crate::runtime::fleet_index::IndexStats;
 pub(crate) use crate::runtime::list_cache::{ListCache, Touched};
-pub use access::TenantActor;
 pub(crate) use capacity::{drain_of, gpu_loss, live_on_host};
 pub(crate) use desired::DESIRED_RECHECK;
 pub(crate) use generations::Generations;

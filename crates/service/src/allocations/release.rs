@@ -1,9 +1,9 @@
 //! A tenant's changes to its slice: release and extend.
 
-use super::access::TenantActor;
 use super::stored::{set_state, update_if_state, AllocationRow};
 use crate::entity::allocation;
 use crate::events::{AllocationRef, DomainEvent};
+use crate::TenantActor;
 use crate::{Service, ServiceError};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::{ActiveModelTrait, EntityTrait, Set};

@@ -1,7 +1,7 @@
 //! What the request form offers a tenant: its pools, quotas and use.
 
-use super::access::TenantActor;
 use crate::entity::{gpu, tenant};
+use crate::TenantActor;
 use crate::{Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tessera_core::ids::{HostId, TenantId};

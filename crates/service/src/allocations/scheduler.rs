@@ -247,6 +247,13 @@ impl Service {
         Ok(n)
     }
 
+    /// After quota grew: places what waits in the queues now rather than at
+    /// the next tick.
+    pub(crate) async fn retry_waiting(&self) -> Result<(), ServiceError> {
+        self.place_queued(self.now()).await?;
+        Ok(())
+    }
+
     /// Places what the queue of each pool lets start now (see
     /// [`tessera_core::schedule::plan_queue`]: backfill, with a host kept
     /// for a request that has waited too long), and tells the slices that

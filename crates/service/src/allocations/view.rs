@@ -1,10 +1,10 @@
 //! Reading allocations: one slice's view, a tenant's list, and the actor a
 //! slice's owner acts as.
 
-use super::access::TenantActor;
 use super::stored::{AllocationRow, StoredPlacement};
 use crate::entity::{allocation, gpu, tenant};
 use crate::pools::PoolSpec;
+use crate::TenantActor;
 use crate::{Principal, Service, ServiceError};
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};

@@ -371,13 +371,6 @@ impl Service {
             can_submit: role == Some(TenantRole::TenantAdmin),
         })
     }
-
-    /// After quota grew: places what waits in the queues now rather than at
-    /// the next tick.
-    pub(crate) async fn retry_waiting(&self) -> Result<(), ServiceError> {
-        self.place_queued(self.now()).await?;
-        Ok(())
-    }
 }
 
 /// A quota amount in core's units, or a 400 naming the field.

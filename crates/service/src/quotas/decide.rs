@@ -6,10 +6,10 @@
 
 use super::admin::{amount, reason_text};
 use super::{quota_columns, quota_from_columns};
-use crate::allocations::TenantActor;
 use crate::audit::Actor;
 use crate::entity::quota_request;
 use crate::events::{DomainEvent, QuotaRequestRef, TenantRef};
+use crate::TenantActor;
 use crate::{PlatformAdmin, Principal, Service, ServiceError};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};

@@ -1,8 +1,8 @@
 //! A slice's activity since it started, for its page and the REST API.
 
 use super::rollup::{rollup_of, sample_of};
-use crate::allocations::TenantActor;
 use crate::entity::{gpu_rollup, gpu_sample};
+use crate::TenantActor;
 use crate::{Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::BTreeMap;

@@ -21,7 +21,7 @@ use tessera_core::sharing::SliceShape;
 use tessera_core::units::MemMiB;
 use tessera_protocol::agent::{GpuApplyError, MigDevice};
 use tessera_protocol::views::{AllocationView, NewAllocation};
-use tessera_service::allocations::TenantActor;
+use tessera_service::TenantActor;
 use tessera_service::{Clock, ServiceError};
 
 /// Checks, from the database, what must hold whatever happened: no tenant

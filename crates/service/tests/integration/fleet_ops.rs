@@ -41,7 +41,7 @@ async fn operate(
     }
 }
 
-async fn slice(f: &Fixture, who: &tessera_service::allocations::TenantActor) -> AllocationView {
+async fn slice(f: &Fixture, who: &tessera_service::TenantActor) -> AllocationView {
     f.service
         .request_allocation(who, &ask("h100-mig", mig("1g.10gb"), 4))
         .await

@@ -11,10 +11,10 @@ use tessera_protocol::agent::{
     DesiredState, GpuApplyError, GpuDesiredEntry, GpuReport, HostReport, MigDevice,
 };
 use tessera_protocol::views::{AllocationView, NewAllocation};
-use tessera_service::allocations::TenantActor;
 use tessera_service::entity::allocation;
 use tessera_service::fleet::AuthenticatedHost;
 use tessera_service::ServiceError;
+use tessera_service::TenantActor;
 
 pub const NO_WAIT: std::time::Duration = std::time::Duration::ZERO;
 

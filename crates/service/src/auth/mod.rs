@@ -1,5 +1,9 @@
 //! Who is acting, and proofs of what they may do.
 
+mod tenant;
+
+pub use tenant::TenantActor;
+
 use crate::ServiceError;
 use tessera_core::ids::{TenantId, UserId};
 use tessera_protocol::views::{MembershipView, TenantRole, ViewerView};
