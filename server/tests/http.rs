@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
-use sea_orm::{ConnectionTrait, Database};
+use sea_orm::ConnectionTrait;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tessera_core::role::TokenScope;
@@ -29,25 +29,7 @@ mod security;
 /// origin a browser on its pages sends.
 const ORIGIN: &str = "http://127.0.0.1:3000";
 
-async fn database_url() -> String {
-    let suffix = format!("{:016x}", rand::random::<u64>());
-    match std::env::var("TESSERA_TEST_POSTGRES_URL") {
-        Ok(admin_url) if !admin_url.is_empty() => {
-            let admin = Database::connect(&admin_url).await.unwrap();
-            admin
-                .execute_unprepared(&format!("CREATE DATABASE tessera_t_{suffix}"))
-                .await
-                .unwrap();
-            let base = admin_url.rsplit_once('/').unwrap().0.to_owned();
-            format!("{base}/tessera_t_{suffix}")
-        }
-        _ => {
-            let dir = std::env::temp_dir().join("tessera-tests");
-            std::fs::create_dir_all(&dir).unwrap();
-            format!("sqlite://{}/{suffix}.db?mode=rwc", dir.display())
-        }
-    }
-}
+use tessera_test_kit::fresh_database_url as database_url;
 
 struct App {
     router: Router,

@@ -6,7 +6,7 @@
 pub mod agent;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use sea_orm::{ConnectionTrait, Database};
+use sea_orm::ConnectionTrait;
 use std::sync::{Arc, Mutex};
 use tessera_service::identity::QuotaSpec;
 use tessera_service::pools::{IsolationClass, PoolSpec};
@@ -120,41 +120,8 @@ pub fn production_pools() -> Vec<PoolSpec> {
     pools
 }
 
-/// A database URL for one test.
-async fn fresh_url() -> String {
-    match std::env::var("TESSERA_TEST_POSTGRES_URL") {
-        Ok(admin_url) if !admin_url.is_empty() => {
-            let name = format!("tessera_t_{}", random_suffix());
-            let admin = Database::connect(&admin_url)
-                .await
-                .expect("connect to PostgreSQL");
-            admin
-                .execute_unprepared(&format!("CREATE DATABASE {name}"))
-                .await
-                .expect("create test database");
-            let base = admin_url
-                .rsplit_once('/')
-                .map(|(b, _)| b.to_owned())
-                .unwrap();
-            format!("{base}/{name}")
-        }
-        _ => sqlite_url(),
-    }
-}
-
-/// A new SQLite file's URL, whichever database the suite runs on.
-pub fn sqlite_url() -> String {
-    let dir = std::env::temp_dir().join("tessera-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("{}.db", random_suffix()));
-    format!("sqlite://{}?mode=rwc", file.display())
-}
-
-fn random_suffix() -> String {
-    use rand::Rng;
-    let n: u64 = rand::thread_rng().gen();
-    format!("{n:016x}")
-}
+use tessera_test_kit::fresh_database_url as fresh_url;
+pub use tessera_test_kit::sqlite_url;
 
 pub struct Fixture {
     pub service: Service,
