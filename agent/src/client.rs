@@ -41,11 +41,11 @@ pub struct ServerClient {
 }
 
 impl ServerClient {
-    /// A client for `server` (e.g. `http://127.0.0.1:3000`).
-    pub fn new(server: &str) -> Result<Self, ClientError> {
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
+    /// A client for `server` (e.g. `http://127.0.0.1:3000`) that trusts
+    /// what `trust` says for an `https://` server.
+    pub fn new(server: &str, trust: &tessera_trust::Trust) -> Result<Self, ClientError> {
+        let http = trust
+            .build(reqwest::Client::builder().timeout(REQUEST_TIMEOUT))
             .map_err(|e| ClientError::Transient(e.to_string()))?;
         Ok(Self {
             base: format!("{}{AGENT_API_PREFIX}", server.trim_end_matches('/')),
@@ -170,10 +170,22 @@ pub struct Polled {
     pub report_noted: bool,
 }
 
+/// Why the server could not be asked, in words: a refused certificate says
+/// which setting fixes it (reqwest's own text stops at "error sending
+/// request").
+fn unreachable(e: &reqwest::Error) -> String {
+    match tessera_trust::certificate_problem(e) {
+        Some(problem) => format!(
+            "the server's TLS certificate is not trusted ({problem}): give the agent the CA that issued it with --server-ca (TESSERA_SERVER_CA), or pin the certificate with --server-cert-sha256"
+        ),
+        None => e.to_string(),
+    }
+}
+
 async fn decode<T: serde::de::DeserializeOwned>(
     resp: reqwest::Result<reqwest::Response>,
 ) -> Result<T, ClientError> {
-    let resp = resp.map_err(|e| ClientError::Transient(e.to_string()))?;
+    let resp = resp.map_err(|e| ClientError::Transient(unreachable(&e)))?;
     let status = resp.status();
     if status.is_success() {
         return resp

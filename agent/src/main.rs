@@ -43,6 +43,21 @@ struct Cli {
     /// Tessera's URL.
     #[arg(long, env = "TESSERA_SERVER")]
     server: Option<String>,
+    /// A PEM file of CA certificates trusted for an `https://` server
+    /// besides the operating system's store and the bundled web roots (a
+    /// company's internal CA).
+    #[arg(long, env = "TESSERA_SERVER_CA", value_name = "PATH")]
+    server_ca: Option<PathBuf>,
+    /// Trust exactly the server certificate with this SHA-256 fingerprint
+    /// (`openssl x509 -noout -fingerprint -sha256 -in server.pem`) and no
+    /// CA; a renewed certificate needs the new pin.
+    #[arg(
+        long,
+        env = "TESSERA_SERVER_CERT_SHA256",
+        value_name = "HEX",
+        conflicts_with = "server_ca"
+    )]
+    server_cert_sha256: Option<String>,
     /// One-time join token (needed on first start only). A command line is
     /// visible to every user in `ps`: prefer the environment variable or
     /// `--join-token-file`.
@@ -319,6 +334,17 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let trust = match (&cli.server_cert_sha256, &cli.server_ca) {
+        (Some(pin), _) => tessera_trust::Trust::pinned(pin),
+        (None, ca) => tessera_trust::Trust::from_optional_bundle(ca.as_deref()),
+    };
+    let trust = match trust {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("tessera-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let several = backends.len() > 1;
     let mut tasks = tokio::task::JoinSet::new();
     for b in backends {
@@ -338,7 +364,7 @@ async fn main() -> ExitCode {
         };
         // Each host gets its own client, hence its own connection pool, as
         // separate machines would: its long poll never queues behind another's.
-        let client = match ServerClient::new(&server) {
+        let client = match ServerClient::new(&server, &trust) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("tessera-agent: {e}");
@@ -454,7 +480,7 @@ mod tests {
     #[test]
     fn the_deployed_command_lines_parse() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
-        let text = std::fs::read_to_string(root.join("kubernetes/agent.yaml")).unwrap();
+        let text = std::fs::read_to_string(root.join("kustomize/base/agent.yaml")).unwrap();
         let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
         assert_eq!(doc["kind"].as_str(), Some("DaemonSet"));
         let container = &doc["spec"]["template"]["spec"]["containers"][0];

@@ -2,6 +2,7 @@
 // and the end-to-end tests, with a login form that checks passwords and users
 // whose `groups` claim drives Tessera's roles.
 import http from 'node:http';
+import https from 'node:https';
 import { generateKeyPairSync, timingSafeEqual } from 'node:crypto';
 import Provider from 'oidc-provider';
 
@@ -51,11 +52,13 @@ function sameSecret(a, b) {
 
 /**
  * Starts the provider.
- * @param {{port:number, host?:string, clients:object[], users:{username:string,password:string,name:string,email:string,groups:string[]}[]}} opts
+ * With `tls` ({ key, cert } in PEM), it serves HTTPS, as a company's IdP
+ * behind an internal CA does.
+ * @param {{port:number, host?:string, clients:object[], users:{username:string,password:string,name:string,email:string,groups:string[]}[], tls?:{key:string,cert:string}}} opts
  * @returns {Promise<{issuer:string, close:()=>Promise<void>}>}
  */
-export async function startIdp({ port, host = '127.0.0.1', clients, users }) {
-  const issuer = `http://${host}:${port}`;
+export async function startIdp({ port, host = '127.0.0.1', clients, users, tls }) {
+  const issuer = `${tls ? 'https' : 'http'}://${host}:${port}`;
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const jwk = { ...privateKey.export({ format: 'jwk' }), use: 'sig', alg: 'RS256', kid: 'tessera-demo' };
   const byId = new Map(users.map((u) => [u.username, u]));
@@ -101,7 +104,7 @@ export async function startIdp({ port, host = '127.0.0.1', clients, users }) {
   provider.on('server_error', (ctx, err) => console.error('idp error', err));
 
   const callback = provider.callback();
-  const server = http.createServer(async (req, res) => {
+  const handler = async (req, res) => {
     const url = new URL(req.url, issuer);
     const m = url.pathname.match(/^\/interaction\/([A-Za-z0-9_-]+)(\/login)?$/);
     if (!m) return callback(req, res);
@@ -140,7 +143,8 @@ export async function startIdp({ port, host = '127.0.0.1', clients, users }) {
       res.writeHead(400, { 'content-type': 'text/html; charset=utf-8' });
       res.end(page('Sign-in error', `<h1>Sign-in error</h1><p>${escape(err.message)}</p>`));
     }
-  });
+  };
+  const server = tls ? https.createServer({ key: tls.key, cert: tls.cert }, handler) : http.createServer(handler);
   await new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);

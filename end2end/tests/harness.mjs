@@ -16,13 +16,13 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export const ARTIFACTS = path.join(ROOT, 'end2end', 'artifacts');
 const TARGET = process.env.CARGO_TARGET_DIR || path.join(homedir(), '.cache', 'tessera', 'target');
 const SERVER_BIN = path.join(TARGET, 'release', 'tessera-server');
-const AGENT_BIN = path.join(TARGET, 'release', 'tessera-agent');
+export const AGENT_BIN = path.join(TARGET, 'release', 'tessera-agent');
 // The fake NVML library and MPS control program an NVML-backend agent runs on.
 const FAKE_NVML = path.join(TARGET, 'release', 'libtessera_fake_nvml.so');
 const FAKE_MPS_CONTROL = path.join(TARGET, 'release', 'tessera-fake-mps-control');
 const SECRET = 'e2e-client-secret';
 
-async function freePort() {
+export async function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);
@@ -89,14 +89,16 @@ async function balancer(port, backends) {
  * NVML backend on the fake NVML library, with the simulated host file
  * `nvml` and the process list `processes`). With `replicas` > 1, that many servers on one database (it
  * must be PostgreSQL) start together behind a load balancer at `appUrl`;
- * agents connect through it.
+ * agents connect through it. `idpTls` ({ key, cert }) serves the IdP over
+ * HTTPS; `clientSecret` is the client secret registered at the IdP and
+ * given to the server. An `env` value of `null` unsets that variable.
  */
-export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
+export async function startStack({ hosts, env: extraEnv = {}, replicas = 1, idpTls, clientSecret = SECRET }) {
   const dir = mkdtempSync(path.join(tmpdir(), 'tessera-e2e-'));
   mkdirSync(ARTIFACTS, { recursive: true });
   const [appPort, idpPort] = [await freePort(), await freePort()];
   const appUrl = `http://127.0.0.1:${appPort}`;
-  const idp = await startIdp({ port: idpPort, clients: [tesseraClient(appUrl, SECRET)], users });
+  const idp = await startIdp({ port: idpPort, clients: [tesseraClient(appUrl, clientSecret)], users, tls: idpTls });
   const env = {
     ...process.env,
     TESSERA_SERVER__LISTEN: `127.0.0.1:${appPort}`,
@@ -104,7 +106,7 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
     TESSERA_SERVER__SITE_ROOT: path.join(ROOT, 'target', 'site'),
     TESSERA_DATABASE__URL: databaseUrl(dir),
     TESSERA_OIDC__ISSUER_URL: idp.issuer,
-    TESSERA_OIDC__CLIENT_SECRET: SECRET,
+    TESSERA_OIDC__CLIENT_SECRET: clientSecret,
     TESSERA_AGENTS__REPORT_INTERVAL_SECONDS: '1',
     TESSERA_AGENTS__OFFLINE_AFTER_SECONDS: '3',
     // The tests' webhook receivers listen on loopback, which webhooks may
@@ -116,9 +118,10 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
   };
   const config = path.join(ROOT, 'demo', 'tessera.toml');
   const children = [];
+  const withoutUnset = (vars) => Object.fromEntries(Object.entries(vars).filter(([, v]) => v !== null && v !== undefined));
   const spawnLogged = (name, cmd, args, extraEnv = {}) => {
     const log = createWriteStream(path.join(ARTIFACTS, `${name}.log`));
-    const child = spawn(cmd, args, { env: { ...env, ...extraEnv }, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { env: withoutUnset({ ...env, ...extraEnv }), cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.pipe(log, { end: false });
     child.stderr.pipe(log, { end: false });
     children.push(child);
@@ -152,7 +155,7 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
   const agentEnv = (host) => (typeof host === 'object'
     ? { TESSERA_FAKE_NVML_HOST: host.nvml, TESSERA_FAKE_NVML_STATE: path.join(dir, `${host.name}-nvml-state.json`), TESSERA_FAKE_NVML_PROCESSES: host.processes }
     : {});
-  const cli = (...args) => execFileSync(SERVER_BIN, ['--config', config, ...args], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
+  const cli = (...args) => execFileSync(SERVER_BIN, ['--config', config, ...args], { env: withoutUnset(env), cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
     .toString()
     .trim();
   const agents = new Map();
@@ -187,6 +190,12 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
     agents,
     /** A tenant API token, created with the server's command line. */
     apiToken: (tenant) => cli('create-api-token', '--tenant', tenant, '--name', 'e2e'),
+    /** The server's command line (`create-join-token`, ...), its output. */
+    cli,
+    /** Starts an agent process (logged to artifacts/`name`.log) with the stack's environment and `extraEnv`. */
+    spawnAgent: (name, args, agentEnv = {}) => spawnLogged(name, AGENT_BIN, args, agentEnv),
+    /** The stack's scratch folder. */
+    dir,
     /** Kills a host's agent process (SIGKILL: no chance to clean up). */
     async killAgent(host) {
       const c = agents.get(host);
@@ -198,11 +207,12 @@ export async function startStack({ hosts, env: extraEnv = {}, replicas = 1 }) {
       const file = hosts.find((h) => hostName(h) === host);
       agents.set(host, spawnLogged(`agent-${host}-restarted`, AGENT_BIN, agentArgs(file), agentEnv(file)));
     },
-    /** Stops the server (SIGTERM) and starts it again on the same database. */
-    async restartServer() {
+    /** Stops the server (SIGTERM) and starts it again on the same database,
+     * with `changedEnv` on top of its environment (`null` unsets). */
+    async restartServer(changedEnv = {}) {
       server.kill('SIGTERM');
       await exited(server);
-      server = spawnLogged('server-restarted', SERVER_BIN, ['--config', config]);
+      server = spawnLogged('server-restarted', SERVER_BIN, ['--config', config], changedEnv);
       await waitFor(async () => (await fetch(`${appUrl}/readyz`)).ok, { what: 'server readiness after restart' });
     },
     /** The server replicas ({ url, alive, child }), with `replicas` > 1. */

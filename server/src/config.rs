@@ -2,8 +2,12 @@
 //!
 //! An environment variable names a key by its path with `__` between levels:
 //! `TESSERA_DATABASE__URL` sets `[database] url`, `TESSERA_OIDC__CLIENT_SECRET`
-//! sets `[oidc] client_secret`. Unknown keys, in the file or the environment,
-//! are rejected.
+//! sets `[oidc] client_secret`. Its value is text, typed by the field it sets
+//! ([`typed`]): a secret of `123456` stays the string `123456`. A variable
+//! ending in `_FILE` reads the value from that file instead
+//! (`TESSERA_OIDC__CLIENT_SECRET_FILE=/run/secrets/oidc`, as Kubernetes
+//! mounts Secrets); no key ends in `_file`, so this is never ambiguous.
+//! Unknown keys, in the file or the environment, are rejected.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -87,6 +91,31 @@ pub struct Config {
     /// How long audit rows are kept (`[audit]`: `keep_days`; unset: forever).
     #[serde(default)]
     pub audit: tessera_service::audit_retention::AuditRetention,
+    /// Which HTTPS servers outbound calls trust.
+    #[serde(default)]
+    pub tls: TlsConfig,
+}
+
+/// `[tls]`
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// A PEM file of CA certificates trusted besides the operating system's
+    /// store and the bundled web roots, by every outbound HTTPS call: OIDC
+    /// discovery and token calls, and webhooks (a company's internal CA).
+    pub ca_bundle: Option<std::path::PathBuf>,
+}
+
+impl TlsConfig {
+    /// The trust outbound clients are built with.
+    pub fn trust(&self) -> Result<tessera_trust::Trust, ConfigError> {
+        tessera_trust::Trust::from_optional_bundle(self.ca_bundle.as_deref()).map_err(|e| {
+            ConfigError::Value {
+                field: "tls.ca_bundle".to_owned(),
+                message: e.to_string(),
+            }
+        })
+    }
 }
 
 /// `[metrics]`
@@ -381,15 +410,21 @@ impl Config {
         let mut root: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
-        let mut overrides: Vec<(String, String)> =
-            env.into_iter().filter(|(k, _)| is_config_var(k)).collect();
-        overrides.sort();
-        for (key, value) in overrides {
-            apply_override(&mut root, &key, &value)?;
+        for (key, value) in overrides(env)? {
+            apply_override(&mut root, &key, value)?;
         }
-        let config: Config = toml::Value::Table(root)
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
+        let config: Config = serde_path_to_error::deserialize(typed::Typed(toml::Value::Table(
+            root,
+        )))
+        .map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path == "." {
+                ConfigError::Invalid(inner.to_string())
+            } else {
+                ConfigError::Invalid(format!("{path}: {inner}"))
+            }
+        })?;
         config.check()?;
         Ok(config)
     }
@@ -467,6 +502,8 @@ impl Config {
         if !matches!(self.server.log_format.as_str(), "pretty" | "json") {
             return bad("server.log_format", "must be \"pretty\" or \"json\"");
         }
+        // A CA bundle that cannot be read stops the start, not the first sign-in.
+        self.tls.trust()?;
         Ok(())
     }
 
@@ -497,7 +534,44 @@ impl Config {
     }
 }
 
-fn apply_override(root: &mut toml::Table, env_key: &str, value: &str) -> Result<(), ConfigError> {
+/// Suffix of a variable whose value is read from the file it names.
+const FILE_SUFFIX: &str = "_FILE";
+
+/// The configuration variables of `env`, by key, in a fixed order, with
+/// `*_FILE` variables replaced by their file's contents (without the
+/// trailing newline `echo` or an editor leaves). A key set both ways is an
+/// error.
+fn overrides(
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut by_key = std::collections::BTreeMap::<String, (String, String)>::new();
+    for (var, value) in env.into_iter().filter(|(k, _)| is_config_var(k)) {
+        let (key, value) = match var.strip_suffix(FILE_SUFFIX) {
+            Some(key) => {
+                let text = std::fs::read_to_string(&value).map_err(|source| ConfigError::Read {
+                    path: format!("{value} (named by {var})"),
+                    source,
+                })?;
+                (
+                    key.to_owned(),
+                    text.trim_end_matches(['\n', '\r']).to_owned(),
+                )
+            }
+            None => (var.clone(), value),
+        };
+        if let Some((other, _)) = by_key.get(&key) {
+            return Err(ConfigError::Invalid(format!(
+                "{other} and {var} both set {key}: keep one"
+            )));
+        }
+        by_key.insert(key, (var, value));
+    }
+    Ok(by_key.into_iter().map(|(k, (_, v))| (k, v)).collect())
+}
+
+/// Sets the key `env_key` names to `value`, as text ([`typed`] gives it its
+/// field's type).
+fn apply_override(root: &mut toml::Table, env_key: &str, value: String) -> Result<(), ConfigError> {
     let path: Vec<String> = env_key[ENV_PREFIX.len()..]
         .split("__")
         .map(|s| s.to_ascii_lowercase())
@@ -522,15 +596,11 @@ fn apply_override(root: &mut toml::Table, env_key: &str, value: &str) -> Result<
         };
     }
     let leaf = path.last().cloned().unwrap_or_default();
-    // Values that parse as TOML (numbers, booleans, arrays) keep their type; the rest are strings.
-    let parsed = format!("v = {value}")
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(value.to_owned()));
-    table.insert(leaf, parsed);
+    table.insert(leaf, toml::Value::String(value));
     Ok(())
 }
+
+mod typed;
 
 #[cfg(test)]
 mod tests;

@@ -36,9 +36,10 @@ pub fn status_of(err: &ServiceError) -> StatusCode {
 /// is 503 (nothing the user can fix), a bad or replayed callback is 400.
 pub fn auth_status(err: &AuthError) -> StatusCode {
     match err {
-        AuthError::IdpUnavailable { .. } | AuthError::Misconfigured(_) | AuthError::Session(_) => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        AuthError::IdpUnavailable { .. }
+        | AuthError::IdpCertificate { .. }
+        | AuthError::Misconfigured(_)
+        | AuthError::Session(_) => StatusCode::SERVICE_UNAVAILABLE,
         AuthError::BadState | AuthError::IdpRefused(_) | AuthError::BadToken(_) => {
             StatusCode::BAD_REQUEST
         }

@@ -38,6 +38,14 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Load the configuration (file and environment, `*_FILE` secrets, the
+    /// CA bundle), say what is wrong or "configuration OK", and exit; no
+    /// database is opened.
+    CheckConfig,
+    /// Ask a running server on this machine (`server.listen`) whether it is
+    /// alive (`/healthz`): exit 0 when it answers 200, 1 otherwise. For a
+    /// container's health check, where no curl is.
+    Health,
     /// Create a one-time join token for an agent and print it.
     CreateJoinToken {
         /// What the token is for.
@@ -77,6 +85,33 @@ enum Command {
     },
 }
 
+/// `health`: GET /healthz on the listening address (an unspecified address
+/// such as 0.0.0.0 is asked on loopback).
+async fn health(listen: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+    let ip = match listen.ip() {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    let url = format!(
+        "http://{}/healthz",
+        std::net::SocketAddr::new(ip, listen.port())
+    );
+    let status = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .build()?
+        .get(&url)
+        .send()
+        .await?
+        .status();
+    if status.is_success() {
+        println!("{url}: {status}");
+        Ok(())
+    } else {
+        Err(format!("{url}: {status}").into())
+    }
+}
+
 /// A token scope named on the command line.
 fn parse_scope(name: &str) -> Result<TokenScope, String> {
     TokenScope::parse(name).ok_or_else(|| {
@@ -107,9 +142,27 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error::Error>> {
+    match command {
+        // Loading it (in `main`) was the check.
+        Command::CheckConfig => {
+            println!("configuration OK");
+            Ok(())
+        }
+        Command::Health => health(config.server.listen).await,
+        command => run_on_database(command, config).await,
+    }
+}
+
+/// The commands that open the database.
+async fn run_on_database(
+    command: Command,
+    config: Config,
+) -> Result<(), Box<dyn std::error::Error>> {
     let listen = config.server.listen;
     let (state, store) = build_state(config, Arc::new(SystemClock)).await?;
     match command {
+        // Handled by `run` without a database.
+        Command::CheckConfig | Command::Health => Ok(()),
         Command::Migrate => Ok(()),
         Command::CreateJoinToken {
             description,
@@ -210,6 +263,7 @@ async fn run(command: Command, config: Config) -> Result<(), Box<dyn std::error:
                     ),
                     retry_base_s: state.config.webhooks.retry_base_seconds,
                     per_tenant: state.config.webhooks.per_tenant_concurrency,
+                    trust: state.config.tls.trust()?,
                 },
                 stop.subscribe(),
             ));

@@ -18,6 +18,8 @@ use tessera_service::audit::Actor;
 use tessera_service::{Service, SystemClock};
 use tower::ServiceExt;
 
+#[path = "http/command_line.rs"]
+mod command_line;
 #[path = "http/fuzz.rs"]
 mod fuzz;
 #[path = "http/openapi.rs"]
@@ -809,6 +811,9 @@ async fn kubernetes_configs_describe_the_host_and_the_tenants_slices() {
         )
         .await;
         assert_eq!(status, StatusCode::OK, "{body}");
+        // `make test` validates this document against Kubernetes' schemas
+        // (scripts/deploy-check.py): it must be what the server serves.
+        golden("deploy/generated/tenant-resource-quota.yaml", &body);
         let quota: tessera_core::k8s::ResourceQuota = serde_yaml_ng::from_str(&body).unwrap();
         assert_eq!(quota.kind, "ResourceQuota");
         assert_eq!(quota.metadata.namespace, "vision");
@@ -824,6 +829,22 @@ async fn kubernetes_configs_describe_the_host_and_the_tenants_slices() {
     assert!(
         status == StatusCode::NOT_FOUND || status == StatusCode::FORBIDDEN,
         "{status}"
+    );
+}
+
+/// `body` is the file at `path` (from the repository root); with
+/// `TESSERA_UPDATE_GOLDEN=1` the file is written instead.
+fn golden(path: &str, body: &str) {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
+    if std::env::var("TESSERA_UPDATE_GOLDEN").as_deref() == Ok("1") {
+        std::fs::write(&file, body).unwrap();
+    }
+    let want = std::fs::read_to_string(&file).unwrap_or_default();
+    assert_eq!(
+        body, want,
+        "{path} differs from what the server serves (TESSERA_UPDATE_GOLDEN=1 rewrites it)"
     );
 }
 
@@ -1893,6 +1914,7 @@ async fn webhooks_are_signed_and_retried_until_delivered() {
         timeout: std::time::Duration::from_secs(5),
         retry_base_s: 1,
         per_tenant: 2,
+        trust: tessera_trust::Trust::system(),
     };
     let mut deliverer =
         tessera_server::webhooks::Deliverer::new(app.service.clone(), config).unwrap();

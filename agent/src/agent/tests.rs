@@ -354,7 +354,7 @@ fn agent(url: &str, backend: Arc<SimBackend>, once: bool, test: &str) -> HostAge
     HostAgent {
         hostname: tessera_core::checked::Hostname::parse(&backend.hostname()).unwrap(),
         backend,
-        client: ServerClient::new(url).unwrap(),
+        client: ServerClient::new(url, &tessera_trust::Trust::system()).unwrap(),
         credential_path,
         join_token: None,
         once,

@@ -51,3 +51,11 @@ pub fn sqlite_url() -> String {
 fn random_suffix() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
+
+/// A new, empty folder under the system's temporary directory, its name
+/// starting with `tessera-<what>-` (the caller removes it when done).
+pub fn scratch_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera-{what}-{}", random_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -42,6 +42,15 @@ pub enum AuthError {
         /// Detail (logged).
         detail: String,
     },
+    /// The IdP's TLS certificate is not one this server trusts (an
+    /// internal CA missing from `tls.ca_bundle`, most likely).
+    #[error("the sign-in service at {issuer} presented a TLS certificate this server does not trust ({problem}); tell the platform team: the CA that issued it belongs in tls.ca_bundle")]
+    IdpCertificate {
+        /// Issuer URL.
+        issuer: String,
+        /// The TLS error, in words.
+        problem: String,
+    },
     /// Tessera's OIDC settings are wrong.
     #[error("single sign-on is misconfigured ({0}); tell the platform team")]
     Misconfigured(String),
@@ -86,15 +95,19 @@ pub struct Oidc {
 impl Oidc {
     /// Builds the relying party from configuration (no network yet).
     pub fn new(config: &Config) -> Result<Self, AuthError> {
-        let http = reqwest::ClientBuilder::new()
+        let builder = reqwest::ClientBuilder::new()
             // Following redirects during token exchange would open SSRF holes.
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(10))
             // No idle connections kept: reusing one the IdP has just closed
             // (its keep-alive ran out) fails a sign-in at random. Sign-ins are
             // rare enough that a fresh connection each time costs nothing.
-            .pool_max_idle_per_host(0)
-            .build()
+            .pool_max_idle_per_host(0);
+        let http = config
+            .tls
+            .trust()
+            .map_err(|e| AuthError::Misconfigured(e.to_string()))?
+            .build(builder)
             .map_err(|e| AuthError::Misconfigured(format!("HTTP client: {e}")))?;
         Ok(Self {
             issuer: config.oidc.issuer_url.clone(),
@@ -127,10 +140,7 @@ impl Oidc {
             .map_err(|e| AuthError::Misconfigured(format!("oidc.issuer_url: {e}")))?;
         let m = ProviderMetadataWithLogout::discover_async(issuer, &self.http)
             .await
-            .map_err(|e| AuthError::IdpUnavailable {
-                issuer: self.issuer.clone(),
-                detail: format!("{e:?}"),
-            })?;
+            .map_err(|e| unreachable(&self.issuer, &e))?;
         *self.metadata.write().await = Some((m.clone(), Instant::now()));
         Ok(m)
     }
@@ -419,11 +429,23 @@ fn token_error<RE: std::error::Error + 'static>(issuer: &str, e: TokenError<RE>)
             )),
             other => AuthError::BadToken(format!("token endpoint: {}", other.as_ref())),
         },
-        openidconnect::RequestTokenError::Request(err) => AuthError::IdpUnavailable {
-            issuer: issuer.to_owned(),
-            detail: err.to_string(),
-        },
+        openidconnect::RequestTokenError::Request(err) => unreachable(issuer, &err),
         other => AuthError::BadToken(format!("token exchange: {other}")),
+    }
+}
+
+/// The IdP could not be asked: its certificate was refused, or it was not
+/// reachable at all.
+fn unreachable(issuer: &str, err: &(dyn std::error::Error + 'static)) -> AuthError {
+    match tessera_trust::certificate_problem(err) {
+        Some(problem) => AuthError::IdpCertificate {
+            issuer: issuer.to_owned(),
+            problem,
+        },
+        None => AuthError::IdpUnavailable {
+            issuer: issuer.to_owned(),
+            detail: format!("{err:?}"),
+        },
     }
 }
 

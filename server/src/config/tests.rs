@@ -219,6 +219,10 @@ fn the_configuration_reference_matches_the_code() {
             (_, other) => panic!("[{name}] is not a table: {other}"),
         }
     }
+    // `X_FILE` reads key `x` from a file: a key named `..._file` would make
+    // its variable ambiguous.
+    let ambiguous: Vec<_> = code.iter().filter(|k| k.ends_with("_file")).collect();
+    assert!(ambiguous.is_empty(), "keys ending in _file: {ambiguous:?}");
     let documented = table("| key | default |");
     let undocumented: Vec<_> = code.difference(&documented).collect();
     let unknown: Vec<_> = documented.difference(&code).collect();
@@ -245,16 +249,18 @@ fn the_configuration_reference_matches_the_code() {
     );
 }
 
-/// The Kubernetes manifest in `deploy/` is one this server runs with:
-/// its configuration plus the container's environment load (unknown keys
-/// are refused), the probes and port are the server's, and there are
-/// replicas to survive a lost machine; the systemd unit names a real
-/// configuration file path and the secrets' environment file.
+/// The kustomize base in `deploy/` is one this server runs with: its
+/// configuration plus the container's environment load (unknown keys are
+/// refused; secrets are files from the mounted Secret), the probes and port
+/// are the server's; the systemd unit names a real configuration file path
+/// and the secrets' environment file. (`scripts/deploy-check.py` renders
+/// each overlay and loads its configuration in the release binary.)
 #[test]
 fn the_deployed_configuration_loads() {
     use serde::Deserialize;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
-    let text = std::fs::read_to_string(root.join("kubernetes/server.yaml")).unwrap();
+    let base = root.join("kustomize/base");
+    let text = std::fs::read_to_string(base.join("server.yaml")).unwrap();
     let docs: Vec<serde_yaml_ng::Value> = serde_yaml_ng::Deserializer::from_str(&text)
         .map(|d| serde_yaml_ng::Value::deserialize(d).unwrap())
         .collect();
@@ -263,26 +269,30 @@ fn the_deployed_configuration_loads() {
             .find(|d| d["kind"].as_str() == Some(k))
             .unwrap_or_else(|| panic!("no {k} in server.yaml"))
     };
-    let toml = kind("ConfigMap")["data"]["tessera.toml"].as_str().unwrap();
+    let toml = std::fs::read_to_string(base.join("tessera.toml")).unwrap();
     let deployment = kind("Deployment");
-    assert!(deployment["spec"]["replicas"].as_u64().unwrap() >= 2);
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let secrets = scratch("deployed");
     let env: Vec<(String, String)> = container["env"]
         .as_sequence()
         .unwrap()
         .iter()
         .map(|e| {
             let name = e["name"].as_str().unwrap().to_owned();
-            // Secrets are references; any well-formed value stands in.
-            let value = match name.as_str() {
-                "TESSERA_DATABASE__URL" => "postgres://tessera@db.internal/tessera",
-                _ => "from-the-secret",
-            };
-            (name, value.to_owned())
+            let value = e["value"].as_str().unwrap();
+            // A secret file: a stand-in of the same name.
+            let file = secrets.join(value.rsplit('/').next().unwrap());
+            assert!(
+                value.starts_with("/run/secrets/tessera/"),
+                "{name}: {value}"
+            );
+            std::fs::write(&file, "123456\n").unwrap();
+            (name, file.to_str().unwrap().to_owned())
         })
         .collect();
-    let config = Config::from_toml_and_env(toml, env).unwrap();
-    assert!(config.database.url.expose().starts_with("postgres://"));
+    let config = Config::from_toml_and_env(&toml, env).unwrap();
+    std::fs::remove_dir_all(&secrets).unwrap();
+    assert_eq!(config.oidc.client_secret.expose(), "123456");
     assert!(config.server.public_url.starts_with("https://"));
     assert_eq!(config.server.log_format, "json");
     assert!(config.metrics.bearer_token.is_some());
@@ -299,17 +309,163 @@ fn the_deployed_configuration_loads() {
     let args = container["args"].as_sequence().unwrap();
     let mount = container["volumeMounts"][0]["mountPath"].as_str().unwrap();
     assert_eq!(args[1].as_str(), Some(&*format!("{mount}/tessera.toml")));
-    for k in ["Service", "PodDisruptionBudget", "Ingress"] {
+    for k in ["Service", "PodDisruptionBudget"] {
         kind(k);
     }
-    assert!(!kind("Ingress")["spec"]["tls"]
-        .as_sequence()
-        .unwrap()
-        .is_empty());
 
     let unit = std::fs::read_to_string(root.join("systemd/tessera-server.service")).unwrap();
     assert!(
         unit.contains("ExecStart=/usr/local/bin/tessera-server --config /etc/tessera/tessera.toml")
     );
     assert!(unit.contains("EnvironmentFile=/etc/tessera/server.env"));
+}
+
+/// Environment values are text: a string field keeps exactly what was
+/// written, whatever it looks like in TOML.
+#[test]
+fn secrets_from_the_environment_stay_strings() {
+    for value in [
+        "123456",
+        "007",
+        "true",
+        "[abc]",
+        "1.5e3",
+        "a=b==",
+        "#not-a-comment",
+        "say \"hi\" & 'bye'",
+        "",
+    ] {
+        let c = Config::from_toml_and_env(MINIMAL, env(&[("TESSERA_OIDC__CLIENT_SECRET", value)]))
+            .unwrap_or_else(|e| panic!("{value:?}: {e}"));
+        assert_eq!(c.oidc.client_secret.expose(), value);
+        let c = Config::from_toml_and_env(MINIMAL, env(&[("TESSERA_OIDC__CLIENT_ID", value)]))
+            .unwrap_or_else(|e| panic!("{value:?}: {e}"));
+        assert_eq!(c.oidc.client_id, value);
+    }
+    let c = Config::from_toml_and_env(
+        MINIMAL,
+        env(&[(
+            "TESSERA_DATABASE__URL",
+            "postgres://tessera:p%40ss=w#rd@db/tessera?sslmode=require",
+        )]),
+    )
+    .unwrap();
+    assert_eq!(
+        c.database.url.expose(),
+        "postgres://tessera:p%40ss=w#rd@db/tessera?sslmode=require"
+    );
+}
+
+/// Numbers, booleans and lists are parsed from the text when the field
+/// asks for one, and a value that is none names its key.
+#[test]
+fn typed_fields_parse_environment_text() {
+    let c = Config::from_toml_and_env(
+        MINIMAL,
+        env(&[
+            ("TESSERA_AGENTS__OFFLINE_AFTER_SECONDS", "007"),
+            ("TESSERA_APPROVALS__FOUR_EYES", "false"),
+            ("TESSERA_OIDC__SCOPES", "profile, email"),
+            ("TESSERA_WEBHOOKS__ALLOWED_NETWORKS", "[\"10.20.0.0/16\"]"),
+            ("TESSERA_METRICS__BEARER_TOKEN", "42"),
+            ("TESSERA_AUDIT__KEEP_DAYS", "400"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.agents.offline_after_seconds, 7);
+    assert!(!c.approvals.four_eyes);
+    assert_eq!(c.oidc.scopes, ["profile", "email"]);
+    assert!(c
+        .webhooks
+        .allowed_networks
+        .permits("10.20.3.4".parse().unwrap()));
+    assert_eq!(
+        c.metrics.bearer_token.as_ref().map(Secret::expose),
+        Some("42")
+    );
+    for (key, value, field) in [
+        (
+            "TESSERA_AGENTS__OFFLINE_AFTER_SECONDS",
+            "seven",
+            "agents.offline_after_seconds",
+        ),
+        ("TESSERA_APPROVALS__FOUR_EYES", "yes", "approvals.four_eyes"),
+        ("TESSERA_OIDC__SCOPES", "[\"unterminated", "oidc.scopes"),
+        ("TESSERA_LIMITS__MAX_BODY_KIB", "-1", "limits.max_body_kib"),
+    ] {
+        let err = Config::from_toml_and_env(MINIMAL, env(&[(key, value)])).unwrap_err();
+        assert!(err.to_string().contains(field), "{key}={value}: {err}");
+    }
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    tessera_test_kit::scratch_dir(&format!("config-{name}"))
+}
+
+/// `*_FILE` reads a value from a file, as Kubernetes mounts Secrets.
+#[test]
+fn values_come_from_files() {
+    let dir = scratch("files");
+    let secret = dir.join("client-secret");
+    std::fs::write(&secret, "123456\n").unwrap();
+    let url = dir.join("db-url");
+    std::fs::write(&url, "postgres://u:p=#@db/t").unwrap();
+    let c = Config::from_toml_and_env(
+        MINIMAL,
+        env(&[
+            ("TESSERA_OIDC__CLIENT_SECRET_FILE", secret.to_str().unwrap()),
+            ("TESSERA_DATABASE__URL_FILE", url.to_str().unwrap()),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.oidc.client_secret.expose(), "123456");
+    assert_eq!(c.database.url.expose(), "postgres://u:p=#@db/t");
+
+    let err = Config::from_toml_and_env(
+        MINIMAL,
+        env(&[
+            ("TESSERA_OIDC__CLIENT_SECRET_FILE", secret.to_str().unwrap()),
+            ("TESSERA_OIDC__CLIENT_SECRET", "other"),
+        ]),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("TESSERA_OIDC__CLIENT_SECRET_FILE")
+            && err.to_string().contains("keep one"),
+        "{err}"
+    );
+    let missing = dir.join("missing");
+    let err = Config::from_toml_and_env(
+        MINIMAL,
+        env(&[(
+            "TESSERA_OIDC__CLIENT_SECRET_FILE",
+            missing.to_str().unwrap(),
+        )]),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("TESSERA_OIDC__CLIENT_SECRET_FILE"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `tls.ca_bundle` is checked when the configuration loads: a missing
+/// file or one without certificates stops the start with its key named.
+#[test]
+fn a_ca_bundle_is_checked_at_load() {
+    let dir = scratch("tls");
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "no certificates here\n").unwrap();
+    for path in [dir.join("missing.pem"), empty] {
+        let err = Config::from_toml_and_env(
+            MINIMAL,
+            env(&[("TESSERA_TLS__CA_BUNDLE", path.to_str().unwrap())]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("tls.ca_bundle"), "{err}");
+    }
+    let c = Config::from_toml_and_env(MINIMAL, env(&[])).unwrap();
+    assert!(c.tls.ca_bundle.is_none());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

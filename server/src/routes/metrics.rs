@@ -187,7 +187,7 @@ mod tests {
     /// `render` produces.
     #[test]
     fn the_grafana_dashboard_asks_for_what_we_export() {
-        let text = include_str!("../../../deploy/grafana/tessera.json");
+        let text = include_str!("../../../deploy/kustomize/base/grafana-dashboard.json");
         let dashboard: serde_json::Value = serde_json::from_str(text).unwrap();
         let exported = [
             "tessera_hosts",

@@ -26,7 +26,7 @@ use tessera_service::Service;
 use tokio::task::JoinSet;
 
 /// Delivery settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DeliveryConfig {
     /// A receiver that does not answer within this failed.
     pub timeout: Duration,
@@ -34,6 +34,8 @@ pub struct DeliveryConfig {
     pub retry_base_s: u64,
     /// Calls in flight to one tenant's receiver at most.
     pub per_tenant: u64,
+    /// Which receivers' certificates are trusted (`[tls]`).
+    pub trust: tessera_trust::Trust,
 }
 
 /// What the tenant admin is told when the receiver could not be reached.
@@ -66,6 +68,12 @@ pub async fn post(
             // The tenant learns the same for a name that does not resolve,
             // one that resolves inside, a refused port and a timeout: the
             // difference would map the internal network. The log has it.
+            if let Some(problem) = tessera_trust::certificate_problem(&e) {
+                tracing::info!(delivery = d.id, tenant = d.tenant_id.get(), %problem, "webhook not delivered: certificate refused");
+                return DeliveryFailure::plain(format!(
+                    "could not deliver: the receiver's TLS certificate is not trusted ({problem}); a certificate from a public CA, or the issuing CA in the platform's tls.ca_bundle, fixes it"
+                ));
+            }
             let detail = if caused_by_refusal(&e) {
                 tracing::warn!(
                     delivery = d.id,
@@ -130,17 +138,20 @@ pub struct Deliverer {
 
 impl Deliverer {
     /// A deliverer for `service`'s outbox.
-    pub fn new(service: Service, config: DeliveryConfig) -> Result<Self, reqwest::Error> {
+    pub fn new(
+        service: Service,
+        config: DeliveryConfig,
+    ) -> Result<Self, tessera_trust::TrustError> {
         let policy = Arc::new(service.webhook_egress().clone());
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .timeout(config.timeout)
             .redirect(reqwest::redirect::Policy::none())
             // Never through a proxy: the proxy would connect where it likes.
             .no_proxy()
             .dns_resolver(Arc::new(EgressResolver::new(policy.clone())))
             // A receiver that closed an idle connection must not fail the next call.
-            .pool_max_idle_per_host(0)
-            .build()?;
+            .pool_max_idle_per_host(0);
+        let client = config.trust.build(builder)?;
         Ok(Self {
             service,
             client,

@@ -273,6 +273,7 @@ fn delivery_config() -> tessera_server::webhooks::DeliveryConfig {
         timeout: Duration::from_secs(30),
         retry_base_s: 1,
         per_tenant: 2,
+        trust: tessera_trust::Trust::system(),
     }
 }
 
