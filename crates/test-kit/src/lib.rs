@@ -9,6 +9,8 @@
 
 use sea_orm::{ConnectionTrait, Database};
 
+pub mod tls;
+
 /// The variable naming the PostgreSQL server the tests run on.
 pub const POSTGRES_URL_VAR: &str = "TESSERA_TEST_POSTGRES_URL";
 

@@ -635,3 +635,67 @@ async fn roles_are_rechecked_at_the_idp_after_the_recheck_interval() {
     let (status, _, _) = app.call(page(stale)).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
 }
+
+/// A receiver behind a company CA: refused with the reason (and the setting
+/// that fixes it) on the system roots; delivered once the CA is in
+/// `tls.ca_bundle`.
+#[tokio::test]
+async fn webhooks_to_a_receiver_behind_an_internal_ca_need_its_ca() {
+    use std::sync::atomic::Ordering;
+    let app = app_with(
+        "[webhooks]\nallowed_networks = [\"127.0.0.0/8\"]\n",
+        Vec::new(),
+    )
+    .await;
+    let lead = app.sign_in("lee", &["vision", "vision-leads"]).await;
+    let pki = tessera_test_kit::tls::TestPki::new();
+    let (base, answered) = pki.serve().await;
+    let (status, body) = app
+        .send(
+            "PUT",
+            "/api/v1/tenants/vision/webhook",
+            &lead,
+            Some(&json!({ "url": format!("{base}/hook") }).to_string()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    app.send("POST", "/api/v1/tenants/vision/webhook/test", &lead, None)
+        .await;
+
+    let mut untrusting =
+        tessera_server::webhooks::Deliverer::new(app.service.clone(), delivery_config()).unwrap();
+    assert_eq!(untrusting.start_due().await.unwrap(), 1);
+    untrusting.finish().await;
+    assert_eq!(answered.load(Ordering::SeqCst), 0);
+    let (_, view) = app
+        .send("GET", "/api/v1/tenants/vision/webhook", &lead, None)
+        .await;
+    let why = view["deliveries"][0]["last_error"].as_str().unwrap();
+    assert!(
+        why.contains("TLS certificate is not trusted")
+            && why.contains("UnknownIssuer")
+            && why.contains("tls.ca_bundle"),
+        "{view}"
+    );
+
+    let dir = tessera_test_kit::scratch_dir("webhook-ca");
+    let tls = tessera_server::config::TlsConfig {
+        ca_bundle: Some(pki.write_ca(&dir)),
+    };
+    let config = tessera_server::webhooks::DeliveryConfig {
+        trust: tls.trust().unwrap(),
+        ..delivery_config()
+    };
+    let mut trusting =
+        tessera_server::webhooks::Deliverer::new(app.service.clone(), config).unwrap();
+    // The retry is due a second after the failure.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(trusting.start_due().await.unwrap(), 1);
+    trusting.finish().await;
+    assert_eq!(answered.load(Ordering::SeqCst), 1);
+    let (_, view) = app
+        .send("GET", "/api/v1/tenants/vision/webhook", &lead, None)
+        .await;
+    assert_eq!(view["deliveries"][0]["status"], "delivered", "{view}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
