@@ -6,6 +6,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { parseAllDocuments } from 'yaml';
 import { startStack, newPage, screenshot, signIn, hydrated, waitFor, looks, ROOT } from './harness.mjs';
 
 const host = (name) => path.join(ROOT, 'end2end', 'hosts', `${name}.toml`);
@@ -81,9 +83,36 @@ describe('self-service slices', () => {
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), device);
     await screenshot(page, '22-allocation-active');
 
+    // Kubernetes: the DRA claim on exactly this slice, copied and parsed.
+    const id = first.split('/').pop();
+    await waitFor(async () => {
+      if (/Copied/.test(await page.textContent('[data-test=copy-claim]'))) return true;
+      await page.click('[data-test=copy-claim]');
+      return false;
+    }, { what: 'claim copied' });
+    const copied = await page.evaluate(() => navigator.clipboard.readText());
+    const [claim, pod] = parseAllDocuments(copied).map((d) => d.toJS());
+    assert.equal(claim.apiVersion, 'resource.k8s.io/v1');
+    assert.equal(claim.kind, 'ResourceClaim');
+    assert.equal(claim.metadata.name, `tessera-alloc-${id}`);
+    assert.equal(claim.metadata.namespace, 'vision');
+    const exactly = claim.spec.devices.requests[0].exactly;
+    assert.equal(exactly.deviceClassName, 'mig.nvidia.com');
+    assert.equal(exactly.selectors[0].cel.expression, `device.attributes['gpu.nvidia.com'].uuid == '${device}'`);
+    assert.equal(pod.kind, 'Pod');
+    assert.equal(pod.spec.resourceClaims[0].resourceClaimName, claim.metadata.name);
+    const term = pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0];
+    assert.deepEqual(term.matchExpressions[0].values, ['gpu-h100-e2e']);
+    assert.equal((await page.textContent('[data-test=claim-apply]')).trim(), `kubectl apply -f tessera-alloc-${id}.yaml`);
+    // The download is the same claim.
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('[data-test=claim-download]')]);
+    assert.equal(download.suggestedFilename(), `tessera-alloc-${id}.yaml`);
+    assert.equal(await readFile(await download.path(), 'utf8'), copied);
+    await page.locator('[data-test=claim-yaml]').scrollIntoViewIfNeeded();
+    await screenshot(page, '22a-allocation-kubernetes-claim');
+
     // The agent samples the simulated MIG device and sends it; /metrics has
     // it under the DCGM exporter's name, labelled with the tenant and slice.
-    const id = first.split('/').pop();
     const series = new RegExp(`DCGM_FI_PROF_GR_ENGINE_ACTIVE\\{[^}]*UUID="GPU-[^"]+"[^}]*allocation="${id}"[^}]*tenant="vision"\\} [0-9.]+`);
     await waitFor(async () => series.test(await (await fetch(`${stack.appUrl}/metrics`)).text()), {
       timeoutMs: 30_000,
@@ -108,6 +137,15 @@ describe('self-service slices', () => {
     assert.equal((await row.locator('[data-test=state]').textContent()).trim(), 'active');
     assert.match(await page.textContent('[data-test=quota][data-pool=h100-mig]'), /0\.142 GPU of 2\.000 GPU/);
     await screenshot(page, '23-tenant-with-allocation');
+    // The tenant's Kubernetes bundle downloads: its namespace's quota from
+    // its quota in force (2 GPUs, 8 slices in the MIG pool).
+    const [bundle] = await Promise.all([page.waitForEvent('download'), page.click('[data-test=kubernetes-bundle-link]')]);
+    assert.equal(bundle.suggestedFilename(), 'vision-kubernetes.yaml');
+    const objects = parseAllDocuments(await readFile(await bundle.path(), 'utf8')).map((d) => d.toJS());
+    const quota = objects.find((o) => o.kind === 'ResourceQuota');
+    assert.equal(quota.metadata.namespace, 'vision');
+    assert.ok(Number(quota.spec.hard['mig.nvidia.com.deviceclass.resource.k8s.io/devices']) > 0, JSON.stringify(quota.spec.hard));
+    assert.ok(objects.some((o) => o.kind === 'PriorityClass' && o.metadata.name === 'tessera-interactive'));
     await context.close();
 
     // The platform admin's fleet page shows which tenant holds the instance.

@@ -29,6 +29,7 @@ mod m20261215_000021_people_and_token_creators;
 mod m20261216_000022_audit_chain;
 mod m20261217_000023_token_scopes_and_audit_retention;
 mod m20261218_000024_webhook_failure_detail;
+mod m20261219_000025_tenant_namespaces;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -61,6 +62,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261216_000022_audit_chain::Migration),
             Box::new(m20261217_000023_token_scopes_and_audit_retention::Migration),
             Box::new(m20261218_000024_webhook_failure_detail::Migration),
+            Box::new(m20261219_000025_tenant_namespaces::Migration),
         ]
     }
 }

@@ -4,7 +4,8 @@ use crate::auth::{login, oidc, session::DbSessionStore, viewer};
 use crate::bundle;
 use crate::config::Config;
 use crate::routes::{
-    agent, allocations, audit, fleet, health, metrics, openapi, people, policy, quotas, usage,
+    agent, allocations, audit, fleet, health, kubernetes, metrics, openapi, people, policy, quotas,
+    usage,
 };
 use crate::security::{self, csrf, headers, limits};
 use crate::state::{stopped, AppState};
@@ -273,7 +274,8 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         .routes(routes!(fleet::operate_gpu))
         .routes(routes!(fleet::host_mig_parted))
         .routes(routes!(fleet::host_device_plugin))
-        .routes(routes!(allocations::tenant_resource_quota))
+        .routes(routes!(kubernetes::allocation_kubernetes))
+        .routes(routes!(kubernetes::tenant_kubernetes))
         .routes(routes!(policy::list_pools, policy::create_pool))
         .routes(routes!(policy::update_pool))
         .routes(routes!(policy::preview_pool))

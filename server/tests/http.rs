@@ -802,34 +802,156 @@ async fn kubernetes_configs_describe_the_host_and_the_tenants_slices() {
     )
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    // The tenant's ResourceQuota, for a member and for its token.
+    // The tenant's Kubernetes bundle, for a member and for its token.
     for (cookie, bearer) in [(Some(member.clone()), None), (None, Some(token.clone()))] {
-        let (status, _, body) = get(
-            "/api/v1/tenants/vision/resource-quota.yaml".into(),
-            cookie,
-            bearer,
-        )
-        .await;
+        let (status, headers, body) =
+            get("/api/v1/tenants/vision/kubernetes".into(), cookie, bearer).await;
         assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("application/yaml"));
         // `make test` validates this document against Kubernetes' schemas
         // (scripts/deploy-check.py): it must be what the server serves.
-        golden("deploy/generated/tenant-resource-quota.yaml", &body);
-        let quota: tessera_core::k8s::ResourceQuota = serde_yaml_ng::from_str(&body).unwrap();
-        assert_eq!(quota.kind, "ResourceQuota");
-        assert_eq!(quota.metadata.namespace, "vision");
-        assert_eq!(quota.spec.hard["requests.nvidia.com/gpu.shared"], "1");
+        golden("deploy/generated/tenant-bundle.yaml", &body);
+        let docs: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&body)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+        let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            ["Namespace", "ResourceQuota", "LimitRange", "PriorityClass"]
+        );
+        let quota: tessera_k8s::k8s_openapi::api::core::v1::ResourceQuota =
+            serde_json::from_value(docs[1].clone()).unwrap();
+        assert_eq!(quota.metadata.namespace.as_deref(), Some("vision"));
+        // vision's quota in force in the time-sliced l4 pool: 2 slices.
+        let hard = quota.spec.unwrap().hard.unwrap();
+        assert_eq!(hard["requests.nvidia.com/gpu.shared"].0, "2");
+        assert_eq!(
+            hard["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"].0,
+            "2"
+        );
     }
     // Another tenant's is not found for this token.
     let (status, _, _) = get(
-        "/api/v1/tenants/nlp/resource-quota.yaml".into(),
+        "/api/v1/tenants/nlp/kubernetes".into(),
         None,
-        Some(token),
+        Some(token.clone()),
     )
     .await;
     assert!(
         status == StatusCode::NOT_FOUND || status == StatusCode::FORBIDDEN,
         "{status}"
     );
+}
+
+/// The claim of a slice: 409 until it is active; then YAML by default and
+/// a JSON `List` on `Accept: application/json`, selecting the slice's GPU;
+/// 404 for another tenant.
+#[tokio::test]
+async fn an_active_slice_has_a_dra_claim_in_yaml_and_json() {
+    let app = app().await;
+    let host = l4_host(&app).await;
+    let token = app.api_token("vision").await;
+    let other = app.api_token("nlp").await;
+    let (status, created) = app
+        .post_json("/api/v1/allocations", Some(&token), TIME_SLICE)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_i64().unwrap();
+    let path = format!("/api/v1/allocations/{id}/kubernetes");
+    let (status, body) = app.get_json(&path, Some(&token)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("once it is active"),
+        "{body}"
+    );
+    let (_, desired) = app
+        .get_json("/api/agent/v1/desired?wait_s=0", Some(&host))
+        .await;
+    let mut applied = report("node-l4");
+    applied["applied_generation"] = desired["generation"].clone();
+    let (status, body) = app
+        .post_json("/api/agent/v1/report", Some(&host), &applied.to_string())
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, a) = app
+        .get_json(&format!("/api/v1/allocations/{id}"), Some(&token))
+        .await;
+    let gpu = a["gpus"][0]["uuid"].as_str().unwrap().to_owned();
+
+    let call = |accept: Option<&'static str>, bearer: String| {
+        let app = &app;
+        let path = path.clone();
+        async move {
+            let mut req = Request::builder()
+                .method("GET")
+                .uri(path)
+                .header(header::AUTHORIZATION, format!("Bearer {bearer}"));
+            if let Some(a) = accept {
+                req = req.header(header::ACCEPT, a);
+            }
+            app.call(req.body(Body::empty()).unwrap()).await
+        }
+    };
+    let (status, headers, yaml) = call(None, token.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{yaml}");
+    assert!(headers[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("application/yaml"));
+    assert!(headers[header::CONTENT_DISPOSITION]
+        .to_str()
+        .unwrap()
+        .contains(&format!("tessera-alloc-{id}.yaml")));
+    let first: tessera_k8s::k8s_openapi::api::resource::v1::ResourceClaim =
+        serde_yaml_ng::Deserializer::from_str(&yaml)
+            .next()
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .unwrap();
+    let exactly = first.spec.devices.unwrap().requests.unwrap()[0]
+        .exactly
+        .clone()
+        .unwrap();
+    assert_eq!(
+        exactly.selectors.unwrap()[0]
+            .cel
+            .as_ref()
+            .unwrap()
+            .expression,
+        format!("device.attributes['gpu.nvidia.com'].uuid == '{gpu}'")
+    );
+
+    let (status, headers, json) = call(Some("application/json"), token.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert!(headers[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("application/json"));
+    let list: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (list["apiVersion"].as_str(), list["kind"].as_str()),
+        (Some("v1"), Some("List"))
+    );
+    assert_eq!(list["items"][0]["kind"], "ResourceClaim");
+    assert_eq!(list["items"][1]["kind"], "Pod");
+    assert_eq!(
+        list["items"][0]["metadata"]["name"],
+        format!("tessera-alloc-{id}")
+    );
+    // A YAML preference wins over JSON listed later.
+    let (_, headers, _) = call(Some("application/yaml, application/json"), token).await;
+    assert!(headers[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("application/yaml"));
+
+    let (status, _, body) = call(None, other).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
 
 /// `body` is the file at `path` (from the repository root); with
@@ -1319,7 +1441,8 @@ async fn openapi_document_describes_the_routes() {
         "/hosts/{id}/gpus/{index}/operations",
         "/hosts/{id}/mig-parted.yaml",
         "/hosts/{id}/device-plugin.yaml",
-        "/tenants/{slug}/resource-quota.yaml",
+        "/tenants/{slug}/kubernetes",
+        "/allocations/{id}/kubernetes",
         "/quota-requests",
         "/quota-requests/{id}/decide",
         "/approvals",

@@ -135,6 +135,7 @@ pub async fn save_tenant(
     #[server(default)] cost_centre: String,
     #[server(default)] member_groups: String,
     #[server(default)] admin_groups: String,
+    #[server(default)] namespaces: String,
 ) -> Result<(), AppError> {
     use tessera_core::pool::split_list;
     let (service, viewer) = ssr::ctx().await?;
@@ -145,6 +146,7 @@ pub async fn save_tenant(
         cost_centre: Some(cost_centre),
         member_groups: split_list(&member_groups),
         admin_groups: split_list(&admin_groups),
+        namespaces: split_list(&namespaces),
         revision,
     };
     match revision {

@@ -294,6 +294,7 @@ fn Allocation(
             {a.reason.clone().map(|r| view! { <p class="callout danger" data-test="reason">{r}</p> })}
         </section>
         {a.connection.clone().map(|c| {
+            let id = a.id;
             let env_block = c.env.iter().map(|(k, v)| format!("export {k}={v}")).collect::<Vec<_>>().join("\n");
             let mig_uuid = c.env.iter().find(|(k, _)| k == "CUDA_VISIBLE_DEVICES").map(|(_, v)| v.clone());
             view! {
@@ -314,7 +315,30 @@ fn Allocation(
                         <pre data-test="conn-env">{env_block.clone()}</pre>
                         <CopyButton text=env_block what="env"/>
                     </div>
-                    <h3 class="small muted">"Pod snippet"</h3>
+                    {(!c.kubernetes_yaml.is_empty()).then(|| {
+                        let apply = format!("kubectl apply -f tessera-alloc-{id}.yaml");
+                        view! {
+                            <h3 class="small muted">"Kubernetes: a claim on exactly this slice (DRA)"</h3>
+                            <p class="small">
+                                "A ResourceClaim that selects this slice's device by its UUID, and a pod on its node that uses it. "
+                                <a href=format!("/api/v1/allocations/{id}/kubernetes") download=format!("tessera-alloc-{id}.yaml") data-test="claim-download">"Download"</a>
+                                ", then:"
+                            </p>
+                            <div class="code-block">
+                                <pre data-test="claim-apply">{apply.clone()}</pre>
+                                <CopyButton text=apply what="command"/>
+                            </div>
+                            <div class="code-block">
+                                <pre data-test="claim-yaml">{c.kubernetes_yaml.clone()}</pre>
+                                <CopyButton text=c.kubernetes_yaml.clone() what="claim"/>
+                            </div>
+                            <ul class="small muted" data-test="claim-notes">
+                                {c.kubernetes_notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}
+                            </ul>
+                        }
+                    })}
+                    <h3 class="small muted">"Kubernetes without DRA: device-plugin pod snippet"</h3>
+                    <p class="small muted">"The NVIDIA device plugin picks a device of this kind on the node: the snippet binds the node, not the device Tessera placed."</p>
                     <div class="code-block">
                         <pre data-test="conn-pod">{c.pod_snippet.clone()}</pre>
                         <CopyButton text=c.pod_snippet.clone() what="pod"/>

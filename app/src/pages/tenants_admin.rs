@@ -45,7 +45,7 @@ fn LiveTenants() -> impl IntoView {
                     Ok(list) => view! {
                         <section class="card table-card">
                             <table data-test="tenants">
-                                <thead><tr><th>"Tenant"</th><th>"Cost centre"</th><th>"Member groups"</th><th>"Admin groups"</th><th>"People"</th><th>"Live slices"</th><th></th></tr></thead>
+                                <thead><tr><th>"Tenant"</th><th>"Cost centre"</th><th>"Member groups"</th><th>"Admin groups"</th><th>"Namespaces"</th><th>"People"</th><th>"Live slices"</th><th></th></tr></thead>
                                 <tbody>
                                     {list.into_iter().map(|t| view! { <Row t save/> }).collect_view()}
                                 </tbody>
@@ -73,6 +73,7 @@ fn Row(t: TenantAdminView, save: ServerAction<SaveTenant>) -> impl IntoView {
             <td>{t.cost_centre.clone().unwrap_or_else(|| "—".into())}</td>
             <td class="mono small" data-test="member-groups">{groups(&t.member_groups)}</td>
             <td class="mono small" data-test="admin-groups">{groups(&t.admin_groups)}</td>
+            <td class="mono small" data-test="namespaces">{groups(&t.namespaces)}</td>
             <td class="num">{t.members}</td>
             <td class="num">{t.live_slices}</td>
             <td class="actions">
@@ -94,6 +95,7 @@ fn TenantForm(t: Option<TenantAdminView>, save: ServerAction<SaveTenant>) -> imp
         cost_centre: None,
         member_groups: Vec::new(),
         admin_groups: Vec::new(),
+        namespaces: Vec::new(),
         revision: 0,
         members: 0,
         live_slices: 0,
@@ -123,6 +125,10 @@ fn TenantForm(t: Option<TenantAdminView>, save: ServerAction<SaveTenant>) -> imp
                 <label class="field grow">
                     <span>"Admin groups"</span>
                     <input type="text" name="admin_groups" value=t.admin_groups.join(", ") data-test="tenant-admin-groups"/>
+                </label>
+                <label class="field grow">
+                    <span>"Kubernetes namespaces"</span>
+                    <input type="text" name="namespaces" value=t.namespaces.join(", ") placeholder="the slug" data-test="tenant-namespaces" title="Where its pods run: claims and its quota bundle go there (the first gets the claims). Empty: a namespace named like the slug. No two tenants share one."/>
                 </label>
             </div>
             <button class="button primary" type="submit" data-test="save-tenant">{if new { "Create tenant" } else { "Save" }}</button>

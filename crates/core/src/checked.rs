@@ -181,6 +181,21 @@ checked_names! {
     /// A pool's name: how requests, quotas, prices and the fleet refer to
     /// it.
     PoolName: "pool name", SLUG_RULE, is_slug;
+    /// A Kubernetes namespace (an RFC 1123 label) a tenant's workloads
+    /// run in.
+    Namespace: "Kubernetes namespace", "lowercase letters, digits and dashes, starting and ending with a letter or digit; at most 63 characters", is_dns_label;
+}
+
+/// Whether `name` is an RFC 1123 label as Kubernetes checks namespace
+/// names: 1 to 63 lowercase letters, digits and dashes, not at either end.
+pub fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 /// The rule of slugs (tenants, pools, priority classes), as people read it.
@@ -211,6 +226,16 @@ pub fn is_hostname(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_namespace_is_a_dns_label() {
+        for good in ["vision", "ml-team-2", "a", &"a".repeat(63)] {
+            assert!(Namespace::parse(good).is_ok(), "{good}");
+        }
+        for bad in ["", "-a", "a-", "Vision", "a.b", "a_b", &"a".repeat(64)] {
+            assert!(Namespace::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_host_name_is_checked_once_where_it_enters() {

@@ -2,9 +2,11 @@
 //!
 //! - per host, NVIDIA `mig-parted`'s `v1` config (`mig-configs`) for the
 //!   MIG layout it has now, and the NVIDIA device plugin's `v1` config
-//!   (`sharing.timeSlicing` / `sharing.mps`) for the GPUs it shares;
-//! - per tenant, a `ResourceQuota` for its namespace with the extended
-//!   resources its live slices hold.
+//!   (`sharing.timeSlicing` / `sharing.mps`) for the GPUs it shares.
+//!
+//! The objects of tenants' namespaces (DRA claims, quotas, limits,
+//! priority classes) are built by the `tessera-k8s` crate, typed by
+//! `k8s-openapi`.
 //!
 //! The resource names are the device plugin's: `nvidia.com/gpu` for whole
 //! GPUs, `nvidia.com/mig-<profile>` (mixed MIG strategy) for MIG devices,
@@ -215,70 +217,6 @@ pub fn mig_parted(name: &str, gpus: &[GpuMigState]) -> MigPartedConfig {
     }
 }
 
-/// A Kubernetes `ResourceQuota` (core/v1), the fields Tessera sets.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ResourceQuota {
-    /// `v1`.
-    pub api_version: String,
-    /// `ResourceQuota`.
-    pub kind: String,
-    /// Name and namespace.
-    pub metadata: ObjectMeta,
-    /// The hard limits.
-    pub spec: ResourceQuotaSpec,
-}
-
-/// `metadata:`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ObjectMeta {
-    /// Object name.
-    pub name: String,
-    /// Namespace.
-    pub namespace: String,
-    /// Labels.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-}
-
-/// `spec:`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ResourceQuotaSpec {
-    /// `requests.<resource>` → quantity (Kubernetes quantities are strings).
-    pub hard: BTreeMap<String, String>,
-}
-
-/// The quota of namespace `namespace` for the slices a tenant holds, one
-/// `(resource, count)` per slice: extended resources are quota'd as
-/// `requests.<name>`.
-pub fn resource_quota(namespace: &str, held: &[(String, u32)]) -> ResourceQuota {
-    let mut totals: BTreeMap<String, u32> = BTreeMap::new();
-    for (resource, count) in held {
-        *totals.entry(resource.clone()).or_insert(0) += count;
-    }
-    ResourceQuota {
-        api_version: "v1".to_owned(),
-        kind: "ResourceQuota".to_owned(),
-        metadata: ObjectMeta {
-            name: "tessera-gpus".to_owned(),
-            namespace: namespace.to_owned(),
-            labels: BTreeMap::from([(
-                "app.kubernetes.io/managed-by".to_owned(),
-                "tessera".to_owned(),
-            )]),
-        },
-        spec: ResourceQuotaSpec {
-            hard: totals
-                .into_iter()
-                .map(|(r, n)| (format!("requests.{r}"), n.to_string()))
-                .collect(),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,23 +300,5 @@ mod tests {
         assert_eq!(config, expected);
         let none = device_plugin_config(&BTreeMap::new());
         assert_eq!(none.sharing, None);
-    }
-
-    #[test]
-    fn a_tenants_quota_sums_what_its_slices_hold() {
-        let q = resource_quota(
-            "vision",
-            &[
-                ("nvidia.com/mig-1g.10gb".into(), 1),
-                ("nvidia.com/mig-1g.10gb".into(), 1),
-                ("nvidia.com/gpu".into(), 2),
-            ],
-        );
-        let json = serde_json::to_value(&q).unwrap();
-        assert_eq!(json["apiVersion"], "v1");
-        assert_eq!(json["kind"], "ResourceQuota");
-        assert_eq!(json["metadata"]["namespace"], "vision");
-        assert_eq!(json["spec"]["hard"]["requests.nvidia.com/mig-1g.10gb"], "2");
-        assert_eq!(json["spec"]["hard"]["requests.nvidia.com/gpu"], "2");
     }
 }

@@ -30,6 +30,9 @@ pub struct TenantSpec {
     /// Members of any of these groups are tenant admins.
     #[serde(default)]
     pub admin_groups: Vec<String>,
+    /// Kubernetes namespaces of its workloads (empty: the slug).
+    #[serde(default)]
+    pub namespaces: Vec<tessera_core::checked::Namespace>,
     /// Starting quota per pool (`[[directory.tenants.quotas]]`).
     #[serde(default)]
     pub quotas: Vec<QuotaSpec>,
@@ -394,6 +397,7 @@ mod tests {
                     cost_centre: None,
                     member_groups: vec!["vision".into()],
                     admin_groups: vec!["vision-leads".into()],
+                    namespaces: Vec::new(),
                     quotas: vec![],
                 },
                 TenantSpec {
@@ -402,6 +406,7 @@ mod tests {
                     cost_centre: Some("CC-2".into()),
                     member_groups: vec!["nlp".into()],
                     admin_groups: vec![],
+                    namespaces: Vec::new(),
                     quotas: vec![],
                 },
             ],

@@ -11,7 +11,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
-use tessera_core::checked::TenantSlug;
 use tessera_core::ids::AllocationId;
 use tessera_protocol::views::{
     AllocationActivity, AllocationView, ExtendLease, KeepRequest, NewAllocation,
@@ -185,23 +184,4 @@ pub async fn requeue_allocation(
     let actor = caller.for_allocation(&state, id).await?;
     let view = state.service.requeue_allocation(&actor, id).await?;
     Ok((StatusCode::CREATED, Json(view)))
-}
-
-/// A `ResourceQuota` for the tenant's Kubernetes namespace (named like the
-/// tenant) with the extended resources its live slices hold.
-#[utoipa::path(
-    get, path = "/tenants/{slug}/resource-quota.yaml", tag = "allocations",
-    params(("slug" = String, Path, description = "Tenant slug")),
-    responses((status = 200, description = "ResourceQuota", content_type = "application/yaml", body = tessera_core::k8s::ResourceQuota),
-              Unauthorized, Forbidden, NotFound),
-    security(("apiToken" = []), ("session" = [])),
-)]
-pub async fn tenant_resource_quota(
-    State(state): State<AppState>,
-    caller: ApiCaller,
-    PathParams(slug): PathParams<TenantSlug>,
-) -> Result<axum::response::Response, ApiError> {
-    let actor = caller.in_tenant(&state, Some(&slug)).await?;
-    let quota = state.service.tenant_resource_quota(&actor).await?;
-    super::fleet::yaml(&quota, &format!("{slug}-resource-quota.yaml"))
 }

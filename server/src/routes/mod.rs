@@ -6,6 +6,7 @@ pub mod audit;
 pub mod extract;
 pub mod fleet;
 pub mod health;
+pub mod kubernetes;
 pub mod list_bodies;
 pub mod metrics;
 pub mod openapi;

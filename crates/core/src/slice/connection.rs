@@ -55,8 +55,17 @@ pub struct Connection {
     pub k8s_resource: String,
     /// How many of the resource to request.
     pub k8s_count: u32,
-    /// A pod spec fragment requesting it.
+    /// A pod spec fragment requesting it (the device plugin's path: the
+    /// plugin picks the device on the node).
     pub pod_snippet: String,
+    /// The DRA `ResourceClaim` selecting exactly this slice's device(s),
+    /// and a check pod using it, as YAML (empty where not built, e.g. in
+    /// lists).
+    #[serde(default)]
+    pub kubernetes_yaml: String,
+    /// What to know about the claim.
+    #[serde(default)]
+    pub kubernetes_notes: Vec<String>,
 }
 
 /// Connection details for allocation `id`'s `target` on `host`. The
@@ -119,6 +128,8 @@ pub fn connection(host: &str, id: AllocationId, target: &ConnectionTarget) -> Co
         k8s_resource: resource,
         k8s_count: count,
         pod_snippet,
+        kubernetes_yaml: String::new(),
+        kubernetes_notes: Vec::new(),
     }
 }
 

@@ -127,6 +127,9 @@ pub struct TenantAdminView {
     pub member_groups: Vec<String>,
     /// Members of these IdP groups are tenant admins.
     pub admin_groups: Vec<String>,
+    /// Kubernetes namespaces of its workloads (its claims and bundle go
+    /// there); the slug when none is set.
+    pub namespaces: Vec<String>,
     /// Its revision (see [`PoolAdminView::revision`]).
     pub revision: i64,
     /// People who signed in with a role in it.
@@ -153,6 +156,10 @@ pub struct TenantEdit {
     /// IdP groups of tenant admins.
     #[serde(default)]
     pub admin_groups: Vec<String>,
+    /// Kubernetes namespaces (RFC 1123 labels; none: the slug). No two
+    /// tenants share one.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
     /// The revision the edit started from (required to change a tenant).
     #[serde(default)]
     pub revision: Option<i64>,

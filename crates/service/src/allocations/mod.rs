@@ -38,3 +38,4 @@ pub(crate) use line::AdmissionLine;
 pub use scheduler::TickReport;
 pub(crate) use snapshot::{occupancy, unmanaged_instances, Occupancy, View};
 pub(crate) use stored::AllocationRow;
+pub(crate) use view::connection_target;

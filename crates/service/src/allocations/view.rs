@@ -17,6 +17,44 @@ use tessera_core::sharing::{MpsShare, SliceShape};
 use tessera_core::slice::{connection, ConnectionTarget};
 use tessera_protocol::views::{AllocationView, IdleNotice, ProcessesStoppedView};
 
+/// The host and device(s) of an active slice, as its connection details
+/// and its Kubernetes claim name them; `None` before it is active (or a
+/// MIG slice whose device the agent has not reported yet).
+pub(crate) fn connection_target(row: &allocation::Model) -> Option<(String, ConnectionTarget)> {
+    let p = match (row.stored_placement(), row.state) {
+        (Some(p), AllocationPhase::Active) => p,
+        _ => return None,
+    };
+    let first = p.gpus.first().map(|g| g.uuid.clone()).unwrap_or_default();
+    let target = match (&p.slice, row.slice_shape()) {
+        (Slice::Mig(m), _) => row
+            .mig_device_uuid
+            .clone()
+            .map(|uuid| ConnectionTarget::Mig {
+                profile: m.profile.clone(),
+                device_uuid: uuid,
+            })?,
+        (
+            _,
+            SliceShape::Mps {
+                compute_percent,
+                memory_mib,
+            },
+        ) => ConnectionTarget::Mps {
+            gpu_uuid: first,
+            share: MpsShare {
+                compute_percent: *compute_percent,
+                memory: *memory_mib,
+            },
+        },
+        (_, SliceShape::TimeSlice {}) => ConnectionTarget::TimeSlice { gpu_uuid: first },
+        _ => ConnectionTarget::Whole {
+            gpu_uuids: p.gpu_uuids(),
+        },
+    };
+    Some((p.hostname.clone(), target))
+}
+
 impl Service {
     /// The view of one row.
     pub(crate) async fn allocation_view_of(
@@ -38,6 +76,9 @@ impl Service {
         if row.state != AllocationPhase::Queued {
             let mut view = self.view_with(row.clone(), tenant_slug, &Default::default(), pools)?;
             view.drain = self.drain_notice(&row).await?;
+            if let Some(c) = view.connection.as_mut() {
+                self.add_claim(c, &row).await?;
+            }
             return Ok(view);
         }
         let positions = self.queues(&self.db).await?;
@@ -46,6 +87,28 @@ impl Service {
         view.waiting_for = Some(why);
         view.estimated_start = start;
         Ok(view)
+    }
+
+    /// Adds the DRA claim of an active slice to its connection details.
+    async fn add_claim(
+        &self,
+        c: &mut tessera_core::slice::Connection,
+        row: &allocation::Model,
+    ) -> Result<(), ServiceError> {
+        let Some(t) = tenant::Entity::find_by_id(row.tenant_id)
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(());
+        };
+        if let Some(claim) = self.claim_of(row, &t) {
+            c.kubernetes_yaml = claim
+                .documents()
+                .and_then(|d| d.to_yaml())
+                .map_err(|e| ServiceError::Internal(e.to_string()))?;
+            c.kubernetes_notes = claim.notes;
+        }
+        Ok(())
     }
 
     /// The drain a live slice is caught in, if any.
@@ -170,42 +233,7 @@ impl Service {
             .get(&row.pool)
             .and_then(|q| q.iter().position(|e| e.id == row.id))
             .map(|p| u32::try_from(p + 1).unwrap_or(u32::MAX));
-        let connection = match (&placement, row.state) {
-            (Some(p), AllocationPhase::Active) => {
-                let first = p.gpus.first().map(|g| g.uuid.clone()).unwrap_or_default();
-                let target = match (&p.slice, &shape) {
-                    (Slice::Mig(m), _) => {
-                        row.mig_device_uuid
-                            .clone()
-                            .map(|uuid| ConnectionTarget::Mig {
-                                profile: m.profile.clone(),
-                                device_uuid: uuid,
-                            })
-                    }
-                    (
-                        _,
-                        SliceShape::Mps {
-                            compute_percent,
-                            memory_mib,
-                        },
-                    ) => Some(ConnectionTarget::Mps {
-                        gpu_uuid: first,
-                        share: MpsShare {
-                            compute_percent: *compute_percent,
-                            memory: *memory_mib,
-                        },
-                    }),
-                    (_, SliceShape::TimeSlice {}) => {
-                        Some(ConnectionTarget::TimeSlice { gpu_uuid: first })
-                    }
-                    _ => Some(ConnectionTarget::Whole {
-                        gpu_uuids: p.gpu_uuids(),
-                    }),
-                };
-                target.map(|t| connection(&p.hostname, row.id, &t))
-            }
-            _ => None,
-        };
+        let connection = connection_target(&row).map(|(host, t)| connection(&host, row.id, &t));
         let pool = pools.iter().find(|p| p.name == row.pool);
         let max_lease_hours = pool.map_or(0, |p| p.max_lease_hours);
         let idle = match (row.idle_warned_at, row.idle_deadline, row.state) {

@@ -19,7 +19,23 @@ pub struct Model {
     pub admin_groups: Option<Groups>,
     /// Bumped by every change; an edit names the revision it started from.
     pub revision: i64,
+    /// Kubernetes namespaces of its workloads (`None`: not yet set in the
+    /// database; the configuration's apply, else the slug).
+    pub namespaces: Option<Namespaces>,
 }
+
+/// Kubernetes namespace names, as stored.
+#[derive(
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    sea_orm::FromJsonQueryResult,
+)]
+pub struct Namespaces(pub Vec<tessera_core::checked::Namespace>);
 
 /// IdP group names, as stored.
 #[derive(

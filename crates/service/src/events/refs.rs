@@ -37,6 +37,8 @@ pub struct TenantFields {
     pub member_groups: Vec<String>,
     /// IdP groups of tenant admins.
     pub admin_groups: Vec<String>,
+    /// Kubernetes namespaces (empty: the slug).
+    pub namespaces: Vec<tessera_core::checked::Namespace>,
 }
 
 /// The allocation an event concerns, as it was when the event happened.

@@ -30,6 +30,7 @@ fn fields() -> TenantFields {
         cost_centre: Some("CC-1".into()),
         member_groups: vec!["vision".into()],
         admin_groups: vec!["vision-leads".into()],
+        namespaces: Vec::new(),
     }
 }
 

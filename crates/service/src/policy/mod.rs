@@ -6,6 +6,8 @@
 mod pool_admin;
 mod tenant_admin;
 
+pub(crate) use tenant_admin::namespaces_in_force;
+
 use crate::audit::Actor;
 use crate::entity::{pool, tenant};
 use crate::events::{DomainEvent, TenantFields, TenantRef};
@@ -89,6 +91,7 @@ impl Service {
                         cost_centre: f.cost_centre,
                         member_groups: f.member_groups,
                         admin_groups: f.admin_groups,
+                        namespaces: f.namespaces,
                         quotas: Vec::new(),
                     }
                 })
@@ -117,6 +120,12 @@ impl Service {
             cost_centre: t.cost_centre.clone(),
             member_groups: groups(&t.member_groups, |s| &s.member_groups),
             admin_groups: groups(&t.admin_groups, |s| &s.admin_groups),
+            namespaces: t
+                .namespaces
+                .as_ref()
+                .map(|n| n.0.clone())
+                .or_else(|| seed.map(|s| s.namespaces.clone()))
+                .unwrap_or_default(),
         }
     }
 
@@ -162,6 +171,7 @@ impl Service {
                 cost_centre: spec.cost_centre.clone(),
                 member_groups: spec.member_groups.clone(),
                 admin_groups: spec.admin_groups.clone(),
+                namespaces: spec.namespaces.clone(),
             };
             insert_tenant(&mut w, &spec.slug, fields, now).await?;
         }
@@ -219,6 +229,7 @@ async fn insert_tenant(
         cost_centre: Set(fields.cost_centre.clone()),
         member_groups: Set(Some(tenant::Groups(fields.member_groups.clone()))),
         admin_groups: Set(Some(tenant::Groups(fields.admin_groups.clone()))),
+        namespaces: Set(Some(tenant::Namespaces(fields.namespaces.clone()))),
         revision: Set(1),
         created_at: Set(now),
         ..Default::default()

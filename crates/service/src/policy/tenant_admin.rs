@@ -6,11 +6,14 @@ use crate::entity::{allocation, membership, tenant};
 use crate::events::{DomainEvent, TenantFields, TenantRef};
 use crate::{PlatformAdmin, Service, ServiceError};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set};
+use tessera_core::checked::Namespace;
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_protocol::views::{TenantAdminView, TenantEdit};
 
 /// Most IdP groups per role of a tenant.
 const MAX_GROUPS: usize = 50;
+/// Most Kubernetes namespaces of a tenant.
+const MAX_NAMESPACES: usize = 20;
 
 /// Checks an edit; returns its fields, trimmed.
 fn checked(edit: &TenantEdit) -> Result<TenantFields, ServiceError> {
@@ -50,12 +53,72 @@ fn checked(edit: &TenantEdit) -> Result<TenantFields, ServiceError> {
         }
         Ok(out)
     };
+    let mut namespaces: Vec<Namespace> = Vec::new();
+    for n in edit
+        .namespaces
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+    {
+        let ns =
+            Namespace::parse(n).map_err(|e| ServiceError::invalid("namespaces", e.to_string()))?;
+        if !namespaces.contains(&ns) {
+            namespaces.push(ns);
+        }
+    }
+    if namespaces.len() > MAX_NAMESPACES {
+        return Err(ServiceError::invalid(
+            "namespaces",
+            format!("at most {MAX_NAMESPACES} namespaces"),
+        ));
+    }
     Ok(TenantFields {
         name: name.to_owned(),
         cost_centre: cost_centre.map(str::to_owned),
         member_groups: groups("member_groups", &edit.member_groups)?,
         admin_groups: groups("admin_groups", &edit.admin_groups)?,
+        namespaces,
     })
+}
+
+/// The namespaces a tenant's workloads run in: those set, else its slug
+/// (when the slug is a valid namespace name).
+pub(crate) fn namespaces_in_force(
+    slug: &tessera_core::checked::TenantSlug,
+    set: &[Namespace],
+) -> Vec<Namespace> {
+    if set.is_empty() {
+        Namespace::parse(slug).ok().into_iter().collect()
+    } else {
+        set.to_vec()
+    }
+}
+
+impl Service {
+    /// Refuses namespaces another tenant runs in: a namespace's quota and
+    /// claims belong to one tenant.
+    async fn namespaces_free<C: sea_orm::ConnectionTrait>(
+        &self,
+        conn: &C,
+        slug: &tessera_core::checked::TenantSlug,
+        wanted: &[Namespace],
+    ) -> Result<(), ServiceError> {
+        let wanted = namespaces_in_force(slug, wanted);
+        for other in tenant::Entity::find()
+            .filter(tenant::Column::Slug.ne(slug))
+            .all(conn)
+            .await?
+        {
+            let theirs = namespaces_in_force(&other.slug, &self.tenant_fields(&other).namespaces);
+            if let Some(ns) = wanted.iter().find(|n| theirs.contains(n)) {
+                return Err(ServiceError::Conflict(format!(
+                    "namespace '{ns}' belongs to tenant '{}'; a namespace serves one tenant",
+                    other.slug
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Service {
@@ -86,12 +149,17 @@ impl Service {
             .count(&self.db)
             .await?;
         let f = self.tenant_fields(&t);
+        let namespaces = namespaces_in_force(&t.slug, &f.namespaces)
+            .into_iter()
+            .map(String::from)
+            .collect();
         Ok(TenantAdminView {
             slug: t.slug.into(),
             name: f.name,
             cost_centre: f.cost_centre,
             member_groups: f.member_groups,
             admin_groups: f.admin_groups,
+            namespaces,
             revision: t.revision,
             members: u32::try_from(members).unwrap_or(u32::MAX),
             live_slices: u32::try_from(live).unwrap_or(u32::MAX),
@@ -118,6 +186,8 @@ impl Service {
                 "there is already a tenant '{slug}'"
             )));
         }
+        self.namespaces_free(w.db(), &slug, &fields.namespaces)
+            .await?;
         let t = super::insert_tenant(&mut w, &slug, fields, self.now()).await?;
         w.commit(self, &Actor::User(admin.principal())).await?;
         self.tenant_admin_view(t).await
@@ -153,11 +223,14 @@ impl Service {
         if before == fields {
             return self.tenant_admin_view(t).await;
         }
+        self.namespaces_free(w.db(), slug, &fields.namespaces)
+            .await?;
         let mut a: tenant::ActiveModel = t.clone().into();
         a.name = Set(fields.name.clone());
         a.cost_centre = Set(fields.cost_centre.clone());
         a.member_groups = Set(Some(tenant::Groups(fields.member_groups.clone())));
         a.admin_groups = Set(Some(tenant::Groups(fields.admin_groups.clone())));
+        a.namespaces = Set(Some(tenant::Namespaces(fields.namespaces.clone())));
         a.revision = Set(t.revision + 1);
         // The revision guards the row against a concurrent edit on another
         // replica as well: only the write that still sees it wins.

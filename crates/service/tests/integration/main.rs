@@ -5,6 +5,7 @@
 mod allocations;
 mod common;
 mod fleet_ops;
+mod kubernetes;
 mod people;
 mod policy;
 mod quotas;

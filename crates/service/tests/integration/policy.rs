@@ -363,6 +363,7 @@ async fn tenants_created_and_edited_by_admins_grant_roles_at_the_next_sign_in() 
         cost_centre: Some(" CC-9 ".into()),
         member_groups: vec!["robots".into(), " robots ".into(), String::new()],
         admin_groups: vec!["robot-leads".into()],
+        namespaces: Vec::new(),
         revision: None,
     };
     let t = f.service.create_tenant(&proof, &new).await.unwrap();
@@ -389,6 +390,7 @@ async fn tenants_created_and_edited_by_admins_grant_roles_at_the_next_sign_in() 
         cost_centre: vision.cost_centre.clone(),
         member_groups: vision.member_groups.clone(),
         admin_groups: vec!["cv-admins".into()],
+        namespaces: Vec::new(),
         revision: Some(vision.revision),
     };
     let v = f

@@ -54,6 +54,7 @@ pub fn directory() -> Directory {
                 cost_centre: Some("CC-1".into()),
                 member_groups: vec!["vision".into()],
                 admin_groups: vec!["vision-leads".into()],
+                namespaces: Vec::new(),
                 quotas: vec![
                     QuotaSpec {
                         pool: "h100-mig".parse().unwrap(),
@@ -81,6 +82,7 @@ pub fn directory() -> Directory {
                 cost_centre: None,
                 member_groups: vec!["nlp".into()],
                 admin_groups: vec![],
+                namespaces: Vec::new(),
                 quotas: vec![QuotaSpec {
                     pool: "h100-mig".parse().unwrap(),
                     gpus: 1.0,
