@@ -37,6 +37,9 @@ pub const ADMISSION_LOCK: i64 = 0x0074_6573_7365_7261; // "tessera"
 pub(crate) const ADMISSIONS_AT_THE_LOCK: usize = 2;
 /// The advisory-lock key of telemetry rollups (one replica at a time).
 pub(crate) const ROLLUP_LOCK: i64 = 0x0074_656c_726f_6c6c; // "telroll"
+/// The advisory-lock key of tenant creations and changes: a namespace
+/// serves one tenant, checked against every other tenant before the write.
+pub(crate) const TENANTS_LOCK: i64 = 0x0074_7465_6e61_6e74; // "ttenant"
 
 /// A write that changes nothing but takes SQLite's write lock (RESERVED) at
 /// once, as `BEGIN IMMEDIATE` would, so a transaction never has to upgrade

@@ -175,7 +175,7 @@ impl Service {
         let slug = tessera_core::checked::TenantSlug::parse(edit.slug.trim())
             .map_err(|e| ServiceError::invalid("slug", e.to_string()))?;
         let fields = checked(edit)?;
-        let mut w = self.begin_write().await?;
+        let mut w = self.begin_locked(crate::write::TENANTS_LOCK).await?;
         let taken = tenant::Entity::find()
             .filter(tenant::Column::Slug.eq(&slug))
             .one(w.db())
@@ -208,7 +208,7 @@ impl Service {
             )
         })?;
         let fields = checked(edit)?;
-        let mut w = self.begin_write().await?;
+        let mut w = self.begin_locked(crate::write::TENANTS_LOCK).await?;
         let t = tenant::Entity::find()
             .filter(tenant::Column::Slug.eq(slug))
             .one(w.db())

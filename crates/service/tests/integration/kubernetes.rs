@@ -352,3 +352,62 @@ async fn a_tenants_bundle_follows_its_quota_in_force_and_its_namespaces() {
         "{err}"
     );
 }
+
+/// Two platform admins give two tenants the same namespace at once: one
+/// wins, the other is told whose it is (on PostgreSQL too, where the
+/// writes run side by side). Six rounds, a new namespace each.
+#[tokio::test]
+async fn racing_admins_never_give_one_namespace_to_two_tenants() {
+    let f = fixture().await;
+    let root = f.admin().await;
+    let proof = root.require_platform_admin().unwrap();
+    for round in 0..6 {
+        let namespace = format!("shared-{round}");
+        let views = f.service.tenants_admin(&proof).await.unwrap();
+        let tasks: Vec<_> = ["vision", "nlp"]
+            .into_iter()
+            .map(|slug| {
+                let v = views.iter().find(|t| t.slug == slug).unwrap().clone();
+                let service = f.service.clone();
+                let root = root.clone();
+                let namespace = namespace.clone();
+                tokio::spawn(async move {
+                    let proof = root.require_platform_admin().unwrap();
+                    service
+                        .update_tenant(
+                            &proof,
+                            &v.slug.parse().unwrap(),
+                            &TenantEdit {
+                                slug: v.slug.clone(),
+                                name: v.name.clone(),
+                                cost_centre: v.cost_centre.clone(),
+                                member_groups: v.member_groups.clone(),
+                                admin_groups: v.admin_groups.clone(),
+                                namespaces: vec![namespace],
+                                revision: Some(v.revision),
+                            },
+                        )
+                        .await
+                })
+            })
+            .collect();
+        let results: Vec<_> = futures::future::join_all(tasks)
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        let won = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(won, 1, "round {round}: {results:?}");
+        let lost = results.into_iter().find_map(Result::err).unwrap();
+        assert_eq!(lost.status(), 409, "{lost}");
+        let holders = f
+            .service
+            .tenants_admin(&proof)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|t| t.namespaces.contains(&namespace))
+            .count();
+        assert_eq!(holders, 1, "round {round}");
+    }
+}
