@@ -42,9 +42,9 @@ ensure_tools() {
     cargo install cargo-leptos --version "$CARGO_LEPTOS_VERSION" --locked
   fi
   if [ ! -x end2end/node_modules/.bin/wasm-opt ] || [ ! -d end2end/node_modules/oidc-provider ] \
-     || [ ! -d end2end/node_modules/axe-core ] \
+     || [ ! -d end2end/node_modules/axe-core ] || [ ! -d end2end/node_modules/yaml ] \
      || [ end2end/package-lock.json -nt end2end/node_modules/.package-lock.json ]; then
-    log "installing npm packages (oidc-provider, playwright-core, binaryen, axe-core)"
+    log "installing npm packages (oidc-provider, playwright-core, binaryen, axe-core, yaml)"
     (cd end2end && npm ci --no-audit --no-fund --loglevel=error)
   fi
 }

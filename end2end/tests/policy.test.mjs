@@ -34,6 +34,8 @@ describe('pools and tenants in the browser', () => {
     const row = page.locator('[data-test=tenant-row][data-tenant=robotics]');
     await row.waitFor();
     assert.equal((await row.locator('[data-test=member-groups]').textContent()).trim(), 'nlp-team');
+    // No namespace set: its pods run in one named like the slug.
+    assert.equal((await row.locator('[data-test=namespaces]').textContent()).trim(), 'robotics');
 
     // A mistake is refused with the field named, and nothing changes (the
     // form is still open).
@@ -51,11 +53,31 @@ describe('pools and tenants in the browser', () => {
     await dave.page.waitForSelector('[data-test=nav-tenant][href="/t/robotics"]');
     await dave.context.close();
 
-    // Renaming it is audited.
+    // Renaming it and mapping it to two Kubernetes namespaces is audited;
+    // a namespace of another tenant is refused, naming whose it is.
     await row.locator('[data-test=edit-tenant] summary').click();
+    await row.locator('[data-test=tenant-namespaces]').fill('vision, robotics-batch');
+    await row.locator('[data-test=save-tenant]').click();
+    const taken = page.locator('[data-test=form-error]');
+    await waitFor(async () => /namespace 'vision' belongs to tenant 'vision'/.test(await taken.textContent()), { what: 'namespace refused' });
+    assert.equal((await row.locator('[data-test=namespaces]').textContent()).trim(), 'robotics', 'nothing changed');
+    if (!(await row.locator('[data-test=edit-tenant]').evaluate((d) => d.open))) {
+      await row.locator('[data-test=edit-tenant] summary').click();
+    }
     await row.locator('[data-test=tenant-name]').fill('Robotics Lab');
+    await row.locator('[data-test=tenant-namespaces]').fill('robotics, robotics-batch');
     await row.locator('[data-test=save-tenant]').click();
     await waitFor(async () => (await row.textContent()).includes('Robotics Lab'), { what: 'renamed tenant' });
+    assert.equal((await row.locator('[data-test=namespaces]').textContent()).trim(), 'robotics, robotics-batch');
+    // Its Kubernetes bundle has a quota and limits in each namespace.
+    const res = await fetch(`${stack.appUrl}/api/v1/tenants/robotics/kubernetes`, {
+      headers: { authorization: `Bearer ${stack.apiToken('robotics')}`, accept: 'application/json' },
+    });
+    assert.equal(res.status, 200);
+    const list = await res.json();
+    assert.equal(list.kind, 'List');
+    const quotas = list.items.filter((o) => o.kind === 'ResourceQuota').map((o) => o.metadata.namespace);
+    assert.deepEqual(quotas, ['robotics', 'robotics-batch']);
     await page.goto(`${stack.appUrl}/audit?action=tenant.`);
     await hydrated(page);
     const audit = await page.locator('main').textContent();
