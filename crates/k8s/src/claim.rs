@@ -235,7 +235,7 @@ fn notes(input: &ClaimInput<'_>, claim: &str) -> Vec<String> {
         ));
     }
     notes.push(format!(
-        "When the slice ends, Tessera's agent stops the processes of allocation {} ({ENV_ALLOCATION}) and the device goes back to the pool: the pod loses its GPU. Delete the claim {claim} and its pods then.",
+        "Set {ENV_ALLOCATION}={} in your containers, as the check pod does: when the slice ends, Tessera's agent stops that allocation's processes and the device goes back to the pool, so the pod loses its GPU. Delete the claim {claim} and its pods then.",
         input.allocation
     ));
     notes
