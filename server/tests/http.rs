@@ -818,10 +818,7 @@ async fn kubernetes_configs_describe_the_host_and_the_tenants_slices() {
             .map(|d| serde::Deserialize::deserialize(d).unwrap())
             .collect();
         let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-        assert_eq!(
-            kinds,
-            ["Namespace", "ResourceQuota", "LimitRange", "PriorityClass"]
-        );
+        assert_eq!(kinds, ["Namespace", "ResourceQuota", "PriorityClass"]);
         let quota: tessera_k8s::k8s_openapi::api::core::v1::ResourceQuota =
             serde_json::from_value(docs[1].clone()).unwrap();
         assert_eq!(quota.metadata.namespace.as_deref(), Some("vision"));

@@ -91,7 +91,7 @@ fn Tenant(t: TenantView) -> impl IntoView {
                 <h2 class="section-title">"Quota"</h2>
                 <div class="row-actions">
                     <a class="button ghost" href=format!("/usage?tenant={}", t.slug) data-test="usage-link">"Usage & cost"</a>
-                    <a class="button ghost" href=format!("/api/v1/tenants/{}/kubernetes", t.slug) download=format!("{}-kubernetes.yaml", t.slug) data-test="kubernetes-bundle-link" title="Your namespaces' ResourceQuota (GPU devices and resources your quota in force allows), LimitRange and the priority classes open to you; a platform admin applies it">"Kubernetes bundle (YAML)"</a>
+                    <a class="button ghost" href=format!("/api/v1/tenants/{}/kubernetes", t.slug) download=format!("{}-kubernetes.yaml", t.slug) data-test="kubernetes-bundle-link" title="Your namespaces' ResourceQuota (GPU devices and resources your quota in force allows) and the priority classes open to you; a platform admin applies it">"Kubernetes bundle (YAML)"</a>
                     <a class="button ghost" href=format!("/t/{}/quota", t.slug) data-test="tenant-quota-link">"Quota & requests"</a>
                 </div>
             </div>

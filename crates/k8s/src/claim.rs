@@ -231,7 +231,7 @@ fn notes(input: &ClaimInput<'_>, claim: &str) -> Vec<String> {
     }
     if let Some(pc) = &input.priority_class {
         notes.push(format!(
-            "The pod runs at PriorityClass {pc}, from your tenant's Kubernetes bundle (a platform admin applies it)."
+            "The pod runs at PriorityClass {pc}, from your tenant's Kubernetes bundle: Kubernetes refuses it until a platform admin has applied the bundle."
         ));
     }
     notes.push(format!(

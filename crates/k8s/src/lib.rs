@@ -7,8 +7,8 @@
 //!   configuration for MPS and time-slicing, and a check pod that uses it
 //!   on the placed node;
 //! - [`tenant`]: per tenant namespace, the `ResourceQuota` (DRA devices per
-//!   device class, and the device plugin's extended resources), a
-//!   `LimitRange` and the `PriorityClass`es of Tessera's priority classes.
+//!   device class, and the device plugin's extended resources), and the
+//!   `PriorityClass`es of Tessera's priority classes.
 //!
 //! Pure: the service gathers the inputs; callers render with
 //! [`Documents::to_yaml`] or as a `v1` `List` of [`Documents`]' objects.

@@ -10,8 +10,9 @@
 //! - device attributes: `cmd/gpu-kubelet-plugin/deviceinfo.go`
 //!   (`GpuInfo.Attributes`: `type`, `uuid`, `productName`, `brand`,
 //!   `architecture`, versions) and `mig.go` (`CommonAttributesMig` plus
-//!   `uuid`: `parentUUID`, `profile`). `index` and `minor` were dropped
-//!   after v25.3, so selectors here use `uuid` only;
+//!   `uuid`: `parentUUID`, `profile`). `index` and `minor` were published
+//!   up to v25.3.x and are gone from v25.8.0, so selectors here use `uuid`
+//!   only;
 //! - opaque configuration: `api/nvidia.com/resource/v1beta1/gpuconfig.go`,
 //!   `migconfig.go`, `sharing.go` (`GpuConfig`/`MigDeviceConfig`,
 //!   `sharing.strategy` `TimeSlicing` or `MPS`, `timeSlicingConfig.interval`

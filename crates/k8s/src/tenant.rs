@@ -1,9 +1,15 @@
 //! A tenant's Kubernetes bundle: what keeps its namespaces in line with
 //! its Tessera quota in force.
 //!
-//! Per namespace, a `Namespace` (labelled with the tenant), a
-//! `ResourceQuota` and a `LimitRange`; once, the `PriorityClass`es of the
-//! Tessera priority classes open to the tenant.
+//! Per namespace, a `Namespace` (labelled with the tenant) and a
+//! `ResourceQuota`; once, the `PriorityClass`es of the Tessera priority
+//! classes open to the tenant.
+//!
+//! No `LimitRange`: a `max` on a GPU resource makes Kubernetes' LimitRanger
+//! refuse every container that sets no limit for it ("maximum ... usage per
+//! Container is N. No limit is specified"), CPU-only pods and DRA pods
+//! included, and a default would hand every container a GPU. The quota
+//! bounds the namespace instead.
 //!
 //! The quota counts what the tenant's quota allows in each pool:
 //!
@@ -20,9 +26,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    LimitRange, LimitRangeItem, LimitRangeSpec, Namespace, ResourceQuota, ResourceQuotaSpec,
-};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tessera_core::k8s::{mig_resource, RESOURCE_GPU, RESOURCE_SHARED};
@@ -32,7 +36,7 @@ use tessera_core::sharing::SharingMode;
 use crate::nvidia;
 use crate::{metadata, Documents, RenderError, LABEL_TENANT};
 
-/// Name of the generated `ResourceQuota` and `LimitRange`.
+/// Name of the generated `ResourceQuota`.
 pub const OBJECT_NAME: &str = "tessera-gpus";
 /// Quota key of the number of `ResourceClaim` objects.
 pub const CLAIM_COUNT: &str = "count/resourceclaims.resource.k8s.io";
@@ -42,9 +46,21 @@ pub fn device_class_quota(class: &str) -> String {
     format!("{class}.deviceclass.resource.k8s.io/devices")
 }
 
-/// The Kubernetes `PriorityClass` of Tessera priority class `name`.
-pub fn priority_class_name(name: &str) -> String {
-    format!("tessera-{name}")
+/// The Kubernetes `PriorityClass` of Tessera priority class `name`
+/// (`None` where `tessera-<name>` is no DNS subdomain, e.g. a name ending
+/// in a dash: such a class gets no `PriorityClass`).
+pub fn priority_class_name(name: &str) -> Option<String> {
+    let full = format!("tessera-{name}");
+    let valid = full.len() <= 253
+        && full.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        });
+    valid.then_some(full)
 }
 
 /// A tenant's quota in force in one pool.
@@ -91,23 +107,20 @@ pub struct TenantBundle {
     pub namespaces: Vec<Namespace>,
     /// One per namespace, the same limits in each.
     pub quotas: Vec<ResourceQuota>,
-    /// One per namespace.
-    pub limit_ranges: Vec<LimitRange>,
     /// Cluster-wide, one per priority class.
     pub priority_classes: Vec<PriorityClass>,
 }
 
 impl TenantBundle {
-    /// In apply order: namespaces, their quotas and limits, then the
-    /// priority classes.
+    /// In apply order: namespaces, their quotas, then the priority
+    /// classes.
     pub fn documents(&self) -> Result<Documents, RenderError> {
         let mut docs = Documents::default();
         for ns in &self.namespaces {
             docs.push(ns)?;
         }
-        for (q, l) in self.quotas.iter().zip(&self.limit_ranges) {
+        for q in &self.quotas {
             docs.push(q)?;
-            docs.push(l)?;
         }
         for p in &self.priority_classes {
             docs.push(p)?;
@@ -153,33 +166,6 @@ pub fn hard_limits(pools: &[PoolQuota]) -> BTreeMap<String, u64> {
     hard
 }
 
-/// Most of each device-plugin resource one container may take: the
-/// largest whole-GPU quota of a pool, one shared replica, one MIG device.
-fn container_max(pools: &[PoolQuota]) -> BTreeMap<String, Quantity> {
-    let mut max: BTreeMap<String, u64> = BTreeMap::new();
-    for p in pools.iter().filter(|p| p.quota.max_slices > 0) {
-        match p.sharing {
-            SharingMode::Exclusive => {
-                let gpus = u64::from(p.quota.compute.0 / 1000);
-                let e = max.entry(RESOURCE_GPU.to_owned()).or_insert(0);
-                *e = (*e).max(gpus);
-            }
-            SharingMode::Mig => {
-                for profile in &p.mig_profiles {
-                    max.insert(mig_resource(profile), 1);
-                }
-            }
-            SharingMode::Mps | SharingMode::TimeSlicing => {
-                max.insert(RESOURCE_SHARED.to_owned(), 1);
-            }
-        }
-    }
-    max.into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(k, n)| (k, Quantity(n.to_string())))
-        .collect()
-}
-
 /// The tenant's bundle.
 pub fn tenant_bundle(input: &TenantInput) -> TenantBundle {
     let labels = [(LABEL_TENANT, input.tenant.clone())];
@@ -187,11 +173,9 @@ pub fn tenant_bundle(input: &TenantInput) -> TenantBundle {
         .into_iter()
         .map(|(k, n)| (k, Quantity(n.to_string())))
         .collect();
-    let max = container_max(&input.pools);
     let mut bundle = TenantBundle {
         namespaces: Vec::new(),
         quotas: Vec::new(),
-        limit_ranges: Vec::new(),
         priority_classes: Vec::new(),
     };
     for ns in &input.namespaces {
@@ -207,20 +191,13 @@ pub fn tenant_bundle(input: &TenantInput) -> TenantBundle {
             }),
             status: None,
         });
-        bundle.limit_ranges.push(LimitRange {
-            metadata: metadata(OBJECT_NAME, Some(ns), &labels),
-            spec: Some(LimitRangeSpec {
-                limits: vec![LimitRangeItem {
-                    type_: "Container".to_owned(),
-                    max: (!max.is_empty()).then(|| max.clone()),
-                    ..Default::default()
-                }],
-            }),
-        });
     }
     for p in &input.priorities {
+        let Some(name) = priority_class_name(&p.name) else {
+            continue;
+        };
         bundle.priority_classes.push(PriorityClass {
-            metadata: metadata(&priority_class_name(&p.name), None, &[]),
+            metadata: metadata(&name, None, &[]),
             value: p.value,
             description: (!p.description.is_empty()).then(|| p.description.clone()),
             global_default: Some(false),

@@ -95,26 +95,42 @@ impl Service {
         crate::policy::namespaces_in_force(&t.slug, &self.tenant_fields(t).namespaces)
     }
 
-    /// The claim of an active allocation of tenant `t` (`None` before it is
-    /// active, or while a MIG slice's device is not reported yet).
+    /// The claim of an active allocation of tenant `t`, or why there is
+    /// none: not active, a MIG device not reported yet, or no namespace.
     pub(crate) fn claim_of(
         &self,
         row: &allocation::Model,
         t: &tenant::Model,
-    ) -> Option<AllocationClaim> {
-        let (host, target) = crate::allocations::connection_target(row)?;
+    ) -> Result<AllocationClaim, String> {
+        let id = row.id;
+        let (host, target) = crate::allocations::connection_target(row).ok_or_else(|| {
+            if row.state == tessera_core::lifecycle::AllocationPhase::Active {
+                format!("allocation {id} is active, but its host has not reported its MIG device yet; try again in a few seconds")
+            } else {
+                format!(
+                    "allocation {id} is {}: it has a device to claim once it is active",
+                    row.state
+                )
+            }
+        })?;
         let namespace = self
             .tenant_namespaces(t)
             .into_iter()
             .next()
-            .map_or_else(|| String::from("default"), String::from);
-        Some(allocation_claim(&ClaimInput {
+            .map(String::from)
+            .ok_or_else(|| {
+                format!(
+                    "tenant '{}' has no Kubernetes namespace (its slug is not a namespace name): a platform admin sets one on the Tenants page",
+                    t.slug
+                )
+            })?;
+        Ok(allocation_claim(&ClaimInput {
             allocation: row.id,
             tenant: &t.slug,
             namespace: &namespace,
             host: &host,
             target: &target,
-            priority_class: Some(priority_class_name(&row.priority_class)),
+            priority_class: priority_class_name(&row.priority_class),
         }))
     }
 
@@ -130,12 +146,7 @@ impl Service {
             .one(&self.db)
             .await?
             .ok_or_else(|| ServiceError::not_found(format!("allocation {id}")))?;
-        self.claim_of(&row, &t).ok_or_else(|| {
-            ServiceError::Conflict(format!(
-                "allocation {id} is {}: it has a device to claim once it is active",
-                row.state
-            ))
-        })
+        self.claim_of(&row, &t).map_err(ServiceError::Conflict)
     }
 
     /// The Kubernetes bundle of the actor's tenant: per namespace the

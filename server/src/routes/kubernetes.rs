@@ -29,37 +29,60 @@ pub struct KubernetesList {
     items: Vec<serde_json::Value>,
 }
 
-/// Whether the caller asked for JSON rather than YAML.
+/// Whether the caller prefers JSON to YAML: the `Accept` media ranges
+/// (case-insensitive, with their `q`; `q=0` refuses) that name either, the
+/// highest `q` winning and, at equal `q`, the first listed. YAML when
+/// neither is named (`*/*`, none, or others).
 fn wants_json(headers: &HeaderMap) -> bool {
-    headers
+    let mut best: Option<(f32, bool)> = None;
+    for range in headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(|v| v.split(';').next().unwrap_or("").trim())
-        .find(|m| {
-            matches!(
-                *m,
-                "application/json" | "application/yaml" | "application/x-yaml" | "text/yaml"
-            )
-        })
-        == Some("application/json")
+    {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let json = match media.as_str() {
+            "application/json" => true,
+            "application/yaml" | "application/x-yaml" | "text/yaml" => false,
+            _ => continue,
+        };
+        let q = parts
+            .filter_map(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .or_else(|| p.trim().strip_prefix("Q="))
+            })
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        if q > 0.0 && best.is_none_or(|(b, _)| q > b) {
+            best = Some((q, json));
+        }
+    }
+    best.is_some_and(|(_, json)| json)
 }
 
 /// The documents as YAML (an attachment named `stem.yaml`) or a JSON list.
 fn documents(docs: &Documents, headers: &HeaderMap, stem: &str) -> Result<Response, ApiError> {
+    // Built per caller and per request, answered by `Accept`.
+    let fresh = [
+        (header::VARY, "Accept".to_owned()),
+        (header::CACHE_CONTROL, "private, no-store".to_owned()),
+    ];
     if wants_json(headers) {
-        return Ok(axum::Json(KubernetesList {
+        let list = axum::Json(KubernetesList {
             api_version: "v1".to_owned(),
             kind: "List".to_owned(),
             items: docs.0.clone(),
-        })
-        .into_response());
+        });
+        return Ok((fresh, list).into_response());
     }
     let yaml = docs
         .to_yaml()
         .map_err(|e| ServiceError::internal(e.to_string()))?;
     Ok((
+        fresh,
         [
             (
                 header::CONTENT_TYPE,
@@ -104,8 +127,7 @@ pub async fn allocation_kubernetes(
 
 /// The tenant's Kubernetes bundle: per namespace a `Namespace`, a
 /// `ResourceQuota` on DRA devices per device class and on the device
-/// plugin's resources, from its quota in force, and a `LimitRange`; the
-/// `PriorityClass`es of the priority classes open to it. A platform admin
+/// plugin's resources, from its quota in force; the `PriorityClass`es of the priority classes open to it. A platform admin
 /// applies it (priority classes are cluster-wide).
 #[utoipa::path(
     get, path = "/tenants/{slug}/kubernetes", tag = "allocations",
@@ -128,4 +150,40 @@ pub async fn tenant_kubernetes(
         .documents()
         .map_err(|e| ServiceError::internal(e.to_string()))?;
     documents(&docs, &headers, &format!("{slug}-kubernetes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wants_json;
+    use axum::http::{header, HeaderMap, HeaderValue};
+
+    fn accept(values: &[&'static str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(header::ACCEPT, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn json_only_when_preferred() {
+        for (values, json) in [
+            (&[][..], false),
+            (&["*/*"][..], false),
+            (&["application/json"][..], true),
+            (&["Application/JSON"][..], true),
+            (&["application/yaml, application/json"][..], false),
+            (&["application/json, application/yaml"][..], true),
+            (&["application/json;q=0, application/yaml"][..], false),
+            (&["application/json;q=0"][..], false),
+            (
+                &["application/yaml;q=0.5, application/json;q=0.9"][..],
+                true,
+            ),
+            (&["text/html", "application/json; q=0.8"][..], true),
+            (&["application/json;q=oops"][..], true),
+        ] {
+            assert_eq!(wants_json(&accept(values)), json, "{values:?}");
+        }
+    }
 }

@@ -67,6 +67,22 @@ fn the_quota_counts_what_each_pool_allows() {
 }
 
 #[test]
+fn a_priority_class_that_makes_no_kubernetes_name_gets_no_priority_class() {
+    assert_eq!(
+        priority_class_name("standard").as_deref(),
+        Some("tessera-standard")
+    );
+    assert_eq!(priority_class_name("batch-"), None);
+    let mut input = sample();
+    input.priorities.push(Priority {
+        name: "odd-".into(),
+        value: 5,
+        description: String::new(),
+    });
+    assert_eq!(tenant_bundle(&input).priority_classes.len(), 2);
+}
+
+#[test]
 fn no_quota_allows_nothing_rather_than_everything() {
     let hard = hard_limits(&[]);
     assert!(hard.len() >= 5);
@@ -74,7 +90,7 @@ fn no_quota_allows_nothing_rather_than_everything() {
 }
 
 #[test]
-fn every_namespace_gets_the_quota_and_limits_and_the_classes_never_preempt() {
+fn every_namespace_gets_the_quota_and_the_classes_never_preempt() {
     let b = tenant_bundle(&sample());
     assert_eq!(b.namespaces.len(), 2);
     assert_eq!(b.quotas.len(), 2);
@@ -83,12 +99,6 @@ fn every_namespace_gets_the_quota_and_limits_and_the_classes_never_preempt() {
         Some("vision-batch")
     );
     assert_eq!(b.quotas[0].spec, b.quotas[1].spec);
-    let max = b.limit_ranges[0].spec.as_ref().unwrap().limits[0]
-        .max
-        .clone()
-        .unwrap();
-    assert_eq!(max["nvidia.com/gpu"], Quantity("4".into()));
-    assert_eq!(max["nvidia.com/gpu.shared"], Quantity("1".into()));
     assert_eq!(b.priority_classes.len(), 2);
     let p = &b.priority_classes[1];
     assert_eq!(p.metadata.name.as_deref(), Some("tessera-production"));
@@ -107,13 +117,23 @@ fn the_bundle_round_trips_through_the_typed_structs() {
     let docs: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect();
-    assert_eq!(docs.len(), 2 + 2 * 2 + 2);
+    assert_eq!(docs.len(), 2 + 2 + 2);
     let ns: Namespace = serde_json::from_value(docs[0].clone()).unwrap();
     assert_eq!(ns, b.namespaces[0]);
-    let q: ResourceQuota = serde_json::from_value(docs[2].clone()).unwrap();
-    assert_eq!(q, b.quotas[0]);
-    let l: LimitRange = serde_json::from_value(docs[3].clone()).unwrap();
-    assert_eq!(l, b.limit_ranges[0]);
-    let p: PriorityClass = serde_json::from_value(docs[6].clone()).unwrap();
+    let q: ResourceQuota = serde_json::from_value(docs[3].clone()).unwrap();
+    assert_eq!(q, b.quotas[1]);
+    let p: PriorityClass = serde_json::from_value(docs[4].clone()).unwrap();
     assert_eq!(p, b.priority_classes[0]);
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "Namespace",
+            "ResourceQuota",
+            "ResourceQuota",
+            "PriorityClass",
+            "PriorityClass"
+        ]
+    );
 }

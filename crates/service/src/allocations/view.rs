@@ -101,7 +101,7 @@ impl Service {
         else {
             return Ok(());
         };
-        if let Some(claim) = self.claim_of(row, &t) {
+        if let Ok(claim) = self.claim_of(row, &t) {
             c.kubernetes_yaml = claim
                 .documents()
                 .and_then(|d| d.to_yaml())

@@ -173,6 +173,14 @@ impl Service {
                 admin_groups: spec.admin_groups.clone(),
                 namespaces: spec.namespaces.clone(),
             };
+            self.namespaces_free(w.db(), &spec.slug, &fields.namespaces)
+                .await
+                .map_err(|e| {
+                    ServiceError::invalid(
+                        format!("directory.tenants[{}].namespaces", spec.slug),
+                        e.to_string(),
+                    )
+                })?;
             insert_tenant(&mut w, &spec.slug, fields, now).await?;
         }
         self.sync_quotas(&mut w, now).await?;

@@ -95,15 +95,24 @@ pub(crate) fn namespaces_in_force(
 }
 
 impl Service {
-    /// Refuses namespaces another tenant runs in: a namespace's quota and
-    /// claims belong to one tenant.
-    async fn namespaces_free<C: sea_orm::ConnectionTrait>(
+    /// Refuses namespaces another tenant runs in (a namespace's quota and
+    /// claims belong to one tenant), and none at all where the slug is no
+    /// namespace name.
+    pub(crate) async fn namespaces_free<C: sea_orm::ConnectionTrait>(
         &self,
         conn: &C,
         slug: &tessera_core::checked::TenantSlug,
         wanted: &[Namespace],
     ) -> Result<(), ServiceError> {
         let wanted = namespaces_in_force(slug, wanted);
+        if wanted.is_empty() {
+            return Err(ServiceError::invalid(
+                "namespaces",
+                format!(
+                    "the slug '{slug}' is not a Kubernetes namespace name (lowercase letters, digits and dashes, starting and ending with a letter or digit, at most 63): name the tenant's namespaces"
+                ),
+            ));
+        }
         for other in tenant::Entity::find()
             .filter(tenant::Column::Slug.ne(slug))
             .all(conn)

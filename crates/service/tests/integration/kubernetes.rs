@@ -411,3 +411,42 @@ async fn racing_admins_never_give_one_namespace_to_two_tenants() {
         assert_eq!(holders, 1, "round {round}");
     }
 }
+
+/// A slug that is no namespace name needs namespaces set; nothing is
+/// written when they are missing.
+#[tokio::test]
+async fn a_tenant_whose_slug_is_no_namespace_name_must_name_its_namespaces() {
+    let f = fixture().await;
+    let root = f.admin().await;
+    let proof = root.require_platform_admin().unwrap();
+    let edit = |namespaces: Vec<String>| TenantEdit {
+        slug: "-lab".into(),
+        name: "Lab".into(),
+        cost_centre: None,
+        member_groups: vec![],
+        admin_groups: vec![],
+        namespaces,
+        revision: None,
+    };
+    let err = f
+        .service
+        .create_tenant(&proof, &edit(vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 400, "{err}");
+    assert!(
+        err.to_string().contains("not a Kubernetes namespace name"),
+        "{err}"
+    );
+    assert_eq!(
+        f.service.tenants_admin(&proof).await.unwrap().len(),
+        2,
+        "nothing written"
+    );
+    let made = f
+        .service
+        .create_tenant(&proof, &edit(vec!["lab".into()]))
+        .await
+        .unwrap();
+    assert_eq!(made.namespaces, vec!["lab"]);
+}
