@@ -59,7 +59,7 @@ describe('pools and tenants in the browser', () => {
     await row.locator('[data-test=tenant-namespaces]').fill('vision, robotics-batch');
     await row.locator('[data-test=save-tenant]').click();
     const taken = page.locator('[data-test=form-error]');
-    await waitFor(async () => /namespace 'vision' belongs to tenant 'vision'/.test(await taken.textContent()), { what: 'namespace refused' });
+    await waitFor(async () => /namespace 'vision' belongs to tenant 'vision'/i.test(await taken.textContent()), { what: 'namespace refused' });
     assert.equal((await row.locator('[data-test=namespaces]').textContent()).trim(), 'robotics', 'nothing changed');
     if (!(await row.locator('[data-test=edit-tenant]').evaluate((d) => d.open))) {
       await row.locator('[data-test=edit-tenant] summary').click();

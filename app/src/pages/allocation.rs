@@ -329,7 +329,7 @@ fn Allocation(
                                 <CopyButton text=apply what="command"/>
                             </div>
                             <div class="code-block">
-                                <pre data-test="claim-yaml">{c.kubernetes_yaml.clone()}</pre>
+                                <pre class="tall" tabindex="0" aria-label="ResourceClaim and check pod (YAML)" data-test="claim-yaml">{c.kubernetes_yaml.clone()}</pre>
                                 <CopyButton text=c.kubernetes_yaml.clone() what="claim"/>
                             </div>
                             <ul class="small muted" data-test="claim-notes">
