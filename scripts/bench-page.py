@@ -104,7 +104,7 @@ SECTIONS = [
         "title": "Placement: synthetic fleets",
         "make": "make bench",
         "text": "Each policy on a synthetic fleet of 1,000 hosts, 5 seeds (`placement-bench --synthetic 1000`), "
-        "with and without MIG; decisions timed on one core.",
+        "with and without MIG, and pack on 2,000 hosts (about 10,000 GPUs, 3 seeds); decisions timed on one core.",
         "columns": [
             ("policy", "policy", None),
             ("MIG", "mig", None),
@@ -295,8 +295,8 @@ def render():
         "[the archive](benchmarks/archive-2026-12.md).",
         "",
         "```sh",
-        "make bench          # placement (synthetic), queue, QoS, slices, reads, ingest",
-        "make bench-traces   # placement on the public Alibaba traces (about 6 minutes)",
+        "make bench          # placement (synthetic and the Alibaba traces), queue, QoS, slices, reads, ingest",
+        "make bench-traces   # placement on the public Alibaba traces only (about 10 minutes)",
         "make bench-queue    # the queue and QoS replays",
         "make bench-slices   # request → active and admissions (TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)",
         "make bench-reads    # the read path against an axum hello-world",

@@ -50,9 +50,9 @@ ensure_deploy_tools
 ensure_supply_chain_tools
 
 # The public Alibaba GPU-sharing trace (docs/placement.md: the trace-replay benchmark) lets
-# placement-bench check FGD's published figure and pack's lead. CI has it
-# beside the clone (../shared/openb) and sets TESSERA_CI: there the test fails
-# instead of skipping when the trace is missing.
+# placement-bench check FGD's published figure and pack's lead. The test
+# itself looks beside the clone (../shared/openb, where CI has it) and fails
+# when it finds no trace; this loop adds the cache folder.
 for openb in "${TESSERA_OPENB_DIR:-}" "$HOME/.cache/tessera/openb" "$ROOT/../shared/openb"; do
   if [ -n "$openb" ] && [ -f "$openb/openb_pod_list_default.csv" ] && [ -f "$openb/openb_node_list_gpu_node.csv" ]; then
     export TESSERA_OPENB_DIR="$openb"

@@ -143,6 +143,15 @@ pub fn roles(platform_admin: bool, tenants: &[tessera_protocol::views::Membershi
         .join(" · ")
 }
 
+/// "s" unless `n` is one, for "3 GPUs" and "1 GPU".
+pub fn plural(n: u32) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

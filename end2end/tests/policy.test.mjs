@@ -157,6 +157,49 @@ describe('pools and tenants in the browser', () => {
     await looks(stack, '/admin/pools', 'admin-pools');
   });
 
+  it('a pool\'s placement policy is set in the browser, audited, and explains each placement to platform admins', async () => {
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/admin/pools');
+    await hydrated(page);
+    const card = page.locator('[data-test=pool][data-pool=h100-mig]');
+    assert.equal((await card.locator('[data-test=pool-placement]').textContent()).trim(), 'pack');
+    await card.locator('[data-test=edit-pool] summary').click();
+    await card.locator('[data-test=pool-placement-select]').selectOption('spread');
+    await card.locator('[data-test=pool-reason]').fill('inference replicas on separate hosts');
+    await card.locator('[data-test=review-pool]').click();
+    const review = page.locator('[data-test=pool-review]');
+    await review.locator('[data-test=review-immediate]').waitFor();
+    assert.match(await review.locator('[data-test=review-changes]').textContent(), /placement\s*pack\s*spread/);
+    await review.locator('[data-test=apply-pool]').click();
+    await waitFor(async () => (await card.locator('[data-test=pool-placement]').textContent()).trim() === 'spread',
+      { what: 'the pool shows spread' });
+    await page.goto(`${stack.appUrl}/audit?action=pool.`);
+    await hydrated(page);
+    assert.match(await page.locator('main').textContent(), /pool\.update/);
+
+    // The next placement uses it, and says why to a platform admin.
+    const made = await stack.api(token, 'POST', '/allocations', { pool: 'h100-mig', shape: { kind: 'mig', profile: '1g.10gb' }, lease_hours: 1 });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    await waitFor(async () => (await stack.api(token, 'GET', `/allocations/${made.body.id}`)).body.state !== 'queued',
+      { what: 'placed' });
+    // A tenant's token never sees the explanation.
+    assert.equal((await stack.api(token, 'GET', `/allocations/${made.body.id}`)).body.placement_why, undefined);
+    await page.goto(`${stack.appUrl}/t/vision/a/${made.body.id}`);
+    await hydrated(page);
+    const why = page.locator('[data-test=placement-why]');
+    await why.locator('summary').click();
+    assert.match(await why.locator('[data-test=placement-why-summary]').textContent(), /Policy spread: \d+ places? on 1 host evaluated/);
+    assert.match(await why.locator('[data-test=placement-why-ranking]').textContent(), /the tenant's slices already on the host/);
+    const places = why.locator('[data-test=placement-why-place]');
+    assert.ok(await places.count() >= 1);
+    assert.match(await places.first().textContent(), /chosen/);
+    await screenshot(page, 'allocation-placement-why');
+    await looks(stack, `/t/vision/a/${made.body.id}`, 'allocation-placement-why',
+      async (p) => { await p.locator('[data-test=placement-why] summary').click(); });
+    await stack.api(token, 'POST', `/allocations/${made.body.id}/release`);
+    await context.close();
+  });
+
   it('a price set in the browser puts a cost on the usage page, with the FOCUS CSV', async () => {
     const { context, page } = await newPage(stack);
     await signIn(stack, page, 'alice', '/usage');

@@ -9,6 +9,7 @@ pub mod host_filter;
 pub mod hydrated;
 pub mod layout;
 pub mod live_region;
+pub mod placement_why;
 pub mod quota;
 pub mod quota_offer;
 pub mod quota_request;

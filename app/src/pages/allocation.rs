@@ -10,6 +10,7 @@ use crate::components::copy::CopyButton;
 use crate::components::error_panel::ErrorPanel;
 use crate::components::go::navigator;
 use crate::components::live_region::LiveRegion;
+use crate::components::placement_why::PlacementWhySection;
 use crate::error::AppError;
 use crate::format;
 use leptos::prelude::*;
@@ -377,6 +378,7 @@ fn Allocation(
                 })}
             </dl>
         </section>
+        {a.placement_why.clone().map(|why| view! { <PlacementWhySection why/> })}
         {open.then(|| {
             let (slug2, slug3) = (slug.clone(), slug.clone());
             view! {

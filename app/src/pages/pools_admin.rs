@@ -4,10 +4,10 @@
 
 use crate::api::{list_pools_admin, CancelPoolChange, PoolReview, ReviewPool, SavePool};
 use crate::components::error_panel::{ErrorPanel, FormError};
-use crate::format;
+use crate::format::{self, plural};
 use leptos::prelude::*;
 use leptos_meta::Title;
-use tessera_core::pool::{PoolForm, MAX_LEASE_HOURS};
+use tessera_core::pool::{PoolForm, PoolPlacement, MAX_LEASE_HOURS};
 use tessera_core::sharing::SharingMode;
 use tessera_protocol::views::{PoolAdminView, PoolsAdminView};
 
@@ -117,6 +117,7 @@ fn PoolCard(p: PoolAdminView, actions: Actions, models: Vec<String>) -> impl Int
                 {(s.sharing == SharingMode::TimeSlicing).then(|| view! { <dt>"Replicas per GPU"</dt><dd>{s.time_slice_replicas}</dd> })}
                 {(s.sharing == SharingMode::Mig).then(|| view! { <dt>"MIG profiles"</dt><dd>{list(&s.allowed_mig_profiles, "all the model has")}</dd> })}
                 <dt>"Longest lease"</dt><dd>{format!("{} h", s.max_lease_hours)}</dd>
+                <dt>"Placement"</dt><dd data-test="pool-placement" title=s.placement.summary()>{s.placement.as_str()}</dd>
                 <dt>"Queue"</dt><dd>{format!("{} (reserve after {} min)", s.queue.name(), s.reserve_after_minutes)}</dd>
                 <dt>"On release"</dt><dd>{s.on_release.as_str()}</dd>
                 {(s.sharing == SharingMode::Mps).then(|| view! { <dt title="MPS clients that run without their slice's variables or ask for more than their grant">"MPS strays"</dt><dd data-test="pool-mps-strays">{match s.mps_strays { tessera_core::pool::MpsStrayPolicy::Report => "reported", tessera_core::pool::MpsStrayPolicy::Stop => "reported and stopped" }}</dd> })}
@@ -147,14 +148,6 @@ fn PoolCard(p: PoolAdminView, actions: Actions, models: Vec<String>) -> impl Int
                 </details>
             })}
         </section>
-    }
-}
-
-fn plural(n: u32) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
     }
 }
 
@@ -214,6 +207,12 @@ fn PoolEditor(
                 <label class="field"><span>"Longest lease (h)"</span><input type="number" name="max_lease_hours" min="1" max=MAX_LEASE_HOURS.to_string() required value=f.max_lease_hours.to_string()/></label>
             </div>
             <div class="form-row">
+                <label class="field" title="Where a request goes among the places it fits">
+                    <span>"Placement"</span>
+                    <select name="placement" data-test="pool-placement-select">
+                        {PoolPlacement::ALL.map(|p| view! { <option value=p.as_str() selected={f.placement == p.as_str()}>{format!("{} — {}", p.as_str(), p.summary())}</option> }).collect_view()}
+                    </select>
+                </label>
                 <label class="field">
                     <span>"Queue"</span>
                     <select name="queue">{option("backfill", &f.queue)}{option("fifo", &f.queue)}</select>

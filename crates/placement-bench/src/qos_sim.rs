@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 use tessera_core::ids::{AllocationId, TenantId};
-use tessera_core::placement::{Decision, Demand, FleetError, PlacementRequest, Policy};
+use tessera_core::placement::{Decision, Demand, FleetError, PlacementRequest, PoolPlacement};
 use tessera_core::quota::{headroom, Demand as QuotaDemand, Quota, Usage};
 use tessera_core::schedule::{
     plan_preemption, plan_queue, Claimant, Discipline, Holding, QosClass, QueueEntry, QueuePolicy,
@@ -57,6 +57,8 @@ pub struct Params {
     pub idle_reclaim_ms: i64,
     /// Preemption notice.
     pub grace_ms: i64,
+    /// The pool's placement policy.
+    pub placement: PoolPlacement,
     /// Seed.
     pub seed: u64,
 }
@@ -192,7 +194,7 @@ pub fn replay(p: &Params, jobs: &[Job], v: &Variant) -> Result<Outcome, FleetErr
         ..quota
     };
     let policy = QueuePolicy {
-        placement: Policy::Pack,
+        placement: p.placement.policy(),
         discipline: Discipline::Backfill,
         reserve_after_ms: 30 * MINUTE_MS,
         estimate: false,
@@ -409,7 +411,7 @@ pub fn replay(p: &Params, jobs: &[Job], v: &Variant) -> Result<Outcome, FleetErr
                 })
                 .collect();
             if !claimants.is_empty() {
-                for pre in plan_preemption(&fleet, &claimants, &candidates, Policy::Pack) {
+                for pre in plan_preemption(&fleet, &claimants, &candidates, p.placement.policy()) {
                     for victim in pre.victims {
                         if let Some(r) = running.iter_mut().find(|r| r.job as i64 == victim.get()) {
                             r.preempt_at = Some(now + p.grace_ms);

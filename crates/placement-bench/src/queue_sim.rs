@@ -11,7 +11,8 @@
 use serde::Serialize;
 use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::placement::{
-    Demand, Fleet, FleetError, GpuState, HostState, PlacementRequest, Policy, SplitMix64, Workload,
+    Demand, Fleet, FleetError, GpuState, HostState, PlacementRequest, PoolPlacement, SplitMix64,
+    Workload,
 };
 use tessera_core::schedule::{
     decayed_usage, plan_queue, Discipline, Holding, QueueEntry, QueuePolicy, UseSpan, Waiting,
@@ -80,6 +81,8 @@ pub struct Params {
     /// Share of the jobs that come from tenant 0 (the rest spread evenly
     /// over the others).
     pub heavy_share: f64,
+    /// The pool's placement policy.
+    pub placement: PoolPlacement,
     /// Seed.
     pub seed: u64,
 }
@@ -259,7 +262,7 @@ pub(crate) fn fleet(hosts: usize) -> Result<Fleet, FleetError> {
 pub fn replay(p: &Params, jobs: &[Job], variant: &Variant) -> Result<Outcome, FleetError> {
     let mut fleet = fleet(p.hosts)?;
     let policy = QueuePolicy {
-        placement: Policy::Pack,
+        placement: p.placement.policy(),
         discipline: variant.discipline,
         reserve_after_ms: variant.reserve_after_ms.unwrap_or(i64::MAX),
         estimate: false,

@@ -69,12 +69,36 @@ pub fn run(
     inflate: f64,
     mig: bool,
 ) -> Result<Vec<SuiteRow>, BenchError> {
+    run_only(dir, None, policies, seeds, first_seed, inflate, mig)
+}
+
+/// [`run`] on the traces of `dir` named in `only` (all when `None`); a
+/// name that `dir` does not hold is an error, not a smaller table.
+pub fn run_only(
+    dir: &str,
+    only: Option<&[&str]>,
+    policies: &[Policy],
+    seeds: u32,
+    first_seed: u64,
+    inflate: f64,
+    mig: bool,
+) -> Result<Vec<SuiteRow>, BenchError> {
     let dir = Path::new(dir);
     let fleet_path = dir.join(FLEET_FILE).display().to_string();
     let hosts = trace::read_hosts(&Table::read(&fleet_path)?)?;
     let gpus: usize = hosts.iter().map(|h| h.gpus as usize).sum();
+    let mut chosen = traces(dir)?;
+    if let Some(only) = only {
+        if let Some(missing) = only.iter().find(|n| !chosen.iter().any(|(t, _)| t == *n)) {
+            return Err(BenchError::Usage(format!(
+                "{} holds no {TRACE_PREFIX}{missing}.csv",
+                dir.display()
+            )));
+        }
+        chosen.retain(|(t, _)| only.contains(&t.as_str()));
+    }
     let mut rows = Vec::new();
-    for (name, path) in traces(dir)? {
+    for (name, path) in chosen {
         let scenario = Scenario {
             hosts: hosts.clone(),
             requests: trace::read_requests(&Table::read(&path)?)?,
@@ -83,9 +107,7 @@ pub fn run(
         };
         let first = rows.len();
         for &policy in policies {
-            let results = (0..u64::from(seeds))
-                .map(|i| run_seed(&scenario, policy, first_seed + i))
-                .collect::<Result<Vec<_>, _>>()?;
+            let results = seeds_in_parallel(&scenario, policy, first_seed, seeds)?;
             let source = format!("{fleet_path} + {path}");
             rows.push(SuiteRow {
                 trace: name.clone(),
@@ -115,6 +137,40 @@ pub fn run(
         }
     }
     Ok(rows)
+}
+
+/// Seeds `first..first + seeds` of one policy, on every core (a suite's
+/// figures are allocation ratios, not timings, so sharing cores changes
+/// nothing). Results in seed order.
+fn seeds_in_parallel(
+    scenario: &Scenario,
+    policy: Policy,
+    first: u64,
+    seeds: u32,
+) -> Result<Vec<crate::run::SeedResult>, BenchError> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let seeds: Vec<u64> = (0..u64::from(seeds)).map(|i| first + i).collect();
+    let chunk = seeds.len().div_ceil(workers).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = seeds
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|&seed| run_seed(scenario, policy, seed))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(seeds.len());
+        for handle in handles {
+            match handle.join() {
+                Ok(part) => all.extend(part?),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        Ok(all)
+    })
 }
 
 /// The Markdown table of a suite run.

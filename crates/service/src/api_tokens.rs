@@ -201,6 +201,7 @@ impl Service {
             name: "system".to_owned(),
             user_id: None,
             rights: tessera_core::role::SliceRights::Use,
+            platform_admin: false,
         };
         self.insert_api_token(&actor, name, days, scope).await
     }

@@ -53,6 +53,38 @@ pub struct ScoreBreakdown {
     pub host_cpu_free_after: CpuMilli,
     /// Memory left on the host.
     pub host_memory_free_after: MemMiB,
+    /// What the policy ranks places by, most important first: the names
+    /// of [`RankedPlace::scores`].
+    #[serde(default)]
+    pub ranking: Vec<String>,
+    /// The chosen place and the next best, in rank order (at most four;
+    /// identical hosts count once).
+    #[serde(default)]
+    pub ranked: Vec<RankedPlace>,
+    /// Hosts whose places were evaluated.
+    #[serde(default)]
+    pub hosts_scanned: u32,
+    /// Hosts passed over for want of the CPU or memory asked for.
+    #[serde(default)]
+    pub hosts_short: u32,
+    /// GPUs with room that tenant isolation kept the slice off (they hold
+    /// another tenant's slices).
+    #[serde(default)]
+    pub gpus_kept_apart: u32,
+}
+
+/// A place the policy ranked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankedPlace {
+    /// Host id.
+    pub host: HostId,
+    /// Device indices of the GPUs it would use.
+    pub gpus: Vec<u32>,
+    /// The MIG start slice, for MIG slices.
+    #[serde(default)]
+    pub mig_start: Option<u8>,
+    /// The policy's scores, as named by [`ScoreBreakdown::ranking`].
+    pub scores: Vec<f64>,
 }
 
 /// Where a request goes.
@@ -102,6 +134,11 @@ impl Decision {
                 host_gpu_free_after: ComputeMilli(0),
                 host_cpu_free_after: CpuMilli(0),
                 host_memory_free_after: MemMiB(0),
+                ranking: Vec::new(),
+                ranked: Vec::new(),
+                hosts_scanned: 0,
+                hosts_short: 0,
+                gpus_kept_apart: 0,
             },
         }
     }

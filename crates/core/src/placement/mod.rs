@@ -42,10 +42,10 @@ mod workload;
 mod tests;
 
 pub use batch::BatchOrder;
-pub use decision::{Decision, ScoreBreakdown, Slice};
+pub use decision::{Decision, RankedPlace, ScoreBreakdown, Slice};
 pub use error::{ApplyError, FleetError, PlacementError};
 pub use fleet::{Fleet, FragmentationReport};
-pub use policy::{Policy, UnknownPolicy};
+pub use policy::{Policy, PoolPlacement, UnknownPolicy};
 pub use request::{Demand, PlacementRequest};
 pub use rng::SplitMix64;
 pub use state::{GpuMode, GpuState, HostState};

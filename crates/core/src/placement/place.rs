@@ -3,14 +3,14 @@
 use crate::mig::MigPlacement;
 use crate::units::{ComputeMilli, CpuMilli, MemMiB};
 
-use super::decision::{Decision, ScoreBreakdown, Slice};
+use super::decision::{Decision, RankedPlace, ScoreBreakdown, Slice};
 use super::error::PlacementError;
 use super::fleet::Fleet;
 use super::frag::delta;
 use super::index::SlotKind;
 use super::policy::Policy;
 use super::request::{Demand, PlacementRequest};
-use super::search::{Best, Search};
+use super::search::{Best, Passed, Ranked, Search};
 use super::shape::{Shape, ShapeKind, ShapeSpec, NO_PROFILE};
 
 impl Fleet {
@@ -38,11 +38,17 @@ impl Fleet {
         let avoid = avoid.and_then(|id| self.host_ids.get(&id).copied());
         let mut search = Search::new(self, &shape, policy)
             .exclusive_for(exclusive)
-            .avoiding(avoid);
+            .for_tenant(request.tenant)
+            .avoiding(avoid)
+            .explained();
         search.run();
-        let candidates = search.candidates;
+        let found = Found {
+            candidates: search.candidates,
+            ranked: std::mem::take(&mut search.ranked),
+            passed: search.passed,
+        };
         match search.best {
-            Some(best) => Ok(self.decide(request, &shape, policy, &best, candidates)),
+            Some(best) => Ok(self.decide(request, &shape, policy, &best, found)),
             None => Err(self.diagnose(request, &shape)),
         }
     }
@@ -66,7 +72,7 @@ impl Fleet {
         shape: &Shape,
         policy: Policy,
         best: &Best,
-        candidates: u32,
+        found: Found,
     ) -> Decision {
         let h = best.host;
         let agg = &self.aggs[h];
@@ -145,7 +151,7 @@ impl Fleet {
             tenant: request.tenant,
             score: ScoreBreakdown {
                 policy: policy.name().to_string(),
-                candidates,
+                candidates: found.candidates,
                 fragmentation_before: before,
                 fragmentation_after: before + frag_delta,
                 fragmentation_delta: frag_delta,
@@ -157,7 +163,49 @@ impl Fleet {
                 host_gpu_free_after: ComputeMilli(agg.free_total - consumed),
                 host_cpu_free_after: CpuMilli(cpu_after),
                 host_memory_free_after: MemMiB(mem_after),
+                ranking: ranking(policy, shape.kind == ShapeKind::None)
+                    .iter()
+                    .map(|s| (*s).to_string())
+                    .collect(),
+                ranked: found
+                    .ranked
+                    .iter()
+                    .map(|r| self.ranked_place(r, policy, shape.kind == ShapeKind::None))
+                    .collect(),
+                hosts_scanned: found.passed.hosts_scanned,
+                hosts_short: found.passed.hosts_short,
+                gpus_kept_apart: found.passed.gpus_kept_apart,
             },
+        }
+    }
+
+    /// A ranked place as the explanation shows it: GPU indices, and the
+    /// key in the units [`ranking`] names.
+    fn ranked_place(&self, r: &Ranked, policy: Policy, host_only: bool) -> RankedPlace {
+        let host = &self.hosts[r.host];
+        let gpus = r
+            .positions
+            .iter()
+            .filter_map(|&p| host.gpus.get(p).map(|g| g.index))
+            .collect();
+        let milli = |v: i64| v as f64 / 1000.0;
+        let [a, b, c] = r.key;
+        let scores = match policy {
+            Policy::Pack if host_only => vec![milli(a), milli(b)],
+            Policy::Pack => {
+                let weight = self.total_weight.max(1) as f64;
+                vec![a as f64 / weight / 1000.0, milli(b), milli(c)]
+            }
+            Policy::Fgd => vec![-a as f64],
+            Policy::BestFit => vec![milli(a), milli(b), milli(c)],
+            Policy::Spread => vec![a as f64, -milli(b), -milli(c)],
+            Policy::FirstFit | Policy::Random { .. } => Vec::new(),
+        };
+        RankedPlace {
+            host: host.id,
+            gpus,
+            mig_start: r.mig_start,
+            scores,
         }
     }
 
@@ -216,5 +264,41 @@ impl Fleet {
             return host_short;
         }
         PlacementError::InsufficientCapacity
+    }
+}
+
+/// What a search found besides the winner.
+struct Found {
+    candidates: u32,
+    ranked: Vec<Ranked>,
+    passed: Passed,
+}
+
+/// What `policy` ranks places by, most important first (the names of
+/// [`RankedPlace::scores`]); `host_only` for requests without GPU.
+fn ranking(policy: Policy, host_only: bool) -> &'static [&'static str] {
+    match policy {
+        Policy::Pack if host_only => &[
+            "GPU left free on the host (GPUs; least first: no GPU stranded)",
+            "CPU left on the host (cores; least first)",
+        ],
+        Policy::Pack => &[
+            "fragmentation added, with compute wasted, GPU stranded without CPU or memory, and gap balance (GPUs; least first)",
+            "compute left on its GPUs (GPUs; least first)",
+            "compute left on the host (GPUs; least first)",
+        ],
+        Policy::Fgd => &["FGD score (highest first)"],
+        Policy::BestFit => &[
+            "compute left on its GPUs (GPUs; least first)",
+            "compute left on the host (GPUs; least first)",
+            "CPU left on the host (cores; least first)",
+        ],
+        Policy::Spread => &[
+            "the tenant's slices already on the host (fewest first)",
+            "compute free on the host after (GPUs; most first)",
+            "compute free on its GPUs after (GPUs; most first)",
+        ],
+        Policy::FirstFit => &["the first place in fleet order with room"],
+        Policy::Random { .. } => &["chosen at random among every place with room"],
     }
 }

@@ -16,7 +16,9 @@ pub enum Policy {
     /// the host with the least free GPU.
     #[default]
     Pack,
-    /// Least-loaded host and GPU first, for latency-sensitive work.
+    /// Across hosts, then GPUs: the host holding fewest of the request's
+    /// tenant's slices, then the least-loaded host and GPU (for inference
+    /// replicas and availability).
     Spread,
     /// Reference: fragmentation gradient descent exactly as published
     /// (Weng et al., USENIX ATC '23, and the authors' simulator): GPU-only
@@ -76,5 +78,63 @@ impl FromStr for Policy {
             "random" => Ok(Policy::Random { seed: 0 }),
             other => Err(UnknownPolicy(other.to_string())),
         }
+    }
+}
+
+/// The placement policy a platform admin chooses for a pool (the policies
+/// of [`Policy`] that make sense for a production pool; `fgd` and `random`
+/// are references for `placement-bench`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum PoolPlacement {
+    /// Fragmentation-aware packing: the most requests fit (training and
+    /// batch pools). The default.
+    #[default]
+    Pack,
+    /// Across hosts, then GPUs: a tenant's slices go to the hosts holding
+    /// fewest of its slices, then to the least-loaded host and GPU, so one
+    /// host failing takes as few of its replicas as possible (inference
+    /// pools). Fits fewer requests than `pack` as the pool fills.
+    Spread,
+    /// The GPU left with the least free compute.
+    BestFit,
+    /// The first host and GPU in fleet order.
+    FirstFit,
+}
+
+impl PoolPlacement {
+    /// Every choice, in the order a form lists them.
+    pub const ALL: [PoolPlacement; 4] = [Self::Pack, Self::Spread, Self::BestFit, Self::FirstFit];
+
+    /// The configured and displayed name (`pack`, `spread`, `best-fit`, `first-fit`).
+    pub fn as_str(self) -> &'static str {
+        self.policy().name()
+    }
+
+    /// The policy the placer runs.
+    pub fn policy(self) -> Policy {
+        match self {
+            Self::Pack => Policy::Pack,
+            Self::Spread => Policy::Spread,
+            Self::BestFit => Policy::BestFit,
+            Self::FirstFit => Policy::FirstFit,
+        }
+    }
+
+    /// A few words on what it is for, for the pool editor.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Self::Pack => "fits the most (training, batch)",
+            Self::Spread => "a tenant's slices on different hosts (inference)",
+            Self::BestFit => "the tightest GPU",
+            Self::FirstFit => "the first host and GPU in order",
+        }
+    }
+}
+
+impl fmt::Display for PoolPlacement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }

@@ -101,6 +101,30 @@ pub(crate) struct Best {
     pub delta: Option<i64>,
 }
 
+/// How many places an explanation ranks: the winner and the next best.
+pub(crate) const RANKED: usize = 4;
+
+/// A place ranked for the explanation: host, changed positions, MIG start
+/// and the policy's key.
+#[derive(Clone, Debug)]
+pub(crate) struct Ranked {
+    pub host: usize,
+    pub positions: Vec<usize>,
+    pub mig_start: Option<u8>,
+    pub key: [i64; 3],
+}
+
+/// What the search passed over, for the explanation.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Passed {
+    /// Hosts whose candidates were evaluated.
+    pub hosts_scanned: u32,
+    /// Hosts without the CPU or memory the request asks for.
+    pub hosts_short: u32,
+    /// GPUs with room that the tenant-isolation rule kept the request off.
+    pub gpus_kept_apart: u32,
+}
+
 /// One search over the fleet.
 pub(crate) struct Search<'a> {
     fleet: &'a Fleet,
@@ -108,12 +132,19 @@ pub(crate) struct Search<'a> {
     policy: Policy,
     /// Only GPUs holding no other tenant's slices qualify.
     exclusive_tenant: Option<TenantId>,
+    /// The tenant the slice is for: `spread` keeps its slices apart.
+    tenant: Option<TenantId>,
     /// A host (by position) the search must not use: held for a request
     /// that waits longer (see `schedule`).
     avoid_host: Option<usize>,
     rng: SplitMix64,
     pub candidates: u32,
     pub best: Option<Best>,
+    /// The best places in rank order (the winner first), when asked for.
+    pub ranked: Vec<Ranked>,
+    /// Whether to keep `ranked`.
+    explain: bool,
+    pub passed: Passed,
     positions: Vec<usize>,
     scratch: Vec<Change>,
     idle: Vec<usize>,
@@ -132,10 +163,14 @@ impl<'a> Search<'a> {
             shape,
             policy,
             exclusive_tenant: None,
+            tenant: None,
             avoid_host: None,
             rng: SplitMix64::new(seed),
             candidates: 0,
             best: None,
+            ranked: Vec::new(),
+            explain: false,
+            passed: Passed::default(),
             positions: Vec::with_capacity(8),
             scratch: Vec::with_capacity(8),
             idle: Vec::with_capacity(16),
@@ -148,6 +183,32 @@ impl<'a> Search<'a> {
     /// than `tenant`.
     pub fn exclusive_for(mut self, tenant: Option<TenantId>) -> Self {
         self.exclusive_tenant = tenant;
+        self
+    }
+
+    /// The tenant the slice is for (`spread` puts it where that tenant
+    /// holds least).
+    pub fn for_tenant(mut self, tenant: Option<TenantId>) -> Self {
+        self.tenant = tenant;
+        self
+    }
+
+    /// Slices of the request's tenant on host `h`, counted per GPU (what
+    /// `spread` keeps low); 0 without a tenant.
+    fn tenant_presence(&self, h: usize) -> i64 {
+        self.tenant.map_or(0, |tenant| {
+            self.fleet.hosts[h]
+                .gpus
+                .iter()
+                .map(|g| g.tenants.iter().filter(|t| **t == tenant).count() as i64)
+                .sum()
+        })
+    }
+
+    /// Keeps the best [`RANKED`] places and counts what was passed over,
+    /// for the decision's explanation.
+    pub fn explained(mut self) -> Self {
+        self.explain = true;
         self
     }
 
@@ -173,7 +234,8 @@ impl<'a> Search<'a> {
         // Random needs every candidate and first-fit stops at the first;
         // hosts that look alike may differ in whose slices they hold.
         let skip_repeats = !matches!(self.policy, Policy::Random { .. } | Policy::FirstFit)
-            && self.exclusive_tenant.is_none();
+            && self.exclusive_tenant.is_none()
+            && !(self.policy == Policy::Spread && self.tenant.is_some());
         let mut seen = SeenHosts::new(self.fleet, skip_repeats);
         for h in 0..self.fleet.aggs.len() {
             // Before the repeat check: a host identical to an avoided one
@@ -183,6 +245,7 @@ impl<'a> Search<'a> {
             }
             let agg = &self.fleet.aggs[h];
             if agg.cpu_free < shape.cpu || agg.mem_free < shape.mem {
+                self.passed.hosts_short += 1;
                 continue;
             }
             let gpu_ok = agg.models & shape.models != 0 && agg.pools & shape.pools != 0;
@@ -194,6 +257,7 @@ impl<'a> Search<'a> {
             if seen.repeat(h) {
                 continue;
             }
+            self.passed.hosts_scanned += 1;
             match shape.kind {
                 ShapeKind::None => {
                     self.clear();
@@ -230,7 +294,11 @@ impl<'a> Search<'a> {
         let mut seen = [0usize; DEDUP];
         let mut n_seen = 0;
         for (i, slot) in slots.iter().enumerate() {
-            if shape.can_host(slot, &fleet.models) != Some(true) || !self.tenant_admits(h, i) {
+            if shape.can_host(slot, &fleet.models) != Some(true) {
+                continue;
+            }
+            if !self.tenant_admits(h, i) {
+                self.passed.gpus_kept_apart += 1;
                 continue;
             }
             if dedup {
@@ -294,8 +362,13 @@ impl<'a> Search<'a> {
         let k = k as usize;
         self.idle.clear();
         for (i, slot) in slots.iter().enumerate() {
-            if self.shape.can_host(slot, &fleet.models) == Some(true) && self.tenant_admits(h, i) {
+            if self.shape.can_host(slot, &fleet.models) != Some(true) {
+                continue;
+            }
+            if self.tenant_admits(h, i) {
                 self.idle.push(i);
+            } else {
+                self.passed.gpus_kept_apart += 1;
             }
         }
         if self.idle.len() < k {
@@ -435,7 +508,9 @@ impl<'a> Search<'a> {
                 [-fgd_score(d, fleet.total_weight), 0, 0]
             }
             Policy::BestFit => [leftover, host_after, i64::from(cpu_after)],
-            Policy::Spread => [-host_after, -leftover, -i64::from(cpu_after)],
+            // The host holding fewest of the tenant's slices, then the
+            // least-loaded host and GPU.
+            Policy::Spread => [self.tenant_presence(h), -host_after, -leftover],
             Policy::FirstFit => {
                 self.done = true;
                 [0, 0, 0]
@@ -447,6 +522,9 @@ impl<'a> Search<'a> {
                 [0, 0, 0]
             }
         };
+        if self.explain {
+            self.rank(h, mig_start, key);
+        }
         let better = match (&self.best, self.policy) {
             (None, _) | (_, Policy::Random { .. }) => true,
             (Some(best), _) => key < best.key,
@@ -460,6 +538,28 @@ impl<'a> Search<'a> {
             best.key = key;
             best.delta = frag_delta;
         }
+    }
+
+    /// Keeps the candidate among the best [`RANKED`], after those with an
+    /// equal key (earlier candidates win ties, as in `consider`).
+    fn rank(&mut self, h: usize, mig_start: Option<u8>, key: [i64; 3]) {
+        if matches!(self.policy, Policy::Random { .. }) {
+            return;
+        }
+        let at = self.ranked.partition_point(|r| r.key <= key);
+        if at >= RANKED {
+            return;
+        }
+        self.ranked.insert(
+            at,
+            Ranked {
+                host: h,
+                positions: self.positions.clone(),
+                mig_start,
+                key,
+            },
+        );
+        self.ranked.truncate(RANKED);
     }
 
     fn clear(&mut self) {

@@ -63,6 +63,11 @@ impl PoolSpec {
             self.max_lease_hours.to_string(),
         );
         diff(
+            "placement",
+            before.placement.as_str().to_owned(),
+            self.placement.as_str().to_owned(),
+        );
+        diff(
             "queue",
             before.queue.name().to_owned(),
             self.queue.name().to_owned(),

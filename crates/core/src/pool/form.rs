@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{MpsStrayPolicy, PoolName, PoolSpec, PoolSpecError, ReleasePolicy, TenantSlug};
+use super::{
+    MpsStrayPolicy, PoolName, PoolPlacement, PoolSpec, PoolSpecError, ReleasePolicy, TenantSlug,
+};
 use crate::idle::IdlePolicy;
 use crate::schedule::Discipline;
 use crate::sharing::{IsolationClass, SharingMode};
@@ -32,6 +34,9 @@ pub struct PoolForm {
     pub allowed_mig_profiles: String,
     /// Longest lease.
     pub max_lease_hours: u32,
+    /// `pack`, `spread`, `best-fit` or `first-fit` (empty: `pack`).
+    #[serde(default)]
+    pub placement: String,
     /// `backfill` or `fifo`.
     pub queue: String,
     /// Minutes before a waiting request gets a reservation.
@@ -111,6 +116,7 @@ impl PoolForm {
             time_slice_replicas: spec.time_slice_replicas,
             allowed_mig_profiles: spec.allowed_mig_profiles.join(", "),
             max_lease_hours: spec.max_lease_hours,
+            placement: spec.placement.as_str().to_owned(),
             queue: spec.queue.name().to_owned(),
             reserve_after_minutes: spec.reserve_after_minutes,
             fair_share_weights: spec
@@ -178,6 +184,12 @@ impl PoolForm {
             time_slice_replicas: self.time_slice_replicas,
             allowed_mig_profiles: split_list(&self.allowed_mig_profiles),
             max_lease_hours: self.max_lease_hours,
+            placement: if self.placement.trim().is_empty() {
+                PoolPlacement::default()
+            } else {
+                let options = PoolPlacement::ALL.map(|p| (p.as_str(), p));
+                choose("placement", &self.placement, &options)?
+            },
             queue: choose(
                 "queue",
                 &self.queue,

@@ -58,6 +58,10 @@ pub struct PoolSpec {
     /// Longest lease a tenant may ask for.
     #[serde(default = "default_max_lease_hours")]
     pub max_lease_hours: u32,
+    /// Where a request goes among the places it fits: `pack` (the
+    /// default), `spread`, `best-fit` or `first-fit`.
+    #[serde(default)]
+    pub placement: PoolPlacement,
     /// How the pool's queue treats a request that does not fit: `backfill`
     /// (the default: what fits starts) or `fifo` (strict order).
     #[serde(default)]
@@ -202,6 +206,7 @@ impl PoolSpecError {
 }
 
 pub use crate::checked::{is_slug, PoolName, TenantSlug};
+pub use crate::placement::PoolPlacement;
 
 impl PoolSpec {
     /// A pool with the defaults for everything but its name, mode and models.
@@ -216,6 +221,7 @@ impl PoolSpec {
             time_slice_replicas: one(),
             allowed_mig_profiles: Vec::new(),
             max_lease_hours: default_max_lease_hours(),
+            placement: PoolPlacement::default(),
             queue: Discipline::default(),
             reserve_after_minutes: default_reserve_after_minutes(),
             fair_share_weights: BTreeMap::new(),

@@ -167,6 +167,47 @@ fn a_form_round_trips_and_names_its_mistakes() {
         ..form.clone()
     };
     assert_eq!(bad.spec().unwrap_err().field, "sharing");
+    // The placement policy: by name, empty is pack, and every change shows.
+    assert_eq!(form.placement, "pack");
+    for choice in PoolPlacement::ALL {
+        let chosen = PoolForm {
+            placement: choice.as_str().into(),
+            ..form.clone()
+        }
+        .spec()
+        .unwrap();
+        assert_eq!(chosen.placement, choice);
+        assert_eq!(PoolForm::of(&chosen).spec(), Ok(chosen.clone()));
+        let changes = spec.differences(&chosen);
+        assert_eq!(
+            changes.len(),
+            usize::from(choice != PoolPlacement::Pack),
+            "{choice}"
+        );
+        if let Some(change) = changes.first() {
+            assert_eq!(
+                (change.field.as_str(), change.before.as_str()),
+                ("placement", choice.as_str())
+            );
+            assert_eq!(change.after, "pack");
+        }
+    }
+    let blank = PoolForm {
+        placement: " ".into(),
+        ..form.clone()
+    };
+    assert_eq!(blank.spec().unwrap().placement, PoolPlacement::Pack);
+    let bad = PoolForm {
+        placement: "fgd".into(),
+        ..form.clone()
+    };
+    let err = bad.spec().unwrap_err();
+    assert_eq!(err.field, "placement");
+    assert!(
+        err.reason.contains("pack, spread, best-fit, first-fit"),
+        "{}",
+        err.reason
+    );
     let bad = PoolForm {
         fair_share_weights: "nlp=0".into(),
         ..form.clone()

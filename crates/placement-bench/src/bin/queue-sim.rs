@@ -4,6 +4,7 @@
 use clap::Parser;
 use placement_bench::qos_sim;
 use placement_bench::queue_sim::{compare_seeds, table, Params};
+use tessera_core::placement::PoolPlacement;
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -30,6 +31,9 @@ struct Cli {
     /// Minutes before a waiting request gets a reservation.
     #[arg(long, default_value_t = 30)]
     reserve_after_minutes: i64,
+    /// The pool's placement policy.
+    #[arg(long, default_value = "pack", value_parser = ["pack", "spread", "best-fit", "first-fit"])]
+    placement: String,
     /// First seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -89,6 +93,11 @@ fn main() -> std::process::ExitCode {
         eprintln!("queue-sim: --idle-share must be between 0 and 1");
         return std::process::ExitCode::from(2);
     }
+    // clap admits only the four names.
+    let placement = PoolPlacement::ALL
+        .into_iter()
+        .find(|p| p.as_str() == cli.placement)
+        .unwrap_or_default();
     if cli.qos {
         let params = qos_sim::Params {
             hosts: cli.hosts as usize,
@@ -99,6 +108,7 @@ fn main() -> std::process::ExitCode {
             idle_share: cli.idle_share,
             idle_reclaim_ms: cli.idle_reclaim_minutes.max(0) * 60_000,
             grace_ms: cli.grace_minutes.max(0) * 60_000,
+            placement,
             seed: cli.seed,
         };
         return match qos_sim::compare_seeds(&params, cli.seeds) {
@@ -115,6 +125,7 @@ fn main() -> std::process::ExitCode {
         load: cli.load,
         tenants: cli.tenants,
         heavy_share: cli.heavy_share,
+        placement,
         seed: cli.seed,
     };
     let reserve_after_ms = cli.reserve_after_minutes.max(0) * 60_000;

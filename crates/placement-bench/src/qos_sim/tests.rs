@@ -11,6 +11,7 @@ fn params() -> Params {
         idle_share: 0.3,
         idle_reclaim_ms: 60 * MINUTE_MS,
         grace_ms: 5 * MINUTE_MS,
+        placement: tessera_core::placement::PoolPlacement::Pack,
         seed: 7,
     }
 }

@@ -12,6 +12,7 @@ fn busy() -> Params {
         load: 1.0,
         tenants: 4,
         heavy_share: 0.5,
+        placement: tessera_core::placement::PoolPlacement::Pack,
         seed: 7,
     }
 }
@@ -63,4 +64,26 @@ fn the_replay_is_deterministic_and_follows_the_workload() {
         let o = replay(&quiet, &jobs, &v).unwrap();
         assert_eq!(o.wait_p95_h, 0.0, "{o:?}");
     }
+}
+
+#[test]
+fn the_replay_runs_the_pools_placement_policy() {
+    use tessera_core::placement::PoolPlacement;
+    // Whole GPUs on hosts of eight: spreading 1- and 2-GPU jobs over the
+    // hosts leaves fewer hosts with eight free for the 8-GPU jobs, so they
+    // wait longer than under pack; every job still starts.
+    let pack = busy();
+    let spread = Params {
+        placement: PoolPlacement::Spread,
+        ..pack
+    };
+    let jobs = workload(&pack);
+    let v = &variants(30 * 60_000)[2];
+    let (a, b) = (
+        replay(&pack, &jobs, v).unwrap(),
+        replay(&spread, &jobs, v).unwrap(),
+    );
+    assert_ne!(a, b, "the policy changes the replay");
+    assert!(b.large_wait_p95_h > a.large_wait_p95_h, "{b:?} vs {a:?}");
+    assert_eq!((a.never_started, b.never_started), (0, 0));
 }

@@ -81,6 +81,11 @@ pub struct AllocationView {
     /// reports the slice gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes_stopped: Option<ProcessesStoppedView>,
+    /// Why the placer chose this place: for platform admins only, absent
+    /// for everyone else and for slices placed before explanations were
+    /// kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_why: Option<PlacementWhy>,
     /// How to use it, once active.
     pub connection: Option<tessera_core::slice::Connection>,
     /// Timestamps.
@@ -94,6 +99,51 @@ pub struct AllocationView {
     /// Server time of this view.
     pub as_of: DateTime<Utc>,
 }
+
+/// Why a slice was placed where it is, as the placer decided it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlacementWhy {
+    /// The pool's placement policy that chose (`pack`, `spread`, ...).
+    pub policy: String,
+    /// What the policy ranks places by, most important first: the names
+    /// of each place's `scores`.
+    pub ranking: Vec<String>,
+    /// The chosen place first, then the next best (at most three more;
+    /// identical hosts count once).
+    pub ranked: Vec<RankedPlaceView>,
+    /// Places evaluated.
+    pub candidates: u32,
+    /// Hosts whose places were evaluated.
+    pub hosts_scanned: u32,
+    /// Hosts passed over for want of the CPU or memory asked for.
+    pub hosts_short: u32,
+    /// GPUs with room that tenant isolation kept the slice off.
+    pub gpus_kept_apart: u32,
+    /// How much the chosen place grew its host's workload-weighted
+    /// fragmentation, in GPUs (negative: it used up fragmented capacity).
+    pub fragmentation_delta: f64,
+}
+
+/// One place the policy ranked.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankedPlaceView {
+    /// Host name.
+    pub host: String,
+    /// Device indices of the GPUs it would use.
+    pub gpus: Vec<u32>,
+    /// MIG start slice, for MIG slices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_start: Option<u8>,
+    /// Scores, as `ranking` names them.
+    pub scores: Vec<f64>,
+}
+
+// The scores and the fragmentation change are finite (integers scaled by
+// the placer), never NaN, so equality is an equivalence.
+impl Eq for PlacementWhy {}
+impl Eq for RankedPlaceView {}
 
 /// The processes a host stopped when a slice was released: SIGTERM, and
 /// SIGKILL after the grace period for those still running.

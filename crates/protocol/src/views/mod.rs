@@ -16,8 +16,8 @@ mod usage;
 
 pub use allocations::{
     ActivityPoint, AllocatedGpu, AllocationActivity, AllocationView, CapacityLost, DrainNotice,
-    IdleNotice, KeepRequest, PoolChoice, PreemptionNotice, PriorityChoice, ProcessesStoppedView,
-    RequestOptions,
+    IdleNotice, KeepRequest, PlacementWhy, PoolChoice, PreemptionNotice, PriorityChoice,
+    ProcessesStoppedView, RankedPlaceView, RequestOptions,
 };
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
 pub use audit::{AuditChainStatus, AuditEventView, AuditPage};

@@ -23,7 +23,6 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use std::collections::BTreeMap;
 use tessera_core::ids::AllocationId;
 use tessera_core::lifecycle::{AllocationEvent, AllocationPhase};
-use tessera_core::placement::Policy;
 use tessera_core::quota::{Quota, Usage};
 use tessera_core::schedule::{plan_preemption, Claimant, QosClass, Running, Wait};
 
@@ -162,7 +161,12 @@ impl Service {
         }
         let deadline = now + Duration::minutes(i64::from(spec.preemption_grace_minutes));
         let mut told = 0;
-        for p in plan_preemption(&planned.snapshot.fleet, &claimants, &running, Policy::Pack) {
+        for p in plan_preemption(
+            &planned.snapshot.fleet,
+            &claimants,
+            &running,
+            spec.placement.policy(),
+        ) {
             let Some(for_row) = queued.get(&p.for_id) else {
                 continue;
             };

@@ -18,7 +18,7 @@ use sea_orm::{
 use std::collections::BTreeMap;
 use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::lifecycle::{transition, AllocationEvent, AllocationPhase};
-use tessera_core::placement::{Decision, Policy, WorkloadTally};
+use tessera_core::placement::{Decision, WorkloadTally};
 use tessera_core::schedule::{
     decayed_usage, plan_queue, queue_order, Holding, QueueEntry, QueuePlan, QueuePolicy, UseSpan,
     Waiting,
@@ -73,7 +73,7 @@ impl PlannedPool {
 /// The pool's queueing rules in core's terms.
 fn queue_policy(spec: &PoolSpec, estimate: bool) -> QueuePolicy {
     QueuePolicy {
-        placement: Policy::Pack,
+        placement: spec.placement.policy(),
         discipline: spec.queue,
         reserve_after_ms: i64::from(spec.reserve_after_minutes) * 60_000,
         estimate,

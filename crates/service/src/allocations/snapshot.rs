@@ -21,7 +21,7 @@ use tessera_core::plan::GpuObserved;
 use tessera_core::schedule::Holding;
 use tessera_core::sharing::SharingMode;
 use tessera_core::units::{ComputeMilli, CpuMilli, MemMiB};
-use tessera_protocol::views::AllocatedGpu;
+use tessera_protocol::views::{AllocatedGpu, PlacementWhy, RankedPlaceView};
 
 /// Which fleet to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,8 +70,36 @@ impl PoolSnapshot {
                 hostname: host.name.clone(),
                 gpus,
                 slice: d.slice.clone(),
+                why: Some(self.why(d)),
             },
         ))
+    }
+
+    /// The decision's explanation, hosts by name.
+    fn why(&self, d: &Decision) -> PlacementWhy {
+        let s = &d.score;
+        PlacementWhy {
+            policy: s.policy.clone(),
+            ranking: s.ranking.clone(),
+            ranked: s
+                .ranked
+                .iter()
+                .map(|r| RankedPlaceView {
+                    host: self
+                        .hosts
+                        .get(&r.host)
+                        .map_or_else(|| r.host.to_string(), |h| h.name.clone()),
+                    gpus: r.gpus.clone(),
+                    mig_start: r.mig_start,
+                    scores: r.scores.clone(),
+                })
+                .collect(),
+            candidates: s.candidates,
+            hosts_scanned: s.hosts_scanned,
+            hosts_short: s.hosts_short,
+            gpus_kept_apart: s.gpus_kept_apart,
+            fragmentation_delta: s.fragmentation_delta,
+        }
     }
 
     /// GPUs in the snapshot.

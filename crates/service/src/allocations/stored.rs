@@ -11,7 +11,7 @@ use tessera_core::placement::Slice;
 use tessera_core::quota::Demand;
 use tessera_core::sharing::SliceShape;
 use tessera_core::units::{ComputeMilli, MemMiB};
-use tessera_protocol::views::AllocatedGpu;
+use tessera_protocol::views::{AllocatedGpu, PlacementWhy};
 
 /// Where an allocation was placed, as stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sea_orm::FromJsonQueryResult)]
@@ -22,6 +22,9 @@ pub struct StoredPlacement {
     pub gpus: Vec<AllocatedGpu>,
     /// What it takes on them.
     pub slice: Slice,
+    /// Why the placer chose it (absent in rows placed before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<PlacementWhy>,
 }
 
 impl StoredPlacement {

@@ -293,6 +293,7 @@ impl Service {
                 }
                 _ => None,
             },
+            placement_why: None,
             processes_stopped: match (row.processes_terminated, row.processes_killed) {
                 (Some(t), Some(k)) => Some(ProcessesStoppedView {
                     terminated: u32::try_from(t).unwrap_or(0),
@@ -420,7 +421,13 @@ impl Service {
         id: AllocationId,
     ) -> Result<AllocationView, ServiceError> {
         let row = self.own_row(actor, id).await?;
-        self.allocation_view_of(row, &actor.tenant_slug).await
+        let why = actor
+            .platform_admin
+            .then(|| row.stored_placement().and_then(|p| p.why.clone()))
+            .flatten();
+        let mut view = self.allocation_view_of(row, &actor.tenant_slug).await?;
+        view.placement_why = why;
+        Ok(view)
     }
 
     /// The tenant access of a signed-in user to allocation `id` (for the

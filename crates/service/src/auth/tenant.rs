@@ -25,6 +25,8 @@ pub struct TenantActor {
     pub(crate) user_id: Option<UserId>,
     /// What the caller may do with the tenant's slices.
     pub(crate) rights: SliceRights,
+    /// A platform admin acts (sees how slices were placed).
+    pub(crate) platform_admin: bool,
 }
 
 impl TenantActor {
@@ -114,6 +116,7 @@ impl Service {
             } else {
                 SliceRights::Oversee
             },
+            platform_admin: who.platform_admin,
         })
     }
 
@@ -197,6 +200,7 @@ impl Service {
                 name: format!("token:{}", token.name),
                 user_id: None,
                 rights: SliceRights::of_token(token.scope),
+                platform_admin: false,
             },
         })
     }

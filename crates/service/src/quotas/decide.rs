@@ -212,6 +212,7 @@ impl Service {
                 .unwrap_or_else(|| row.requested_by.clone()),
             user_id: row.slice_user_id,
             rights: tessera_core::role::SliceRights::Use,
+            platform_admin: false,
         };
         // A stored slice that does not read back is refused like one that
         // does not fit: the requester learns why, and the approval stands.

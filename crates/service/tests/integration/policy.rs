@@ -427,3 +427,122 @@ async fn tenants_created_and_edited_by_admins_grant_roles_at_the_next_sign_in() 
     assert_eq!(count(&actions, "tenant.create"), 3);
     assert_eq!(count(&actions, "tenant.update"), 1);
 }
+
+/// Whole-GPU request of one A100.
+fn one_a100() -> tessera_core::sharing::SliceShape {
+    tessera_core::sharing::SliceShape::Whole {
+        count: 1,
+        nvlink_local: false,
+    }
+}
+
+#[tokio::test]
+async fn a_pools_placement_policy_is_the_admins_choice_audited_and_used_from_the_next_placement() {
+    use tessera_core::pool::PoolPlacement;
+    let f = fixture().await;
+    // Three hosts of two whole A100s each.
+    let _agents = [
+        Agent::enrol(&f, "gpu-1", vec![a100(0, "GPU-e10"), a100(1, "GPU-e11")]).await,
+        Agent::enrol(&f, "gpu-2", vec![a100(0, "GPU-e20"), a100(1, "GPU-e21")]).await,
+        Agent::enrol(&f, "gpu-3", vec![a100(0, "GPU-e30"), a100(1, "GPU-e31")]).await,
+    ];
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let place = |f: &Fixture| {
+        let alice = alice.clone();
+        let f = f.service.clone();
+        async move {
+            let v = f
+                .request_allocation(&alice, &ask("a100-whole", one_a100(), 4))
+                .await
+                .unwrap();
+            assert_eq!(v.state, AllocationPhase::Placed, "{v:?}");
+            v.host.unwrap()
+        }
+    };
+    // Pack (the default) keeps vision's first two replicas on one host.
+    assert_eq!(
+        pool(&f, "a100-whole").await.spec.placement,
+        PoolPlacement::Pack
+    );
+    let first = place(&f).await;
+    assert_eq!(
+        place(&f).await,
+        first,
+        "pack fills a host before it opens another"
+    );
+
+    // The admin switches the pool to spread: audited, field by field.
+    let before = pool(&f, "a100-whole").await;
+    let mut spec = before.spec.clone();
+    spec.placement = PoolPlacement::Spread;
+    let v = update(
+        &f,
+        "a100-whole",
+        &edit(spec, before.revision, "inference replicas"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v.spec.placement, PoolPlacement::Spread);
+    assert!(v.planned.is_none(), "a policy change moves no GPU");
+    let audit = f.audit_entries().await;
+    let entry = audit
+        .iter()
+        .rev()
+        .find(|e| e.action.to_string() == "pool.update")
+        .unwrap();
+    let (was, now) = (
+        entry
+            .before
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        entry
+            .after
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+    );
+    assert!(was.contains(r#""placement":"pack""#), "{was}");
+    assert!(now.contains(r#""placement":"spread""#), "{now}");
+
+    // The next two replicas go to the two other hosts, one each (pack
+    // would have put both on the same one).
+    let third = place(&f).await;
+    let fourth = place(&f).await;
+    assert!(
+        third != first && fourth != first && third != fourth,
+        "{first} {third} {fourth}"
+    );
+
+    // Platform admins see why; the tenant's members do not.
+    let rows = rows(&f).await;
+    let last_id = rows.iter().map(|r| r.id).max().unwrap();
+    assert!(get(&f, &alice, last_id).await.placement_why.is_none());
+    let admin = f.admin().await;
+    let overseer = f
+        .service
+        .tenant_actor(&admin, &slug("vision"))
+        .await
+        .unwrap();
+    let why = f
+        .service
+        .get_allocation(&overseer, last_id)
+        .await
+        .unwrap()
+        .placement_why
+        .unwrap();
+    assert_eq!(why.policy, "spread");
+    assert_eq!(why.ranked[0].host, fourth);
+    assert!(
+        why.ranking[0].contains("tenant's slices"),
+        "{:?}",
+        why.ranking
+    );
+    // The chosen host held none of vision's slices; the runner-up held one.
+    assert_eq!(why.ranked[0].scores[0], 0.0);
+    assert!(
+        why.ranked.len() >= 2 && why.ranked[1].scores[0] >= 1.0,
+        "{why:?}"
+    );
+    assert_eq!(why.hosts_scanned, 3);
+}

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod batch;
+mod explain;
 mod fgd;
 mod mig;
 mod policies;

@@ -94,11 +94,11 @@ fn spread_and_first_fit_and_best_fit_choose_as_named() {
     let best = f.place(&frac(300), Policy::BestFit).unwrap();
     assert_eq!((best.host, best.gpus[0]), (hid("busy"), 0));
     // Without a workload, pack falls back to the tightest fit.
-    assert_eq!(f.place(&frac(300), Policy::Pack).unwrap(), {
-        let mut d = best.clone();
-        d.score.policy = "pack".to_string();
-        d
-    });
+    let pack = f.place(&frac(300), Policy::Pack).unwrap();
+    assert_eq!(
+        (pack.host, &pack.gpus, &pack.slice, pack.score.gpu_leftover),
+        (best.host, &best.gpus, &best.slice, best.score.gpu_leftover)
+    );
 }
 
 #[test]

@@ -120,3 +120,52 @@ fn identical_hosts_are_not_skipped_when_they_differ_in_tenants() {
     let blue = for_tenant(frac(300), "blue", true);
     assert_eq!(f.place(&blue, Policy::Pack).unwrap().host, hid("b"));
 }
+
+#[test]
+fn spread_puts_a_tenants_replicas_on_different_hosts_and_others_where_they_fit_best() {
+    // Two hosts of two time-sliced L4s; "a" is the emptier host.
+    let mut f = fleet(vec![
+        host("a", vec![shared(0, L4, 0), shared(1, L4, 0)]),
+        host("b", vec![shared(0, L4, 250), shared(1, L4, 0)]),
+    ]);
+    let red = for_tenant(frac(250), "red", false);
+    let first = f.place(&red, Policy::Spread).unwrap();
+    assert_eq!(first.host, hid("a"), "the least-loaded host first");
+    f.apply(&first).unwrap();
+    // Host a is still the less loaded (1.75 free against 1.75): the tie
+    // goes to the host without red's slice, b.
+    let second = f.place(&red, Policy::Spread).unwrap();
+    assert_eq!(
+        second.host,
+        hid("b"),
+        "red's second replica on another host"
+    );
+    f.apply(&second).unwrap();
+    // A third replica has to share a host with one of them: the emptier.
+    let third = f.place(&red, Policy::Spread).unwrap();
+    assert_eq!(third.host, hid("a"));
+    // Pack on the same fleet keeps red together where it packs best.
+    let mut g = fleet(vec![
+        host("a", vec![shared(0, L4, 0), shared(1, L4, 0)]),
+        host("b", vec![shared(0, L4, 250), shared(1, L4, 0)]),
+    ]);
+    let d = g.place(&red, Policy::Pack).unwrap();
+    assert_eq!(d.host, hid("b"));
+    g.apply(&d).unwrap();
+    assert_eq!(g.place(&red, Policy::Pack).unwrap().host, hid("b"));
+}
+
+#[test]
+fn spread_still_keeps_tenants_apart_in_isolating_pools() {
+    // Host a is empty but its only GPU holds blue's slice; b holds red's.
+    let f = fleet(vec![
+        host("a", vec![shared(0, L4, 100).held_by(tid("blue"))]),
+        host("b", vec![shared(0, L4, 300).held_by(tid("red"))]),
+    ]);
+    // Spread alone would pick a (less loaded, no red there).
+    let shared_ok = for_tenant(frac(200), "red", false);
+    assert_eq!(f.place(&shared_ok, Policy::Spread).unwrap().host, hid("a"));
+    // With the isolation rule, red goes next to its own slice.
+    let isolated = for_tenant(frac(200), "red", true);
+    assert_eq!(f.place(&isolated, Policy::Spread).unwrap().host, hid("b"));
+}
