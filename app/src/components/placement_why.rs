@@ -56,7 +56,7 @@ pub fn PlacementWhySection(why: PlacementWhy) -> impl IntoView {
                             {why.ranked.iter().enumerate().map(|(i, r)| {
                                 let gpus = r.gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
                                 let gpus = match r.mig_start {
-                                    Some(s) => format!("{gpus} (MIG slice {s})"),
+                                    Some(s) => format!("{gpus} · MIG slice {s}"),
                                     None => gpus,
                                 };
                                 view! {
@@ -71,6 +71,7 @@ pub fn PlacementWhySection(why: PlacementWhy) -> impl IntoView {
                         </tbody>
                     </table>
                 </div>
+                <p class="muted small">"Equal scores: the earlier host and GPU in fleet order wins."</p>
             </details>
         </section>
     }
