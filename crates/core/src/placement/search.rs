@@ -244,12 +244,14 @@ impl<'a> Search<'a> {
                 continue;
             }
             let agg = &self.fleet.aggs[h];
-            if agg.cpu_free < shape.cpu || agg.mem_free < shape.mem {
-                self.passed.hosts_short += 1;
-                continue;
-            }
             let gpu_ok = agg.models & shape.models != 0 && agg.pools & shape.pools != 0;
             if shape.kind != ShapeKind::None && !gpu_ok {
+                continue;
+            }
+            // Counted only for hosts with the GPUs asked for: "short" means
+            // CPU or memory is what kept the slice off.
+            if agg.cpu_free < shape.cpu || agg.mem_free < shape.mem {
+                self.passed.hosts_short += 1;
                 continue;
             }
             // An identical earlier host gives identical candidates and keys,

@@ -32,8 +32,8 @@ struct Cli {
     #[arg(long, default_value_t = 30)]
     reserve_after_minutes: i64,
     /// The pool's placement policy.
-    #[arg(long, default_value = "pack", value_parser = ["pack", "spread", "best-fit", "first-fit"])]
-    placement: String,
+    #[arg(long, default_value = "pack", value_parser = placement)]
+    placement: PoolPlacement,
     /// First seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -57,6 +57,14 @@ struct Cli {
     /// With --qos: preemption notice, minutes.
     #[arg(long, default_value_t = 5)]
     grace_minutes: i64,
+}
+
+/// A pool placement policy by name.
+fn placement(name: &str) -> Result<PoolPlacement, String> {
+    PoolPlacement::ALL
+        .into_iter()
+        .find(|p| p.as_str() == name)
+        .ok_or_else(|| format!("'{name}' is not one of pack, spread, best-fit, first-fit"))
 }
 
 /// Prints `outcomes` as JSON or with `table`.
@@ -93,11 +101,7 @@ fn main() -> std::process::ExitCode {
         eprintln!("queue-sim: --idle-share must be between 0 and 1");
         return std::process::ExitCode::from(2);
     }
-    // clap admits only the four names.
-    let placement = PoolPlacement::ALL
-        .into_iter()
-        .find(|p| p.as_str() == cli.placement)
-        .unwrap_or_default();
+    let placement = cli.placement;
     if cli.qos {
         let params = qos_sim::Params {
             hosts: cli.hosts as usize,

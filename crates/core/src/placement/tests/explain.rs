@@ -99,3 +99,16 @@ fn what_was_passed_over_is_counted() {
     assert_eq!(d.score.gpus_kept_apart, 0);
     assert_eq!(d.score.ranking.len(), 3);
 }
+
+#[test]
+fn hosts_without_the_gpus_asked_for_are_not_counted_short() {
+    use super::{gpu, A100};
+    let mut small = host("a100", vec![gpu(0, A100)]);
+    small.cpu_free = CpuMilli(1_000);
+    let f = fleet(vec![small, host("l4", vec![gpu(0, L4)])]);
+    let mut request = whole(1);
+    request.allowed_models = vec![L4.to_string()];
+    request.cpu = CpuMilli(4_000);
+    let d = f.place(&request, Policy::Pack).unwrap();
+    assert_eq!((d.score.hosts_short, d.score.hosts_scanned), (0, 1));
+}

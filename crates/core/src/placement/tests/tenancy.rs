@@ -124,10 +124,13 @@ fn identical_hosts_are_not_skipped_when_they_differ_in_tenants() {
 #[test]
 fn spread_puts_a_tenants_replicas_on_different_hosts_and_others_where_they_fit_best() {
     // Two hosts of two time-sliced L4s; "a" is the emptier host.
-    let mut f = fleet(vec![
-        host("a", vec![shared(0, L4, 0), shared(1, L4, 0)]),
-        host("b", vec![shared(0, L4, 250), shared(1, L4, 0)]),
-    ]);
+    let two_hosts = || {
+        fleet(vec![
+            host("a", vec![shared(0, L4, 0), shared(1, L4, 0)]),
+            host("b", vec![shared(0, L4, 250), shared(1, L4, 0)]),
+        ])
+    };
+    let mut f = two_hosts();
     let red = for_tenant(frac(250), "red", false);
     let first = f.place(&red, Policy::Spread).unwrap();
     assert_eq!(first.host, hid("a"), "the least-loaded host first");
@@ -145,10 +148,7 @@ fn spread_puts_a_tenants_replicas_on_different_hosts_and_others_where_they_fit_b
     let third = f.place(&red, Policy::Spread).unwrap();
     assert_eq!(third.host, hid("a"));
     // Pack on the same fleet keeps red together where it packs best.
-    let mut g = fleet(vec![
-        host("a", vec![shared(0, L4, 0), shared(1, L4, 0)]),
-        host("b", vec![shared(0, L4, 250), shared(1, L4, 0)]),
-    ]);
+    let mut g = two_hosts();
     let d = g.place(&red, Policy::Pack).unwrap();
     assert_eq!(d.host, hid("b"));
     g.apply(&d).unwrap();
