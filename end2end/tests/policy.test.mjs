@@ -6,6 +6,9 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { startStack, newPage, screenshot, signIn, hydrated, waitFor, looks, ROOT } from './harness.mjs';
 
 describe('pools and tenants in the browser', () => {
@@ -200,7 +203,7 @@ describe('pools and tenants in the browser', () => {
     await context.close();
   });
 
-  it('a price set in the browser puts a cost on the usage page, with the FOCUS CSV', async () => {
+  it('a price set in the browser puts a cost on the usage page, with a FOCUS CSV that focus-validator passes, and the fleet ledger adds up', async () => {
     const { context, page } = await newPage(stack);
     await signIn(stack, page, 'alice', '/usage');
     await hydrated(page);
@@ -230,8 +233,34 @@ describe('pools and tenants in the browser', () => {
     assert.match((await row.locator('[data-test=usage-idle-hours]').textContent()).trim(), /^(\d+\.\d{3}|—)$/);
     const href = await page.locator('[data-test=usage-csv]').getAttribute('href');
     const csv = await (await page.request.get(`${stack.appUrl}${href}`)).text();
-    assert.match(csv.split('\n')[0], /^BilledCost,EffectiveCost,ListCost,ListUnitPrice,BillingCurrency/);
+    assert.match(csv.split('\n')[0], /^AvailabilityZone,BilledCost,BillingAccountId,/);
     assert.match(csv, new RegExp(`allocation/${made.body.id}`));
+    // The FinOps Foundation's own validator (FOCUS 1.0) passes it.
+    const FOCUS = process.env.FOCUS_VALIDATOR;
+    assert.ok(FOCUS, 'FOCUS_VALIDATOR is not set: run `make test`, which installs it (scripts/lib.sh ensure_focus_validator)');
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'focus-')), 'usage.csv');
+    writeFileSync(file, csv);
+    const checked = spawnSync(FOCUS, [file], { encoding: 'utf8' });
+    assert.equal(checked.status, 0, `focus-validator: ${checked.stdout}${checked.stderr}`);
+    assert.match(checked.stdout, /^Validation succeeded\.$/m);
+
+    // The fleet ledger: every bucket shown adds up to the fleet's GPU-hours.
+    const ledger = page.locator('[data-test=ledger]');
+    await ledger.waitFor();
+    assert.equal((await ledger.locator('[data-test=ledger-balanced]').textContent()).trim(), 'balanced');
+    const physical = Number((await ledger.locator('[data-test=ledger-physical]').textContent()).trim());
+    assert.ok(physical > 0, `fleet GPU-hours ${physical}`);
+    const shown = (await ledger.locator('[data-test=ledger-bucket] [data-test=ledger-hours]').allTextContents()).map(Number);
+    const sum = shown.reduce((a, b) => a + b, 0);
+    assert.ok(Math.abs(sum - physical) <= 0.0005 * (shown.length + 1), `buckets ${shown.join(' + ')} = ${sum}, fleet ${physical}`);
+    assert.equal(await ledger.locator('[data-test=ledger-bucket][data-bucket="tenant:vision"]').count(), 1);
+    assert.ok(await ledger.locator('[data-test=ledger-chart] rect').count() >= 1);
+    // Drill down per host.
+    await ledger.locator('[data-test=ledger-by]').selectOption('host');
+    await ledger.locator('[data-test=ledger-apply]').click();
+    await page.waitForURL(/ledger_by=host/);
+    await hydrated(page);
+    await page.locator('[data-test=ledger-group][data-group=gpu-h100-e2e]').waitFor();
     // The chart: GPU-hours per day, stacked per pool, drawn on the server.
     assert.ok(await page.locator('[data-test=usage-timeline] rect[data-pool=h100-mig]').count() >= 1);
     assert.match(await page.textContent('[data-test=usage-timeline]'), /h100-mig/);

@@ -30,6 +30,7 @@ mod m20261216_000022_audit_chain;
 mod m20261217_000023_token_scopes_and_audit_retention;
 mod m20261218_000024_webhook_failure_detail;
 mod m20261219_000025_tenant_namespaces;
+mod m20261220_000026_create_gpu_conditions;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -63,6 +64,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261217_000023_token_scopes_and_audit_retention::Migration),
             Box::new(m20261218_000024_webhook_failure_detail::Migration),
             Box::new(m20261219_000025_tenant_namespaces::Migration),
+            Box::new(m20261220_000026_create_gpu_conditions::Migration),
         ]
     }
 }

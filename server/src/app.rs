@@ -284,6 +284,7 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         .routes(routes!(policy::update_tenant))
         .routes(routes!(usage::get_usage))
         .routes(routes!(usage::get_usage_csv))
+        .routes(routes!(usage::get_ledger))
         .routes(routes!(usage::list_prices, usage::set_price))
         .routes(routes!(quotas::get_tenant_quotas))
         .routes(routes!(quotas::create_quota_request))

@@ -2243,9 +2243,37 @@ async fn usage_and_prices_over_http() {
     assert!(
         csv.as_str()
             .unwrap_or_default()
-            .starts_with("BilledCost,EffectiveCost,"),
+            .starts_with("AvailabilityZone,BilledCost,BillingAccountId,"),
         "{csv}"
     );
+
+    // The fleet ledger: platform admins only; it balances; bad input is a 400.
+    let (status, json) = app
+        .send("GET", "/api/v1/ledger?group_by=host&step=hour&from=2026-11-30T00:00:00Z&to=2026-12-02T00:00:00Z", &admin, None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["balanced"], true, "{json}");
+    assert_eq!(json["group_by"], "host");
+    assert_eq!(json["step"], "hour");
+    let (status, json) = app.send("GET", "/api/v1/ledger", &member, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{json}");
+    let (status, json) = app
+        .send(
+            "GET",
+            "/api/v1/ledger?month=2026-11&step=hour",
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert!(
+        json["message"].as_str().unwrap().starts_with("step"),
+        "{json}"
+    );
+    let (status, json) = app
+        .send("GET", "/api/v1/ledger?group_by=colour", &admin, None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
 }
 
 /// A telemetry batch as the agent sends it: gzip-compressed JSON.

@@ -16,6 +16,8 @@ pub struct UsagePageData {
     pub admin: bool,
     /// Pool names a platform admin can price.
     pub pools: Vec<String>,
+    /// The fleet ledger of the same period (platform admins).
+    pub ledger: Option<tessera_protocol::views::LedgerReport>,
 }
 
 /// Usage and cost for a month (`""`: this one), a tenant (`""`: all for
@@ -25,8 +27,9 @@ pub async fn get_usage(
     #[server(default)] month: String,
     #[server(default)] tenant: String,
     #[server(default)] group_by: String,
+    #[server(default)] ledger_by: String,
 ) -> Result<UsagePageData, AppError> {
-    use tessera_protocol::views::{UsageGrouping, UsageQuery};
+    use tessera_protocol::views::{LedgerGrouping, LedgerQuery, UsageGrouping, UsageQuery};
     let (service, viewer) = ssr::ctx().await?;
     let who = viewer.require()?;
     let admin = who.is_platform_admin();
@@ -36,6 +39,7 @@ pub async fn get_usage(
         .map(|(_, m)| (m.slug.clone(), m.name.clone()))
         .collect();
     let mut pools = Vec::new();
+    let mut ledger = None;
     if admin {
         let proof = who.require_platform_admin()?;
         tenants = service
@@ -51,6 +55,12 @@ pub async fn get_usage(
             .into_iter()
             .map(|p| p.spec.name.into())
             .collect();
+        let q = LedgerQuery {
+            month: (!month.is_empty()).then(|| month.clone()),
+            group_by: Some(LedgerGrouping::parse(&ledger_by).unwrap_or(LedgerGrouping::Pool)),
+            ..LedgerQuery::default()
+        };
+        ledger = Some(service.ledger(&proof, &q).await?);
     }
     let tenant = match tenant {
         t if t.is_empty() && !admin => tenants.first().map(|t| t.0.clone()).unwrap_or_default(),
@@ -71,6 +81,7 @@ pub async fn get_usage(
         tenants,
         admin,
         pools,
+        ledger,
     })
 }
 

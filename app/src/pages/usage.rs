@@ -13,7 +13,10 @@ use tessera_core::capacity::day_starts;
 use tessera_core::chart::{nice_max, stacked_bars};
 use tessera_core::metering::month_starts;
 use tessera_protocol::query::encode_component;
-use tessera_protocol::views::{PriceView, TimelineStep, UsageGrouping, UsagePoint, UsageReport};
+use tessera_protocol::views::{
+    LedgerBuckets, LedgerGrouping, LedgerReport, LedgerRow, LedgerStep, PriceView, TimelineStep,
+    UsageGrouping, UsagePoint, UsageReport,
+};
 
 /// What the page's query string asks for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -21,6 +24,7 @@ struct Filter {
     month: String,
     tenant: String,
     group_by: String,
+    ledger_by: String,
 }
 
 impl Filter {
@@ -30,6 +34,7 @@ impl Filter {
             ("month", &self.month),
             ("tenant", &self.tenant),
             ("group_by", &self.group_by),
+            ("ledger_by", &self.ledger_by),
         ] {
             if !v.is_empty() {
                 parts.push(format!("{k}={}", encode_component(v)));
@@ -48,19 +53,22 @@ pub fn UsagePage() -> impl IntoView {
             month: q.get("month").unwrap_or_default(),
             tenant: q.get("tenant").unwrap_or_default(),
             group_by: q.get("group_by").unwrap_or_default(),
+            ledger_by: q.get("ledger_by").unwrap_or_default(),
         })
     };
     // The price form posts without JS and comes back to the page, with an
     // error (if any) as the action's value.
     let set = ServerAction::<SetPrice>::new();
-    let report = Resource::new(filter, |f| get_usage(f.month, f.tenant, f.group_by));
+    let report = Resource::new(filter, |f| {
+        get_usage(f.month, f.tenant, f.group_by, f.ledger_by)
+    });
     let prices = Resource::new(|| (), |_| list_prices());
     view! {
         <Title text="Usage & cost"/>
         <section class="page-head">
             <p class="eyebrow">"Chargeback"</p>
             <h1>"Usage & cost"</h1>
-            <p class="muted">"Allocated GPU-hours: each slice's share of a GPU (MIG compute slices / 7, an MPS share, 1 / replicas for a time slice, 1 per whole GPU) for as long as it was usable, priced with its pool's price at the time. The same period always gives the same figures; slices running across a month are split at its end."</p>
+            <p class="muted">"Allocated GPU-hours: each slice's share of a GPU (what it takes away from others: a MIG instance the larger of its compute and memory slices, so seven 1g.10gb are exactly one GPU; an MPS client the mean of its thread and memory shares; 1 / replicas for a time slice; 1 per whole GPU) for as long as it was usable, priced with its pool's price at the time. The same period always gives the same figures; slices running across a month are split at its end."</p>
         </section>
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || {
@@ -77,7 +85,8 @@ pub fn UsagePage() -> impl IntoView {
                                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                                 }
                             });
-                            view! { <Report r=d.report f admin=d.admin choices=d.tenants/> {prices_view} }.into_any()
+                            let ledger = d.ledger.clone().map(|l| view! { <Ledger l f=f.clone()/> });
+                            view! { <Report r=d.report f=f.clone() admin=d.admin choices=d.tenants/> {ledger} {prices_view} }.into_any()
                         }
                         Err(err) => view! { <ErrorPanel err/> }.into_any(),
                     }
@@ -284,6 +293,161 @@ fn Timeline(
                 <span>{fmt(steps.last())}</span>
             </div>
         </figure>
+    }
+}
+
+/// The free buckets of the ledger, after the tenants: (key, label, class).
+const FREE_BUCKETS: [(&str, &str, &str); 6] = [
+    ("unallocated", "Unallocated", "lb-unallocated"),
+    ("stranded", "Stranded", "lb-stranded"),
+    ("draining", "Draining or cordoned", "lb-draining"),
+    ("maintenance", "Maintenance", "lb-maintenance"),
+    ("unhealthy", "Unhealthy", "lb-unhealthy"),
+    ("silent", "Host silent", "lb-silent"),
+];
+
+fn free_hours(b: &LedgerBuckets) -> [f64; 6] {
+    [
+        b.unallocated,
+        b.stranded,
+        b.draining,
+        b.maintenance,
+        b.unhealthy,
+        b.silent,
+    ]
+}
+
+/// The fleet ledger (platform admins): every GPU-hour of the period, held
+/// by a tenant or in one of the free buckets, per step, and per pool,
+/// model or host.
+#[component]
+fn Ledger(l: LedgerReport, f: Filter) -> impl IntoView {
+    // The tenants, largest first, get the chart's series colours.
+    let tenants: Vec<String> = l.totals.tenants.iter().map(|t| t.tenant.clone()).collect();
+    let columns: Vec<Vec<f64>> = l
+        .steps
+        .iter()
+        .map(|s| {
+            tenants
+                .iter()
+                .map(|t| {
+                    s.buckets
+                        .tenants
+                        .iter()
+                        .find(|x| &x.tenant == t)
+                        .map_or(0.0, |x| x.gpu_hours)
+                })
+                .chain(free_hours(&s.buckets))
+                .collect()
+        })
+        .collect();
+    let peak = l
+        .steps
+        .iter()
+        .map(|s| s.buckets.physical)
+        .fold(0.0, f64::max);
+    let y_max = nice_max(peak);
+    let bars = stacked_bars(&columns, y_max, W, H);
+    let class_of = |i: usize| -> String {
+        if i < tenants.len() {
+            format!("seg-used series-{}", i % 6)
+        } else {
+            FREE_BUCKETS[i - tenants.len()].2.to_owned()
+        }
+    };
+    let by = l.group_by;
+    let label = format!(
+        "Fleet GPU-hours per {} by tenant and free bucket: {:.1} in all",
+        if l.step == LedgerStep::Hour {
+            "hour"
+        } else if l.step == LedgerStep::Day {
+            "day"
+        } else {
+            "month"
+        },
+        l.totals.physical
+    );
+    let fmt = |t: Option<&LedgerRow>| {
+        t.map(|r| r.start.format("%b %d").to_string())
+            .unwrap_or_default()
+    };
+    let (first, last) = (fmt(l.steps.first()), fmt(l.steps.last()));
+    let t = &l.totals;
+    view! {
+        <section class="card" data-test="ledger">
+            <div class="section-row">
+                <h2 class="section-title">"Fleet ledger"</h2>
+                <span class="muted small">{format!("{} GPUs, {} to {}", l.gpus, l.from.format("%Y-%m-%d %H:%M"), l.to.format("%Y-%m-%d %H:%M UTC"))}</span>
+            </div>
+            <p class="muted small">"Every GPU-hour of the period lands in exactly one place: a tenant's slices (by their share), or free: unallocated, stranded (too fragmented for any shape the pool offers), draining or cordoned, in maintenance, unhealthy, or on a silent host. Reconcile it with the hardware invoice: the fleet's hours are the GPUs' hours since they enrolled."</p>
+            <div class="stats">
+                <div class="stat card">
+                    <span class="stat-value" data-test="ledger-physical">{format!("{:.3}", t.physical)}</span>
+                    <span class="stat-label">"fleet GPU-hours"</span>
+                </div>
+                <div class="stat card">
+                    <span class="stat-value" data-test="ledger-allocated">{format!("{:.3}", t.allocated)}</span>
+                    <span class="stat-label">{format!("held by tenants ({:.0} %)", if t.physical > 0.0 { t.allocated * 100.0 / t.physical } else { 0.0 })}</span>
+                </div>
+                <div class="stat card">
+                    <span class="stat-value" data-test="ledger-balanced">{if l.balanced { "balanced" } else { "does not balance" }}</span>
+                    <span class="stat-label">{if l.balanced { "buckets add up to the fleet's hours, to the millisecond".to_owned() } else { format!("{:.3} GPU-h outside the GPUs' history, {:.3} overbooked", l.unrecorded_gpu_hours, l.overbooked_gpu_hours) }}</span>
+                </div>
+            </div>
+            <figure class="capacity" data-test="ledger-chart">
+                <svg class="bars" viewBox=format!("0 0 {W} {H}") preserveAspectRatio="none" role="img" aria-label=label>
+                    {bars.into_iter().map(|stack| stack.into_iter().enumerate().filter(|(_, r)| r.h > 0.0).map(|(i, r)| {
+                        view! { <rect class=class_of(i) x=format!("{:.1}", r.x) y=format!("{:.1}", r.y) width=format!("{:.1}", r.w) height=format!("{:.1}", r.h)></rect> }
+                    }).collect_view()).collect_view()}
+                </svg>
+                <div class="chart-axis small muted"><span>{first}</span><span>{format!("scale {y_max} GPU-h")}</span><span>{last}</span></div>
+            </figure>
+            <ul class="ledger-legend small" data-test="ledger-legend">
+                {t.tenants.iter().enumerate().map(|(i, x)| view! {
+                    <li data-test="ledger-bucket" data-bucket=format!("tenant:{}", x.tenant)>
+                        <span class=format!("key seg-used series-{}", i % 6)></span>" "{x.name.clone()}" "
+                        <span class="num" data-test="ledger-hours">{format!("{:.3}", x.gpu_hours)}</span>
+                    </li>
+                }).collect_view()}
+                {FREE_BUCKETS.iter().zip(free_hours(t)).map(|((key, name, class), v)| view! {
+                    <li data-test="ledger-bucket" data-bucket=*key>
+                        <span class=format!("key {class}")></span>" "{*name}" "
+                        <span class="num" data-test="ledger-hours">{format!("{v:.3}")}</span>
+                    </li>
+                }).collect_view()}
+            </ul>
+            <form class="form-row" method="get" action="/usage" data-test="ledger-filters">
+                {(!f.month.is_empty()).then(|| view! { <input type="hidden" name="month" value=f.month.clone()/> })}
+                <label class="field">
+                    <span>"Ledger by"</span>
+                    <select name="ledger_by" data-test="ledger-by">
+                        {LedgerGrouping::ALL.into_iter().filter(|g| *g != LedgerGrouping::Fleet).map(|g| view! {
+                            <option value=g.as_str() selected=g == by>{g.as_str()}</option>
+                        }).collect_view()}
+                    </select>
+                </label>
+                <button class="button" type="submit" data-test="ledger-apply">"Show"</button>
+                <a class="button ghost" href=format!("/api/v1/ledger?group_by={}{}", by.as_str(), if f.month.is_empty() { String::new() } else { format!("&month={}", encode_component(&f.month)) }) data-test="ledger-json">"JSON"</a>
+            </form>
+            <div class="table-scroll">
+                <table class="small" data-test="ledger-groups">
+                    <thead><tr>
+                        <th>{match by { LedgerGrouping::Pool => "Pool", LedgerGrouping::Model => "GPU model", LedgerGrouping::Host => "Host", LedgerGrouping::Fleet => "Fleet" }}</th>
+                        <th class="num">"Tenants"</th>
+                        {FREE_BUCKETS.iter().map(|(_, name, _)| view! { <th class="num">{*name}</th> }).collect_view()}
+                        <th class="num">"GPU-hours"</th>
+                    </tr></thead>
+                    <tbody>{l.groups.iter().map(|g| view! {
+                        <tr data-test="ledger-group" data-group=g.group.clone()>
+                            <td class="mono">{g.group.clone()}</td>
+                            <td class="num">{format!("{:.3}", g.buckets.allocated)}</td>
+                            {free_hours(&g.buckets).into_iter().map(|v| view! { <td class="num">{format!("{v:.3}")}</td> }).collect_view()}
+                            <td class="num" data-test="ledger-group-hours">{format!("{:.3}", g.buckets.physical)}</td>
+                        </tr>
+                    }).collect_view()}</tbody>
+                </table>
+            </div>
+        </section>
     }
 }
 

@@ -206,16 +206,12 @@ pub fn held_by_processes(
     }
 }
 
-/// What reclaiming a slice gave back: its share of a GPU (thousandths) ×
-/// the milliseconds its lease still had to run (0 without a lease end or
-/// when it was past).
-pub fn reclaimed_gpu_milli_ms(
-    compute_milli: u64,
-    reclaimed_ms: i64,
-    lease_end_ms: Option<i64>,
-) -> u128 {
+/// What reclaiming a slice gave back: its share of a GPU (in any unit:
+/// the ledger's parts) × the milliseconds its lease still had to run (0
+/// without a lease end or when it was past).
+pub fn reclaimed_gpu_time(share: u64, reclaimed_ms: i64, lease_end_ms: Option<i64>) -> u128 {
     let left = lease_end_ms.map_or(0, |end| end.saturating_sub(reclaimed_ms).max(0));
-    u128::from(compute_milli) * u128::try_from(left).unwrap_or(0)
+    u128::from(share) * u128::try_from(left).unwrap_or(0)
 }
 
 /// Why a keep is refused, if it is.
@@ -410,11 +406,11 @@ mod tests {
         // A 3g slice (3/7 = 428 milli) reclaimed 2 h before its lease end.
         let h = 3_600_000;
         assert_eq!(
-            reclaimed_gpu_milli_ms(428, 10 * h, Some(12 * h)),
+            reclaimed_gpu_time(428, 10 * h, Some(12 * h)),
             428 * 2 * h as u128
         );
-        assert_eq!(reclaimed_gpu_milli_ms(428, 10 * h, Some(9 * h)), 0);
-        assert_eq!(reclaimed_gpu_milli_ms(428, 10 * h, None), 0);
+        assert_eq!(reclaimed_gpu_time(428, 10 * h, Some(9 * h)), 0);
+        assert_eq!(reclaimed_gpu_time(428, 10 * h, None), 0);
         // The wire form: defaults fill what a pool file leaves out.
         let parsed: IdlePolicy = serde_json::from_str(r#"{"idle_minutes": 90}"#).unwrap();
         assert_eq!(parsed, IdlePolicy::new(15, 90));

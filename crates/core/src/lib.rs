@@ -12,6 +12,7 @@ pub mod health;
 pub mod idle;
 pub mod ids;
 pub mod k8s;
+pub mod ledger;
 pub mod lifecycle;
 pub mod metering;
 pub mod mig;

@@ -2,15 +2,16 @@
 //! slice over a period, priced with the price in force at each moment.
 //!
 //! Exact and reproducible: times are milliseconds since the epoch, shares
-//! are thousandths of a GPU (a MIG slice's compute slices / 7, an MPS
-//! client's compute %, 1 / replicas for a time slice, 1 per whole GPU: the
-//! quota demand of the slice), and every product is an integer until the
-//! very end, so the same period always gives the same figures. A slice
+//! are parts of a GPU by the [share model](crate::ledger::share) (what the
+//! slice takes away from others, so a full GPU's slices add up to exactly
+//! one GPU: seven 1g.10gb are 1.0, not 0.994), and every product is an
+//! integer until the very end, so the same period always gives the same figures. A slice
 //! running across a period boundary is split at it, and a span running
 //! across a price change is priced in two parts, so a new price never
 //! rewrites the past.
 
 use crate::ids::AllocationId;
+use crate::ledger::{GpuShare, PARTS_PER_GPU};
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds in an hour.
@@ -23,8 +24,8 @@ pub struct Held {
     pub allocation: AllocationId,
     /// Its pool.
     pub pool: crate::checked::PoolName,
-    /// Thousandths of a GPU.
-    pub compute_milli: u64,
+    /// Its share, summed over its GPUs (parts of [`PARTS_PER_GPU`]).
+    pub share: GpuShare,
     /// GPU memory, MiB.
     pub memory_mib: u64,
     /// From (became usable), ms.
@@ -61,8 +62,8 @@ pub struct Metered {
     pub start: i64,
     /// End of the charged span (ms).
     pub end: i64,
-    /// GPU-milli-milliseconds (thousandths of a GPU × ms).
-    pub gpu_milli_ms: u128,
+    /// GPU-part-milliseconds ([`PARTS_PER_GPU`]ths of a GPU × ms).
+    pub gpu_part_ms: u128,
     /// MiB-milliseconds.
     pub mib_ms: u128,
     /// The price applied (`None`: the pool had no price then).
@@ -79,7 +80,7 @@ pub struct Metered {
 impl Metered {
     /// Allocated GPU-hours.
     pub fn gpu_hours(&self) -> f64 {
-        self.gpu_milli_ms as f64 / (1000.0 * HOUR_MS as f64)
+        crate::ledger::gpu_hours(self.gpu_part_ms)
     }
 
     /// Allocated GiB-hours of GPU memory.
@@ -173,7 +174,7 @@ pub fn meter(
         let mut at = start;
         for next in cuts.into_iter().chain(std::iter::once(end)) {
             let ms = u128::try_from(next - at).unwrap_or(0);
-            let gpu_milli_ms = ms * u128::from(h.compute_milli);
+            let gpu_part_ms = ms * u128::from(h.share.0);
             let mib_ms = ms * u128::from(h.memory_mib);
             let price = prices
                 .iter()
@@ -181,8 +182,8 @@ pub fn meter(
                 .max_by_key(|p| p.effective_from);
             let cost_micros = price.map_or(0, |p| {
                 div_round(
-                    gpu_milli_ms * u128::from(p.gpu_hour_micros),
-                    1000 * HOUR_MS as u128,
+                    gpu_part_ms * u128::from(p.gpu_hour_micros),
+                    u128::from(PARTS_PER_GPU) * HOUR_MS as u128,
                 ) + div_round(
                     mib_ms * u128::from(p.gib_hour_micros),
                     1024 * HOUR_MS as u128,
@@ -193,7 +194,7 @@ pub fn meter(
                 pool: h.pool.clone(),
                 start: at,
                 end: next,
-                gpu_milli_ms,
+                gpu_part_ms,
                 mib_ms,
                 currency: price.map(|p| p.currency.clone()),
                 cost_micros,
@@ -325,11 +326,11 @@ mod tests {
     const NOV_30: i64 = 1_795_996_800_000;
     const DEC_1: i64 = 1_796_083_200_000;
 
-    fn held(id: i64, milli: u64, mib: u64, start: i64, end: Option<i64>) -> Held {
+    fn held(id: i64, share: GpuShare, mib: u64, start: i64, end: Option<i64>) -> Held {
         Held {
             allocation: AllocationId::new(id),
             pool: "a100".parse().unwrap(),
-            compute_milli: milli,
+            share,
             memory_mib: mib,
             start,
             end,
@@ -351,7 +352,7 @@ mod tests {
         // A whole GPU from 23:30 on Nov 30 to 00:30 on Dec 1: two lines.
         let h = held(
             7,
-            1000,
+            GpuShare::WHOLE,
             80 * 1024,
             NOV_30 + 23 * H + H / 2,
             Some(DEC_1 + H / 2),
@@ -404,21 +405,22 @@ mod tests {
 
     #[test]
     fn a_slice_across_a_month_boundary_is_split_there_and_priced_exactly() {
-        // A 3g.40gb (3/7 of an A100, 40 GiB) from 22:00 on Nov 30 to 04:00 on Dec 1.
-        let milli = 3000 / 7; // 428: what the quota charges
+        // A 3g.40gb at slices 4–7 (3/7 of an A100, 40 GiB) from 22:00 on
+        // Nov 30 to 04:00 on Dec 1.
+        let milli = GpuShare::fraction(3, 7);
         let h = held(1, milli, 40 * 1024, NOV_30 + 22 * H, Some(DEC_1 + 4 * H));
         let p = price(0, "2.10", "0.01");
         let lines = meter(&[h], &[p], NOV_30, DEC_1 + 24 * H, DEC_1 + 24 * H, &[DEC_1]);
         assert_eq!(lines.len(), 2);
         assert_eq!((lines[0].start, lines[0].end), (NOV_30 + 22 * H, DEC_1));
         assert_eq!((lines[1].start, lines[1].end), (DEC_1, DEC_1 + 4 * H));
-        // 2 h × 0.428 GPU = 0.856 GPU-hours; 4 h → 1.712.
-        assert!((lines[0].gpu_hours() - 0.856).abs() < 1e-12);
-        assert!((lines[1].gpu_hours() - 1.712).abs() < 1e-12);
+        // 2 h × 3/7 GPU = 6/7 GPU-hours; 4 h → 12/7.
+        assert!((lines[0].gpu_hours() - 6.0 / 7.0).abs() < 1e-12);
+        assert!((lines[1].gpu_hours() - 12.0 / 7.0).abs() < 1e-12);
         assert!((lines[0].gib_hours() - 80.0).abs() < 1e-12);
-        // 0.856 × 2.10 + 80 × 0.01 = 1.7976 + 0.80 = 2.5976 EUR.
-        assert_eq!(lines[0].cost_micros, 2_597_600);
-        assert_eq!(format_micros(lines[0].cost_micros), "2.5976");
+        // 6/7 × 2.10 + 80 × 0.01 = 1.80 + 0.80 = 2.60 EUR, exactly.
+        assert_eq!(lines[0].cost_micros, 2_600_000);
+        assert_eq!(format_micros(lines[0].cost_micros), "2.60");
         assert_eq!(lines[0].currency.as_deref(), Some("EUR"));
         // The same period twice: the same figures.
         let again = meter(
@@ -440,7 +442,7 @@ mod tests {
 
     #[test]
     fn a_price_change_does_not_rewrite_the_past() {
-        let h = held(7, 1000, 0, NOV_30, None);
+        let h = held(7, GpuShare::WHOLE, 0, NOV_30, None);
         let old = price(0, "2", "0");
         let new = price(NOV_30 + 10 * H, "3", "0");
         let lines = meter(&[h], &[old, new], NOV_30, DEC_1, NOV_30 + 12 * H, &[]);
@@ -449,7 +451,7 @@ mod tests {
         assert_eq!(lines[1].cost_micros, 6_000_000, "2 h at 3, until now");
         // Outside the window, or before it started: nothing.
         assert!(meter(
-            &[held(8, 1000, 0, DEC_1, None)],
+            &[held(8, GpuShare::WHOLE, 0, DEC_1, None)],
             &[],
             NOV_30,
             DEC_1,
@@ -459,7 +461,13 @@ mod tests {
         .is_empty());
         // No price: hours but no cost.
         let free = meter(
-            &[held(9, 500, 0, NOV_30, Some(NOV_30 + 2 * H))],
+            &[held(
+                9,
+                GpuShare::fraction(1, 2),
+                0,
+                NOV_30,
+                Some(NOV_30 + 2 * H),
+            )],
             &[],
             NOV_30,
             DEC_1,

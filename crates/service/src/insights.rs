@@ -125,7 +125,7 @@ fn pool_capacity(
     for line in meter(&held, &[], from_ms, now_ms, now_ms, &days) {
         let day = line.start.div_euclid(DAY_MS) * DAY_MS;
         if let Some(pool) = fleet.pools.iter().find(|p| p.name == line.pool) {
-            *allocated.entry((pool.name.as_str(), day)).or_default() += line.gpu_milli_ms;
+            *allocated.entry((pool.name.as_str(), day)).or_default() += line.gpu_part_ms;
         }
     }
     fleet
@@ -137,7 +137,10 @@ fn pool_capacity(
                 .map(|d| {
                     let length = (now_ms - d).clamp(1, DAY_MS);
                     let sum = allocated.get(&(p.name.as_str(), *d)).copied().unwrap_or(0);
-                    (*d, sum as f64 / (1000.0 * length as f64))
+                    (
+                        *d,
+                        sum as f64 / (tessera_core::ledger::PARTS_PER_GPU as f64 * length as f64),
+                    )
                 })
                 .collect();
             let first_used = series

@@ -21,6 +21,7 @@ pub mod fleet;
 pub mod identity;
 pub mod insights;
 pub mod k8s;
+pub mod ledger;
 pub mod metrics;
 pub mod notifications;
 pub mod people;

@@ -12,7 +12,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
-use tessera_protocol::views::{NewPrice, PriceView, UsageQuery, UsageReport};
+use tessera_protocol::views::{
+    LedgerQuery, LedgerReport, NewPrice, PriceView, UsageQuery, UsageReport,
+};
 
 /// Allocated GPU-hours, memory GiB-hours and cost per month, grouped by
 /// tenant (default), cost centre, pool or slice.
@@ -87,4 +89,25 @@ pub async fn set_price(
 ) -> Result<Json<PriceView>, ApiError> {
     let admin = p.require_platform_admin()?;
     Ok(Json(state.service.set_price(&admin, &new).await?))
+}
+
+/// The fleet ledger: every GPU-hour of the period, held by tenants (by
+/// their slices' shares) or free: unallocated, stranded, draining,
+/// maintenance, unhealthy or silent; per step and pool, model or host.
+/// The buckets add up to the GPUs' recorded hours (`balanced`). Platform
+/// admins.
+#[utoipa::path(
+    get, path = "/ledger", tag = "usage",
+    params(LedgerQuery),
+    responses((status = 200, description = "The ledger", body = LedgerReport),
+              BadRequest, Unauthorized, Forbidden),
+    security(("session" = [])),
+)]
+pub async fn get_ledger(
+    State(state): State<AppState>,
+    QueryParams(q): QueryParams<LedgerQuery>,
+    Person(p): Person,
+) -> Result<Json<LedgerReport>, ApiError> {
+    let admin = p.require_platform_admin()?;
+    Ok(Json(state.service.ledger(&admin, &q).await?))
 }

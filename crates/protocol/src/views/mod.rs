@@ -9,6 +9,7 @@ mod api_tokens;
 mod audit;
 mod fleet;
 mod insights;
+mod ledger;
 mod people;
 mod policy;
 mod tenants;
@@ -28,6 +29,9 @@ pub use fleet::{
 pub use insights::{
     CapacityDay, FleetInsights, FullProjection, HeatCell, HeatHost, InsightsQuery, PoolCapacity,
     QueueDay, INSIGHT_DAYS,
+};
+pub use ledger::{
+    LedgerBuckets, LedgerGrouping, LedgerQuery, LedgerReport, LedgerRow, LedgerStep, LedgerTenant,
 };
 pub use people::PersonView;
 pub use policy::{

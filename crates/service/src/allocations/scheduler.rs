@@ -58,6 +58,8 @@ pub struct TickReport {
     pub preempt_notices: u32,
     /// Slices preempted at the end of their notice.
     pub preempted: u32,
+    /// GPU condition spans opened or closed (the ledger's history).
+    pub conditions: u32,
 }
 
 impl Service {
@@ -74,6 +76,7 @@ impl Service {
         let idle = self.reclaim_idle(now).await?;
         let queue = self.place_queued(now).await?;
         let preempted = self.end_preempted(now).await?;
+        let conditions = self.record_gpu_conditions(now).await?;
         let report = TickReport {
             expired,
             timed_out,
@@ -86,6 +89,7 @@ impl Service {
             reclaimed: idle.reclaimed,
             preempt_notices: queue.preempt_notices,
             preempted,
+            conditions,
         };
         Ok(report)
     }

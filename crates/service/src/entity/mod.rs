@@ -6,6 +6,7 @@ pub mod api_token;
 pub mod audit_chain;
 pub mod audit_event;
 pub mod gpu;
+pub mod gpu_condition;
 pub mod gpu_rollup;
 pub mod gpu_rollup_pending;
 pub mod gpu_sample;

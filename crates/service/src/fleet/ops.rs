@@ -105,6 +105,8 @@ impl Service {
         let by = admin.principal().name().to_owned();
         let view = self.operate_in(&mut w, &by, host_id, index, req).await?;
         w.commit(self, &Actor::User(admin.principal())).await?;
+        // The ledger's history changes with the decision, not at the next tick.
+        self.record_gpu_conditions(self.now()).await?;
         Ok(view)
     }
 

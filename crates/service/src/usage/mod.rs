@@ -14,8 +14,9 @@ use sea_orm::{
 };
 use std::collections::BTreeMap;
 use tessera_core::capacity::day_starts;
-use tessera_core::idle::reclaimed_gpu_milli_ms;
+use tessera_core::idle::reclaimed_gpu_time;
 use tessera_core::ids::{AllocationId, TenantId};
+use tessera_core::ledger::{share_of_placed, GpuShare};
 use tessera_core::metering::{
     attribute_used, format_micros, meter, month_starts, parse_micros, validate_price, Held,
     Measured, Metered, Price, HOUR_MS,
@@ -39,6 +40,10 @@ struct Slice {
     tenant_name: String,
     cost_centre: Option<String>,
     shape: String,
+    /// MIG, MPS, time-slice or whole (FOCUS `x_SharingMode`).
+    mode: tessera_core::sharing::ShapeKind,
+    /// Its share of each of its GPUs, summed (FOCUS `x_GpuShare`).
+    share: GpuShare,
 }
 
 /// The metered lines of a period, and who they belong to.
@@ -66,7 +71,7 @@ struct Sums {
 
 impl Sums {
     fn add(&mut self, l: &Metered) {
-        self.gpu += l.gpu_milli_ms;
+        self.gpu += l.gpu_part_ms;
         self.mib += l.mib_ms;
         self.cost += l.cost_micros;
         self.used += l.used_milli_ms;
@@ -74,7 +79,7 @@ impl Sums {
     }
 
     fn gpu_hours(&self) -> f64 {
-        self.gpu as f64 / (1000.0 * HOUR_MS as f64)
+        tessera_core::ledger::gpu_hours(self.gpu)
     }
 
     fn gib_hours(&self) -> f64 {
@@ -87,38 +92,56 @@ impl Sums {
 
     /// Used / allocated; time without telemetry counts as idle.
     fn efficiency_pct(&self) -> Option<f64> {
-        (self.measured > 0 && self.gpu > 0).then(|| self.used as f64 * 100.0 / self.gpu as f64)
+        let used = self.used_gpu_hours()?;
+        (self.gpu > 0).then(|| used * 100.0 / self.gpu_hours())
     }
 }
 
-/// What a slice held and while when, for metering (`None`: never usable).
+/// What a slice held and while when, for metering (`None`: never usable):
+/// its share of each of its GPUs by the share model, as the ledger bills
+/// it (a slice stored without a placement pays its quota demand).
 pub(crate) fn held_of(a: &allocation::Model) -> Option<Held> {
+    use crate::allocations::AllocationRow;
+    let share = a.placement.as_ref().map_or_else(
+        || GpuShare::from_milli(u64::try_from(a.demand_compute_milli).unwrap_or(0)),
+        |p| {
+            GpuShare(
+                p.gpus
+                    .iter()
+                    .map(|g| {
+                        let model = tessera_core::catalogue::lookup(&g.model, 0);
+                        share_of_placed(a.slice_shape(), &p.slice, &model).0
+                    })
+                    .sum(),
+            )
+        },
+    );
     Some(Held {
         allocation: a.id,
         pool: a.pool.clone(),
-        compute_milli: u64::try_from(a.demand_compute_milli).unwrap_or(0),
+        share,
         memory_mib: u64::try_from(a.demand_memory_mib).unwrap_or(0),
         start: ms(a.active_at?),
         end: a.ended_at.map(ms),
     })
 }
 
-fn ms(t: DateTime<Utc>) -> i64 {
+pub(crate) fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-fn at(ms: i64) -> DateTime<Utc> {
+pub(crate) fn at(ms: i64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
 }
 
 /// The first moment of the month `t` is in.
-fn month_of(t: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn month_of(t: DateTime<Utc>) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(t.year(), t.month(), 1, 0, 0, 0)
         .single()
         .unwrap_or(t)
 }
 
-fn next_month(t: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn next_month(t: DateTime<Utc>) -> DateTime<Utc> {
     let (y, m) = if t.month() == 12 {
         (t.year() + 1, 1)
     } else {
@@ -128,7 +151,7 @@ fn next_month(t: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 /// The period a query asks for.
-fn period(
+pub(crate) fn period(
     q: &UsageQuery,
     now: DateTime<Utc>,
 ) -> Result<(DateTime<Utc>, DateTime<Utc>), ServiceError> {
@@ -278,21 +301,22 @@ impl Service {
         let mut held = Vec::with_capacity(rows.len());
         let mut slices = BTreeMap::new();
         let mut reclaimed = ReclaimSummary::default();
-        let mut reclaimed_milli_ms = 0u128;
+        let mut reclaimed_part_ms = 0u128;
         for a in rows
             .iter()
             .filter(|a| a.reclaimed_at.is_some_and(|r| r >= from && r < to))
         {
             reclaimed.slices += 1;
-            reclaimed_milli_ms += reclaimed_gpu_milli_ms(
-                u64::try_from(a.demand_compute_milli).unwrap_or(0),
+            reclaimed_part_ms += reclaimed_gpu_time(
+                held_of(a).map_or(0, |h| h.share.0),
                 a.reclaimed_at.map_or(0, ms),
                 a.lease_ends_at.map(ms),
             );
         }
-        reclaimed.gpu_hours = reclaimed_milli_ms as f64 / (1000.0 * HOUR_MS as f64);
+        reclaimed.gpu_hours = tessera_core::ledger::gpu_hours(reclaimed_part_ms);
         for a in &rows {
             let Some(h) = held_of(a) else { continue };
+            let share = h.share;
             held.push(h);
             let t = tenants.get(&a.tenant_id);
             slices.insert(
@@ -302,6 +326,11 @@ impl Service {
                     tenant_name: t.map(|t| t.name.clone()).unwrap_or_default(),
                     cost_centre: t.and_then(|t| t.cost_centre.clone()),
                     shape: a.shape_label.clone(),
+                    mode: {
+                        use crate::allocations::AllocationRow;
+                        a.slice_shape().kind()
+                    },
+                    share,
                 },
             );
         }
@@ -392,6 +421,8 @@ impl Service {
             tenant_name: String::new(),
             cost_centre: None,
             shape: String::new(),
+            mode: tessera_core::sharing::ShapeKind::Whole,
+            share: GpuShare::default(),
         };
         for l in &m.lines {
             let s = m.slices.get(&l.allocation).unwrap_or(&none);

@@ -6,6 +6,7 @@ mod allocations;
 mod common;
 mod fleet_ops;
 mod kubernetes;
+mod ledger;
 mod people;
 mod policy;
 mod quotas;

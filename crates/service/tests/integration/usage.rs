@@ -19,6 +19,25 @@ use tessera_protocol::views::{
 use tessera_service::entity::{gpu_rollup, gpu_sample};
 use tessera_service::ServiceError;
 
+/// One CSV line's fields (quotes and doubled quotes undone).
+fn csv_fields(line: &str) -> Vec<String> {
+    let (mut out, mut field, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(std::mem::take(&mut field)),
+            _ => field.push(c),
+        }
+    }
+    out.push(field);
+    out
+}
+
 fn query(tenant: Option<&str>, group_by: UsageGrouping) -> UsageQuery {
     UsageQuery {
         from: Some(Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()),
@@ -56,7 +75,8 @@ async fn allocated_gpu_hours_are_priced_at_the_time_and_split_at_month_ends() {
     price(&f, "h100-mig", "7").await.unwrap();
     let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
     let alice = actor(&f, "alice", &["vision"], "vision").await;
-    // A 3g.40gb: 3/7 of an H100 (428 thousandths, as the quota counts it).
+    // A 3g.40gb: the placer puts the first at memory slices 0–3, half the
+    // GPU's memory (it bills 1/2 a GPU: the share model, docs/chargeback.md).
     let s = f
         .service
         .request_allocation(&alice, &ask("h100-mig", mig("3g.40gb"), 24))
@@ -113,17 +133,17 @@ async fn allocated_gpu_hours_are_priced_at_the_time_and_split_at_month_ends() {
     );
     assert_eq!(nov.tenant.as_deref(), Some("vision"));
     assert_eq!(nov.cost_centre.as_deref(), Some("CC-1"));
-    // November: 2 h × 0.428 = 0.856 GPU-h at 7 = 5.992.
-    assert!((nov.gpu_hours - 0.856).abs() < 1e-9, "{nov:?}");
+    // November: 2 h × 1/2 = 1 GPU-h at 7 = 7.
+    assert!((nov.gpu_hours - 1.0).abs() < 1e-9, "{nov:?}");
     assert_eq!(
         (nov.cost.as_str(), nov.currency.as_deref()),
-        ("5.992", Some("EUR"))
+        ("7.00", Some("EUR"))
     );
-    // December: 2 h at 7 and 1 h at 14 = 0.856 × 7 + 0.428 × 14 = 11.984.
-    assert!((dec.gpu_hours - 1.284).abs() < 1e-9, "{dec:?}");
-    assert_eq!(dec.cost, "11.984");
+    // December: 2 h at 7 and 1 h at 14 = 1 × 7 + 0.5 × 14 = 14.
+    assert!((dec.gpu_hours - 1.5).abs() < 1e-9, "{dec:?}");
+    assert_eq!(dec.cost, "14.00");
     assert_eq!(r.totals.len(), 1);
-    assert_eq!(r.totals[0].cost, "17.976");
+    assert_eq!(r.totals[0].cost, "21.00");
     // The chart's timeline: per day (the period is 61 days), cut at midnight.
     assert_eq!(r.timeline_step, TimelineStep::Day);
     let days: Vec<(String, String, f64)> = r
@@ -140,8 +160,8 @@ async fn allocated_gpu_hours_are_priced_at_the_time_and_split_at_month_ends() {
     assert_eq!(
         days,
         [
-            ("2026-11-30".to_owned(), "h100-mig".to_owned(), 0.856),
-            ("2026-12-01".to_owned(), "h100-mig".to_owned(), 1.284),
+            ("2026-11-30".to_owned(), "h100-mig".to_owned(), 1.0),
+            ("2026-12-01".to_owned(), "h100-mig".to_owned(), 1.5),
         ]
     );
     assert!(r.timeline.iter().all(|p| p.used_gpu_hours.is_none()));
@@ -177,20 +197,33 @@ async fn allocated_gpu_hours_are_priced_at_the_time_and_split_at_month_ends() {
         .await
         .unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert!(lines[0].starts_with(
-        "BilledCost,EffectiveCost,ListCost,ListUnitPrice,BillingCurrency,BillingPeriodStart"
-    ));
+    let header: Vec<&str> = lines[0].split(',').collect();
+    for column in [
+        "BilledCost",
+        "BillingCurrency",
+        "ChargeCategory",
+        "ChargePeriodStart",
+        "PricingUnit",
+        "ServiceCategory",
+        "SubAccountId",
+        "x_GpuShare",
+        "x_SharingMode",
+    ] {
+        assert!(header.contains(&column), "{column} missing: {}", lines[0]);
+    }
+    let col = |line: &str, name: &str| -> String {
+        let i = header.iter().position(|h| *h == name).unwrap();
+        csv_fields(line).swap_remove(i)
+    };
     assert_eq!(lines.len(), 4, "{csv}");
-    let costs: Vec<&str> = lines[1..]
-        .iter()
-        .map(|l| l.split(',').next().unwrap())
-        .collect();
-    assert_eq!(costs, ["5.992", "5.992", "5.992"]);
-    assert!(
-        lines[1].contains("2026-11-01T00:00:00Z,2026-12-01T00:00:00Z"),
-        "{}",
-        lines[1]
-    );
+    let costs: Vec<String> = lines[1..].iter().map(|l| col(l, "BilledCost")).collect();
+    assert_eq!(costs, ["7.00", "7.00", "7.00"]);
+    assert_eq!(col(lines[1], "BillingPeriodStart"), "2026-11-01T00:00:00Z");
+    assert_eq!(col(lines[1], "BillingPeriodEnd"), "2026-12-01T00:00:00Z");
+    assert_eq!(col(lines[1], "x_GpuShare"), "0.500000");
+    assert_eq!(col(lines[1], "x_SharingMode"), "mig");
+    assert_eq!(col(lines[1], "SubAccountId"), "tenant/vision");
+    assert_eq!(col(lines[1], "BillingCurrency"), "EUR");
     assert!(lines[3].contains(&format!("allocation/{}", s.id)));
 
     // Members see their own tenant only; another tenant's is not there.
@@ -635,13 +668,13 @@ async fn insights_show_capacity_trend_queue_and_heat() {
         .iter()
         .map(|d| (d.allocated_gpus * 1000.0).round() / 1000.0)
         .collect();
-    // Nov 25-29 nothing; Nov 30 one 3g all day; Dec 1 (half an hour so
-    // far) both 3g slices the whole time.
-    assert_eq!(per_day, [0.0, 0.0, 0.0, 0.0, 0.0, 0.428, 0.856]);
+    // Nov 25-29 nothing; Nov 30 one 3g (at slices 0–3: 1/2) all day; Dec
+    // 1 (half an hour so far) both 3g slices (the second at 4–7: 3/7).
+    assert_eq!(per_day, [0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.929]);
     // The trend from the first day with use: +3/7 GPU a day, reaching the
     // one GPU later today.
     assert!(
-        (pool.trend_gpus_per_day.unwrap() - 0.428).abs() < 1e-9,
+        (pool.trend_gpus_per_day.unwrap() - 3.0 / 7.0).abs() < 1e-9,
         "{pool:?}"
     );
     assert_eq!(
@@ -921,7 +954,7 @@ async fn idle_slices_are_warned_kept_cleared_and_reclaimed() {
     assert!(left_h > 23.0, "{left_h}");
     assert_eq!(r.reclaimed.slices, 1);
     assert!(
-        (r.reclaimed.gpu_hours - 0.142 * left_h).abs() < 1e-9,
+        (r.reclaimed.gpu_hours - left_h / 7.0).abs() < 1e-9,
         "{:?}",
         r.reclaimed
     );
