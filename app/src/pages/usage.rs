@@ -391,7 +391,7 @@ fn Ledger(l: LedgerReport, f: Filter) -> impl IntoView {
                 </div>
                 <div class="stat card">
                     <span class="stat-value" data-test="ledger-balanced">{if l.balanced { "balanced" } else { "does not balance" }}</span>
-                    <span class="stat-label">{if l.balanced { "buckets add up to the fleet's hours, to the millisecond".to_owned() } else { format!("{:.3} GPU-h outside the GPUs' history, {:.3} overbooked", l.unrecorded_gpu_hours, l.overbooked_gpu_hours) }}</span>
+                    <span class="stat-label">{if l.balanced { "buckets add up to the fleet's hours, to the millisecond".to_owned() } else { "the GPUs' recorded history overlaps: see the operations guide".to_owned() }}</span>
                 </div>
             </div>
             <figure class="capacity" data-test="ledger-chart">

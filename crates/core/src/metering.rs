@@ -26,6 +26,9 @@ pub struct Held {
     pub pool: crate::checked::PoolName,
     /// Its share, summed over its GPUs (parts of [`PARTS_PER_GPU`]).
     pub share: GpuShare,
+    /// Its compute in thousandths of a GPU (the quota's count), which
+    /// telemetry's used time is measured against.
+    pub compute_milli: u64,
     /// GPU memory, MiB.
     pub memory_mib: u64,
     /// From (became usable), ms.
@@ -64,12 +67,19 @@ pub struct Metered {
     pub end: i64,
     /// GPU-part-milliseconds ([`PARTS_PER_GPU`]ths of a GPU × ms).
     pub gpu_part_ms: u128,
+    /// Compute-thousandths × ms (what used time is a fraction of).
+    pub compute_milli_ms: u128,
     /// MiB-milliseconds.
     pub mib_ms: u128,
     /// The price applied (`None`: the pool had no price then).
     pub currency: Option<String>,
-    /// Cost in millionths of the currency unit (rounded half up, per line).
+    /// Cost in millionths of the currency unit (rounded half up, per line):
+    /// the GPU-hours' and the GiB-hours' together.
     pub cost_micros: u128,
+    /// The GPU-hours' part of it.
+    pub gpu_cost_micros: u128,
+    /// The GiB-hours' part of it.
+    pub gib_cost_micros: u128,
     /// Used GPU time from telemetry, GPU-milli-milliseconds (busy time ×
     /// share; [`attribute_used`] fills it).
     pub used_milli_ms: u128,
@@ -180,11 +190,14 @@ pub fn meter(
                 .iter()
                 .filter(|p| p.pool == h.pool && p.effective_from <= at)
                 .max_by_key(|p| p.effective_from);
-            let cost_micros = price.map_or(0, |p| {
+            let gpu_cost_micros = price.map_or(0, |p| {
                 div_round(
                     gpu_part_ms * u128::from(p.gpu_hour_micros),
                     u128::from(PARTS_PER_GPU) * HOUR_MS as u128,
-                ) + div_round(
+                )
+            });
+            let gib_cost_micros = price.map_or(0, |p| {
+                div_round(
                     mib_ms * u128::from(p.gib_hour_micros),
                     1024 * HOUR_MS as u128,
                 )
@@ -195,9 +208,12 @@ pub fn meter(
                 start: at,
                 end: next,
                 gpu_part_ms,
+                compute_milli_ms: ms * u128::from(h.compute_milli),
                 mib_ms,
                 currency: price.map(|p| p.currency.clone()),
-                cost_micros,
+                cost_micros: gpu_cost_micros + gib_cost_micros,
+                gpu_cost_micros,
+                gib_cost_micros,
                 used_milli_ms: 0,
                 measured_ms: 0,
             });
@@ -331,6 +347,7 @@ mod tests {
             allocation: AllocationId::new(id),
             pool: "a100".parse().unwrap(),
             share,
+            compute_milli: share.0 * 1000 / PARTS_PER_GPU,
             memory_mib: mib,
             start,
             end,
@@ -420,6 +437,10 @@ mod tests {
         assert!((lines[0].gib_hours() - 80.0).abs() < 1e-12);
         // 6/7 × 2.10 + 80 × 0.01 = 1.80 + 0.80 = 2.60 EUR, exactly.
         assert_eq!(lines[0].cost_micros, 2_600_000);
+        assert_eq!(
+            (lines[0].gpu_cost_micros, lines[0].gib_cost_micros),
+            (1_800_000, 800_000)
+        );
         assert_eq!(format_micros(lines[0].cost_micros), "2.60");
         assert_eq!(lines[0].currency.as_deref(), Some("EUR"));
         // The same period twice: the same figures.

@@ -7,7 +7,7 @@
 
 use crate::entity::{admission_refusal, allocation};
 use crate::telemetry::DeviceGauges;
-use crate::usage::held_of;
+use crate::usage::{held_of, GpuModels};
 use crate::{PlatformAdmin, Service, ServiceError};
 use chrono::{DateTime, TimeZone, Utc};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
@@ -115,12 +115,13 @@ fn projection(p: Projection) -> FullProjection {
 /// and when that trend reaches the pool's GPUs.
 fn pool_capacity(
     fleet: &FleetView,
+    models: &GpuModels,
     rows: &[allocation::Model],
     from_ms: i64,
     now_ms: i64,
 ) -> Vec<PoolCapacity> {
     let days = day_starts(from_ms, now_ms);
-    let held: Vec<_> = rows.iter().filter_map(held_of).collect();
+    let held: Vec<_> = rows.iter().filter_map(|a| held_of(a, models)).collect();
     let mut allocated: BTreeMap<(&str, i64), u128> = BTreeMap::new();
     for line in meter(&held, &[], from_ms, now_ms, now_ms, &days) {
         let day = line.start.div_euclid(DAY_MS) * DAY_MS;
@@ -268,7 +269,13 @@ impl Service {
             heat_matching: fleet.matching,
             heat_page: fleet.page,
             heat_pages: fleet.pages,
-            pools: pool_capacity(&fleet, &held, from_ms, now_ms),
+            pools: pool_capacity(
+                &fleet,
+                &GpuModels::load(&self.db).await?,
+                &held,
+                from_ms,
+                now_ms,
+            ),
             queue: queue_days(&created, &refusals, from_ms, now_ms),
         })
     }

@@ -279,7 +279,9 @@ pub fn free_is_stranded(model: &GpuModel, policy: &PoolPolicy, held: &[&Holding]
                 } => (p + u32::from(*compute_percent), m + memory.0),
                 _ => (p, m),
             });
-            held.len() >= model.mps_max_clients as usize || pct >= 100 || mem >= model.memory_mib
+            held.len() >= model.mps_max_clients as usize
+                || pct >= 100
+                || (model.memory_mib > 0 && mem >= model.memory_mib)
         }
         SharingMode::TimeSlicing => held.len() >= policy.time_slice_replicas.max(1) as usize,
         SharingMode::Exclusive => false,

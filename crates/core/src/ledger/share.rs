@@ -204,9 +204,12 @@ pub fn share_of(
 mod tests;
 
 /// The share of each GPU a placed slice holds, from its shape and what the
-/// placer gave it (`slice`) on a GPU of `model`: fixed at placement, so a
-/// later change of the pool's policy never rewrites the past. A time-sliced
-/// replica's N is read from the memory it was given (the GPU's memory / N).
+/// placer gave it (`slice`) on a GPU of `model` (with the GPU's reported
+/// memory for models outside the catalogue): fixed at placement, so a later
+/// change of the pool's policy never rewrites the past. A time-sliced
+/// replica's N is read from the memory it was given (the GPU's memory / N),
+/// or from its compute (1000 / N thousandths) when the GPU's memory is
+/// unknown; an MPS client on such a GPU pays its thread share.
 pub fn share_of_placed(
     shape: &SliceShape,
     slice: &crate::placement::Slice,
@@ -217,13 +220,21 @@ pub fn share_of_placed(
         (_, Slice::Whole) | (SliceShape::Whole { .. }, _) => GpuShare::WHOLE,
         (_, Slice::HostOnly) => GpuShare(0),
         (_, Slice::Mig(p)) => mig_share_at(model, &p.profile, p.start).unwrap_or_default(),
-        (SliceShape::TimeSlice {}, Slice::Shared { memory, .. }) => {
-            let n = (model.memory_mib + memory.0 / 2) / memory.0.max(1);
+        (SliceShape::TimeSlice {}, Slice::Shared { memory, compute }) => {
+            let n = if model.memory_mib > 0 && memory.0 > 0 {
+                (model.memory_mib + memory.0 / 2) / memory.0
+            } else {
+                let c = u64::from(compute.0.max(1));
+                (1000 + c / 2) / c
+            };
             GpuShare::fraction(1, n.max(1))
         }
         (_, Slice::Shared { compute, memory }) => {
             let threads = GpuShare::fraction(u64::from(compute.0), 1000);
-            let mem = GpuShare::fraction(memory.0, model.memory_mib.max(1));
+            if model.memory_mib == 0 {
+                return threads;
+            }
+            let mem = GpuShare::fraction(memory.0, model.memory_mib);
             GpuShare((threads.0 + mem.0.min(PARTS_PER_GPU)) / 2)
         }
     }

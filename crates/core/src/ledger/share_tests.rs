@@ -209,3 +209,47 @@ fn a_placed_slice_keeps_the_share_its_shape_had() {
     let placed = Slice::Mig(crate::mig::MigPlacement::new("3g.40gb", 4));
     assert_eq!(share_of_placed(&shape, &placed, &a100), d(3, 7));
 }
+
+#[test]
+fn a_gpu_outside_the_catalogue_is_billed_by_what_is_known_of_it() {
+    use crate::catalogue::GpuModel;
+    use crate::placement::Slice;
+    use crate::units::ComputeMilli;
+    // Its reported memory known: as for any GPU.
+    let known = GpuModel::generic(49_152);
+    let mut ts = PoolPolicy::new(SharingMode::TimeSlicing);
+    ts.time_slice_replicas = 4;
+    let shape = SliceShape::TimeSlice {};
+    let demand = cost(&shape, &known, &ts).unwrap();
+    let placed = Slice::Shared {
+        compute: demand.compute,
+        memory: demand.memory,
+    };
+    assert_eq!(share_of_placed(&shape, &placed, &known), d(1, 4));
+    // Unknown memory: N from the compute, an MPS client by its threads.
+    let unknown = GpuModel::generic(0);
+    assert_eq!(share_of_placed(&shape, &placed, &unknown), d(1, 4));
+    let mps = SliceShape::Mps {
+        compute_percent: 30,
+        memory_mib: MemMiB(8192),
+    };
+    let client = Slice::Shared {
+        compute: ComputeMilli(300),
+        memory: MemMiB(8192),
+    };
+    assert_eq!(share_of_placed(&mps, &client, &unknown), d(3, 10));
+    // Half its threads held, memory unknown: the rest is usable.
+    let holding = crate::ledger::Holding {
+        allocation: crate::ids::AllocationId::new(1),
+        tenant: crate::ids::TenantId::new(1),
+        share: d(1, 2),
+        start: 0,
+        end: None,
+        fit: crate::ledger::HeldFit::Mps {
+            compute_percent: 50,
+            memory: MemMiB(8192),
+        },
+    };
+    let m = PoolPolicy::new(SharingMode::Mps);
+    assert!(!crate::ledger::free_is_stranded(&unknown, &m, &[&holding]));
+}

@@ -105,8 +105,11 @@ impl Service {
         let by = admin.principal().name().to_owned();
         let view = self.operate_in(&mut w, &by, host_id, index, req).await?;
         w.commit(self, &Actor::User(admin.principal())).await?;
-        // The ledger's history changes with the decision, not at the next tick.
-        self.record_gpu_conditions(self.now()).await?;
+        // The ledger's history changes with the decision, not at the next
+        // tick; the decision stands if recording fails (the tick retries).
+        if let Err(e) = self.record_gpu_conditions(self.now()).await {
+            tracing::warn!(error = %e, "recording GPU conditions after a fleet decision failed; the next tick records them");
+        }
         Ok(view)
     }
 

@@ -7,7 +7,7 @@ mod record;
 
 use crate::allocations::AllocationRow;
 use crate::entity::{allocation, gpu_condition, tenant};
-use crate::usage::{at, ms, period};
+use crate::usage::{at, ms, period, GpuModels};
 use crate::{PlatformAdmin, Service, ServiceError};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
 use std::collections::BTreeMap;
@@ -154,15 +154,22 @@ impl Service {
             )
             .all(&self.db)
             .await?;
+        let models = GpuModels::load(&self.db).await?;
         for a in &rows {
             let (Some(placement), Some(active)) = (&a.placement, a.active_at) else {
                 continue;
             };
             for g in &placement.gpus {
-                let Some(history) = gpus.get_mut(&g.uuid) else {
-                    continue;
-                };
-                let model = lookup(&g.model, 0);
+                // A GPU without history in the period still shows its
+                // slices' time, as unrecorded.
+                let history = gpus.entry(g.uuid.clone()).or_insert_with(|| GpuHistory {
+                    spans: Vec::new(),
+                    holdings: Vec::new(),
+                    pool: Some(a.pool.to_string()),
+                    model: g.model.clone(),
+                    hostname: placement.hostname.clone(),
+                });
+                let model = models.of(g);
                 history.holdings.push(Holding {
                     allocation: a.id,
                     tenant: a.tenant_id,
@@ -177,13 +184,14 @@ impl Service {
         let cuts = step_cuts(step, from, end.max(from));
         let mut out = BTreeMap::new();
         let mut recorded = 0u128;
-        for h in gpus.values() {
+        let with_spans = gpus.values().filter(|h| !h.spans.is_empty()).count();
+        for (uuid, h) in &gpus {
             for s in &h.spans {
                 let a = s.from.max(from);
                 let b = s.until.unwrap_or(now).min(end);
                 recorded += u128::try_from((b - a).max(0)).unwrap_or(0) * u128::from(PARTS_PER_GPU);
             }
-            let model = lookup(&h.model, 0);
+            let model = models.by_uuid(uuid).unwrap_or_else(|| lookup(&h.model, 0));
             let policy = h
                 .pool
                 .as_deref()
@@ -201,7 +209,25 @@ impl Service {
                 LedgerGrouping::Host => h.hostname.clone(),
             };
             for w in cuts.windows(2) {
-                let b = account(&h.spans, &h.holdings, w[0], w[1], now, stranded);
+                // Only what overlaps the step: a month of hourly steps does
+                // not rescan the month's slices each hour.
+                let (a, z) = (w[0], w[1]);
+                let spans: Vec<ConditionSpan> = h
+                    .spans
+                    .iter()
+                    .filter(|s| s.from < z && s.until.unwrap_or(now) > a)
+                    .copied()
+                    .collect();
+                let holdings: Vec<Holding> = h
+                    .holdings
+                    .iter()
+                    .filter(|x| x.start < z && x.end.unwrap_or(now) > a)
+                    .cloned()
+                    .collect();
+                if spans.is_empty() && holdings.is_empty() {
+                    continue;
+                }
+                let b = account(&spans, &holdings, a, z, now, stranded);
                 out.entry((w[0], key.clone()))
                     .or_insert_with(Buckets::default)
                     .add(&b);
@@ -212,7 +238,7 @@ impl Service {
             to: end,
             rows: out,
             recorded_part_ms: recorded,
-            gpus: u32::try_from(gpus.len()).unwrap_or(u32::MAX),
+            gpus: u32::try_from(with_spans).unwrap_or(u32::MAX),
         })
     }
 

@@ -63,6 +63,7 @@ struct Metering {
 #[derive(Default)]
 struct Sums {
     gpu: u128,
+    compute: u128,
     mib: u128,
     cost: u128,
     used: u128,
@@ -72,6 +73,7 @@ struct Sums {
 impl Sums {
     fn add(&mut self, l: &Metered) {
         self.gpu += l.gpu_part_ms;
+        self.compute += l.compute_milli_ms;
         self.mib += l.mib_ms;
         self.cost += l.cost_micros;
         self.used += l.used_milli_ms;
@@ -90,17 +92,20 @@ impl Sums {
         (self.measured > 0).then(|| self.used as f64 / (1000.0 * HOUR_MS as f64))
     }
 
-    /// Used / allocated; time without telemetry counts as idle.
+    /// Used / allocated compute (the quota's count, which telemetry
+    /// measures busy time against: a memory-heavy MIG instance billed for
+    /// the memory it blocks can still be 100 % busy); time without
+    /// telemetry counts as idle.
     fn efficiency_pct(&self) -> Option<f64> {
-        let used = self.used_gpu_hours()?;
-        (self.gpu > 0).then(|| used * 100.0 / self.gpu_hours())
+        (self.measured > 0 && self.compute > 0)
+            .then(|| self.used as f64 * 100.0 / self.compute as f64)
     }
 }
 
 /// What a slice held and while when, for metering (`None`: never usable):
 /// its share of each of its GPUs by the share model, as the ledger bills
 /// it (a slice stored without a placement pays its quota demand).
-pub(crate) fn held_of(a: &allocation::Model) -> Option<Held> {
+pub(crate) fn held_of(a: &allocation::Model, models: &GpuModels) -> Option<Held> {
     use crate::allocations::AllocationRow;
     let share = a.placement.as_ref().map_or_else(
         || GpuShare::from_milli(u64::try_from(a.demand_compute_milli).unwrap_or(0)),
@@ -108,10 +113,7 @@ pub(crate) fn held_of(a: &allocation::Model) -> Option<Held> {
             GpuShare(
                 p.gpus
                     .iter()
-                    .map(|g| {
-                        let model = tessera_core::catalogue::lookup(&g.model, 0);
-                        share_of_placed(a.slice_shape(), &p.slice, &model).0
-                    })
+                    .map(|g| share_of_placed(a.slice_shape(), &p.slice, &models.of(g)).0)
                     .sum(),
             )
         },
@@ -120,10 +122,48 @@ pub(crate) fn held_of(a: &allocation::Model) -> Option<Held> {
         allocation: a.id,
         pool: a.pool.clone(),
         share,
+        compute_milli: u64::try_from(a.demand_compute_milli).unwrap_or(0),
         memory_mib: u64::try_from(a.demand_memory_mib).unwrap_or(0),
         start: ms(a.active_at?),
         end: a.ended_at.map(ms),
     })
+}
+
+/// The catalogue model of each GPU by UUID, with its reported memory (what
+/// shares of GPUs outside the catalogue are worked out from).
+pub(crate) struct GpuModels(BTreeMap<String, tessera_core::catalogue::GpuModel>);
+
+impl GpuModels {
+    /// Every GPU's.
+    pub(crate) async fn load(db: &sea_orm::DatabaseConnection) -> Result<Self, ServiceError> {
+        Ok(Self(
+            crate::entity::gpu::Entity::find()
+                .all(db)
+                .await?
+                .into_iter()
+                .map(|g| {
+                    let memory = u64::try_from(g.memory_mib).unwrap_or(0);
+                    (g.uuid, tessera_core::catalogue::lookup(&g.model, memory))
+                })
+                .collect(),
+        ))
+    }
+
+    /// The model of GPU `uuid`, if it is still there.
+    pub(crate) fn by_uuid(&self, uuid: &str) -> Option<tessera_core::catalogue::GpuModel> {
+        self.0.get(uuid).copied()
+    }
+
+    /// The model of a placed GPU (by name alone for a GPU that is gone).
+    pub(crate) fn of(
+        &self,
+        g: &tessera_protocol::views::AllocatedGpu,
+    ) -> tessera_core::catalogue::GpuModel {
+        self.0
+            .get(&g.uuid)
+            .copied()
+            .unwrap_or_else(|| tessera_core::catalogue::lookup(&g.model, 0))
+    }
 }
 
 pub(crate) fn ms(t: DateTime<Utc>) -> i64 {
@@ -302,20 +342,23 @@ impl Service {
         let mut slices = BTreeMap::new();
         let mut reclaimed = ReclaimSummary::default();
         let mut reclaimed_part_ms = 0u128;
+        let models = GpuModels::load(&self.db).await?;
         for a in rows
             .iter()
             .filter(|a| a.reclaimed_at.is_some_and(|r| r >= from && r < to))
         {
             reclaimed.slices += 1;
             reclaimed_part_ms += reclaimed_gpu_time(
-                held_of(a).map_or(0, |h| h.share.0),
+                held_of(a, &models).map_or(0, |h| h.share.0),
                 a.reclaimed_at.map_or(0, ms),
                 a.lease_ends_at.map(ms),
             );
         }
         reclaimed.gpu_hours = tessera_core::ledger::gpu_hours(reclaimed_part_ms);
         for a in &rows {
-            let Some(h) = held_of(a) else { continue };
+            let Some(h) = held_of(a, &models) else {
+                continue;
+            };
             let share = h.share;
             held.push(h);
             let t = tenants.get(&a.tenant_id);

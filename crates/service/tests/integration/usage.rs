@@ -463,7 +463,9 @@ async fn used_gpu_hours_come_from_telemetry_stored_once() {
         (row.used_gpu_hours.unwrap() - used).abs() < 1e-12,
         "{row:?}"
     );
-    let efficiency = used * 100.0 / row.gpu_hours;
+    // Efficiency is used / allocated compute (0.428 of the GPU), not the
+    // billed share (the 3g.40gb at slices 0–3 pays 1/2 for its memory).
+    let efficiency = used * 100.0 / (row.gpu_hours * 0.428 / 0.5);
     assert!(
         (row.efficiency_pct.unwrap() - efficiency).abs() < 1e-9,
         "{row:?}"
@@ -958,4 +960,56 @@ async fn idle_slices_are_warned_kept_cleared_and_reclaimed() {
         "{:?}",
         r.reclaimed
     );
+}
+
+#[tokio::test]
+async fn focus_rows_price_gpu_hours_and_memory_apart_and_each_cost_is_unit_price_times_quantity() {
+    let f = fixture().await;
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    f.service
+        .set_price(
+            &proof,
+            &NewPrice {
+                pool: "h100-mig".parse().unwrap(),
+                currency: "EUR".into(),
+                gpu_hour: "7".into(),
+                gib_hour: "0.01".into(),
+                effective_from: None,
+            },
+        )
+        .await
+        .unwrap();
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let s = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("1g.10gb"), 24))
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    assert_eq!(get(&f, &alice, s.id).await.state, AllocationPhase::Active);
+    f.clock.advance(Duration::hours(3));
+    let csv = f
+        .service
+        .usage_focus_csv(&admin, &query(None, UsageGrouping::Tenant))
+        .await
+        .unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    let header = csv_fields(lines[0]);
+    let col = |line: &str, name: &str| -> String {
+        let i = header.iter().position(|h| h == name).unwrap();
+        csv_fields(line).swap_remove(i)
+    };
+    let units: Vec<String> = lines[1..].iter().map(|l| col(l, "PricingUnit")).collect();
+    assert_eq!(units, ["GPU-Hours", "GiB-Hours"], "{csv}");
+    for l in &lines[1..] {
+        let num = |c: &str| col(l, c).parse::<f64>().unwrap();
+        let product = num("ListUnitPrice") * num("PricingQuantity");
+        assert!((num("BilledCost") - product).abs() < 1e-5, "{l}");
+        assert_eq!(col(l, "BilledCost"), col(l, "ListCost"));
+    }
+    // 3 h × 1/7 GPU at 7 = 3.00; 3 h × the instance's GiB at 0.01.
+    assert_eq!(col(lines[1], "BilledCost"), "3.00");
+    assert_eq!(col(lines[2], "SkuId"), "pool/h100-mig/memory");
 }
