@@ -354,3 +354,55 @@ async fn seven_1g_slices_bill_the_whole_gpu_a_cordon_is_its_own_bucket_and_the_r
         matches!(err, tessera_service::ServiceError::Invalid { ref field, .. } if field == "step")
     );
 }
+
+#[tokio::test]
+async fn silence_starts_after_the_offline_limit_and_maintenance_on_a_silent_host_starts_when_decided(
+) {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-1", vec![h100(0, "GPU-a1")]).await;
+    f.service.tick().await.unwrap();
+    let t0 = f.service.now().timestamp_millis();
+    // Ten minutes heard every 25 s.
+    for _ in 0..24 {
+        f.clock.advance(Duration::seconds(25));
+        agent.converge(&f).await;
+        f.service.tick().await.unwrap();
+    }
+    // Ten minutes silent: silent from the last heartbeat + 30 s.
+    f.clock.advance(Duration::minutes(10));
+    f.service.tick().await.unwrap();
+    // Maintenance while still silent: from now, not backdated over the
+    // silence.
+    let admin = f.admin().await;
+    let proof = admin.require_platform_admin().unwrap();
+    let ops = |action| OpsRequest {
+        action,
+        reason: "swap the fan".into(),
+    };
+    f.service
+        .operate_host(&proof, agent.host.id(), &ops(OpsAction::Maintenance))
+        .await
+        .unwrap();
+    f.clock.advance(Duration::minutes(5));
+    agent.converge(&f).await;
+    f.service.tick().await.unwrap();
+    f.service
+        .operate_host(&proof, agent.host.id(), &ops(OpsAction::Resume))
+        .await
+        .unwrap();
+    f.clock.advance(Duration::minutes(1));
+    agent.converge(&f).await;
+    f.service.tick().await.unwrap();
+    let now = f.service.now().timestamp_millis();
+    let t = f
+        .service
+        .ledger_exact(t0, now, LedgerStep::Hour, LedgerGrouping::Fleet)
+        .await
+        .unwrap()
+        .totals();
+    let s = |secs: u128| secs * 1000 * u128::from(PARTS_PER_GPU);
+    assert_eq!(t.silent, s(600 - 30), "{t:?}");
+    assert_eq!(t.maintenance, s(300), "{t:?}");
+    assert_eq!(t.unallocated, s(600 + 30 + 60), "{t:?}");
+    assert_eq!(t.total(), s(1560));
+}
