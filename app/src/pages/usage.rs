@@ -296,14 +296,25 @@ fn Timeline(
     }
 }
 
-/// The free buckets of the ledger, after the tenants: (key, label, class).
-const FREE_BUCKETS: [(&str, &str, &str); 6] = [
-    ("unallocated", "Unallocated", "lb-unallocated"),
-    ("stranded", "Stranded", "lb-stranded"),
-    ("draining", "Draining or cordoned", "lb-draining"),
-    ("maintenance", "Maintenance", "lb-maintenance"),
-    ("unhealthy", "Unhealthy", "lb-unhealthy"),
-    ("silent", "Host silent", "lb-silent"),
+/// The free buckets of the ledger, after the tenants: (key, label, class,
+/// the table's short heading).
+const FREE_BUCKETS: [(&str, &str, &str, &str); 6] = [
+    (
+        "unallocated",
+        "Unallocated",
+        "lb-unallocated",
+        "Unallocated",
+    ),
+    ("stranded", "Stranded", "lb-stranded", "Stranded"),
+    (
+        "draining",
+        "Draining or cordoned",
+        "lb-draining",
+        "Draining",
+    ),
+    ("maintenance", "Maintenance", "lb-maintenance", "Maint."),
+    ("unhealthy", "Unhealthy", "lb-unhealthy", "Unhealthy"),
+    ("silent", "Host silent", "lb-silent", "Silent"),
 ];
 
 fn free_hours(b: &LedgerBuckets) -> [f64; 6] {
@@ -377,7 +388,7 @@ fn Ledger(l: LedgerReport, f: Filter) -> impl IntoView {
         <section class="card" data-test="ledger">
             <div class="section-row">
                 <h2 class="section-title">"Fleet ledger"</h2>
-                <span class="muted small">{format!("{} GPUs, {} to {}", l.gpus, l.from.format("%Y-%m-%d %H:%M"), l.to.format("%Y-%m-%d %H:%M UTC"))}</span>
+                <span class="muted small">{format!("{} GPU{}, {} to {}", l.gpus, format::plural(l.gpus), l.from.format("%Y-%m-%d %H:%M"), l.to.format("%Y-%m-%d %H:%M UTC"))}</span>
             </div>
             <p class="muted small">"Every GPU-hour of the period lands in exactly one place: a tenant's slices (by their share), or free: unallocated, stranded (too fragmented for any shape the pool offers), draining or cordoned, in maintenance, unhealthy, or on a silent host. Reconcile it with the hardware invoice: the fleet's hours are the GPUs' hours since they enrolled."</p>
             <div class="stats">
@@ -409,7 +420,7 @@ fn Ledger(l: LedgerReport, f: Filter) -> impl IntoView {
                         <span class="num" data-test="ledger-hours">{format!("{:.3}", x.gpu_hours)}</span>
                     </li>
                 }).collect_view()}
-                {FREE_BUCKETS.iter().zip(free_hours(t)).map(|((key, name, class), v)| view! {
+                {FREE_BUCKETS.iter().zip(free_hours(t)).map(|((key, name, class, _), v)| view! {
                     <li data-test="ledger-bucket" data-bucket=*key>
                         <span class=format!("key {class}")></span>" "{*name}" "
                         <span class="num" data-test="ledger-hours">{format!("{v:.3}")}</span>
@@ -429,17 +440,17 @@ fn Ledger(l: LedgerReport, f: Filter) -> impl IntoView {
                 <button class="button" type="submit" data-test="ledger-apply">"Show"</button>
                 <a class="button ghost" href=format!("/api/v1/ledger?group_by={}{}", by.as_str(), if f.month.is_empty() { String::new() } else { format!("&month={}", encode_component(&f.month)) }) data-test="ledger-json">"JSON"</a>
             </form>
-            <div class="table-scroll">
+            <div class="table-scroll" tabindex="0" role="region" aria-label=format!("Fleet ledger by {}", by.as_str())>
                 <table class="small" data-test="ledger-groups">
                     <thead><tr>
                         <th>{match by { LedgerGrouping::Pool => "Pool", LedgerGrouping::Model => "GPU model", LedgerGrouping::Host => "Host", LedgerGrouping::Fleet => "Fleet" }}</th>
                         <th class="num">"Tenants"</th>
-                        {FREE_BUCKETS.iter().map(|(_, name, _)| view! { <th class="num">{*name}</th> }).collect_view()}
+                        {FREE_BUCKETS.iter().map(|(_, name, _, short)| view! { <th class="num" title=*name>{*short}</th> }).collect_view()}
                         <th class="num">"GPU-hours"</th>
                     </tr></thead>
                     <tbody>{l.groups.iter().map(|g| view! {
                         <tr data-test="ledger-group" data-group=g.group.clone()>
-                            <td class="mono">{g.group.clone()}</td>
+                            <td class="mono nowrap">{g.group.clone()}</td>
                             <td class="num">{format!("{:.3}", g.buckets.allocated)}</td>
                             {free_hours(&g.buckets).into_iter().map(|v| view! { <td class="num">{format!("{v:.3}")}</td> }).collect_view()}
                             <td class="num" data-test="ledger-group-hours">{format!("{:.3}", g.buckets.physical)}</td>
