@@ -14,12 +14,26 @@ use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{path, SsrMode};
 use pages::{
-    allocation::AllocationPage, api_tokens::ApiTokensPage, approvals::ApprovalsPage,
-    audit::AuditLogPage, fleet::FleetPage, home::HomePage, insights::InsightsPage,
-    join_tokens::JoinTokensPage, not_found::NotFound, notifications::NotificationsPage,
-    people::PeoplePage, pools_admin::PoolsAdminPage, quotas_admin::QuotasAdminPage,
-    request::RequestPage, signed_out::SignedOutPage, tenant::TenantPage,
-    tenant_quota::TenantQuotaPage, tenants_admin::TenantsAdminPage, usage::UsagePage,
+    allocation::AllocationPage,
+    api_tokens::ApiTokensPage,
+    approvals::ApprovalsPage,
+    audit::AuditLogPage,
+    budget::{BudgetPage, StatementPage},
+    fleet::FleetPage,
+    home::HomePage,
+    insights::InsightsPage,
+    join_tokens::JoinTokensPage,
+    not_found::NotFound,
+    notifications::NotificationsPage,
+    people::PeoplePage,
+    pools_admin::PoolsAdminPage,
+    quotas_admin::QuotasAdminPage,
+    request::RequestPage,
+    signed_out::SignedOutPage,
+    tenant::TenantPage,
+    tenant_quota::TenantQuotaPage,
+    tenants_admin::TenantsAdminPage,
+    usage::UsagePage,
     webhook::WebhookPage,
 };
 
@@ -61,6 +75,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/t/:slug/api-tokens") view=ApiTokensPage ssr=SsrMode::Async/>
                     <Route path=path!("/t/:slug/quota") view=TenantQuotaPage ssr=SsrMode::Async/>
                     <Route path=path!("/t/:slug/webhook") view=WebhookPage ssr=SsrMode::Async/>
+                    <Route path=path!("/t/:slug/budget") view=BudgetPage ssr=SsrMode::Async/>
+                    <Route path=path!("/statement") view=StatementPage ssr=SsrMode::Async/>
                     <Route path=path!("/fleet") view=FleetPage ssr=SsrMode::Async/>
                     <Route path=path!("/fleet/insights") view=InsightsPage ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view=AuditLogPage ssr=SsrMode::Async/>

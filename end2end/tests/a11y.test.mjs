@@ -41,8 +41,8 @@ describe('accessibility', () => {
 
   const pages = {
     bob: () => ['/', '/t/vision', '/t/vision/request', `/t/vision/a/${allocation}`, '/t/vision/quota', '/usage', '/notifications'],
-    carol: () => ['/t/vision/api-tokens', '/t/vision/webhook', '/audit'],
-    alice: () => ['/fleet', '/fleet/insights', '/admin/join-tokens', '/admin/people', '/admin/approvals', '/admin/quotas', '/admin/pools', '/admin/tenants', '/usage', '/audit', '/notifications'],
+    carol: () => ['/t/vision/api-tokens', '/t/vision/webhook', '/t/vision/budget', '/audit'],
+    alice: () => ['/fleet', '/fleet/insights', '/admin/join-tokens', '/admin/people', '/admin/approvals', '/admin/quotas', '/admin/pools', '/admin/tenants', '/usage', '/statement?tenant=vision', '/audit', '/notifications'],
   };
   for (const [user, paths] of Object.entries(pages)) {
     for (const colorScheme of ['light', 'dark']) {

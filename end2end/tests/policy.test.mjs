@@ -279,4 +279,110 @@ describe('pools and tenants in the browser', () => {
     await looks(stack, '/usage', 'usage');
     await stack.api(token, 'POST', `/allocations/${made.body.id}/release`);
   });
+
+  it('a budget at 80 % tells the tenant admin; the statement splits direct cost and overhead; a blocking budget turns away best-effort requests', async () => {
+    // Carol leads Vision: signed in first, so she is one of its admins.
+    const carol = await newPage(stack);
+    await signIn(stack, carol.page, 'carol', '/t/vision/budget');
+    await hydrated(carol.page);
+    await carol.page.locator('[data-test=budget-none]').waitFor();
+    // An expensive pool: a few seconds of a 1g.10gb cost something.
+    const { context, page } = await newPage(stack);
+    await signIn(stack, page, 'alice', '/usage');
+    await hydrated(page);
+    const form = page.locator('[data-test=price-form]');
+    await form.locator('[data-test=price-pool]').selectOption('h100-mig');
+    await form.locator('[data-test=price-gpu-hour]').fill('36000');
+    await form.locator('[data-test=price-recovery-choice]').selectOption('full_recovery');
+    await form.locator('[data-test=price-save]').click();
+    await page.locator('[data-test=price-row][data-pool=h100-mig] [data-test=price-recovery]', { hasText: 'Full recovery' }).first().waitFor();
+    const made = await stack.api(token, 'POST', '/allocations', { pool: 'h100-mig', shape: { kind: 'mig', profile: '1g.10gb' }, lease_hours: 1 });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    await waitFor(async () => (await stack.api(token, 'GET', `/allocations/${made.body.id}`)).body.state === 'active', { what: 'active slice' });
+    await new Promise((r) => setTimeout(r, 3000));
+    // Back to showback, then the slice ends: what Vision was charged stops growing.
+    await form.locator('[data-test=price-gpu-hour]').fill('36000');
+    await form.locator('[data-test=price-recovery-choice]').selectOption('showback');
+    await form.locator('[data-test=price-save]').click();
+    await page.locator('[data-test=price-row][data-pool=h100-mig] [data-test=price-recovery]', { hasText: 'Showback' }).first().waitFor();
+    // Every Vision slice ends, this one and any an earlier test left.
+    const live = ['queued', 'placed', 'provisioning', 'active'];
+    for (const a of (await stack.api(token, 'GET', '/allocations')).body) {
+      if (live.includes(a.state)) await stack.api(token, 'POST', `/allocations/${a.id}/release`);
+    }
+    await waitFor(async () => (await stack.api(token, 'GET', '/allocations')).body.every((a) => ![...live, 'releasing'].includes(a.state)),
+      { what: 'every Vision slice ended' });
+    const statement = async () => {
+      const r = await carol.page.request.get(`${stack.appUrl}/api/v1/statements?tenant=vision`);
+      assert.equal(r.status(), 200);
+      return r.json();
+    };
+    const s = await statement();
+    const line = s.lines.find((l) => l.pool === 'h100-mig');
+    assert.ok(line, JSON.stringify(s));
+    // Full recovery put the free part of the GPU on Vision for those seconds.
+    assert.ok(Number(line.overhead) > 0, JSON.stringify(line));
+    assert.equal((Number(line.direct) + Number(line.overhead)).toFixed(2), Number(line.total).toFixed(2));
+    const spent = Number(s.totals[0].total);
+    assert.ok(spent > 1, `spent ${spent}`);
+    // Carol sets a budget of which 90 % is spent: she is told at 80 %.
+    const amount = (spent / 0.9).toFixed(2);
+    await carol.page.reload();
+    await hydrated(carol.page);
+    const bf = carol.page.locator('[data-test=budget-form]');
+    await bf.locator('[data-test=budget-amount]').fill(amount);
+    await bf.locator('[data-test=budget-currency]').fill('EUR');
+    await bf.locator('[data-test=budget-save]').click();
+    const card = carol.page.locator('[data-test=budget]').first();
+    await card.waitFor();
+    assert.match(await card.locator('[data-test=budget-spent]').textContent(), new RegExp(`of ${amount} EUR \\((89|90) %\\)`));
+    await carol.page.locator('[data-test=statement-line][data-pool=h100-mig]').waitFor();
+    await screenshot(carol.page, 'budget-tenant');
+    await carol.page.goto(`${stack.appUrl}/notifications`);
+    await waitFor(async () => /Vision has spent 80 % of its budget/.test(await carol.page.locator('main').textContent()), { what: 'the 80 % notification' });
+    // Told once, however often the timer looks.
+    await new Promise((r) => setTimeout(r, 1500));
+    await carol.page.reload();
+    const told = await carol.page.locator('main').textContent();
+    assert.equal(told.match(/Vision has spent 80 % of its budget/g).length, 1, told);
+    // The tenant page shows spend against the budget.
+    await carol.page.goto(`${stack.appUrl}/t/vision`);
+    await carol.page.locator('[data-test=tenant-budgets] [data-test=budget]').waitFor();
+
+    // A platform admin makes it block at a lower amount: best-effort
+    // requests are refused with what to do; guaranteed ones still go through.
+    await page.goto(`${stack.appUrl}/usage`);
+    await hydrated(page);
+    const admin = page.locator('[data-test=budgets] [data-test=budget-form]');
+    await admin.locator('[data-test=budget-tenant]').fill('vision');
+    await admin.locator('[data-test=budget-amount]').fill((spent / 2).toFixed(2));
+    await admin.locator('[data-test=budget-currency]').fill('EUR');
+    await admin.locator('[data-test=budget-block]').check();
+    await admin.locator('[data-test=budget-save]').click();
+    await page.locator('[data-test=budgets] [data-test=budget]', { hasText: 'only guaranteed requests go through until' }).waitFor();
+    const refused = await stack.api(token, 'POST', '/allocations', { pool: 'h100-mig', shape: { kind: 'mig', profile: '1g.10gb' }, lease_hours: 1, qos: 'best-effort' });
+    assert.equal(refused.status, 403, JSON.stringify(refused.body));
+    assert.equal(refused.body.code, 'budget_exceeded');
+    assert.match(refused.body.message, /only guaranteed requests go through/);
+    const guaranteed = await stack.api(token, 'POST', '/allocations', { pool: 'h100-mig', shape: { kind: 'mig', profile: '1g.10gb' }, lease_hours: 1 });
+    assert.equal(guaranteed.status, 201, JSON.stringify(guaranteed.body));
+    await stack.api(token, 'POST', `/allocations/${guaranteed.body.id}/release`);
+    // Carol asks for more; the platform admin's Budgets card shows it.
+    await carol.page.goto(`${stack.appUrl}/t/vision/budget`);
+    await hydrated(carol.page);
+    const ask = carol.page.locator('[data-test=budget-ask-form]');
+    await ask.locator('[data-test=budget-ask-amount]').fill((spent * 3).toFixed(2));
+    await ask.locator('[data-test=budget-ask-reason]').fill('the December training run');
+    await ask.locator('[data-test=budget-ask-send]').click();
+    await carol.page.locator('[data-test=budget-ask-waiting]').waitFor();
+    await page.reload();
+    await hydrated(page);
+    await page.locator('[data-test=budgets] [data-test=budget-pending]', { hasText: 'the December training run' }).waitFor();
+    await page.locator('[data-test=budgets]').scrollIntoViewIfNeeded();
+    await screenshot(page, 'budgets-admin');
+    await context.close();
+    await carol.context.close();
+    await looks(stack, '/statement?tenant=vision', 'statement');
+    await looks(stack, '/t/vision/budget', 'budget', async () => {}, 'carol');
+  });
 });

@@ -31,6 +31,7 @@ mod m20261217_000023_token_scopes_and_audit_retention;
 mod m20261218_000024_webhook_failure_detail;
 mod m20261219_000025_tenant_namespaces;
 mod m20261220_000026_create_gpu_conditions;
+mod m20261221_000027_budgets_and_recovery;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -65,6 +66,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261218_000024_webhook_failure_detail::Migration),
             Box::new(m20261219_000025_tenant_namespaces::Migration),
             Box::new(m20261220_000026_create_gpu_conditions::Migration),
+            Box::new(m20261221_000027_budgets_and_recovery::Migration),
         ]
     }
 }

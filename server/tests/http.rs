@@ -2274,6 +2274,111 @@ async fn usage_and_prices_over_http() {
         .send("GET", "/api/v1/ledger?group_by=colour", &admin, None)
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    let (status, json) = app
+        .send("GET", "/api/v1/ledger?month=2026-11", &admin, None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert!(json["charges"].is_array(), "{json}");
+
+    // Prices name a recovery policy; a bad one is a 400 naming it.
+    let (status, json) = app
+        .send(
+            "POST",
+            "/api/v1/prices",
+            &admin,
+            Some(r#"{"pool":"l4","currency":"EUR","gpu_hour":"0.90","recovery":"full_recovery","effective_from":"2030-01-01T00:00:00Z"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["recovery"], "full_recovery");
+    let (status, json) = app
+        .send(
+            "POST",
+            "/api/v1/prices",
+            &admin,
+            Some(r#"{"pool":"l4","currency":"EUR","gpu_hour":"0.90","recovery":"everyone"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+
+    // Budgets: a platform admin sets one (audited); members read their
+    // tenant's but set none; bad input is a 400 that changes nothing.
+    let before = app.audit_count().await;
+    let (status, json) = app
+        .send(
+            "PUT",
+            "/api/v1/budgets",
+            &admin,
+            Some(r#"{"tenant":"vision","amount":"1500","currency":"eur","block_when_exceeded":true}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["amount"], "1500.00");
+    assert_eq!(json["currency"], "EUR");
+    assert_eq!(json["scope"], "tenant");
+    assert_eq!(json["blocking"], false);
+    assert_eq!(app.audit_count().await, before + 1);
+    assert_eq!(app.last_action().await, "budget.set");
+    let id = json["id"].as_i64().unwrap();
+    let (status, json) = app
+        .send("GET", "/api/v1/budgets?tenant=vision", &member, None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json[0]["id"], id);
+    let (status, json) = app.send("GET", "/api/v1/budgets", &member, None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    let (status, json) = app
+        .send(
+            "PUT",
+            "/api/v1/budgets",
+            &member,
+            Some(r#"{"tenant":"vision","amount":"9","currency":"EUR"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{json}");
+    for bad in [
+        r#"{"tenant":"vision","amount":"0","currency":"EUR"}"#,
+        r#"{"amount":"10","currency":"EUR"}"#,
+        r#"{"tenant":"vision","amount":"10","currency":"EUR","colour":"red"}"#,
+    ] {
+        let (status, json) = app.send("PUT", "/api/v1/budgets", &admin, Some(bad)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {json}");
+    }
+    assert_eq!(app.audit_count().await, before + 1);
+    let (status, json) = app
+        .send(
+            "GET",
+            "/api/v1/statements?tenant=vision&month=2026-11",
+            &member,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["month"], "2026-11");
+    assert_eq!(json["budgets"][0]["id"], id);
+    let (status, csv) = app
+        .send("GET", "/api/v1/statements.csv?tenant=vision", &member, None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        csv.as_str()
+            .unwrap_or_default()
+            .starts_with("month,tenant,"),
+        "{csv}"
+    );
+    let (status, json) = app
+        .send("GET", "/api/v1/statements?cost_centre=CC-1", &member, None)
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{json}");
+    let (status, json) = app
+        .send("DELETE", &format!("/api/v1/budgets/{id}"), &member, None)
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{json}");
+    let (status, _) = app
+        .send("DELETE", &format!("/api/v1/budgets/{id}"), &admin, None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(app.last_action().await, "budget.delete");
 }
 
 /// A telemetry batch as the agent sends it: gzip-compressed JSON.

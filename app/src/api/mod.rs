@@ -8,6 +8,7 @@
 
 mod allocations;
 mod audit;
+mod budgets;
 mod fleet;
 mod notifications;
 mod people;
@@ -18,6 +19,7 @@ mod usage;
 
 pub use allocations::*;
 pub use audit::*;
+pub use budgets::*;
 pub use fleet::*;
 pub use notifications::*;
 pub use people::*;

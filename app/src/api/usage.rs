@@ -18,6 +18,8 @@ pub struct UsagePageData {
     pub pools: Vec<String>,
     /// The fleet ledger of the same period (platform admins).
     pub ledger: Option<tessera_protocol::views::LedgerReport>,
+    /// Every budget (platform admins).
+    pub budgets: Vec<tessera_protocol::views::BudgetView>,
 }
 
 /// Usage and cost for a month (`""`: this one), a tenant (`""`: all for
@@ -40,6 +42,7 @@ pub async fn get_usage(
         .collect();
     let mut pools = Vec::new();
     let mut ledger = None;
+    let mut budgets = Vec::new();
     if admin {
         let proof = who.require_platform_admin()?;
         tenants = service
@@ -61,6 +64,9 @@ pub async fn get_usage(
             ..LedgerQuery::default()
         };
         ledger = Some(service.ledger(&proof, &q).await?);
+        budgets = service
+            .budgets(who, &tessera_protocol::views::BudgetQuery::default())
+            .await?;
     }
     let tenant = match tenant {
         t if t.is_empty() && !admin => tenants.first().map(|t| t.0.clone()).unwrap_or_default(),
@@ -82,6 +88,7 @@ pub async fn get_usage(
         admin,
         pools,
         ledger,
+        budgets,
     })
 }
 
@@ -99,6 +106,7 @@ pub async fn set_price(
     currency: String,
     gpu_hour: String,
     #[server(default)] gib_hour: String,
+    #[server(default)] recovery: String,
 ) -> Result<(), AppError> {
     let (service, viewer) = ssr::ctx().await?;
     let admin = viewer.require()?.require_platform_admin()?;
@@ -108,6 +116,14 @@ pub async fn set_price(
         gpu_hour,
         gib_hour,
         effective_from: None,
+        recovery: match recovery.as_str() {
+            "" => None,
+            r => Some(
+                tessera_core::ledger::recovery::RecoveryPolicy::parse(r).ok_or_else(|| {
+                    AppError::invalid("recovery", "choose showback, full_recovery or used_based")
+                })?,
+            ),
+        },
     };
     service.set_price(&admin, &new).await?;
     Ok(())

@@ -4,6 +4,7 @@ pub mod allocation;
 pub mod api_tokens;
 pub mod approvals;
 pub mod audit;
+pub mod budget;
 pub mod fleet;
 pub mod home;
 pub mod insights;

@@ -104,6 +104,7 @@ fn topic(kind: NotificationKind) -> &'static str {
         NotificationTopic::Allocation => "Slice",
         NotificationTopic::Webhook => "Webhook",
         NotificationTopic::Fleet => "Fleet",
+        NotificationTopic::Budget => "Budget",
     }
 }
 

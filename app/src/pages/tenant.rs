@@ -91,10 +91,16 @@ fn Tenant(t: TenantView) -> impl IntoView {
                 <h2 class="section-title">"Quota"</h2>
                 <div class="row-actions">
                     <a class="button ghost" href=format!("/usage?tenant={}", t.slug) data-test="usage-link">"Usage & cost"</a>
+                    <a class="button ghost" href=format!("/t/{}/budget", t.slug) data-test="budget-link">"Budget & statement"</a>
                     <a class="button ghost" href=format!("/api/v1/tenants/{}/kubernetes", t.slug) download=format!("{}-kubernetes.yaml", t.slug) data-test="kubernetes-bundle-link" title="Your namespaces' ResourceQuota (GPU devices and resources your quota in force allows) and the priority classes open to you; a platform admin applies it">"Kubernetes bundle (YAML)"</a>
                     <a class="button ghost" href=format!("/t/{}/quota", t.slug) data-test="tenant-quota-link">"Quota & requests"</a>
                 </div>
             </div>
+            {(!t.budgets.is_empty()).then(|| view! {
+                <div class="grid" data-test="tenant-budgets">
+                    {t.budgets.iter().map(|b| view! { <super::budget::BudgetCard b=b.clone()/> }).collect_view()}
+                </div>
+            })}
             {if t.quotas.is_empty() {
                 view! {
                     <div class="card empty" data-test="tenant-quota-empty">

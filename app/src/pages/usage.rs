@@ -3,7 +3,8 @@
 //! prices (platform admins set them). Tenants see their own tenants,
 //! platform admins everyone.
 
-use crate::api::{get_usage, list_prices, SetPrice};
+use super::budget::{BudgetCard, BudgetForm, DecideRequest};
+use crate::api::{get_usage, list_prices, DecideBudgetRequest, DeleteBudget, SetBudget, SetPrice};
 use crate::components::error_panel::{ErrorPanel, FormError};
 use crate::format;
 use leptos::prelude::*;
@@ -11,11 +12,12 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use tessera_core::capacity::day_starts;
 use tessera_core::chart::{nice_max, stacked_bars};
+use tessera_core::ledger::recovery::RecoveryPolicy;
 use tessera_core::metering::month_starts;
 use tessera_protocol::query::encode_component;
 use tessera_protocol::views::{
-    LedgerBuckets, LedgerGrouping, LedgerReport, LedgerRow, LedgerStep, PriceView, TimelineStep,
-    UsageGrouping, UsagePoint, UsageReport,
+    BudgetView, LedgerBuckets, LedgerCharges, LedgerGrouping, LedgerReport, LedgerRow, LedgerStep,
+    PriceView, TimelineStep, UsageGrouping, UsagePoint, UsageReport,
 };
 
 /// What the page's query string asks for.
@@ -59,9 +61,20 @@ pub fn UsagePage() -> impl IntoView {
     // The price form posts without JS and comes back to the page, with an
     // error (if any) as the action's value.
     let set = ServerAction::<SetPrice>::new();
-    let report = Resource::new(filter, |f| {
-        get_usage(f.month, f.tenant, f.group_by, f.ledger_by)
-    });
+    let set_budget = ServerAction::<SetBudget>::new();
+    let delete_budget = ServerAction::<DeleteBudget>::new();
+    let decide = ServerAction::<DecideBudgetRequest>::new();
+    let report = Resource::new(
+        move || {
+            (
+                filter(),
+                set_budget.version().get(),
+                delete_budget.version().get(),
+                decide.version().get(),
+            )
+        },
+        |(f, ..)| get_usage(f.month, f.tenant, f.group_by, f.ledger_by),
+    );
     let prices = Resource::new(|| (), |_| list_prices());
     view! {
         <Title text="Usage & cost"/>
@@ -86,7 +99,8 @@ pub fn UsagePage() -> impl IntoView {
                                 }
                             });
                             let ledger = d.ledger.clone().map(|l| view! { <Ledger l f=f.clone()/> });
-                            view! { <Report r=d.report f=f.clone() admin=d.admin choices=d.tenants/> {ledger} {prices_view} }.into_any()
+                            let budgets = admin.then(|| view! { <Budgets list=d.budgets.clone() set=set_budget delete=delete_budget decide/> });
+                            view! { <Report r=d.report f=f.clone() admin=d.admin choices=d.tenants/> {ledger} {budgets} {prices_view} }.into_any()
                         }
                         Err(err) => view! { <ErrorPanel err/> }.into_any(),
                     }
@@ -401,6 +415,10 @@ fn Ledger(l: LedgerReport, f: Filter) -> impl IntoView {
                     <span class="stat-label">{format!("held by tenants ({:.0} %)", if t.physical > 0.0 { t.allocated * 100.0 / t.physical } else { 0.0 })}</span>
                 </div>
                 <div class="stat card">
+                    <span class="stat-value" data-test="ledger-idle">{format!("{:.3}", l.idle_gpu_hours)}</span>
+                    <span class="stat-label">"of those idle: held, but telemetry found them unused"</span>
+                </div>
+                <div class="stat card">
                     <span class="stat-value" data-test="ledger-balanced">{if l.balanced { "balanced" } else { "does not balance" }}</span>
                     <span class="stat-label">{if l.balanced { "buckets add up to the fleet's hours, to the millisecond".to_owned() } else { "the GPUs' recorded history overlaps: see the operations guide".to_owned() }}</span>
                 </div>
@@ -458,6 +476,86 @@ fn Ledger(l: LedgerReport, f: Filter) -> impl IntoView {
                     }).collect_view()}</tbody>
                 </table>
             </div>
+            {l.charges.iter().map(|c| view! { <Charges c=c.clone() month=l.from.format("%Y-%m").to_string()/> }).collect_view()}
+            {(l.unpriced_gpu_hours > 0.0).then(|| view! {
+                <p class="small muted" data-test="ledger-unpriced">{format!("{:.3} GPU-hours were in pools without a price and are not charged.", l.unpriced_gpu_hours)}</p>
+            })}
+        </section>
+    }
+}
+
+/// The period's cost in one currency: each tenant's direct cost and
+/// overhead share, and what stays with the platform.
+#[component]
+fn Charges(c: LedgerCharges, month: String) -> impl IntoView {
+    view! {
+        <h3 class="section-title" data-test="ledger-charges-title">{format!("Charges in {}", c.currency)}</h3>
+        <p class="muted small">{format!("The priced GPU-hours cost {} {}: each pool's hours × its GPU-hour price, split by the pool's recovery policy in force at each moment. ", c.cost, c.currency)}{if c.balanced { "Tenants and platform add up to it exactly." } else { "Tenants and platform do not add up: see the operations guide." }}</p>
+        <div class="table-scroll" tabindex="0" role="region" aria-label=format!("Charges in {}", c.currency)>
+            <table class="small" data-test="ledger-charges" data-currency=c.currency.clone()>
+                <thead><tr><th>"Tenant"</th><th>"Cost centre"</th><th class="num">"Direct"</th><th class="num">"Overhead share"</th><th class="num">"Total"</th><th><span class="visually-hidden">"Statement"</span></th></tr></thead>
+                <tbody>
+                    {c.tenants.iter().map(|t| view! {
+                        <tr data-test="ledger-charge" data-tenant=t.tenant.clone()>
+                            <td>{t.name.clone()}</td>
+                            <td class="mono">{t.cost_centre.clone().unwrap_or_default()}</td>
+                            <td class="num">{t.direct.clone()}</td>
+                            <td class="num">{t.overhead.clone()}</td>
+                            <td class="num" data-test="ledger-charge-total">{t.total.clone()}</td>
+                            <td><a href=format!("/statement?tenant={}&month={month}", encode_component(&t.tenant))>"Statement"</a></td>
+                        </tr>
+                    }).collect_view()}
+                    <tr data-test="ledger-platform">
+                        <td>"Platform (not recovered)"</td><td></td><td></td><td></td>
+                        <td class="num" data-test="ledger-platform-total">{c.platform.clone()}</td><td></td>
+                    </tr>
+                </tbody>
+                <tfoot><tr><th>"Fleet cost"</th><th></th><th></th><th></th><th class="num" data-test="ledger-cost">{c.cost.clone()}</th><th></th></tr></tfoot>
+            </table>
+        </div>
+        <ul class="small muted" data-test="ledger-terms">
+            {c.pools.iter().map(|p| view! {
+                <li>{format!("{}: {} per GPU-hour, {} from {}", p.pool, p.gpu_hour, p.policy.label(), p.from.format("%Y-%m-%d %H:%M UTC"))}</li>
+            }).collect_view()}
+        </ul>
+    }
+}
+
+/// Every budget (platform admins), and the form to set one.
+#[component]
+fn Budgets(
+    list: Vec<BudgetView>,
+    set: ServerAction<SetBudget>,
+    delete: ServerAction<DeleteBudget>,
+    decide: ServerAction<DecideBudgetRequest>,
+) -> impl IntoView {
+    view! {
+        <section class="card" id="budgets" data-test="budgets">
+            <h2 class="section-title">"Budgets"</h2>
+            <p class="muted small">"Monthly budgets per tenant or cost centre. Spend is what the ledger charges (direct plus overhead share); the forecast adds the running slices until the month ends. At 80 % and 100 %, spent or forecast, the tenant's admins (a cost centre's: the platform admins) are told once a month, and the tenant's webhook gets the event. A budget that blocks turns away burstable and best-effort requests once spent."</p>
+            {if list.is_empty() {
+                view! { <p class="muted" data-test="budgets-empty">"No budgets yet."</p> }.into_any()
+            } else {
+                view! {
+                    <div class="grid">
+                        {list.into_iter().map(|b| {
+                            let id = b.id;
+                            let pending = b.pending_request.as_ref().map(|r| r.id);
+                            view! {
+                                <div>
+                                    <BudgetCard b/>
+                                    {pending.map(|id| view! { <DecideRequest id decide/> })}
+                                    <ActionForm action=delete attr:class="form-row">
+                                        <input type="hidden" name="id" value=id.to_string()/>
+                                        <button class="button ghost danger small" type="submit" data-test="budget-remove">"Remove"</button>
+                                    </ActionForm>
+                                </div>
+                            }
+                        }).collect_view()}
+                    </div>
+                }.into_any()
+            }}
+            <BudgetForm tenant=None current=None platform_admin=true set/>
         </section>
     }
 }
@@ -477,12 +575,13 @@ fn Prices(
             } else {
                 view! {
                     <table class="small">
-                        <thead><tr><th>"Pool"</th><th class="num">"per GPU-hour"</th><th class="num">"per GiB-hour"</th><th>"From"</th><th>"Set by"</th></tr></thead>
+                        <thead><tr><th>"Pool"</th><th class="num">"per GPU-hour"</th><th class="num">"per GiB-hour"</th><th>"Recovery"</th><th>"From"</th><th>"Set by"</th></tr></thead>
                         <tbody>{list.into_iter().map(|p| view! {
                             <tr data-test="price-row" data-pool=p.pool.clone()>
                                 <td class="mono">{p.pool.clone()}</td>
                                 <td class="num">{format!("{} {}", p.gpu_hour, p.currency)}</td>
                                 <td class="num">{format!("{} {}", p.gib_hour, p.currency)}</td>
+                                <td class="small" data-test="price-recovery">{p.recovery.label()}</td>
                                 <td class="small">{format::when(p.effective_from)}</td>
                                 <td class="small muted">{p.created_by}</td>
                             </tr>
@@ -501,6 +600,13 @@ fn Prices(
                     <label class="field"><span>"Currency"</span><input type="text" name="currency" required maxlength="3" value="EUR" data-test="price-currency"/></label>
                     <label class="field"><span>"Per GPU-hour"</span><input type="text" name="gpu_hour" required inputmode="decimal" placeholder="2.10" data-test="price-gpu-hour"/></label>
                     <label class="field"><span>"Per GiB-hour"</span><input type="text" name="gib_hour" inputmode="decimal" placeholder="0.00" data-test="price-gib-hour"/></label>
+                    <label class="field">
+                        <span>"Overhead"</span>
+                        <select name="recovery" data-test="price-recovery-choice">
+                            <option value="">"Keep the pool's policy"</option>
+                            {RecoveryPolicy::ALL.iter().map(|r| view! { <option value=r.as_str()>{r.label()}</option> }).collect_view()}
+                        </select>
+                    </label>
                     <button class="button primary" type="submit" data-test="price-save">"Set price from now"</button>
                 </ActionForm>
                 {move || set.value().get().and_then(Result::err).map(|err| view! { <FormError err/> })}

@@ -128,6 +128,17 @@ stable_names! {
         /// Retention deleted the oldest audit rows (the chain keeps their
         /// last hash as its anchor).
         AuditPrune = "audit.prune",
+        /// A budget was set or changed.
+        BudgetSet = "budget.set",
+        /// A budget was removed.
+        BudgetDelete = "budget.delete",
+        /// A budget's month crossed a threshold (80 % or 100 %, actual or
+        /// forecast).
+        BudgetThreshold = "budget.threshold",
+        /// A tenant admin asked for a larger budget.
+        BudgetRequestCreate = "budget_request.create",
+        /// A platform admin decided a budget request.
+        BudgetRequestDecide = "budget_request.decide",
     }
 }
 
@@ -160,6 +171,10 @@ stable_names! {
         Webhook = "webhook",
         /// The audit log itself.
         AuditLog = "audit",
+        /// A tenant's or cost centre's budget.
+        Budget = "budget",
+        /// A request for a larger budget.
+        BudgetRequest = "budget_request",
     }
 }
 
@@ -233,6 +248,11 @@ mod tests {
                 "webhook.delete",
                 "webhook.test",
                 "audit.prune",
+                "budget.set",
+                "budget.delete",
+                "budget.threshold",
+                "budget_request.create",
+                "budget_request.decide",
             ]
         );
         let targets: Vec<&str> = AuditTarget::ALL.iter().map(|t| t.as_str()).collect();
@@ -252,6 +272,8 @@ mod tests {
                 "user",
                 "webhook",
                 "audit",
+                "budget",
+                "budget_request",
             ]
         );
         for a in AuditAction::ALL {

@@ -29,6 +29,9 @@ stable_names! {
         ExpiredApiToken = "expired_api_token",
         /// The request does not fit the tenant's quota (403).
         QuotaExceeded = "quota_exceeded",
+        /// The tenant's budget for the month is spent and blocks all but
+        /// guaranteed requests (403).
+        BudgetExceeded = "budget_exceeded",
         /// Too many requests; retry after the `Retry-After` seconds (429).
         RateLimited = "rate_limited",
         /// The request body is too large (413).

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod availability;
+pub mod budget;
 pub mod capacity;
 pub mod catalogue;
 pub mod chart;

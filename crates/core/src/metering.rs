@@ -52,6 +52,9 @@ pub struct Price {
     pub gib_hour_micros: u64,
     /// In force from (ms).
     pub effective_from: i64,
+    /// Who pays for the pool's overhead from then on.
+    #[serde(default)]
+    pub recovery: crate::ledger::recovery::RecoveryPolicy,
 }
 
 /// One slice's use within one period at one price.
@@ -361,6 +364,7 @@ mod tests {
             gpu_hour_micros: parse_micros(gpu).unwrap(),
             gib_hour_micros: parse_micros(gib).unwrap(),
             effective_from: from,
+            recovery: Default::default(),
         }
     }
 

@@ -65,6 +65,12 @@ stable_names! {
         WebhookTest = "webhook.test",
         /// A GPU's health verdict changed (platform admins).
         GpuHealthChanged = "gpu.health_changed",
+        /// A budget's month reached 80 % or 100 %, spent or forecast.
+        BudgetThreshold = "budget.threshold",
+        /// A tenant admin asked for a larger budget (platform admins).
+        BudgetRequestCreated = "budget_request.created",
+        /// A request for a larger budget was decided.
+        BudgetRequestDecided = "budget_request.decided",
     }
 }
 
@@ -81,6 +87,8 @@ pub enum NotificationTopic {
     Webhook,
     /// Hosts and GPUs.
     Fleet,
+    /// Budgets.
+    Budget,
 }
 
 impl NotificationKind {
@@ -107,6 +115,9 @@ impl NotificationKind {
             | Self::QuotaRequestWithdrawn => NotificationTopic::QuotaRequest,
             Self::WebhookTest => NotificationTopic::Webhook,
             Self::GpuHealthChanged => NotificationTopic::Fleet,
+            Self::BudgetThreshold | Self::BudgetRequestCreated | Self::BudgetRequestDecided => {
+                NotificationTopic::Budget
+            }
         }
     }
 }
@@ -152,6 +163,9 @@ mod tests {
                 "quota_request.withdrawn",
                 "webhook.test",
                 "gpu.health_changed",
+                "budget.threshold",
+                "budget_request.created",
+                "budget_request.decided",
             ]
         );
         for &k in NotificationKind::ALL {

@@ -53,6 +53,9 @@ pub enum ServiceError {
     /// The request does not fit in what is left of the tenant's quota.
     #[error("{0}")]
     QuotaExceeded(String),
+    /// The month's budget is spent and blocks requests that are not guaranteed.
+    #[error("{0}")]
+    BudgetExceeded(String),
     /// The request body is larger than the server accepts.
     #[error("the request is too large: {0}")]
     TooLarge(String),
@@ -111,7 +114,7 @@ impl ServiceError {
             | Self::InvalidApiToken
             | Self::SuspendedApiToken(_)
             | Self::ExpiredApiToken { .. } => 401,
-            Self::QuotaExceeded(_) => 403,
+            Self::QuotaExceeded(_) | Self::BudgetExceeded(_) => 403,
             Self::Forbidden(_) => 403,
             Self::NotFound { .. } => 404,
             Self::Invalid { .. } => 400,
@@ -160,6 +163,7 @@ impl ServiceError {
             Self::InvalidApiToken | Self::SuspendedApiToken(_) => ErrorCode::InvalidApiToken,
             Self::ExpiredApiToken { .. } => ErrorCode::ExpiredApiToken,
             Self::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
+            Self::BudgetExceeded(_) => ErrorCode::BudgetExceeded,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::TooLarge(_) => ErrorCode::TooLarge,
             Self::Database(_) if self.is_busy() => ErrorCode::Busy,

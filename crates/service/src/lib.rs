@@ -12,6 +12,7 @@ pub mod audit_chain;
 pub mod audit_log;
 pub mod audit_retention;
 mod auth;
+mod budgets;
 mod commit_hook;
 mod db;
 pub mod entity;
@@ -30,6 +31,7 @@ pub mod pools;
 pub mod quotas;
 mod runtime;
 mod secret;
+mod statements;
 pub mod telemetry;
 pub mod tenants;
 pub mod token_auth;
@@ -127,6 +129,8 @@ pub struct Service {
     metrics: Arc<metrics::ServiceMetrics>,
     /// The minute idle reclaim last ran in.
     idle_minute: Arc<std::sync::atomic::AtomicI64>,
+    /// The minute budgets were last checked in.
+    budget_minute: Arc<std::sync::atomic::AtomicI64>,
     /// This process among the server replicas: its id and leadership.
     replica: Arc<runtime::replicas::Replica>,
     /// How often a waiting long poll re-reads its generation.
@@ -181,6 +185,7 @@ impl Service {
             telemetry_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             metrics: Arc::default(),
             idle_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+            budget_minute: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             replica: Arc::default(),
             desired_recheck: allocations::DESIRED_RECHECK,
         }

@@ -43,6 +43,14 @@ impl Service {
         let actor = self.tenant_actor(who, slug).await?;
         let allocations = self.list_allocations(&actor).await?;
         let quotas = self.quota_views(t.id).await?;
+        let budgets = self
+            .budgets(
+                who,
+                &tessera_protocol::views::BudgetQuery {
+                    tenant: Some(slug.to_string()),
+                },
+            )
+            .await?;
         Ok(TenantView {
             slug: t.slug.into(),
             name: t.name,
@@ -52,6 +60,7 @@ impl Service {
             quotas,
             can_request: actor.can_request(),
             can_manage_tokens: who.role_in(t.id) == Some(TenantRole::TenantAdmin),
+            budgets,
         })
     }
 }

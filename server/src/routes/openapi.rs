@@ -25,7 +25,7 @@ use utoipa::{Modify, OpenApi};
         (name = "allocations", description = "GPU slices: request, list, extend, release, request again"),
         (name = "fleet", description = "Hosts and GPUs: health, cordon, drain, maintenance, decommission (platform admins)"),
         (name = "policy", description = "Pools and tenants: create, change, planned pool changes (platform admins)"),
-        (name = "usage", description = "Usage and cost: allocated GPU-hours, prices, the FOCUS CSV, the fleet ledger"),
+        (name = "usage", description = "Usage and cost: allocated GPU-hours, prices, the FOCUS CSV, the fleet ledger, budgets"),
         (name = "quotas", description = "Quotas, quota requests and approvals"),
         (name = "notifications", description = "In-app notifications"),
         (name = "webhooks", description = "A tenant's outgoing webhook"),

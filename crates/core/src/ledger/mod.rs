@@ -10,6 +10,7 @@
 //! whatever the GPU's condition (it holds it until it ends); only the free
 //! part of a GPU goes to the condition's bucket.
 
+pub mod recovery;
 pub mod share;
 
 use std::collections::BTreeMap;

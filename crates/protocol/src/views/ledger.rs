@@ -155,4 +155,62 @@ pub struct LedgerReport {
     pub unrecorded_gpu_hours: f64,
     /// Slice time beyond one GPU (records overlapping; not in the buckets).
     pub overbooked_gpu_hours: f64,
+    /// The period priced, per currency, split by each pool's recovery
+    /// policy in force at each moment.
+    pub charges: Vec<LedgerCharges>,
+    /// GPU-hours in pools without a price (not in `charges`).
+    pub unpriced_gpu_hours: f64,
+    /// Of the tenants' hours, those their slices held but telemetry found
+    /// unused (time without telemetry counts as idle).
+    pub idle_gpu_hours: f64,
+}
+
+/// What one tenant is billed in a period (decimal amounts).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerCharge {
+    /// Slug.
+    pub tenant: String,
+    /// Display name.
+    pub name: String,
+    /// Its cost centre.
+    pub cost_centre: Option<String>,
+    /// For what its slices held (used-based pools: what they used).
+    pub direct: String,
+    /// Its share of the pools' overhead.
+    pub overhead: String,
+    /// Direct plus overhead.
+    pub total: String,
+}
+
+/// One pool's recovery policy from a moment on, as the period used it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolRecovery {
+    /// Pool.
+    pub pool: String,
+    /// In force from (the period's start when it began earlier).
+    pub from: DateTime<Utc>,
+    /// The policy.
+    pub policy: tessera_core::ledger::recovery::RecoveryPolicy,
+    /// The GPU-hour price (decimal).
+    pub gpu_hour: String,
+}
+
+/// The period's cost in one currency, split.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerCharges {
+    /// ISO 4217.
+    pub currency: String,
+    /// Every GPU-hour of the priced pools × its GPU-hour price.
+    pub cost: String,
+    /// Per tenant, largest first.
+    pub tenants: Vec<LedgerCharge>,
+    /// What no tenant pays (showback and used-based pools' free hours).
+    pub platform: String,
+    /// The policies and prices the period used.
+    pub pools: Vec<PoolRecovery>,
+    /// Tenants plus platform equal the cost, to the micro-unit.
+    pub balanced: bool,
 }

@@ -7,6 +7,7 @@
 mod allocations;
 mod api_tokens;
 mod audit;
+mod budgets;
 mod fleet;
 mod insights;
 mod ledger;
@@ -22,6 +23,10 @@ pub use allocations::{
 };
 pub use api_tokens::{ApiTokenView, CreatedApiToken};
 pub use audit::{AuditChainStatus, AuditEventView, AuditPage};
+pub use budgets::{
+    BudgetDecision, BudgetQuery, BudgetRequestView, BudgetView, NewBudget, NewBudgetRequest,
+    StatementLine, StatementQuery, StatementTotal, StatementView,
+};
 pub use fleet::{
     CreatedJoinToken, FleetSummary, FleetView, GpuView, HostStatus, HostView, JoinTokenStatus,
     JoinTokenView, MigInstanceView, OpsRequest, OpsView, PoolView, HOSTS_PER_PAGE,
@@ -31,7 +36,8 @@ pub use insights::{
     QueueDay, INSIGHT_DAYS,
 };
 pub use ledger::{
-    LedgerBuckets, LedgerGrouping, LedgerQuery, LedgerReport, LedgerRow, LedgerStep, LedgerTenant,
+    LedgerBuckets, LedgerCharge, LedgerCharges, LedgerGrouping, LedgerQuery, LedgerReport,
+    LedgerRow, LedgerStep, LedgerTenant, PoolRecovery,
 };
 pub use people::PersonView;
 pub use policy::{

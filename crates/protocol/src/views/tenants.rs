@@ -36,7 +36,7 @@ pub struct MembershipView {
 }
 
 /// A tenant's home page.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TenantView {
     /// URL slug.
     pub slug: String,
@@ -54,6 +54,10 @@ pub struct TenantView {
     pub can_request: bool,
     /// The viewer may manage API tokens here (a tenant admin).
     pub can_manage_tokens: bool,
+    /// The budgets that cover the tenant (its own and its cost centre's),
+    /// with this month's spend.
+    #[serde(default)]
+    pub budgets: Vec<super::BudgetView>,
 }
 
 /// One member of a tenant.

@@ -232,6 +232,8 @@ pub struct PriceView {
     pub gib_hour: String,
     /// In force from.
     pub effective_from: DateTime<Utc>,
+    /// Who pays for the pool's overhead from then on.
+    pub recovery: tessera_core::ledger::recovery::RecoveryPolicy,
     /// Who set it.
     pub created_by: String,
 }
@@ -253,4 +255,8 @@ pub struct NewPrice {
     /// From when (now or later; default now): past periods keep their price.
     #[serde(default)]
     pub effective_from: Option<DateTime<Utc>>,
+    /// Who pays for the pool's overhead (default: the pool's policy until
+    /// now, else `showback`).
+    #[serde(default)]
+    pub recovery: Option<tessera_core::ledger::recovery::RecoveryPolicy>,
 }

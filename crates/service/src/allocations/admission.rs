@@ -248,6 +248,7 @@ impl Service {
             )
             .map_err(|e| ServiceError::invalid("priority_class", e.to_string()))?
             .clone();
+        self.check_budget(actor.tenant_id, req.qos).await?;
         Ok(Checked {
             spec,
             demand,

@@ -60,6 +60,8 @@ pub struct TickReport {
     pub preempted: u32,
     /// GPU condition spans opened or closed (the ledger's history).
     pub conditions: u32,
+    /// Budget thresholds told.
+    pub budget_notices: u32,
 }
 
 impl Service {
@@ -77,6 +79,7 @@ impl Service {
         let queue = self.place_queued(now).await?;
         let preempted = self.end_preempted(now).await?;
         let conditions = self.record_gpu_conditions(now).await?;
+        let budget_notices = self.evaluate_budgets(now, None).await?;
         let report = TickReport {
             expired,
             timed_out,
@@ -90,6 +93,7 @@ impl Service {
             preempt_notices: queue.preempt_notices,
             preempted,
             conditions,
+            budget_notices,
         };
         Ok(report)
     }

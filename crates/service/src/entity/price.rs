@@ -14,6 +14,8 @@ pub struct Model {
     /// Millionths of the currency per GiB-hour of GPU memory.
     pub gib_hour_micros: i64,
     pub effective_from: DateTimeUtc,
+    /// Who pays for the pool's overhead from then on.
+    pub recovery: tessera_core::ledger::recovery::RecoveryPolicy,
     pub created_by: String,
     pub created_at: DateTimeUtc,
 }

@@ -676,6 +676,94 @@ impl DomainEvent {
                 before: None,
                 after: None,
             },
+            Self::BudgetSet {
+                target,
+                tenant,
+                before,
+                after,
+            } => AuditEntry {
+                action: AuditAction::BudgetSet,
+                tenant_id: tenant.as_ref().map(|t| t.id),
+                target_type: AuditTarget::Budget,
+                target_id: target.clone(),
+                before: before.clone(),
+                after: Some(after.clone()),
+            },
+            Self::BudgetDeleted {
+                target,
+                tenant,
+                before,
+            } => AuditEntry {
+                action: AuditAction::BudgetDelete,
+                tenant_id: tenant.as_ref().map(|t| t.id),
+                target_type: AuditTarget::Budget,
+                target_id: target.clone(),
+                before: Some(before.clone()),
+                after: None,
+            },
+            Self::BudgetRequested {
+                request_id,
+                target,
+                tenant,
+                current,
+                amount,
+                currency,
+                reason,
+                ..
+            } => AuditEntry {
+                action: AuditAction::BudgetRequestCreate,
+                tenant_id: Some(tenant.id),
+                target_type: AuditTarget::BudgetRequest,
+                target_id: request_id.to_string(),
+                before: Some(json!({"budget": target, "amount": current, "currency": currency})),
+                after: Some(json!({"amount": amount, "currency": currency, "reason": reason})),
+            },
+            Self::BudgetRequestDecided {
+                request_id,
+                target,
+                tenant,
+                approved,
+                amount,
+                note,
+                ..
+            } => AuditEntry {
+                action: AuditAction::BudgetRequestDecide,
+                tenant_id: Some(tenant.id),
+                target_type: AuditTarget::BudgetRequest,
+                target_id: request_id.to_string(),
+                before: Some(json!({"state": "pending"})),
+                after: Some(json!({
+                    "budget": target,
+                    "state": if *approved { "approved" } else { "rejected" },
+                    "amount": amount,
+                    "note": note,
+                })),
+            },
+            Self::BudgetThresholdCrossed {
+                target,
+                tenant,
+                alert,
+                month,
+                spent,
+                forecast,
+                amount,
+                currency,
+                ..
+            } => AuditEntry {
+                action: AuditAction::BudgetThreshold,
+                tenant_id: tenant.as_ref().map(|t| t.id),
+                target_type: AuditTarget::Budget,
+                target_id: target.clone(),
+                before: None,
+                after: Some(json!({
+                    "alert": alert,
+                    "month": month,
+                    "spent": spent,
+                    "forecast": forecast,
+                    "amount": amount,
+                    "currency": currency,
+                })),
+            },
         })
     }
 }

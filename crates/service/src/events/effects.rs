@@ -92,6 +92,11 @@ impl DomainEvent {
             | Self::TenantCreated { .. }
             | Self::TenantUpdated { .. }
             | Self::PriceSet { .. }
+            | Self::BudgetSet { .. }
+            | Self::BudgetDeleted { .. }
+            | Self::BudgetThresholdCrossed { .. }
+            | Self::BudgetRequested { .. }
+            | Self::BudgetRequestDecided { .. }
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
             | Self::UserAccessChanged { .. }
@@ -186,6 +191,11 @@ impl DomainEvent {
             | Self::PoolCreated { .. }
             | Self::PoolChangePlanned { .. }
             | Self::PriceSet { .. }
+            | Self::BudgetSet { .. }
+            | Self::BudgetDeleted { .. }
+            | Self::BudgetThresholdCrossed { .. }
+            | Self::BudgetRequested { .. }
+            | Self::BudgetRequestDecided { .. }
             | Self::UserLoggedIn { .. }
             | Self::UserRolesChanged { .. }
             | Self::UserAccessChanged { .. }

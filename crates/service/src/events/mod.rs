@@ -577,6 +577,86 @@ pub enum DomainEvent {
         /// Who (display name).
         by: String,
     },
+    /// A budget was set or changed.
+    BudgetSet {
+        /// What it covers (`tenant:<slug>`, `cost_centre:<name>`).
+        target: String,
+        /// The tenant of a tenant's budget.
+        tenant: Option<TenantRef>,
+        /// Before (`None`: new).
+        before: Option<serde_json::Value>,
+        /// After.
+        after: serde_json::Value,
+    },
+    /// A budget was removed.
+    BudgetDeleted {
+        /// What it covered.
+        target: String,
+        /// The tenant of a tenant's budget.
+        tenant: Option<TenantRef>,
+        /// What it was.
+        before: serde_json::Value,
+    },
+    /// A budget's month crossed a threshold.
+    BudgetThresholdCrossed {
+        /// What it covers (`tenant:<slug>`, `cost_centre:<name>`).
+        target: String,
+        /// The tenant of a tenant's budget (its admins and webhook are
+        /// told; the platform admins are for a cost centre's).
+        tenant: Option<TenantRef>,
+        /// The threshold.
+        alert: tessera_core::budget::BudgetAlert,
+        /// `YYYY-MM`.
+        month: String,
+        /// Spent so far (decimal).
+        spent: String,
+        /// Forecast for the month (decimal).
+        forecast: String,
+        /// The budget (decimal).
+        amount: String,
+        /// ISO 4217.
+        currency: String,
+        /// The budget turns away all but guaranteed requests once spent.
+        blocks: bool,
+    },
+    /// A tenant admin asked for a larger budget.
+    BudgetRequested {
+        /// The request.
+        request_id: i64,
+        /// The budget (`tenant:<slug>`).
+        target: String,
+        /// The tenant.
+        tenant: TenantRef,
+        /// Per month now (decimal).
+        current: String,
+        /// Asked for (decimal).
+        amount: String,
+        /// ISO 4217.
+        currency: String,
+        /// Why.
+        reason: String,
+        /// Who asked (display name).
+        by: String,
+    },
+    /// A platform admin decided a request for a larger budget.
+    BudgetRequestDecided {
+        /// The request.
+        request_id: i64,
+        /// The budget.
+        target: String,
+        /// The tenant.
+        tenant: TenantRef,
+        /// Raised, or not.
+        approved: bool,
+        /// Asked for (decimal).
+        amount: String,
+        /// ISO 4217.
+        currency: String,
+        /// The decider's note.
+        note: String,
+        /// Who decided (display name).
+        by: String,
+    },
 }
 
 #[cfg(test)]

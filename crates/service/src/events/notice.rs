@@ -406,7 +406,117 @@ impl DomainEvent {
                 link: Link::Path(format!("/t/{}/webhook", tenant.slug)),
                 data: json!({}),
             },
+            Self::BudgetThresholdCrossed {
+                target,
+                tenant,
+                alert,
+                month,
+                spent,
+                forecast,
+                amount,
+                currency,
+                blocks,
+            } => {
+                let whose = match tenant {
+                    Some(t) => t.name.clone(),
+                    None => format!("Cost centre {}", target.trim_start_matches("cost_centre:")),
+                };
+                let pct = alert.percent();
+                let (title, mut body) = if alert.is_forecast() {
+                    (
+                        format!("{whose} is on course for {pct} % of its budget"),
+                        format!(
+                            "If the slices running now keep running, {month} ends at {forecast} {currency} of the {amount} {currency} budget ({spent} {currency} spent so far)."
+                        ),
+                    )
+                } else {
+                    (
+                        format!("{whose} has spent {pct} % of its budget"),
+                        format!("{spent} {currency} of the {amount} {currency} budget for {month} is spent."),
+                    )
+                };
+                if *blocks && !alert.is_forecast() && pct >= 100 {
+                    body.push_str(" New burstable and best-effort requests are turned away until the month ends or the budget is raised; guaranteed requests still go through.");
+                } else if *blocks {
+                    body.push_str(" At 100 % the budget turns away new burstable and best-effort requests.");
+                }
+                NoticeDraft {
+                    kind: K::BudgetThreshold,
+                    tenant_id: tenant.as_ref().map(|t| t.id),
+                    to: match tenant {
+                        Some(t) => Recipients::TenantAdmins(t.id),
+                        None => Recipients::PlatformAdminsAnd(Vec::new()),
+                    },
+                    spare_actor: false,
+                    title,
+                    body,
+                    link: Link::Path(match tenant {
+                        Some(t) => format!("/t/{}/budget", t.slug),
+                        None => "/usage".to_owned(),
+                    }),
+                    data: json!({
+                        "alert": alert,
+                        "month": month,
+                        "spent": spent,
+                        "forecast": forecast,
+                        "amount": amount,
+                        "currency": currency,
+                    }),
+                }
+            }
+            Self::BudgetRequested {
+                request_id,
+                tenant,
+                current,
+                amount,
+                currency,
+                reason,
+                by,
+                ..
+            } => NoticeDraft {
+                kind: K::BudgetRequestCreated,
+                tenant_id: None,
+                to: Recipients::PlatformAdminsAnd(Vec::new()),
+                spare_actor: true,
+                title: format!("{} asks for a budget of {amount} {currency}", tenant.name),
+                body: format!(
+                    "{by} asks to raise the monthly budget of {} from {current} to {amount} {currency}: {reason}",
+                    tenant.name
+                ),
+                link: Link::Path("/usage#budgets".to_owned()),
+                data: json!({"budget_request": request_id, "amount": amount, "currency": currency}),
+            },
+            Self::BudgetRequestDecided {
+                request_id,
+                tenant,
+                approved,
+                amount,
+                currency,
+                note,
+                by,
+                ..
+            } => NoticeDraft {
+                kind: K::BudgetRequestDecided,
+                tenant_id: Some(tenant.id),
+                to: Recipients::TenantAdmins(tenant.id),
+                spare_actor: false,
+                title: if *approved {
+                    format!("Budget raised to {amount} {currency}")
+                } else {
+                    format!("Budget of {amount} {currency} turned down")
+                },
+                body: format!(
+                    "{by} {} the request to raise the monthly budget of {} to {amount} {currency}.{}",
+                    if *approved { "approved" } else { "rejected" },
+                    tenant.name,
+                    if note.is_empty() { String::new() } else { format!(" Note: {note}") }
+                ),
+                link: Link::Path(format!("/t/{}/budget", tenant.slug)),
+                data: json!({"budget_request": request_id, "approved": approved}),
+            },
             Self::QuotaSet { by: None, .. }
+            | Self::BudgetSet { .. }
+            | Self::BudgetDeleted { .. }
             | Self::AllocationRequested { .. }
             | Self::AllocationProvisioning { .. }
             | Self::AllocationTeardownFailed { .. }

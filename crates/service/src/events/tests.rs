@@ -397,6 +397,7 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
                     gpu_hour: "2.10".into(),
                     gib_hour: "0.00".into(),
                     effective_from: at,
+                    recovery: Default::default(),
                     created_by: "Alice".into(),
                 },
             },
@@ -609,6 +610,68 @@ fn samples() -> Vec<(DomainEvent, Option<&'static str>, Option<NotificationKind>
             Some("gpu.health"),
             Some(K::GpuHealthChanged),
         ),
+        (
+            DomainEvent::BudgetSet {
+                target: "tenant:ml-research".into(),
+                tenant: Some(tenant()),
+                before: None,
+                after: serde_json::json!({"amount": "100.00"}),
+            },
+            Some("budget.set"),
+            None,
+        ),
+        (
+            DomainEvent::BudgetDeleted {
+                target: "cost_centre:CC-1".into(),
+                tenant: None,
+                before: serde_json::json!({"amount": "100.00"}),
+            },
+            Some("budget.delete"),
+            None,
+        ),
+        (
+            DomainEvent::BudgetThresholdCrossed {
+                target: "tenant:ml-research".into(),
+                tenant: Some(tenant()),
+                alert: tessera_core::budget::BudgetAlert::Actual80,
+                month: "2026-12".into(),
+                spent: "80.00".into(),
+                forecast: "120.00".into(),
+                amount: "100.00".into(),
+                currency: "EUR".into(),
+                blocks: true,
+            },
+            Some("budget.threshold"),
+            Some(K::BudgetThreshold),
+        ),
+        (
+            DomainEvent::BudgetRequested {
+                request_id: 4,
+                target: "tenant:vision".into(),
+                tenant: tenant(),
+                current: "100.00".into(),
+                amount: "150.00".into(),
+                currency: "EUR".into(),
+                reason: "training run".into(),
+                by: "Lena".into(),
+            },
+            Some("budget_request.create"),
+            Some(K::BudgetRequestCreated),
+        ),
+        (
+            DomainEvent::BudgetRequestDecided {
+                request_id: 4,
+                target: "tenant:vision".into(),
+                tenant: tenant(),
+                approved: true,
+                amount: "150.00".into(),
+                currency: "EUR".into(),
+                note: String::new(),
+                by: "Root".into(),
+            },
+            Some("budget_request.decide"),
+            Some(K::BudgetRequestDecided),
+        ),
     ]
 }
 
@@ -671,6 +734,11 @@ fn index(e: &DomainEvent) -> usize {
             AccessChange::Reactivated => 52,
         },
         DomainEvent::AuditPruned { .. } => 53,
+        DomainEvent::BudgetSet { .. } => 54,
+        DomainEvent::BudgetDeleted { .. } => 55,
+        DomainEvent::BudgetThresholdCrossed { .. } => 56,
+        DomainEvent::BudgetRequested { .. } => 57,
+        DomainEvent::BudgetRequestDecided { .. } => 58,
     }
 }
 
@@ -679,7 +747,7 @@ fn every_event_kind_has_its_pinned_names() {
     let samples = samples();
     let mut seen: Vec<usize> = samples.iter().map(|(e, _, _)| index(e)).collect();
     seen.sort_unstable();
-    assert_eq!(seen, (0..=53).collect::<Vec<_>>(), "one sample per variant");
+    assert_eq!(seen, (0..=58).collect::<Vec<_>>(), "one sample per variant");
     for (event, action, kind) in &samples {
         assert_eq!(
             event.action().map(AuditAction::as_str),

@@ -3,7 +3,10 @@
 //! maintenance, unhealthy or silent ([`tessera_core::ledger`]), from the
 //! GPUs' condition history ([`record`]) and the slices' lifecycles.
 
+mod charges;
 mod record;
+
+pub(crate) use charges::TenantCharges;
 
 use crate::allocations::AllocationRow;
 use crate::entity::{allocation, gpu_condition, tenant};
@@ -17,12 +20,12 @@ use tessera_core::ledger::{
     account, free_is_stranded, gpu_hours, share_of_placed, Buckets, ConditionSpan, HeldFit,
     Holding, PARTS_PER_GPU,
 };
-use tessera_core::metering::{month_starts, HOUR_MS};
+use tessera_core::metering::{format_micros, month_starts, HOUR_MS};
 use tessera_core::placement::Slice;
 use tessera_core::sharing::SliceShape;
 use tessera_protocol::views::{
-    LedgerBuckets, LedgerGrouping, LedgerQuery, LedgerReport, LedgerRow, LedgerStep, LedgerTenant,
-    UsageQuery,
+    LedgerBuckets, LedgerCharge, LedgerCharges, LedgerGrouping, LedgerQuery, LedgerReport,
+    LedgerRow, LedgerStep, LedgerTenant, PoolRecovery, UsageQuery,
 };
 
 /// Longest period an hourly ledger covers, in days.
@@ -52,6 +55,9 @@ pub struct ExactLedger {
     pub recorded_part_ms: u128,
     /// GPUs with history in the period.
     pub gpus: u32,
+    /// Where the period was cut into rows (the period's start first, its
+    /// end last).
+    pub cuts: Vec<i64>,
 }
 
 impl ExactLedger {
@@ -78,8 +84,8 @@ fn fit_of(shape: &SliceShape, slice: &Slice) -> HeldFit {
     }
 }
 
-/// Where a period is cut into steps.
-fn step_cuts(step: LedgerStep, from: i64, to: i64) -> Vec<i64> {
+/// Where a period is cut into steps, and at `extra` moments inside it.
+fn step_cuts(step: LedgerStep, from: i64, to: i64, extra: &[i64]) -> Vec<i64> {
     let inner: Vec<i64> = match step {
         LedgerStep::Hour => {
             let first = from.div_euclid(HOUR_MS) * HOUR_MS + HOUR_MS;
@@ -94,10 +100,14 @@ fn step_cuts(step: LedgerStep, from: i64, to: i64) -> Vec<i64> {
             .collect(),
         LedgerStep::Month => month_starts(from, to),
     };
-    std::iter::once(from)
+    let mut cuts: Vec<i64> = std::iter::once(from)
         .chain(inner)
+        .chain(extra.iter().copied().filter(|t| *t > from && *t < to))
         .chain(std::iter::once(to))
-        .collect()
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
 }
 
 impl Service {
@@ -107,6 +117,19 @@ impl Service {
         from: i64,
         to: i64,
         step: LedgerStep,
+        group: LedgerGrouping,
+    ) -> Result<ExactLedger, ServiceError> {
+        self.ledger_cut(from, to, step, &[], group).await
+    }
+
+    /// The exact ledger, its steps also cut at `extra` moments (price
+    /// changes, for charging).
+    pub(crate) async fn ledger_cut(
+        &self,
+        from: i64,
+        to: i64,
+        step: LedgerStep,
+        extra: &[i64],
         group: LedgerGrouping,
     ) -> Result<ExactLedger, ServiceError> {
         let now = ms(self.now());
@@ -181,7 +204,7 @@ impl Service {
             }
         }
         let pools = self.pools(&self.db).await?;
-        let cuts = step_cuts(step, from, end.max(from));
+        let cuts = step_cuts(step, from, end.max(from), extra);
         let mut out = BTreeMap::new();
         let mut recorded = 0u128;
         let with_spans = gpus.values().filter(|h| !h.spans.is_empty()).count();
@@ -239,6 +262,7 @@ impl Service {
             rows: out,
             recorded_part_ms: recorded,
             gpus: u32::try_from(with_spans).unwrap_or(u32::MAX),
+            cuts,
         })
     }
 
@@ -269,12 +293,17 @@ impl Service {
         }
         let group_by = q.group_by.unwrap_or_default();
         let exact = self.ledger_exact(ms(from), ms(to), step, group_by).await?;
-        let names: BTreeMap<TenantId, (String, String)> = tenant::Entity::find()
+        let tenants: BTreeMap<TenantId, tenant::Model> = tenant::Entity::find()
             .all(&self.db)
             .await?
             .into_iter()
-            .map(|t| (t.id, (t.slug.to_string(), t.name)))
+            .map(|t| (t.id, t))
             .collect();
+        let names: BTreeMap<TenantId, (String, String)> = tenants
+            .iter()
+            .map(|(id, t)| (*id, (t.slug.to_string(), t.name.clone())))
+            .collect();
+        let (charged, _) = self.charges(ms(from), ms(to)).await?;
         let view = |b: &Buckets| buckets_view(b, &names);
         let totals = exact.totals();
         let mut steps: BTreeMap<i64, Buckets> = BTreeMap::new();
@@ -318,7 +347,58 @@ impl Service {
             balanced: totals.total() == exact.recorded_part_ms,
             unrecorded_gpu_hours: gpu_hours(totals.unrecorded),
             overbooked_gpu_hours: gpu_hours(totals.overbooked),
+            unpriced_gpu_hours: gpu_hours(charged.unpriced_part_ms),
+            idle_gpu_hours: gpu_hours(charged.idle_part_ms),
+            charges: charged
+                .currencies
+                .iter()
+                .map(|(currency, c)| charges_view(currency, c, &tenants))
+                .collect(),
         })
+    }
+}
+
+fn charges_view(
+    currency: &str,
+    c: &charges::CurrencyCharges,
+    tenants: &BTreeMap<TenantId, tenant::Model>,
+) -> LedgerCharges {
+    let mut rows: Vec<(u128, LedgerCharge)> = c
+        .tenants
+        .iter()
+        .map(|(id, ch)| {
+            let t = tenants.get(id);
+            (
+                ch.total(),
+                LedgerCharge {
+                    tenant: t.map_or_else(|| id.to_string(), |t| t.slug.to_string()),
+                    name: t.map_or_else(|| id.to_string(), |t| t.name.clone()),
+                    cost_centre: t.and_then(|t| t.cost_centre.clone()),
+                    direct: format_micros(ch.direct),
+                    overhead: format_micros(ch.overhead),
+                    total: format_micros(ch.total()),
+                },
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.tenant.cmp(&b.1.tenant)));
+    let billed: u128 = c.tenants.values().map(|ch| ch.total()).sum();
+    LedgerCharges {
+        currency: currency.to_owned(),
+        cost: format_micros(c.cost),
+        tenants: rows.into_iter().map(|(_, r)| r).collect(),
+        platform: format_micros(c.platform),
+        pools: c
+            .terms
+            .iter()
+            .map(|(pool, from, policy, price)| PoolRecovery {
+                pool: pool.clone(),
+                from: at(*from),
+                policy: *policy,
+                gpu_hour: format_micros(u128::from(*price)),
+            })
+            .collect(),
+        balanced: billed + c.platform == c.cost,
     }
 }
 

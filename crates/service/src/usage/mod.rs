@@ -240,6 +240,7 @@ fn price_of(p: &price::Model) -> Price {
         gpu_hour_micros: u64::try_from(p.gpu_hour_micros).unwrap_or(0),
         gib_hour_micros: u64::try_from(p.gib_hour_micros).unwrap_or(0),
         effective_from: ms(p.effective_from),
+        recovery: p.recovery,
     }
 }
 
@@ -250,6 +251,7 @@ fn price_view(p: &price::Model) -> PriceView {
         gpu_hour: format_micros(u128::try_from(p.gpu_hour_micros).unwrap_or(0)),
         gib_hour: format_micros(u128::try_from(p.gib_hour_micros).unwrap_or(0)),
         effective_from: p.effective_from,
+        recovery: p.recovery,
         created_by: p.created_by.clone(),
     }
 }
@@ -377,13 +379,7 @@ impl Service {
                 },
             );
         }
-        let prices: Vec<Price> = price::Entity::find()
-            .order_by_asc(price::Column::EffectiveFrom)
-            .all(&self.db)
-            .await?
-            .iter()
-            .map(price_of)
-            .collect();
+        let prices = self.price_list().await?;
         let mut lines = meter(
             &held,
             &prices,
@@ -410,7 +406,7 @@ impl Service {
 
     /// The slices' measured use in `[from, to)`: per-minute rollups while
     /// they are kept, per-hour ones for older periods.
-    async fn measured(
+    pub(crate) async fn measured(
         &self,
         ids: &[AllocationId],
         from: DateTime<Utc>,

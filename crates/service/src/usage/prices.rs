@@ -3,6 +3,17 @@
 use super::*;
 
 impl Service {
+    /// Every price as metering reads it, oldest first.
+    pub(crate) async fn price_list(&self) -> Result<Vec<Price>, ServiceError> {
+        Ok(price::Entity::find()
+            .order_by_asc(price::Column::EffectiveFrom)
+            .all(&self.db)
+            .await?
+            .iter()
+            .map(price_of)
+            .collect())
+    }
+
     /// Every price, newest first (anyone signed in: tenants see what their
     /// slices cost).
     pub async fn prices(&self, _who: &Principal) -> Result<Vec<PriceView>, ServiceError> {
@@ -46,11 +57,24 @@ impl Service {
             gpu_hour_micros: money("gpu_hour", &new.gpu_hour)?,
             gib_hour_micros: money("gib_hour", &new.gib_hour)?,
             effective_from: ms(effective_from),
+            recovery: new.recovery.unwrap_or_default(),
         };
         validate_price(&p).map_err(|(field, why)| ServiceError::invalid(field, why))?;
         let mut w = self.begin_write().await?;
         let pools = self.pools(w.db()).await?;
         Self::pool_named(&pools, "pool", &new.pool)?;
+        // Unless named, the policy stays what the pool had.
+        let recovery = match new.recovery {
+            Some(r) => r,
+            None => price::Entity::find()
+                .filter(price::Column::Pool.eq(&p.pool))
+                .filter(price::Column::EffectiveFrom.lte(effective_from))
+                .order_by_desc(price::Column::EffectiveFrom)
+                .one(w.db())
+                .await?
+                .map(|r| r.recovery)
+                .unwrap_or_default(),
+        };
         let taken = price::Entity::find()
             .filter(price::Column::Pool.eq(&p.pool))
             .filter(price::Column::EffectiveFrom.eq(effective_from))
@@ -69,6 +93,7 @@ impl Service {
             gpu_hour_micros: Set(i64::try_from(p.gpu_hour_micros).unwrap_or(i64::MAX)),
             gib_hour_micros: Set(i64::try_from(p.gib_hour_micros).unwrap_or(i64::MAX)),
             effective_from: Set(effective_from),
+            recovery: Set(recovery),
             created_by: Set(admin.principal().name().to_owned()),
             created_at: Set(now),
             ..Default::default()

@@ -3,6 +3,7 @@
 //! `TESSERA_TEST_POSTGRES_URL` is set), each module one area.
 
 mod allocations;
+mod budgets;
 mod common;
 mod fleet_ops;
 mod kubernetes;

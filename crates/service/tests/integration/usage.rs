@@ -60,6 +60,7 @@ async fn price(f: &Fixture, pool: &str, gpu_hour: &str) -> Result<(), ServiceErr
                 gpu_hour: gpu_hour.into(),
                 gib_hour: "0".into(),
                 effective_from: None,
+                recovery: None,
             },
         )
         .await
@@ -100,6 +101,7 @@ async fn allocated_gpu_hours_are_priced_at_the_time_and_split_at_month_ends() {
                 gpu_hour: "1".into(),
                 gib_hour: String::new(),
                 effective_from: Some(start),
+                recovery: None,
             },
         )
         .await
@@ -976,6 +978,7 @@ async fn focus_rows_price_gpu_hours_and_memory_apart_and_each_cost_is_unit_price
                 gpu_hour: "7".into(),
                 gib_hour: "0.01".into(),
                 effective_from: None,
+                recovery: None,
             },
         )
         .await
