@@ -208,15 +208,16 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
+        // One request waits per budget, whichever replica files it (a
+        // partial index: SQLite and PostgreSQL both have them).
         manager
-            .create_index(
-                Index::create()
-                    .name("budget_requests_budget")
-                    .table(BudgetRequests::Table)
-                    .col(BudgetRequests::BudgetId)
-                    .to_owned(),
+            .get_connection()
+            .execute_unprepared(
+                "CREATE UNIQUE INDEX budget_requests_pending ON budget_requests (budget_id) \
+                 WHERE state = 'pending'",
             )
             .await
+            .map(|_| ())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {

@@ -353,6 +353,10 @@ pub fn StatementPage() -> impl IntoView {
                 match page.await {
                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                     Ok(d) => view! {
+                        <section class="page-head">
+                            <p class="eyebrow">"Monthly statement"</p>
+                            <h1 data-test="statement-subject">{format!("{} · {}", d.statement.subject, d.statement.month)}</h1>
+                        </section>
                         {(!d.statement.budgets.is_empty()).then(|| view! {
                             <div class="grid">{d.statement.budgets.iter().map(|b| view! { <BudgetCard b=b.clone()/> }).collect_view()}</div>
                         })}

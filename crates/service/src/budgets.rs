@@ -389,7 +389,15 @@ impl Service {
                     ..Default::default()
                 }
                 .insert(w.db())
-                .await?
+                .await
+                .map_err(|e| match e.sql_err() {
+                    // Another replica created it since we looked.
+                    Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) => ServiceError::Conflict(
+                        "the budget was set by someone else just now; look at it and try again"
+                            .to_owned(),
+                    ),
+                    _ => e.into(),
+                })?
             }
         };
         w.emit(DomainEvent::BudgetSet {
@@ -492,7 +500,14 @@ impl Service {
             ..Default::default()
         }
         .insert(w.db())
-        .await?;
+        .await
+        .map_err(|e| match e.sql_err() {
+            // Another replica filed one since we looked.
+            Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) => ServiceError::Conflict(
+                "a request for this budget is already waiting for the platform admins".to_owned(),
+            ),
+            _ => e.into(),
+        })?;
         w.emit(DomainEvent::BudgetRequested {
             request_id: row.id,
             target: target_of(&b, &tenants),

@@ -318,6 +318,15 @@ async fn a_budget_tells_its_thresholds_once_and_blocks_all_but_guaranteed_reques
         Err(ServiceError::Forbidden(_))
     ));
 
+    // The tenant's webhook gets what its admins are told.
+    f.service
+        .set_webhook(
+            &lead,
+            &"vision".parse().unwrap(),
+            "https://chat.example.com/h",
+        )
+        .await
+        .unwrap();
     // A whole A100 at 10.00 an hour, 35 hours before the month ends: the
     // forecast passes 100 % at once — one notice, not two.
     hold(&f, &mut agent, QosClass::Guaranteed).await.unwrap();
@@ -328,6 +337,18 @@ async fn a_budget_tells_its_thresholds_once_and_blocks_all_but_guaranteed_reques
         ["Vision is on course for 100 % of its budget"],
         "{told:?}"
     );
+    let sent: Vec<serde_json::Value> = f
+        .service
+        .due_webhook_deliveries(|_| 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.event == NotificationKind::BudgetThreshold)
+        .map(|d| serde_json::from_str(&d.payload).unwrap())
+        .collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["event"], "budget.threshold");
+    assert_eq!(sent[0]["data"]["alert"], "forecast_100", "{:?}", sent[0]);
     assert!(
         budget_notices(&f, &member).await.is_empty(),
         "members are not told"
@@ -442,11 +463,23 @@ async fn a_tenant_admin_asks_for_more_and_another_platform_admin_decides() {
             "{err:?}"
         );
     }
-    let r = f
-        .service
-        .request_budget(&lead, b.id, &ask("150", "the December training run"))
-        .await
-        .unwrap();
+    // Two asks race: one is filed, the other told one waits.
+    let (a1, a2) = (
+        ask("150", "the December training run"),
+        ask("160", "the December training run"),
+    );
+    let (one, two) = tokio::join!(
+        f.service.request_budget(&lead, b.id, &a1),
+        f.service.request_budget(&lead, b.id, &a2),
+    );
+    assert!(
+        matches!(
+            (&one, &two),
+            (Ok(_), Err(ServiceError::Conflict(_))) | (Err(ServiceError::Conflict(_)), Ok(_))
+        ),
+        "{one:?} {two:?}"
+    );
+    let r = one.or(two).unwrap();
     assert_eq!(r.state, BudgetRequestState::Pending);
     // One waits at a time.
     assert!(matches!(
@@ -460,7 +493,7 @@ async fn a_tenant_admin_asks_for_more_and_another_platform_admin_decides() {
     assert!(
         told.iter()
             .any(|n| n.kind == NotificationKind::BudgetRequestCreated
-                && n.title == "Vision asks for a budget of 150.00 EUR"),
+                && n.title == format!("Vision asks for a budget of {} EUR", r.amount)),
         "{told:?}"
     );
     let q = BudgetQuery {
@@ -489,7 +522,7 @@ async fn a_tenant_admin_asks_for_more_and_another_platform_admin_decides() {
     assert_eq!(done.state, BudgetRequestState::Approved);
     assert_eq!(done.note.as_deref(), Some("ok for December"));
     let shown = &f.service.budgets(&member, &q).await.unwrap()[0];
-    assert_eq!(shown.amount, "150.00");
+    assert_eq!(shown.amount, r.amount);
     assert!(shown.block_when_exceeded && shown.pending_request.is_none());
     // Decided once.
     assert!(matches!(
@@ -502,7 +535,7 @@ async fn a_tenant_admin_asks_for_more_and_another_platform_admin_decides() {
     assert!(
         told.iter()
             .any(|n| n.kind == NotificationKind::BudgetRequestDecided
-                && n.title == "Budget raised to 150.00 EUR"),
+                && n.title == format!("Budget raised to {} EUR", r.amount)),
         "{told:?}"
     );
     // A rejection leaves the budget as it was.
@@ -525,6 +558,6 @@ async fn a_tenant_admin_asks_for_more_and_another_platform_admin_decides() {
         .unwrap();
     assert_eq!(
         f.service.budgets(&member, &q).await.unwrap()[0].amount,
-        "150.00"
+        done.amount
     );
 }
