@@ -108,6 +108,25 @@ pub fn number(x: f64) -> String {
     format!("{x}")
 }
 
+/// An amount the API gives exactly (`"14400.123456"`) as people read money:
+/// rounded half up to cents, thousands grouped (`"14,400.12"`). Text that
+/// is not an amount is shown as it is.
+pub fn money(decimal: &str) -> String {
+    let Some(micros) = tessera_core::metering::parse_micros(decimal) else {
+        return decimal.to_owned();
+    };
+    let cents = (micros + 5_000) / 10_000;
+    let whole = (cents / 100).to_string();
+    let mut grouped = String::new();
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    format!("{grouped}.{:02}", cents % 100)
+}
+
 /// The day of a timestamp, as a date input wants it: "2026-11-29".
 pub fn day(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d").to_string()
@@ -165,6 +184,16 @@ mod tests {
         assert_eq!(percent_of(0, 10), 0);
         assert_eq!(share_of(3000, 2000), Some(150));
         assert_eq!(share_of(1, 0), None);
+    }
+
+    #[test]
+    fn money_is_rounded_to_cents_and_grouped() {
+        assert_eq!(money("34.377733"), "34.38");
+        assert_eq!(money("14400"), "14,400.00");
+        assert_eq!(money("1234567.004999"), "1,234,567.00");
+        assert_eq!(money("0.005"), "0.01");
+        assert_eq!(money("0.00"), "0.00");
+        assert_eq!(money("n/a"), "n/a");
     }
 
     #[test]

@@ -339,12 +339,12 @@ describe('pools and tenants in the browser', () => {
     await carol.page.locator('[data-test=statement-line][data-pool=h100-mig]').waitFor();
     await screenshot(carol.page, 'budget-tenant');
     await carol.page.goto(`${stack.appUrl}/notifications`);
-    await waitFor(async () => /Vision has spent 80 % of its budget/.test(await carol.page.locator('main').textContent()), { what: 'the 80 % notification' });
+    await waitFor(async () => /Vision Research has spent 80 % of its budget/.test(await carol.page.locator('main').textContent()), { what: 'the 80 % notification' });
     // Told once, however often the timer looks.
     await new Promise((r) => setTimeout(r, 1500));
     await carol.page.reload();
     const told = await carol.page.locator('main').textContent();
-    assert.equal(told.match(/Vision has spent 80 % of its budget/g).length, 1, told);
+    assert.equal(told.match(/Vision Research has spent 80 % of its budget/g).length, 1, told);
     // The tenant page shows spend against the budget.
     await carol.page.goto(`${stack.appUrl}/t/vision`);
     await carol.page.locator('[data-test=tenant-budgets] [data-test=budget]').waitFor();
@@ -378,7 +378,6 @@ describe('pools and tenants in the browser', () => {
     await page.reload();
     await hydrated(page);
     await page.locator('[data-test=budgets] [data-test=budget-pending]', { hasText: 'the December training run' }).waitFor();
-    await page.locator('[data-test=budgets]').scrollIntoViewIfNeeded();
     await screenshot(page, 'budgets-admin');
     await context.close();
     await carol.context.close();

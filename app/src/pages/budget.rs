@@ -49,7 +49,7 @@ pub fn BudgetCard(b: BudgetView) -> impl IntoView {
             <div class="quota-line">
                 <div class="quota-head">
                     <span class="small">"Spent"</span>
-                    <span class="muted small" data-test="budget-spent">{format!("{} of {} {} ({:.0} %)", b.spent, b.amount, b.currency, b.percent)}</span>
+                    <span class="muted small" data-test="budget-spent">{format!("{} of {} {} ({:.0} %)", format::money(&b.spent), format::money(&b.amount), b.currency, b.percent)}</span>
                 </div>
                 <div class="bar" role="img" aria-label=format!("{:.0} % of the budget spent", b.percent)>
                     <span class=bar_class(b.percent) style=format!("width:{spent:.1}%")></span>
@@ -58,7 +58,7 @@ pub fn BudgetCard(b: BudgetView) -> impl IntoView {
             <div class="quota-line">
                 <div class="quota-head">
                     <span class="small">"Forecast"</span>
-                    <span class="muted small" data-test="budget-forecast">{format!("{} {} ({:.0} %) if the slices running now keep running", b.forecast, b.currency, b.forecast_percent)}</span>
+                    <span class="muted small" data-test="budget-forecast">{format!("{} {} ({:.0} %) if the slices running now keep running", format::money(&b.forecast), b.currency, b.forecast_percent)}</span>
                 </div>
                 <div class="bar" role="img" aria-label=format!("{:.0} % of the budget forecast", b.forecast_percent)>
                     <span class=bar_class(b.forecast_percent) style=format!("width:{forecast:.1}%")></span>
@@ -75,7 +75,7 @@ pub fn BudgetCard(b: BudgetView) -> impl IntoView {
                 {(!alerts.is_empty()).then(|| format!(" Told this month: {alerts}."))}
             </p>
             {b.pending_request.as_ref().map(|r| view! {
-                <p class="small" data-test="budget-pending">{format!("{} asked for {} {} on {}: {}", r.requested_by, r.amount, b.currency, format::when(r.created_at), r.reason)}</p>
+                <p class="small" data-test="budget-pending">{format!("{} asked for {} {} on {}: {}", r.requested_by, format::money(&r.amount), b.currency, format::when(r.created_at), r.reason)}</p>
             })}
             <p class="small muted">{format!("Set by {} on {}", b.set_by, format::when(b.updated_at))}</p>
         </div>
@@ -183,19 +183,19 @@ pub fn Statement(s: StatementView) -> impl IntoView {
                                 <tr data-test="statement-line" data-pool=l.pool.clone()>
                                     {many_tenants.then(|| view! { <td>{l.tenant_name.clone()}</td> })}
                                     <td class="mono">{l.pool.clone()}</td>
-                                    <td class="num">{format!("{:.3}", l.gpu_hours)}</td>
-                                    <td class="num">{format!("{} {}", l.direct, l.currency)}</td>
-                                    <td class="num">{format!("{} {}", l.overhead, l.currency)}</td>
-                                    <td class="num" data-test="statement-line-total">{format!("{} {}", l.total, l.currency)}</td>
+                                    <td class="num">{format!("{:.4}", l.gpu_hours)}</td>
+                                    <td class="num">{format!("{} {}", format::money(&l.direct), l.currency)}</td>
+                                    <td class="num">{format!("{} {}", format::money(&l.overhead), l.currency)}</td>
+                                    <td class="num" data-test="statement-line-total">{format!("{} {}", format::money(&l.total), l.currency)}</td>
                                 </tr>
                             }).collect_view()}</tbody>
                             <tfoot>{s.totals.iter().map(|t| view! {
                                 <tr data-test="statement-total" data-currency=t.currency.clone()>
                                     {many_tenants.then(|| view! { <th></th> })}
                                     <th>"Total"</th><th></th>
-                                    <th class="num">{format!("{} {}", t.direct, t.currency)}</th>
-                                    <th class="num">{format!("{} {}", t.overhead, t.currency)}</th>
-                                    <th class="num" data-test="statement-total-amount">{format!("{} {}", t.total, t.currency)}</th>
+                                    <th class="num">{format!("{} {}", format::money(&t.direct), t.currency)}</th>
+                                    <th class="num">{format!("{} {}", format::money(&t.overhead), t.currency)}</th>
+                                    <th class="num" data-test="statement-total-amount">{format!("{} {}", format::money(&t.total), t.currency)}</th>
                                 </tr>
                             }).collect_view()}</tfoot>
                         </table>
@@ -221,13 +221,13 @@ pub fn Statement(s: StatementView) -> impl IntoView {
                                 <td class="mono">{r.allocation.map(|a| a.to_string()).unwrap_or_default()}</td>
                                 <td class="mono">{r.shape.clone().unwrap_or_default()}</td>
                                 <td class="mono">{r.pool.clone().unwrap_or_default()}</td>
-                                <td class="num">{format!("{:.3}", r.gpu_hours)}</td>
-                                <td class="num">{format!("{} {}", r.cost, r.currency.clone().unwrap_or_default())}</td>
+                                <td class="num">{format!("{:.4}", r.gpu_hours)}</td>
+                                <td class="num">{match &r.currency { Some(c) => format!("{} {c}", format::money(&r.cost)), None => "unpriced".to_owned() }}</td>
                             </tr>
                         }).collect_view()}</tbody>
                     </table>
                 </div>
-                <p class="small muted">"Slice costs are direct costs at the pools' prices (GPU-hours and GPU memory); the lines above add the overhead share."</p>
+                <p class="small muted">"Slice costs are direct costs at the pools' prices (GPU-hours and GPU memory); the lines above add the overhead share. Amounts are rounded to cents here; the CSV and the API have them to the millionth."</p>
             })}
         </section>
     }
@@ -285,7 +285,7 @@ pub fn BudgetPage() -> impl IntoView {
                                 {if s.budgets.is_empty() {
                                     view! { <div class="card empty" data-test="budget-none"><p>"No budget yet."</p><p class="muted">"A monthly budget tells the tenant's admins at 80 % and 100 % of it, spent and forecast."</p></div> }.into_any()
                                 } else {
-                                    view! { <div class="grid">{s.budgets.iter().map(|b| view! { <BudgetCard b=b.clone()/> }).collect_view()}</div> }.into_any()
+                                    view! { <div class="grid budgets-grid">{s.budgets.iter().map(|b| view! { <BudgetCard b=b.clone()/> }).collect_view()}</div> }.into_any()
                                 }}
                                 {if may_set {
                                     view! {
@@ -358,7 +358,7 @@ pub fn StatementPage() -> impl IntoView {
                             <h1 data-test="statement-subject">{format!("{} · {}", d.statement.subject, d.statement.month)}</h1>
                         </section>
                         {(!d.statement.budgets.is_empty()).then(|| view! {
-                            <div class="grid">{d.statement.budgets.iter().map(|b| view! { <BudgetCard b=b.clone()/> }).collect_view()}</div>
+                            <div class="grid budgets-grid">{d.statement.budgets.iter().map(|b| view! { <BudgetCard b=b.clone()/> }).collect_view()}</div>
                         })}
                         <Statement s=d.statement/>
                     }.into_any(),

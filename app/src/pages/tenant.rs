@@ -97,7 +97,7 @@ fn Tenant(t: TenantView) -> impl IntoView {
                 </div>
             </div>
             {(!t.budgets.is_empty()).then(|| view! {
-                <div class="grid" data-test="tenant-budgets">
+                <div class="grid budgets-grid" data-test="tenant-budgets">
                     {t.budgets.iter().map(|b| view! { <super::budget::BudgetCard b=b.clone()/> }).collect_view()}
                 </div>
             })}

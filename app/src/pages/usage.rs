@@ -147,7 +147,7 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
         <section class="stats">
             {r.totals.iter().map(|t| view! {
                 <div class="stat card" data-test="usage-total">
-                    <span class="stat-value">{match &t.currency { Some(c) => format!("{} {c}", t.cost), None => "unpriced".to_owned() }}</span>
+                    <span class="stat-value">{match &t.currency { Some(c) => format!("{} {c}", format::money(&t.cost)), None => "unpriced".to_owned() }}</span>
                     <span class="stat-label">{format!("{:.3} GPU-h · {:.1} GiB-h", t.gpu_hours, t.gib_hours)}</span>
                     {t.efficiency_pct.map(|e| view! {
                         <span class="stat-label" data-test="usage-total-efficiency">{format!("{:.3} GPU-h used · {e:.0} % efficient", t.used_gpu_hours.unwrap_or_default())}</span>
@@ -204,7 +204,7 @@ fn Report(r: UsageReport, f: Filter, admin: bool, choices: Vec<(String, String)>
                                             None => view! { <span class="muted small" title="No telemetry from this slice's host">"not measured"</span> }.into_any(),
                                         }}</td>
                                         <td class="num">{format!("{:.1}", row.gib_hours)}</td>
-                                        <td class="num" data-test="usage-cost">{match &row.currency { Some(c) => format!("{} {c}", row.cost), None => "—".to_owned() }}</td>
+                                        <td class="num" data-test="usage-cost">{match &row.currency { Some(c) => format!("{} {c}", format::money(&row.cost)), None => "—".to_owned() }}</td>
                                     </tr>
                                 }
                             }).collect_view()}
@@ -490,7 +490,7 @@ fn Ledger(l: LedgerReport, f: Filter) -> impl IntoView {
 fn Charges(c: LedgerCharges, month: String) -> impl IntoView {
     view! {
         <h3 class="section-title" data-test="ledger-charges-title">{format!("Charges in {}", c.currency)}</h3>
-        <p class="muted small">{format!("The priced GPU-hours cost {} {}: each pool's hours × its GPU-hour price, split by the pool's recovery policy in force at each moment. ", c.cost, c.currency)}{if c.balanced { "Tenants and platform add up to it exactly." } else { "Tenants and platform do not add up: see the operations guide." }}</p>
+        <p class="muted small">{format!("The priced GPU-hours cost {} {}: each pool's hours × its GPU-hour price, split by the pool's recovery policy in force at each moment. ", format::money(&c.cost), c.currency)}{if c.balanced { "Tenants and platform add up to it exactly." } else { "Tenants and platform do not add up: see the operations guide." }}</p>
         <div class="table-scroll" tabindex="0" role="region" aria-label=format!("Charges in {}", c.currency)>
             <table class="small" data-test="ledger-charges" data-currency=c.currency.clone()>
                 <thead><tr><th>"Tenant"</th><th>"Cost centre"</th><th class="num">"Direct"</th><th class="num">"Overhead share"</th><th class="num">"Total"</th><th><span class="visually-hidden">"Statement"</span></th></tr></thead>
@@ -498,19 +498,21 @@ fn Charges(c: LedgerCharges, month: String) -> impl IntoView {
                     {c.tenants.iter().map(|t| view! {
                         <tr data-test="ledger-charge" data-tenant=t.tenant.clone()>
                             <td>{t.name.clone()}</td>
-                            <td class="mono">{t.cost_centre.clone().unwrap_or_default()}</td>
-                            <td class="num">{t.direct.clone()}</td>
-                            <td class="num">{t.overhead.clone()}</td>
-                            <td class="num" data-test="ledger-charge-total">{t.total.clone()}</td>
+                            <td class="mono">{t.cost_centre.clone().map(|cc| view! {
+                                <a href=format!("/statement?cost_centre={}&month={month}", encode_component(&cc)) title="The cost centre's statement">{cc.clone()}</a>
+                            })}</td>
+                            <td class="num">{format::money(&t.direct)}</td>
+                            <td class="num">{format::money(&t.overhead)}</td>
+                            <td class="num" data-test="ledger-charge-total">{format::money(&t.total)}</td>
                             <td><a href=format!("/statement?tenant={}&month={month}", encode_component(&t.tenant))>"Statement"</a></td>
                         </tr>
                     }).collect_view()}
                     <tr data-test="ledger-platform">
                         <td>"Platform (not recovered)"</td><td></td><td></td><td></td>
-                        <td class="num" data-test="ledger-platform-total">{c.platform.clone()}</td><td></td>
+                        <td class="num" data-test="ledger-platform-total">{format::money(&c.platform)}</td><td></td>
                     </tr>
                 </tbody>
-                <tfoot><tr><th>"Fleet cost"</th><th></th><th></th><th></th><th class="num" data-test="ledger-cost">{c.cost.clone()}</th><th></th></tr></tfoot>
+                <tfoot><tr><th>"Fleet cost"</th><th></th><th></th><th></th><th class="num" data-test="ledger-cost">{format::money(&c.cost)}</th><th></th></tr></tfoot>
             </table>
         </div>
         <ul class="small muted" data-test="ledger-terms">
@@ -537,7 +539,7 @@ fn Budgets(
                 view! { <p class="muted" data-test="budgets-empty">"No budgets yet."</p> }.into_any()
             } else {
                 view! {
-                    <div class="grid">
+                    <div class="grid budgets-grid">
                         {list.into_iter().map(|b| {
                             let id = b.id;
                             let pending = b.pending_request.as_ref().map(|r| r.id);
