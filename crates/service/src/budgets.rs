@@ -91,6 +91,20 @@ fn target_of(b: &budget::Model, tenants: &BTreeMap<TenantId, tenant::Model>) -> 
     }
 }
 
+/// Tenant `slug`, if `who` may see it (a member, or a platform admin);
+/// anyone else is told it does not exist, so tenant names do not leak.
+pub(crate) fn visible_tenant<'a>(
+    tenants: &'a BTreeMap<TenantId, tenant::Model>,
+    who: &Principal,
+    slug: &str,
+) -> Result<&'a tenant::Model, ServiceError> {
+    tenants
+        .values()
+        .find(|t| t.slug.as_str() == slug)
+        .filter(|t| who.platform_admin || who.role_in(t.id).is_some())
+        .ok_or_else(|| ServiceError::not_found(format!("tenant '{slug}'")))
+}
+
 fn state_json(b: &budget::Model) -> serde_json::Value {
     json!({
         "amount": format_micros(u128::try_from(b.amount_micros).unwrap_or(0)),
@@ -233,11 +247,7 @@ impl Service {
         let mut find = budget::Entity::find().order_by_asc(budget::Column::Id);
         match &q.tenant {
             Some(slug) => {
-                let t = tenants
-                    .values()
-                    .find(|t| t.slug.as_str() == slug)
-                    .filter(|t| who.platform_admin || who.role_in(t.id).is_some())
-                    .ok_or_else(|| ServiceError::not_found(format!("tenant '{slug}'")))?;
+                let t = visible_tenant(&tenants, who, slug)?;
                 let mut c = Condition::any().add(budget::Column::TenantId.eq(t.id));
                 if let Some(cc) = &t.cost_centre {
                     c = c.add(budget::Column::CostCentre.eq(cc.clone()));
@@ -278,11 +288,7 @@ impl Service {
         let tenants = self.tenants_by_id().await?;
         let (scope, tenant, cost_centre) = match (&new.tenant, &new.cost_centre) {
             (Some(slug), None) => {
-                let t = tenants
-                    .values()
-                    .find(|t| t.slug.as_str() == slug.as_str())
-                    .filter(|t| who.platform_admin || who.role_in(t.id).is_some())
-                    .ok_or_else(|| ServiceError::not_found(format!("tenant '{slug}'")))?;
+                let t = visible_tenant(&tenants, who, slug)?;
                 (BudgetScope::Tenant, Some(t.clone()), None)
             }
             (None, Some(cc)) => {

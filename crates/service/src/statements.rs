@@ -31,11 +31,7 @@ impl Service {
         let tenants = self.tenants_by_id().await?;
         let (subject, tenant, cost_centre, covered) = match (&q.tenant, &q.cost_centre) {
             (Some(slug), None) => {
-                let t = tenants
-                    .values()
-                    .find(|t| t.slug.as_str() == slug.as_str())
-                    .filter(|t| who.platform_admin || who.role_in(t.id).is_some())
-                    .ok_or_else(|| ServiceError::not_found(format!("tenant '{slug}'")))?;
+                let t = crate::budgets::visible_tenant(&tenants, who, slug)?;
                 (
                     t.name.clone(),
                     Some(t.slug.to_string()),
