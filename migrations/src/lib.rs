@@ -32,6 +32,7 @@ mod m20261218_000024_webhook_failure_detail;
 mod m20261219_000025_tenant_namespaces;
 mod m20261220_000026_create_gpu_conditions;
 mod m20261221_000027_budgets_and_recovery;
+mod m20261222_000028_allocation_replaces;
 
 /// All migrations, oldest first.
 pub struct Migrator;
@@ -67,6 +68,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261219_000025_tenant_namespaces::Migration),
             Box::new(m20261220_000026_create_gpu_conditions::Migration),
             Box::new(m20261221_000027_budgets_and_recovery::Migration),
+            Box::new(m20261222_000028_allocation_replaces::Migration),
         ]
     }
 }

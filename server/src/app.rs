@@ -5,7 +5,7 @@ use crate::bundle;
 use crate::config::Config;
 use crate::routes::{
     agent, allocations, audit, fleet, health, kubernetes, metrics, openapi, people, policy, quotas,
-    usage,
+    rightsizing, usage,
 };
 use crate::security::{self, csrf, headers, limits};
 use crate::state::{stopped, AppState};
@@ -86,6 +86,7 @@ pub async fn build_state(
         )?,
         telemetry: config.telemetry,
         audit: config.audit,
+        rightsizing: config.rightsizing,
     };
     tessera_service::pools::validate_pools(&settings.pools)?;
     tessera_service::pools::validate_pool_tenants(&settings.pools, &settings.directory)?;
@@ -264,6 +265,10 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(allocations::get_allocation))
         .routes(routes!(allocations::get_allocation_activity))
+        .routes(routes!(rightsizing::allocation_recommendation))
+        .routes(routes!(rightsizing::resize_allocation))
+        .routes(routes!(rightsizing::list_recommendations))
+        .routes(routes!(rightsizing::fleet_recommendations))
         .routes(routes!(allocations::release_allocation))
         .routes(routes!(allocations::extend_allocation))
         .routes(routes!(allocations::keep_allocation))

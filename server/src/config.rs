@@ -91,6 +91,11 @@ pub struct Config {
     /// How long audit rows are kept (`[audit]`: `keep_days`; unset: forever).
     #[serde(default)]
     pub audit: tessera_service::audit_retention::AuditRetention,
+    /// Right-sizing advice (`[rightsizing]`: `min_measured_minutes`,
+    /// `memory_headroom_pct`, `memory_headroom_min_mib`,
+    /// `compute_headroom_pct`).
+    #[serde(default)]
+    pub rightsizing: tessera_core::rightsize::RightSizing,
     /// Which HTTPS servers outbound calls trust.
     #[serde(default)]
     pub tls: TlsConfig,
@@ -489,6 +494,9 @@ impl Config {
                 }
                 return bad(section, &e.to_string());
             }
+        }
+        if let Err((field, message)) = self.rightsizing.validate() {
+            return bad(&format!("rightsizing.{field}"), message);
         }
         if self.limits.max_body_kib < 16 || self.limits.request_timeout_seconds < 1 {
             return bad(

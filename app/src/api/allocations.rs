@@ -52,6 +52,7 @@ pub async fn request_slice(
         purpose,
         priority_class: Some(priority_class),
         qos,
+        replaces: None,
     };
     Ok(service.request_allocation(&actor, &req).await?)
 }
@@ -107,4 +108,29 @@ pub async fn keep_slice(
 ) -> Result<AllocationView, AppError> {
     let (service, actor) = ssr::in_tenant(&slug).await?;
     Ok(service.keep_allocation(&actor, id, &reason).await?)
+}
+
+/// Right-sizing advice for one running slice (`None` unless it runs).
+#[server(prefix = "/api/ui", endpoint = "get_allocation_advice")]
+pub async fn get_allocation_advice(
+    slug: String,
+    id: AllocationId,
+) -> Result<Option<SliceAdvice>, AppError> {
+    let (service, actor) = ssr::in_tenant(&slug).await?;
+    Ok(service.allocation_advice(&actor, id).await?)
+}
+
+/// Asks for the advised smaller shape instead; the old slice is released
+/// once the new one is active.
+#[server(prefix = "/api/ui", endpoint = "resize_slice")]
+pub async fn resize_slice(slug: String, id: AllocationId) -> Result<AllocationView, AppError> {
+    let (service, actor) = ssr::in_tenant(&slug).await?;
+    Ok(service.resize_allocation(&actor, id).await?)
+}
+
+/// Right-sizing advice for the tenant's running slices.
+#[server(prefix = "/api/ui", endpoint = "get_recommendations")]
+pub async fn get_recommendations(slug: String) -> Result<Recommendations, AppError> {
+    let (service, actor) = ssr::in_tenant(&slug).await?;
+    Ok(service.recommendations(&actor).await?)
 }

@@ -96,3 +96,11 @@ pub async fn revoke_join_token(id: JoinTokenId) -> Result<(), AppError> {
     let admin = viewer.require()?.require_platform_admin()?;
     Ok(service.revoke_join_token(&admin, id).await?)
 }
+
+/// Right-sizing advice for every running slice, biggest savings first.
+#[server(prefix = "/api/ui", endpoint = "get_fleet_recommendations")]
+pub async fn get_fleet_recommendations() -> Result<Recommendations, AppError> {
+    let (service, viewer) = ssr::ctx().await?;
+    let admin = viewer.require()?.require_platform_admin()?;
+    Ok(service.fleet_recommendations(&admin).await?)
+}

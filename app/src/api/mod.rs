@@ -45,7 +45,7 @@ use tessera_protocol::views::NewAllocation;
 use tessera_protocol::views::{
     AllocationActivity, AllocationView, ApiTokenView, AuditPage, AuditQuery, CreatedApiToken,
     CreatedJoinToken, FleetInsights, FleetQuery, FleetView, JoinTokenView, PersonView,
-    RequestOptions, TenantView, ViewerView,
+    Recommendations, RequestOptions, SliceAdvice, TenantView, ViewerView,
 };
 
 /// A view with the server's time when it was read, so relative times ("3 h

@@ -13,3 +13,4 @@ pub mod placement_why;
 pub mod quota;
 pub mod quota_offer;
 pub mod quota_request;
+pub mod right_sizing;

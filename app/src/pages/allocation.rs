@@ -2,7 +2,8 @@
 //! when its GPU or host is lost or drained, why, and a way to ask again.
 
 use crate::api::{
-    get_allocation, get_allocation_activity, ExtendSlice, KeepSlice, ReleaseSlice, RequeueSlice,
+    get_allocation, get_allocation_activity, get_allocation_advice, ExtendSlice, KeepSlice,
+    ReleaseSlice, RequeueSlice, ResizeSlice,
 };
 use crate::components::activity_chart::ActivityChart;
 use crate::components::allocation_state::{Progress, StateBadge};
@@ -18,8 +19,9 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 use tessera_core::ids::AllocationId;
 use tessera_core::lifecycle::AllocationPhase;
+use tessera_core::rightsize::Advice;
 use tessera_core::schedule::QosClass;
-use tessera_protocol::views::{AllocationActivity, AllocationView};
+use tessera_protocol::views::{AllocationActivity, AllocationView, SliceAdvice};
 
 /// How often an open allocation page refreshes while the allocation changes.
 const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
@@ -45,21 +47,25 @@ pub fn AllocationPage() -> impl IntoView {
             .map_err(|_| not_an_id(&slug, &id))?;
         let a = get_allocation(slug.clone(), id).await?;
         let activity = match a.active_at {
-            Some(_) => Some(get_allocation_activity(slug, id).await?),
+            Some(_) => Some(get_allocation_activity(slug.clone(), id).await?),
             None => None,
         };
-        Ok::<_, AppError>((a, activity))
+        let advice = match a.state {
+            AllocationPhase::Active => get_allocation_advice(slug, id).await?,
+            _ => None,
+        };
+        Ok::<_, AppError>((a, activity, advice))
     });
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 let (slug, _) = path();
                 match page.await {
-                    Ok((a, activity)) => {
+                    Ok((a, activity, advice)) => {
                         let charts = a.active_at.is_some() && !a.is_terminal();
                         view! {
                             {charts.then(|| view! { <LiveRegion region=ACTIVITY.to_owned() every_ms=ACTIVITY_REFRESH_MS/> })}
-                            <LiveAllocation slug a activity/>
+                            <LiveAllocation slug a activity advice/>
                         }.into_any()
                     }
                     Err(err) => view! { <Title text="Error"/><ErrorPanel err/> }.into_any(),
@@ -81,6 +87,8 @@ fn LiveAllocation(
     a: AllocationView,
     /// Its utilisation and memory then (`None` if it has none yet).
     activity: Option<AllocationActivity>,
+    /// Right-sizing advice then (running slices only).
+    advice: Option<SliceAdvice>,
 ) -> impl IntoView {
     crate::components::hydrated::island_hydrated();
     let id = a.id;
@@ -90,10 +98,11 @@ fn LiveAllocation(
     let extend = ServerAction::<ExtendSlice>::new();
     let requeue = ServerAction::<RequeueSlice>::new();
     let keep = ServerAction::<KeepSlice>::new();
-    // Asked again: go to the new request.
+    let resize = ServerAction::<ResizeSlice>::new();
+    // Asked again, or for a smaller size: go to the new request.
     let navigate = navigator();
     Effect::new(move |_| {
-        if let Some(Ok(v)) = requeue.value().get() {
+        if let Some(Ok(v)) = requeue.value().get().or_else(|| resize.value().get()) {
             navigate(&format!("/t/{}/a/{}", v.tenant, v.id));
         }
     });
@@ -141,7 +150,10 @@ fn LiveAllocation(
             reload();
         }
     });
-    view! { <Allocation a activity release extend requeue keep/> }
+    view! {
+        <Allocation a activity release extend requeue keep/>
+        {advice.map(|advice| view! { <RightSizeSection slug=slug.get_value() advice resize/> })}
+    }
 }
 
 /// A path whose id is not a number names no allocation.
@@ -372,6 +384,10 @@ fn Allocation(
                 </dd>
                 <dt>"Requested"</dt><dd>{format!("{} by {}", format::when(a.created_at), a.requested_by)}</dd>
                 {(!a.purpose.is_empty()).then(|| view! { <dt>"Purpose"</dt><dd>{a.purpose.clone()}</dd> })}
+                {a.replaces.map(|r| view! {
+                    <dt>"Replaces"</dt>
+                    <dd data-test="replaces"><a href=format!("/t/{}/a/{}", a.tenant, r)>{format!("#{r}")}</a>" — released once this one is active"</dd>
+                })}
                 {a.processes_stopped.map(|p| view! {
                     <dt>"At release"</dt>
                     <dd data-test="processes-stopped" title="SIGTERM, then SIGKILL for what still ran after the grace period">{p.describe()}</dd>
@@ -435,6 +451,42 @@ fn ActivitySection(activity: Option<AllocationActivity>) -> impl IntoView {
                 Some(activity) => view! { <ActivityChart activity/> }.into_any(),
                 None => view! { <p class="muted small">"No figures yet."</p> }.into_any(),
             }}
+        </section>
+    }
+}
+
+/// What the slice used against what it holds, and a smaller shape when one
+/// would do, one click away (the new request replaces this slice).
+#[component]
+fn RightSizeSection(
+    slug: String,
+    advice: SliceAdvice,
+    resize: ServerAction<ResizeSlice>,
+) -> impl IntoView {
+    let id = advice.allocation;
+    let (confidence, smaller) = match &advice.advice {
+        Advice::TooLittleData { .. } => (None, None),
+        Advice::Keep { confidence, .. } => (Some(*confidence), None),
+        Advice::Smaller { resize, confidence } => (Some(*confidence), Some(resize.clone())),
+    };
+    view! {
+        <section class="card" data-test="right-size">
+            <h2 class="section-title">"Right size"</h2>
+            <p data-test="right-size-sentence">{advice.sentence.clone()}</p>
+            {confidence.map(|c| view! {
+                <p class="muted small" data-test="right-size-confidence">
+                    {format!("Confidence: {} (from {} of telemetry; more data, more confidence).", c.label(), tessera_core::rightsize::span_words(advice.used.measured_ms))}
+                </p>
+            })}
+            {smaller.map(|r| view! {
+                <ActionForm action=resize attr:class="form-row" attr:data-test="resize-form">
+                    <input type="hidden" name="slug" value=slug.clone()/>
+                    <input type="hidden" name="id" value=id.get()/>
+                    <button class="button" type="submit" data-test="resize">{format!("Request a {} instead", r.label)}</button>
+                    <span class="muted small">"This slice is released once the new one is active."</span>
+                </ActionForm>
+            })}
+            {move || resize.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
         </section>
     }
 }

@@ -33,12 +33,13 @@ pub fn InsightsPage() -> impl IntoView {
         move || (days(), heat()),
         |(days, heat)| get_fleet_insights(days, heat),
     );
+    let advice = Resource::new(|| (), |_| crate::api::get_fleet_recommendations());
     view! {
         <Title text="Fleet insights"/>
         <section class="page-head">
             <p class="eyebrow">"Platform"</p>
             <h1>"Fleet insights"</h1>
-            <p class="muted">"How busy the GPUs are now, how full each pool is getting, and how long requests wait. "<a href="/fleet">"Back to the fleet"</a></p>
+            <p class="muted">"How busy the GPUs are now, how full each pool is getting, how long requests wait, and which slices could be smaller. "<a href="/fleet">"Back to the fleet"</a></p>
         </section>
         <nav class="segmented" aria-label="Period" data-test="insights-period">
             {INSIGHT_DAYS.into_iter().map(|d| view! {
@@ -50,6 +51,14 @@ pub fn InsightsPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match insights.await {
                     Ok(i) => view! { <Insights i heat=heat()/> }.into_any(),
+                    Err(err) => view! { <ErrorPanel err/> }.into_any(),
+                }
+            })}
+        </Suspense>
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                match advice.await {
+                    Ok(r) => view! { <crate::components::right_sizing::RightSizing r fleet=true/> }.into_any(),
                     Err(err) => view! { <ErrorPanel err/> }.into_any(),
                 }
             })}

@@ -161,6 +161,7 @@ fn RequestForm(
             purpose: purpose.get(),
             priority_class: Some(priority.get()).filter(|c| !c.is_empty()),
             qos: QosClass::Guaranteed,
+            replaces: None,
         };
         Some((p, demand, slice))
     });

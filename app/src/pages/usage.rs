@@ -100,7 +100,16 @@ pub fn UsagePage() -> impl IntoView {
                             });
                             let ledger = d.ledger.clone().map(|l| view! { <Ledger l f=f.clone()/> });
                             let budgets = admin.then(|| view! { <Budgets list=d.budgets.clone() set=set_budget delete=delete_budget decide/> });
-                            view! { <Report r=d.report f=f.clone() admin=d.admin choices=d.tenants/> {ledger} {budgets} {prices_view} }.into_any()
+                            let advice = (!d.tenant.is_empty()).then(|| {
+                                let slug = d.tenant.clone();
+                                Suspend::new(async move {
+                                    match crate::api::get_recommendations(slug).await {
+                                        Ok(r) => view! { <crate::components::right_sizing::RightSizing r fleet=false/> }.into_any(),
+                                        Err(err) => view! { <ErrorPanel err/> }.into_any(),
+                                    }
+                                })
+                            });
+                            view! { <Report r=d.report f=f.clone() admin=d.admin choices=d.tenants/> {advice} {ledger} {budgets} {prices_view} }.into_any()
                         }
                         Err(err) => view! { <ErrorPanel err/> }.into_any(),
                     }

@@ -23,6 +23,7 @@ pub mod placement;
 pub mod plan;
 pub mod pool;
 pub mod quota;
+pub mod rightsize;
 pub mod role;
 pub mod schedule;
 pub mod sharing;

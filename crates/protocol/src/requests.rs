@@ -30,6 +30,12 @@ pub struct NewAllocation {
     /// (outside any quota, on idle capacity; preempted first).
     #[serde(default)]
     pub qos: tessera_core::schedule::QosClass,
+    /// One of the tenant's open slices this one replaces (e.g. a right-sized
+    /// one): released once this one is active, so both are held only
+    /// while the new one starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
+    pub replaces: Option<tessera_core::ids::AllocationId>,
 }
 
 /// Extending a lease (`POST /api/v1/allocations/{id}/extend`).

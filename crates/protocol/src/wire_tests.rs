@@ -56,6 +56,7 @@ fn allocation_view_states_are_the_phase_names() {
         idle: None,
         preemption: None,
         processes_stopped: None,
+        replaces: None,
         placement_why: None,
         connection: None,
         created_at: at(),

@@ -29,6 +29,7 @@ pub mod people;
 mod policy;
 pub mod pools;
 pub mod quotas;
+mod rightsizing;
 mod runtime;
 mod secret;
 mod statements;
@@ -97,6 +98,8 @@ pub struct Settings {
     pub telemetry: telemetry::TelemetryPolicy,
     /// How long audit rows are kept.
     pub audit: audit_retention::AuditRetention,
+    /// Headroom and data right-sizing advice asks for.
+    pub rightsizing: tessera_core::rightsize::RightSizing,
 }
 
 /// Handle to the use-cases: the database, settings and clock. Cheap to clone.

@@ -22,7 +22,7 @@ use tessera_protocol::views::{
 pub struct TenantQuery {
     /// Tenant slug; optional with a token or for a person in one tenant.
     #[param(value_type = Option<String>)]
-    tenant: Option<tessera_core::checked::TenantSlug>,
+    pub(crate) tenant: Option<tessera_core::checked::TenantSlug>,
 }
 
 /// List the tenant's allocations (open first, then the newest that ended).

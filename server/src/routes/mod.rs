@@ -13,4 +13,5 @@ pub mod openapi;
 pub mod people;
 pub mod policy;
 pub mod quotas;
+pub mod rightsizing;
 pub mod usage;

@@ -81,6 +81,10 @@ pub struct AllocationView {
     /// reports the slice gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes_stopped: Option<ProcessesStoppedView>,
+    /// The slice this one replaces: released once this one is active.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
+    pub replaces: Option<AllocationId>,
     /// Why the placer chose this place: for platform admins only, absent
     /// for everyone else and for slices placed before explanations were
     /// kept.

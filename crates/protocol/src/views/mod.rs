@@ -13,6 +13,7 @@ mod insights;
 mod ledger;
 mod people;
 mod policy;
+mod rightsizing;
 mod tenants;
 mod usage;
 
@@ -44,6 +45,7 @@ pub use policy::{
     AffectedSlice, PlannedChangeView, PoolAdminView, PoolChangePreview, PoolEdit, PoolsAdminView,
     TenantAdminView, TenantEdit,
 };
+pub use rightsizing::{Recommendations, SliceAdvice};
 pub use tenants::{MemberView, MembershipView, QuotaView, TenantRole, TenantView, ViewerView};
 pub use usage::{
     NewPrice, PriceView, ReclaimSummary, TimelineStep, UsageGrouping, UsagePoint, UsageQuery,

@@ -48,6 +48,7 @@ pub async fn service(url: &str, directory: Directory, pools: Vec<PoolSpec>) -> A
         webhook_egress: Default::default(),
         api_tokens: Default::default(),
         telemetry: Default::default(),
+        rightsizing: Default::default(),
         audit: Default::default(),
     };
     Arc::new(Service::new(db, settings, Arc::new(SystemClock)))

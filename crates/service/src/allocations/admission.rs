@@ -111,6 +111,7 @@ impl Service {
             purpose: old.purpose.clone(),
             priority_class: Some(old.priority_class.clone()),
             qos: old.qos,
+            replaces: None,
         };
         self.admit(actor, &req, Some(id)).await
     }
@@ -224,6 +225,25 @@ impl Service {
                 "purpose",
                 format!("must be at most {MAX_PURPOSE_CHARS} characters"),
             ));
+        }
+        if let Some(id) = req.replaces {
+            let old = self.own_row(actor, id).await.map_err(|_| {
+                ServiceError::invalid(
+                    "replaces",
+                    format!("allocation {id} is not one of this tenant's slices"),
+                )
+            })?;
+            if !AllocationPhase::OPEN.contains(&old.state)
+                || old.state == AllocationPhase::Releasing
+            {
+                return Err(ServiceError::invalid(
+                    "replaces",
+                    format!(
+                        "allocation {id} is {}; only an open slice can be replaced",
+                        old.state
+                    ),
+                ));
+            }
         }
         let spec = self.pool_spec(&self.db, "pool", &req.pool).await?;
         let offer = Self::pool_offer(&spec);
@@ -364,6 +384,7 @@ impl Service {
             preempted_at: None,
             processes_terminated: None,
             processes_killed: None,
+            replaces_id: req.replaces,
         };
         // The new request takes its turn in the pool's queue: it starts now
         // if the queue lets it (requests ahead of it placed first; a host

@@ -62,6 +62,8 @@ pub struct TickReport {
     pub conditions: u32,
     /// Budget thresholds told.
     pub budget_notices: u32,
+    /// Slices released because the slice that replaces them is active.
+    pub replaced: u32,
 }
 
 impl Service {
@@ -80,6 +82,7 @@ impl Service {
         let preempted = self.end_preempted(now).await?;
         let conditions = self.record_gpu_conditions(now).await?;
         let budget_notices = self.evaluate_budgets(now, None).await?;
+        let replaced = self.release_replaced(now).await?;
         let report = TickReport {
             expired,
             timed_out,
@@ -94,8 +97,47 @@ impl Service {
             preempted,
             conditions,
             budget_notices,
+            replaced,
         };
         Ok(report)
+    }
+
+    /// Releases the slices that an active slice replaces (a right-sized
+    /// request, or any that named `replaces`): the tenant held both only
+    /// while the new one started.
+    async fn release_replaced(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {
+        let replacing = allocation::Entity::find()
+            .filter(allocation::Column::State.eq(AllocationPhase::Active))
+            .filter(allocation::Column::ReplacesId.is_not_null())
+            .all(&self.db)
+            .await?;
+        let mut n = 0;
+        for new in replacing {
+            let Some(old) = new.replaces_id else { continue };
+            let tenant = new.tenant_id;
+            let ended = self
+                .end_one_with(
+                    old,
+                    AllocationEvent::Release,
+                    now,
+                    move |a| {
+                        a.tenant_id == tenant
+                            && AllocationPhase::OPEN.contains(&a.state)
+                            && a.state != AllocationPhase::Releasing
+                    },
+                    |_| {},
+                    Box::new(|alloc, before, state| DomainEvent::AllocationReleased {
+                        alloc,
+                        before,
+                        after: state.phase(),
+                    }),
+                )
+                .await?;
+            if ended {
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     async fn end_leases(&self, now: DateTime<Utc>) -> Result<u32, ServiceError> {

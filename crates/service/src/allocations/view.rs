@@ -301,6 +301,7 @@ impl Service {
                 }),
                 _ => None,
             },
+            replaces: row.replaces_id,
             connection,
             created_at: row.created_at,
             placed_at: row.placed_at,

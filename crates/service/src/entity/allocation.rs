@@ -68,6 +68,8 @@ pub struct Model {
     pub processes_terminated: Option<i32>,
     /// At release: its processes that needed SIGKILL.
     pub processes_killed: Option<i32>,
+    /// The tenant's slice this one replaces: released once this one is active.
+    pub replaces_id: Option<AllocationId>,
 }
 
 /// An allocation's whole lifecycle state, as stored: a row whose state

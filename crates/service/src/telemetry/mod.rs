@@ -12,6 +12,7 @@ mod rollup;
 pub use gauges::DeviceGauges;
 pub use ingest::validate_batch;
 pub use rollup::RollupReport;
+pub(crate) use rollup::{rollup_of, sample_of};
 
 /// How long telemetry is kept (the server's `[telemetry]` section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]

@@ -11,5 +11,6 @@ mod ledger;
 mod people;
 mod policy;
 mod quotas;
+mod rightsizing;
 mod service;
 mod usage;

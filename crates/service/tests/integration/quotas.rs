@@ -59,6 +59,7 @@ fn slice(profile: &str) -> NewAllocation {
         priority_class: None,
         qos: Default::default(),
     }
+    replaces: None,
 }
 
 /// An entered instant (the tests' are all in range).

@@ -210,6 +210,7 @@ pub fn ask(pool: &str, shape: SliceShape, lease_hours: u32) -> NewAllocation {
         priority_class: None,
         qos: Default::default(),
     }
+    replaces: None,
 }
 
 pub async fn actor(f: &Fixture, subject: &str, groups: &[&str], tenant: &str) -> TenantActor {

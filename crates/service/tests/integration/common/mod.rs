@@ -195,6 +195,7 @@ async fn fixture_with(pools: Vec<PoolSpec>, lost_after: Duration) -> Fixture {
             )
             .expect("priority classes"),
             telemetry: Default::default(),
+            rightsizing: Default::default(),
             audit: Default::default(),
         },
         clock.clone(),
