@@ -58,8 +58,8 @@ fn slice(profile: &str) -> NewAllocation {
         purpose: "training".into(),
         priority_class: None,
         qos: Default::default(),
+        replaces: None,
     }
-    replaces: None,
 }
 
 /// An entered instant (the tests' are all in range).

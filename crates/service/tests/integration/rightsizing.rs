@@ -40,7 +40,13 @@ fn round(at_ms: i64, device: &str, util: u8) -> TelemetryRound {
 
 async fn send_minutes(f: &Fixture, agent: &Agent, device: &str, from_ms: i64, minutes: i64) {
     let rounds: Vec<TelemetryRound> = (0..minutes)
-        .map(|i| round(from_ms + i * 60_000, device, if i % 20 == 0 { 30 } else { 10 }))
+        .map(|i| {
+            round(
+                from_ms + i * 60_000,
+                device,
+                if i % 20 == 0 { 30 } else { 10 },
+            )
+        })
         .collect();
     for chunk in rounds.chunks(60) {
         f.service
@@ -81,10 +87,17 @@ async fn a_slice_that_used_a_tenth_is_told_a_smaller_shape_and_replaced_by_it() 
     let first = f.service.recommendations(&alice).await.unwrap();
     assert_eq!(first.slices.len(), 1);
     assert!(
-        matches!(first.slices[0].advice, Advice::TooLittleData { measured_ms: 0, .. }),
+        matches!(
+            first.slices[0].advice,
+            Advice::TooLittleData { measured_ms: 0, .. }
+        ),
         "{first:?}"
     );
-    let err = f.service.resize_allocation(&alice, big.id).await.unwrap_err();
+    let err = f
+        .service
+        .resize_allocation(&alice, big.id)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::Conflict(_)), "{err:?}");
 
     // Two hours, a minute per round: 10 % busy with a 30 % minute every
@@ -122,9 +135,19 @@ async fn a_slice_that_used_a_tenth_is_told_a_smaller_shape_and_replaced_by_it() 
     );
 
     // Another tenant sees nothing of it; the platform admin sees the fleet.
-    let err = f.service.allocation_advice(&dave, big.id).await.unwrap_err();
+    let err = f
+        .service
+        .allocation_advice(&dave, big.id)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ServiceError::NotFound { .. }), "{err:?}");
-    assert!(f.service.recommendations(&dave).await.unwrap().slices.is_empty());
+    assert!(f
+        .service
+        .recommendations(&dave)
+        .await
+        .unwrap()
+        .slices
+        .is_empty());
     let admin = f.admin().await;
     let fleet = f
         .service
@@ -143,17 +166,26 @@ async fn a_slice_that_used_a_tenth_is_told_a_smaller_shape_and_replaced_by_it() 
     assert_eq!(f.service.tick().await.unwrap().replaced, 0);
     assert_eq!(get(&f, &alice, big.id).await.state, AllocationPhase::Active);
     agent.converge(&f).await;
-    assert_eq!(get(&f, &alice, small.id).await.state, AllocationPhase::Active);
+    assert_eq!(
+        get(&f, &alice, small.id).await.state,
+        AllocationPhase::Active
+    );
     assert_eq!(f.service.tick().await.unwrap().replaced, 1);
     let old = get(&f, &alice, big.id).await;
     assert!(
-        matches!(old.state, AllocationPhase::Releasing | AllocationPhase::Released),
+        matches!(
+            old.state,
+            AllocationPhase::Releasing | AllocationPhase::Released
+        ),
         "{old:?}"
     );
     // Once: the next tick finds nothing more to release.
     assert_eq!(f.service.tick().await.unwrap().replaced, 0);
     agent.converge(&f).await;
-    assert_eq!(get(&f, &alice, big.id).await.state, AllocationPhase::Released);
+    assert_eq!(
+        get(&f, &alice, big.id).await.state,
+        AllocationPhase::Released
+    );
 
     // `replaces` must name one of the tenant's open slices.
     for (replaces, who) in [(big.id, &alice), (small.id, &dave)] {

@@ -209,8 +209,8 @@ pub fn ask(pool: &str, shape: SliceShape, lease_hours: u32) -> NewAllocation {
         purpose: "integration test".into(),
         priority_class: None,
         qos: Default::default(),
+        replaces: None,
     }
-    replaces: None,
 }
 
 pub async fn actor(f: &Fixture, subject: &str, groups: &[&str], tenant: &str) -> TenantActor {
