@@ -18,6 +18,8 @@
 //!    (not the `+me` twins), one MPS share sized to the need (5 % steps,
 //!    whole GiB), one time-sliced replica, one whole GPU: each as the
 //!    catalogue and the pool's policy define it on that model.
+//!    Only shapes the pool's hosts can hold at all count (the caller
+//!    says which: a host's driver may not offer every catalogue profile).
 //! 5. **The smallest** by the share model ([`crate::ledger::share`]) among
 //!    those whose compute and memory cover the need; ties go to the slice's
 //!    own pool, then to the stronger isolation (MIG, MPS, time-slicing).
@@ -339,12 +341,15 @@ fn isolation_rank(mode: SharingMode) -> u8 {
 }
 
 /// The advice for a slice that holds `held` and used `used`, among `offers`
-/// (pools with the slice's GPU model; its own pool among them or not).
+/// (pools with the slice's GPU model; its own pool among them or not) and
+/// the shapes `placeable` says the pool's hosts can hold at all (what the
+/// catalogue lists, a host's driver may not offer).
 pub fn advise(
     rules: &RightSizing,
     held: &Held<'_>,
     used: &MeasuredUse,
     offers: &[Offer<'_>],
+    placeable: &dyn Fn(&PoolOffer, &SliceShape) -> bool,
 ) -> Advice {
     if used.measured_ms < rules.min_measured_ms() {
         return Advice::TooLittleData {
@@ -369,6 +374,9 @@ pub fn advise(
             continue;
         }
         for shape in candidates(offer.pool, held.model, compute, memory) {
+            if !placeable(offer.pool, &shape) {
+                continue;
+            }
             let Ok(d) = cost(&shape, held.model, &offer.pool.policy) else {
                 continue;
             };

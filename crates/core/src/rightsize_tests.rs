@@ -60,7 +60,7 @@ fn advice_for(
             gpu_hour_micros: Some(2_000_000),
         })
         .collect();
-    advise(&RightSizing::default(), &held, u, &offers)
+    advise(&RightSizing::default(), &held, u, &offers, &|_, _| true)
 }
 
 #[test]
@@ -336,4 +336,43 @@ fn measured_use_weighs_each_period_by_the_time_it_covers() {
     // Two GPUs: the time is per GPU.
     assert_eq!(MeasuredUse::of(&periods, 2).measured_ms, 80 * 60_000);
     assert_eq!(MeasuredUse::of(&[], 1), MeasuredUse::default());
+}
+
+#[test]
+fn shapes_the_hosts_cannot_hold_are_not_advised() {
+    let mig = pool("h100-mig", SharingMode::Mig);
+    let model = lookup("H100-80GB", 0);
+    let three = SliceShape::Mig {
+        profile: "3g.40gb".into(),
+    };
+    let held = Held {
+        shape: &three,
+        pool: &mig,
+        model: &model,
+        gpus: 1,
+        share: share_of(&three, &model, &mig.policy).unwrap(),
+        gpu_hour_micros: None,
+    };
+    let offers = [Offer {
+        pool: &mig,
+        gpu_hour_micros: None,
+    }];
+    // 15 GiB would take a 1g.20gb; without it on the hosts, a 2g.20gb.
+    let no_1g_20gb = |_: &PoolOffer, s: &SliceShape| {
+        *s != SliceShape::Mig {
+            profile: "1g.20gb".into(),
+        }
+    };
+    let advice = advise(
+        &RightSizing::default(),
+        &held,
+        &used(150, 10, 30),
+        &offers,
+        &no_1g_20gb,
+    );
+    let Advice::Smaller { resize, .. } = advice else {
+        panic!("expected smaller: {advice:?}");
+    };
+    assert_eq!(resize.label, "MIG 2g.20gb");
+    assert_eq!(resize.saves_micros_month, None);
 }

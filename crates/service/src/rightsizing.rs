@@ -6,7 +6,7 @@
 //! (then per sample) after it, over the last [`WINDOW_MS`]: a fleet's
 //! running slices cost one row per slice and hour.
 
-use crate::allocations::AllocationRow;
+use crate::allocations::{AllocationRow, View};
 use crate::entity::{allocation, gpu_rollup, gpu_sample, tenant};
 use crate::telemetry::{rollup_of, sample_of};
 use crate::usage::{held_of, GpuModels};
@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 use tessera_core::ids::{AllocationId, TenantId};
 use tessera_core::lifecycle::AllocationPhase;
 use tessera_core::metering::{price_at, Price, HOUR_MS};
+use tessera_core::placement::Policy;
 use tessera_core::rightsize::{advise, Advice, Held, MeasuredUse, Offer, Period};
+use tessera_core::sharing::SliceShape;
 use tessera_core::slice::PoolOffer;
 use tessera_core::telemetry::{roll_up, Sample, MINUTE_MS};
 use tessera_protocol::views::{Recommendations, SliceAdvice};
@@ -150,6 +152,21 @@ impl Service {
         let used = self.measured_use(&ids).await?;
         let specs = self.pools(&self.db).await?;
         let offers: Vec<PoolOffer> = specs.iter().map(Self::pool_offer).collect();
+        // Each pool's hosts, empty: what they can hold at all.
+        let mut empty = BTreeMap::new();
+        for spec in &specs {
+            let snap = self
+                .pool_snapshot(&self.db, spec, self.now(), View::Empty, &[])
+                .await?;
+            empty.insert(spec.name.to_string(), snap.fleet);
+        }
+        let placeable = |offer: &PoolOffer, shape: &SliceShape| {
+            empty.get(&offer.pool).is_some_and(|fleet| {
+                offer
+                    .placement_request(shape)
+                    .is_ok_and(|r| fleet.place(&r, Policy::Pack).is_ok())
+            })
+        };
         let prices = self.price_list().await?;
         let models = GpuModels::load(&self.db).await?;
         let slugs: BTreeMap<TenantId, String> = tenant::Entity::find()
@@ -200,7 +217,13 @@ impl Service {
                 })
                 .collect();
             let measured = used.get(&row.id).copied().unwrap_or_default();
-            let advice = advise(&self.settings.rightsizing, &held, &measured, &pool_offers);
+            let advice = advise(
+                &self.settings.rightsizing,
+                &held,
+                &measured,
+                &pool_offers,
+                &placeable,
+            );
             slices.push(SliceAdvice {
                 allocation: row.id,
                 tenant: slugs.get(&row.tenant_id).cloned().unwrap_or_default(),

@@ -22,7 +22,7 @@ fn round(at_ms: i64, device: &str, util: u8) -> TelemetryRound {
     TelemetryRound {
         at_ms,
         gpus: vec![GpuSample {
-            uuid: "GPU-r1".into(),
+            uuid: "GPU-e1".into(),
             util_pct: Some(5),
             mem_used_mib: 10_000,
             power_mw: Some(120_000),
@@ -66,7 +66,7 @@ async fn send_minutes(f: &Fixture, agent: &Agent, device: &str, from_ms: i64, mi
 #[tokio::test]
 async fn a_slice_that_used_a_tenth_is_told_a_smaller_shape_and_replaced_by_it() {
     let f = fixture().await;
-    let mut agent = Agent::enrol(&f, "gpu-r", vec![h100(0, "GPU-r1")]).await;
+    let mut agent = Agent::enrol(&f, "gpu-r", vec![h100(0, "GPU-e1")]).await;
     let alice = actor(&f, "alice", &["vision"], "vision").await;
     let dave = actor(&f, "dave", &["nlp"], "nlp").await;
     let big = f
@@ -109,6 +109,8 @@ async fn a_slice_that_used_a_tenth_is_told_a_smaller_shape_and_replaced_by_it() 
     f.clock.advance(Duration::milliseconds(ROLLUP_SETTLE_MS));
     f.service.roll_up_telemetry().await.unwrap();
     f.service.roll_up_telemetry().await.unwrap();
+    // The host kept reporting meanwhile.
+    agent.converge(&f).await;
 
     let advice = f
         .service
@@ -162,7 +164,8 @@ async fn a_slice_that_used_a_tenth_is_told_a_smaller_shape_and_replaced_by_it() 
     // until the new one is active.
     let small = f.service.resize_allocation(&alice, big.id).await.unwrap();
     assert_eq!(small.replaces, Some(big.id));
-    assert_eq!(small.shape_label, "MIG 1g.20gb");
+    assert_eq!(small.shape_label, "MIG 1g.20gb", "{small:?}");
+    assert_eq!(small.state, AllocationPhase::Placed, "{small:?}");
     assert_eq!(f.service.tick().await.unwrap().replaced, 0);
     assert_eq!(get(&f, &alice, big.id).await.state, AllocationPhase::Active);
     agent.converge(&f).await;

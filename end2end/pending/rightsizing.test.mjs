@@ -5,7 +5,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { startStack, newPage, signIn, hydrated, waitFor, looks, ROOT } from './harness.mjs';
+import { startStack, newPage, signIn, hydrated, waitFor, looks, ROOT } from '../tests/harness.mjs';
 
 const host = (name) => path.join(ROOT, 'end2end', 'hosts', `${name}.toml`);
 
