@@ -68,4 +68,23 @@ describe('right-sizing', () => {
       await p.waitForSelector('[data-test=right-sizing-summary]');
     });
   });
+
+  it('the workload profile helper suggests a shape with its reasons and fills the form', async () => {
+    const { page } = await newPage(stack);
+    await signIn(stack, page, 'bob', '/t/vision/request');
+    await hydrated(page);
+    await page.click('[data-test=workload-helper] summary');
+    await page.selectOption('[data-test=work-kind]', 'inference');
+    await page.fill('[data-test=work-params]', '7');
+    await waitFor(async () => /Suggested: MIG 2g\.20gb in h100-mig/.test(await page.textContent('[data-test=work-suggestion]')), { what: 'suggestion' });
+    assert.match(await page.textContent('[data-test=work-reasons]'), /7000 M parameters at bf16 are 13\.0 GiB of weights/);
+    await page.click('[data-test=work-apply]');
+    assert.equal(await page.inputValue('[data-test=profile]'), '2g.20gb');
+    await waitFor(async () => /costs 0\.285 GPU/.test(await page.textContent('[data-test=cost]')), { what: 'the applied shape costed' });
+    // A model no single GPU holds: whole GPUs where a pool gives them, or the reason.
+    await page.selectOption('[data-test=work-kind]', 'training');
+    await page.fill('[data-test=work-params]', 'seven');
+    await waitFor(async () => /billion parameters/.test(await page.textContent('[data-test=work-reasons]')), { what: 'the invalid size named' });
+  });
 });
+

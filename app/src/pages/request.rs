@@ -10,6 +10,7 @@ use crate::components::layout::ViewerResource;
 use crate::components::quota_offer::{OfferDone, QuotaOffer};
 use leptos::prelude::*;
 use leptos_meta::Title;
+use tessera_core::guide::{self, Precision, Sketch, Suggestion, WorkKind};
 use tessera_core::quota::{self, Demand, Quota, Usage};
 use tessera_core::schedule::QosClass;
 use tessera_core::sharing::{SharingMode, SliceShape};
@@ -192,6 +193,52 @@ fn RequestForm(
             .unwrap_or_default()
     };
 
+    // The workload profile helper: a suggestion from what the work is,
+    // worked out here by `tessera-core` as the fields change.
+    let (work, set_work) = signal(WorkKind::Notebook);
+    let (params_b, set_params_b) = signal("7".to_owned());
+    let (precision, set_precision) = signal(Precision::Bf16);
+    let suggestion = move || -> Result<Suggestion, Vec<String>> {
+        let billions: f64 = params_b
+            .get()
+            .trim()
+            .parse()
+            .ok()
+            .filter(|b: &f64| b.is_finite() && *b > 0.0 && *b <= 10_000.0)
+            .ok_or_else(|| {
+                vec!["say how many billion parameters the model has, e.g. 7 or 0.5".to_owned()]
+            })?;
+        let sketch = Sketch {
+            kind: work.get(),
+            params_millions: (billions * 1000.0).round() as u64,
+            precision: precision.get(),
+        };
+        let offers: Vec<_> = pools.with(|ps| ps.iter().map(|p| p.offer.clone()).collect());
+        guide::suggest(&sketch, &offers)
+    };
+    let apply = move |_| {
+        let Ok(s) = suggestion() else { return };
+        set_pool.set(s.pool.clone());
+        set_priority.set(String::new());
+        match s.shape {
+            SliceShape::Mig { profile } => set_profile.set(profile),
+            SliceShape::Mps {
+                compute_percent,
+                memory_mib,
+            } => {
+                set_mps_percent.set(compute_percent);
+                set_mps_gib.set(memory_mib.0.div_ceil(1024));
+            }
+            SliceShape::TimeSlice {} => {}
+            SliceShape::Whole {
+                count,
+                nvlink_local,
+            } => {
+                set_count.set(count);
+                set_nvlink.set(nvlink_local);
+            }
+        }
+    };
     view! {
         <section class="page-head">
             <p class="eyebrow"><a href=format!("/t/{slug}")>{o.tenant_name.clone()}</a></p>
@@ -202,6 +249,47 @@ fn RequestForm(
             <input type="hidden" name="slug" value=slug.clone()/>
             <input type="hidden" name="pool" prop:value=move || pool.get()/>
             <input type="hidden" name="shape" prop:value=shape_json/>
+            <details class="card" data-test="workload-helper">
+                <summary>"Not sure what to ask for? Describe the work"</summary>
+                <div class="form-row">
+                    <label class="field">
+                        <span>"Work"</span>
+                        <select data-test="work-kind" on:change=move |ev| {
+                            if let Some(k) = WorkKind::parse(&event_target_value(&ev)) { set_work.set(k) }
+                        }>
+                            {WorkKind::ALL.iter().map(|k| view! { <option value=k.as_str() selected=*k == WorkKind::Notebook>{k.label()}</option> }).collect_view()}
+                        </select>
+                    </label>
+                    <label class="field">
+                        <span>"Model size (billion parameters)"</span>
+                        <input type="text" inputmode="decimal" data-test="work-params" prop:value=move || params_b.get()
+                            on:input=move |ev| set_params_b.set(event_target_value(&ev))/>
+                    </label>
+                    <label class="field">
+                        <span>"Precision"</span>
+                        <select data-test="work-precision" on:change=move |ev| {
+                            if let Some(p) = Precision::parse(&event_target_value(&ev)) { set_precision.set(p) }
+                        }>
+                            {Precision::ALL.iter().map(|p| view! { <option value=p.as_str() selected=*p == Precision::Bf16>{p.as_str()}</option> }).collect_view()}
+                        </select>
+                    </label>
+                </div>
+                {move || match suggestion() {
+                    Ok(s) => view! {
+                        <p data-test="work-suggestion"><strong>{format!("Suggested: {} in {}", s.label, s.pool)}</strong></p>
+                        <ol class="small muted" data-test="work-reasons">
+                            {s.reasons.into_iter().map(|r| view! { <li>{r}</li> }).collect_view()}
+                        </ol>
+                        <button class="button" type="button" data-test="work-apply" on:click=apply>"Use this shape"</button>
+                    }.into_any(),
+                    Err(reasons) => view! {
+                        <ol class="small muted" data-test="work-reasons">
+                            {reasons.into_iter().map(|r| view! { <li>{r}</li> }).collect_view()}
+                        </ol>
+                    }.into_any(),
+                }}
+                <p class="muted small">"A first guess from rules of thumb; once the slice runs, its page says whether a smaller shape would do."</p>
+            </details>
             <section class="card">
                 <h2 class="section-title">"1. Pool"</h2>
                 <div class="grid pools">
@@ -234,7 +322,8 @@ fn RequestForm(
                     SharingMode::Mig => view! {
                         <label class="field">
                             <span>"MIG profile"</span>
-                            <select data-test="profile" on:change=move |ev| set_profile.set(event_target_value(&ev))>
+                            <select data-test="profile" on:change=move |ev| set_profile.set(event_target_value(&ev))
+                                prop:value=move || { let p = profile.get(); if p.is_empty() { profiles().first().map(|(n, _)| n.clone()).unwrap_or_default() } else { p } }>
                                 {profiles().into_iter().map(|(n, text)| {
                                     let sel = profile.get_untracked() == n;
                                     view! { <option value=n.clone() selected=sel>{text}</option> }

@@ -9,6 +9,7 @@ pub mod catalogue;
 pub mod chart;
 pub mod checked;
 pub mod error_code;
+pub mod guide;
 pub mod health;
 pub mod idle;
 pub mod ids;

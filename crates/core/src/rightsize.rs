@@ -331,6 +331,69 @@ fn candidates(
     out
 }
 
+/// The smallest shape that covers a need, and where.
+#[derive(Clone, Debug)]
+pub struct Cover<'a> {
+    /// The pool.
+    pub offer: &'a Offer<'a>,
+    /// The shape.
+    pub shape: SliceShape,
+    /// Its share of a GPU.
+    pub share: GpuShare,
+    /// The shape in words.
+    pub label: String,
+}
+
+/// The smallest shape by the share model, on GPUs of `model` in `offers`,
+/// that gives `compute` thousandths of a GPU and `memory`, among those
+/// `placeable` allows; ties go to the pool named `home`, then to the
+/// stronger isolation (MIG, MPS, time-slicing, whole GPUs).
+pub fn smallest_cover<'a>(
+    offers: &'a [Offer<'a>],
+    model: &GpuModel,
+    compute: u32,
+    memory: MemMiB,
+    home: Option<&str>,
+    placeable: &dyn Fn(&PoolOffer, &SliceShape) -> bool,
+) -> Option<Cover<'a>> {
+    let mut best: Option<((GpuShare, bool, u8, String), Cover<'a>)> = None;
+    for offer in offers {
+        if !offer.pool.models.iter().any(|m| m == model.name) {
+            continue;
+        }
+        for shape in candidates(offer.pool, model, compute, memory) {
+            if !placeable(offer.pool, &shape) {
+                continue;
+            }
+            let Ok(d) = cost(&shape, model, &offer.pool.policy) else {
+                continue;
+            };
+            if d.compute.0 < compute || d.memory < memory {
+                continue;
+            }
+            let Ok(share) = share_of(&shape, model, &offer.pool.policy) else {
+                continue;
+            };
+            let key = (
+                share,
+                home.is_some_and(|h| h != offer.pool.pool),
+                isolation_rank(offer.pool.policy.mode),
+                label(&shape),
+            );
+            if best.as_ref().is_none_or(|(k, _)| key < *k) {
+                let cover = Cover {
+                    offer,
+                    shape,
+                    share,
+                    label: key.3.clone(),
+                };
+                best = Some((key, cover));
+            }
+        }
+    }
+    best.map(|(_, cover)| cover)
+}
+
 fn isolation_rank(mode: SharingMode) -> u8 {
     match mode {
         SharingMode::Mig => 0,
@@ -368,39 +431,20 @@ pub fn advise(
         }
     }
     let (compute, memory) = need(rules, held, used);
-    let mut best: Option<(GpuShare, bool, u8, String, &Offer<'_>, SliceShape)> = None;
-    for offer in offers {
-        if !offer.pool.models.iter().any(|m| m == held.model.name) {
-            continue;
-        }
-        for shape in candidates(offer.pool, held.model, compute, memory) {
-            if !placeable(offer.pool, &shape) {
-                continue;
-            }
-            let Ok(d) = cost(&shape, held.model, &offer.pool.policy) else {
-                continue;
-            };
-            if d.compute.0 < compute || d.memory < memory {
-                continue;
-            }
-            let Ok(share) = share_of(&shape, held.model, &offer.pool.policy) else {
-                continue;
-            };
-            let key = (
-                share,
-                offer.pool.pool != held.pool.pool,
-                isolation_rank(offer.pool.policy.mode),
-                label(&shape),
-            );
-            let better = best
-                .as_ref()
-                .is_none_or(|(s, o, r, l, _, _)| key < (*s, *o, *r, l.clone()));
-            if better {
-                best = Some((key.0, key.1, key.2, key.3, offer, shape));
-            }
-        }
-    }
-    let Some((share, _, _, shape_label, offer, shape)) = best else {
+    let Some(Cover {
+        offer,
+        shape,
+        share,
+        label: shape_label,
+    }) = smallest_cover(
+        offers,
+        held.model,
+        compute,
+        memory,
+        Some(&held.pool.pool),
+        placeable,
+    )
+    else {
         return keep(KeepReason::NothingSmaller);
     };
     if share >= held.share {
