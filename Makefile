@@ -1,6 +1,6 @@
 # The two commands: `make demo` runs everything locally; `make test` runs every test.
 # `make cycles`: import circles among each crate's files; `make test` fails on any.
-.PHONY: cycles demo test bench bench-traces bench-page bench-queue bench-slices bench-load bench-reads bench-ingest bench-idle bench-pages fmt lint
+.PHONY: cycles demo test bench bench-traces bench-page bench-queue bench-rightsize bench-slices bench-load bench-reads bench-ingest bench-idle bench-pages fmt lint
 
 demo:
 	bash scripts/demo.sh
@@ -16,6 +16,9 @@ bench-traces:
 
 bench-queue:
 	bash scripts/bench.sh queue
+
+bench-rightsize:
+	bash scripts/bench.sh rightsize
 
 bench-slices:
 	bash scripts/bench.sh slices

@@ -157,6 +157,25 @@ SECTIONS = [
         ],
     },
     {
+        "bench": "rightsize",
+        "title": "Right-sizing replay",
+        "make": "make bench-rightsize",
+        "text": "1,000 seeded slices on H100s, held as teams ask (mostly whole GPUs and large MIG "
+        "instances), each running one of the simulator's workload profiles, measured per minute "
+        "for a week and advised against four pools (MIG, whole GPUs, MPS, 4 time-sliced replicas) "
+        "(`rightsize-sim`). GPU-hours a month by the share model; *undersized*: advised shapes "
+        "that the same slice's next week would have outgrown.",
+        "columns": [
+            ("profile", "variant", None),
+            ("slices", "slices", "int"),
+            ("held GPU-h / month", "held_gpu_hours_month", "f1"),
+            ("freed GPU-h / month", "freed_gpu_hours_month", "f1"),
+            ("freed", "freed_ratio", "pct1"),
+            ("advised smaller", "smaller", "int"),
+            ("undersized next week", "undersized_next_week", "int"),
+        ],
+    },
+    {
         "bench": "slices",
         "title": "Slices: request → active, and admissions per second",
         "make": "make bench-slices",
@@ -297,7 +316,8 @@ def render():
         "```sh",
         "make bench          # placement (synthetic and the Alibaba traces), queue, QoS, slices, reads, ingest",
         "make bench-traces   # placement on the public Alibaba traces only (about 10 minutes)",
-        "make bench-queue    # the queue and QoS replays",
+        "make bench-queue    # the queue, QoS and right-sizing replays",
+        "make bench-rightsize # the right-sizing replay alone",
         "make bench-slices   # request → active and admissions (TESSERA_BENCH_DATABASE_URL=postgres://... for PostgreSQL)",
         "make bench-reads    # the read path against an axum hello-world",
         "make bench-load     # fixed-rate load for TESSERA_LOAD_SECONDS (120)",

@@ -5,6 +5,7 @@
 #   placement: synthetic replays of every policy (and criterion benches)
 #   traces: the public Alibaba traces, every policy, 10 seeds (`make bench-traces`)
 #   queue: the queue disciplines and the QoS policies (`make bench-queue`)
+#   rightsize: GPU-hours right-sizing would free (`make bench-rightsize`)
 #   slices: request → active latency, admissions per second at 100 and
 #     1,000 simulated hosts (TESSERA_SLICES_HOSTS; TESSERA_BENCH_DATABASE_URL
 #     =postgres://... for PostgreSQL)
@@ -50,6 +51,11 @@ if [ "$what" = all ] || [ "$what" = queue ]; then
   for load in 0.7 0.9; do
     record qos "$load" cargo run --release -q -p placement-bench --bin queue-sim -- --qos --hosts 16 --jobs 3000 --seeds 3 --load "$load" --json
   done
+fi
+if [ "$what" = all ] || [ "$what" = queue ] || [ "$what" = rightsize ]; then
+  # Right-sizing: a week of seeded slices on the simulator's workload
+  # profiles, advised, then checked against the next week.
+  record rightsize 1000-slices cargo run --release -q -p placement-bench --bin rightsize-sim -- --slices 1000 --seed 1 --json
 fi
 if [ "$what" = all ] || [ "$what" = slices ]; then
   ensure_tools

@@ -11,6 +11,7 @@ pub mod method;
 pub mod qos_sim;
 pub mod queue_sim;
 pub mod report;
+pub mod rightsize_sim;
 pub mod run;
 pub mod stats;
 pub mod suite;
