@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalogue::lookup;
 use crate::names::stable_names;
-use crate::rightsize::{smallest_cover, Offer};
+use crate::rightsize::{gib, smallest_cover, Offer};
 use crate::sharing::{SharingMode, SliceShape};
 use crate::slice::{label, PoolOffer, MAX_WHOLE_GPUS};
 use crate::units::MemMiB;
@@ -99,11 +99,6 @@ pub struct Need {
     pub compute_milli: u32,
     /// Each step in words.
     pub reasons: Vec<String>,
-}
-
-fn gib(mib: u64) -> String {
-    let tenths = (mib * 10 + 512) / 1024;
-    format!("{}.{} GiB", tenths / 10, tenths % 10)
 }
 
 /// The memory and compute the sketch needs on one GPU.

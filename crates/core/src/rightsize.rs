@@ -486,7 +486,7 @@ pub fn span_words(ms: i64) -> String {
 }
 
 /// Memory in GiB to the nearest tenth (`9.1 GiB`).
-fn gib(mib: u64) -> String {
+pub(crate) fn gib(mib: u64) -> String {
     let tenths = (mib * 10 + 512) / 1024;
     format!("{}.{} GiB", tenths / 10, tenths % 10)
 }
