@@ -267,6 +267,7 @@ pub fn rest_api() -> OpenApiRouter<AppState> {
         .routes(routes!(allocations::get_allocation_activity))
         .routes(routes!(rightsizing::allocation_recommendation))
         .routes(routes!(rightsizing::resize_allocation))
+        .routes(routes!(rightsizing::request_instead))
         .routes(routes!(rightsizing::list_recommendations))
         .routes(routes!(rightsizing::fleet_recommendations))
         .routes(routes!(allocations::release_allocation))

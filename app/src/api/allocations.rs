@@ -134,3 +134,17 @@ pub async fn get_recommendations(slug: String) -> Result<Recommendations, AppErr
     let (service, actor) = ssr::in_tenant(&slug).await?;
     Ok(service.recommendations(&actor).await?)
 }
+
+/// Asks for another shape instead of a slice (`shape` is the JSON of a
+/// `SliceShape`); the slice is withdrawn once the new one is active.
+#[server(prefix = "/api/ui", endpoint = "request_instead")]
+pub async fn request_instead(
+    slug: String,
+    id: AllocationId,
+    pool: String,
+    shape: String,
+) -> Result<AllocationView, AppError> {
+    let (service, actor) = ssr::in_tenant(&slug).await?;
+    let shape = serde_json::from_str(&shape).map_err(|e| AppError::invalid("shape", e))?;
+    Ok(service.request_instead(&actor, id, &pool, shape).await?)
+}

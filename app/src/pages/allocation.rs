@@ -3,7 +3,7 @@
 
 use crate::api::{
     get_allocation, get_allocation_activity, get_allocation_advice, ExtendSlice, KeepSlice,
-    ReleaseSlice, RequeueSlice, ResizeSlice,
+    ReleaseSlice, RequestInstead, RequeueSlice, ResizeSlice,
 };
 use crate::components::activity_chart::ActivityChart;
 use crate::components::allocation_state::{Progress, StateBadge};
@@ -99,10 +99,17 @@ fn LiveAllocation(
     let requeue = ServerAction::<RequeueSlice>::new();
     let keep = ServerAction::<KeepSlice>::new();
     let resize = ServerAction::<ResizeSlice>::new();
-    // Asked again, or for a smaller size: go to the new request.
+    let instead = ServerAction::<RequestInstead>::new();
+    // Asked again, for a smaller size or for what starts now: go to the
+    // new request.
     let navigate = navigator();
     Effect::new(move |_| {
-        if let Some(Ok(v)) = requeue.value().get().or_else(|| resize.value().get()) {
+        if let Some(Ok(v)) = requeue
+            .value()
+            .get()
+            .or_else(|| resize.value().get())
+            .or_else(|| instead.value().get())
+        {
             navigate(&format!("/t/{}/a/{}", v.tenant, v.id));
         }
     });
@@ -150,8 +157,10 @@ fn LiveAllocation(
             reload();
         }
     });
+    let starts_now = a.starts_now.clone();
     view! {
         <Allocation a activity release extend requeue keep/>
+        {(!starts_now.is_empty()).then(|| view! { <StartsNowSection slug=slug.get_value() id starts_now instead/> })}
         {advice.map(|advice| view! { <RightSizeSection slug=slug.get_value() advice resize/> })}
     }
 }
@@ -487,6 +496,42 @@ fn RightSizeSection(
                 </ActionForm>
             })}
             {move || resize.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
+        </section>
+    }
+}
+
+/// For a waiting request: shapes that would start at once within the
+/// quota, each one click away (the new request replaces the waiting one).
+#[component]
+fn StartsNowSection(
+    slug: String,
+    id: AllocationId,
+    starts_now: Vec<tessera_core::slice::alternatives::StartsNow>,
+    instead: ServerAction<RequestInstead>,
+) -> impl IntoView {
+    view! {
+        <section class="card" data-test="starts-now">
+            <h2 class="section-title">"Would start now"</h2>
+            <p class="muted small">"These fit on free capacity and within your quota at the moment. Asking for one withdraws this request once the new slice is active."</p>
+            <ul class="history">
+                {starts_now.into_iter().map(|s| {
+                    let shape = serde_json::to_string(&s.shape).unwrap_or_default();
+                    let slug = slug.clone();
+                    view! {
+                        <li data-test="starts-now-option">
+                            <ActionForm action=instead attr:class="form-row">
+                                <input type="hidden" name="slug" value=slug/>
+                                <input type="hidden" name="id" value=id.get()/>
+                                <input type="hidden" name="pool" value=s.pool.clone()/>
+                                <input type="hidden" name="shape" value=shape/>
+                                <span><strong>{s.label.clone()}</strong>{format!(" in {} · {} · {}", s.pool, s.demand.compute, format::mem(s.demand.memory))}</span>
+                                <button class="button" type="submit" data-test="request-instead">"Request this instead"</button>
+                            </ActionForm>
+                        </li>
+                    }
+                }).collect_view()}
+            </ul>
+            {move || instead.value().get().and_then(|r| r.err()).map(|e| view! { <p class="callout danger" data-test="form-error">{e.message}</p> })}
         </section>
     }
 }

@@ -46,3 +46,15 @@ pub struct ExtendLease {
     /// Hours to add to the current end.
     pub hours: u32,
 }
+
+/// Asking for another shape instead of a slice
+/// (`POST /api/v1/allocations/{id}/instead`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestInstead {
+    /// Pool name.
+    pub pool: tessera_core::checked::PoolName,
+    /// The shape.
+    pub shape: tessera_core::sharing::SliceShape,
+}

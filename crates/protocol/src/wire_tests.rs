@@ -57,6 +57,7 @@ fn allocation_view_states_are_the_phase_names() {
         preemption: None,
         processes_stopped: None,
         replaces: None,
+        starts_now: Vec::new(),
         placement_why: None,
         connection: None,
         created_at: at(),

@@ -319,20 +319,49 @@ impl Service {
                 advice.sentence
             )));
         };
-        let spec = self.pool_spec(&self.db, "pool", &resize.pool).await?;
+        self.replace_with(actor, &old, &resize.pool, resize.shape)
+            .await
+    }
+
+    /// Asks for `shape` in `pool` instead of slice `id` (for a waiting
+    /// request, one of the shapes its page says would start now), admitted
+    /// like any request; `id` is withdrawn or released once the new one is
+    /// active.
+    pub async fn request_instead(
+        &self,
+        actor: &TenantActor,
+        id: AllocationId,
+        pool: &str,
+        shape: SliceShape,
+    ) -> Result<tessera_protocol::views::AllocationView, ServiceError> {
+        actor.require_request("request slices for it")?;
+        let old = self.own_row(actor, id).await?;
+        self.replace_with(actor, &old, pool, shape).await
+    }
+
+    /// A request for `shape` in `pool` that replaces `old`: its lease
+    /// (within the pool's longest), purpose and QoS; its priority class in
+    /// its own pool, the default class elsewhere (classes are per pool).
+    async fn replace_with(
+        &self,
+        actor: &TenantActor,
+        old: &allocation::Model,
+        pool: &str,
+        shape: SliceShape,
+    ) -> Result<tessera_protocol::views::AllocationView, ServiceError> {
+        let spec = self.pool_spec(&self.db, "pool", pool).await?;
         let same_pool = spec.name == old.pool;
         let req = tessera_protocol::requests::NewAllocation {
             tenant: None,
             pool: spec.name.clone(),
-            shape: resize.shape,
+            shape,
             lease_hours: u32::try_from(old.lease_hours)
                 .unwrap_or(1)
                 .clamp(1, spec.max_lease_hours.max(1)),
             purpose: old.purpose.clone(),
-            // A class is chosen per pool: another pool gets its default.
             priority_class: same_pool.then(|| old.priority_class.clone()),
             qos: old.qos,
-            replaces: Some(id),
+            replaces: Some(old.id),
         };
         self.request_allocation(actor, &req).await
     }

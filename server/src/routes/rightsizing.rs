@@ -3,7 +3,7 @@
 //! tenant's slices; platform admins the fleet's.
 
 use super::allocations::TenantQuery;
-use super::extract::{PathParams, QueryParams};
+use super::extract::{JsonBody, PathParams, QueryParams};
 use super::openapi::{BadRequest, Conflict, Forbidden, NotFound, Unauthorized};
 use crate::auth::extract::{ApiCaller, Person};
 use crate::error::ApiError;
@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use tessera_core::ids::AllocationId;
-use tessera_protocol::views::{AllocationView, Recommendations, SliceAdvice};
+use tessera_protocol::views::{AllocationView, Recommendations, RequestInstead, SliceAdvice};
 
 /// Advice for the tenant's running slices, biggest savings first: the
 /// smallest shape that would have covered each one's measured peak memory
@@ -83,5 +83,30 @@ pub async fn resize_allocation(
 ) -> Result<(StatusCode, Json<AllocationView>), ApiError> {
     let actor = caller.for_allocation(&state, id).await?;
     let view = state.service.resize_allocation(&actor, id).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Ask for another shape instead of this slice, admitted like any request
+/// (e.g. one of the `starts_now` shapes of a waiting request); this slice
+/// is withdrawn or released once the new one is active.
+#[utoipa::path(
+    post, path = "/allocations/{id}/instead", tag = "allocations",
+    params(("id" = i64, Path, description = "Allocation id")),
+    request_body = RequestInstead,
+    responses((status = 201, description = "The new request (placed or queued), replacing this one", body = AllocationView),
+              BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
+    security(("apiToken" = []), ("session" = [])),
+)]
+pub async fn request_instead(
+    State(state): State<AppState>,
+    caller: ApiCaller,
+    PathParams(id): PathParams<AllocationId>,
+    JsonBody(req): JsonBody<RequestInstead>,
+) -> Result<(StatusCode, Json<AllocationView>), ApiError> {
+    let actor = caller.for_allocation(&state, id).await?;
+    let view = state
+        .service
+        .request_instead(&actor, id, req.pool.as_str(), req.shape)
+        .await?;
     Ok((StatusCode::CREATED, Json(view)))
 }

@@ -3,6 +3,7 @@
 //! and how to connect to it once it exists. Shared by the server (admission)
 //! and the browser (the request form validates as the user types).
 
+pub mod alternatives;
 mod connection;
 mod pool;
 

@@ -81,6 +81,10 @@ pub struct AllocationView {
     /// reports the slice gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes_stopped: Option<ProcessesStoppedView>,
+    /// While it waits: shapes in any pool that would start at once within
+    /// the quota, closest to what was asked first (at most three).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub starts_now: Vec<tessera_core::slice::alternatives::StartsNow>,
     /// The slice this one replaces: released once this one is active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]

@@ -53,7 +53,7 @@ pub use usage::{
 };
 
 pub use crate::query::{AuditFilter, AuditQuery, FleetFilter, FleetQuery, HostFilter};
-pub use crate::requests::{ExtendLease, NewAllocation};
+pub use crate::requests::{ExtendLease, NewAllocation, RequestInstead};
 
 /// The heading an error page shows for an HTTP status (shared by the server's
 /// standalone error pages and the app's error panel).

@@ -86,6 +86,7 @@ impl Service {
         let (why, start) = self.waiting_for(&row).await?;
         view.waiting_for = Some(why);
         view.estimated_start = start;
+        view.starts_now = self.starts_now(&row).await?;
         Ok(view)
     }
 
@@ -135,6 +136,70 @@ impl Service {
             .all(&self.db)
             .await?;
         Ok(super::drain_of(&h, &gpus.iter().collect::<Vec<_>>()))
+    }
+
+    /// Shapes that would start at once instead of queued `row`: in every
+    /// pool, those the live fleet has room for (the tenant rule included)
+    /// and, for a guaranteed request, the tenant's quota allows; ranked by
+    /// [`tessera_core::slice::alternatives::rank`].
+    async fn starts_now(
+        &self,
+        row: &allocation::Model,
+    ) -> Result<Vec<tessera_core::slice::alternatives::StartsNow>, ServiceError> {
+        use tessera_core::placement::Policy;
+        use tessera_core::slice::alternatives::{rank, StartsNow};
+        let now = self.now();
+        let mut fits = Vec::new();
+        for spec in self.pools(&self.db).await? {
+            let offer = Self::pool_offer(&spec);
+            let (quota, usage) =
+                Self::quota_and_usage(&self.db, row.tenant_id, &spec.name, now).await?;
+            let guaranteed = row.qos == tessera_core::schedule::QosClass::Guaranteed;
+            if guaranteed && quota.is_none() {
+                continue;
+            }
+            let lease = u32::try_from(row.lease_hours)
+                .unwrap_or(1)
+                .clamp(1, offer.max_lease_hours.max(1));
+            let mut shapes = offer.probe_shapes();
+            if offer.placement_request(row.slice_shape()).is_ok()
+                && !shapes.contains(row.slice_shape())
+            {
+                shapes.push(row.slice_shape().clone());
+            }
+            let snapshot = self
+                .pool_snapshot(&self.db, &spec, now, super::View::Live, &[])
+                .await?;
+            for shape in shapes {
+                let (Ok(demand), Ok(request)) =
+                    (offer.admit(&shape, lease), offer.placement_request(&shape))
+                else {
+                    continue;
+                };
+                if guaranteed
+                    && quota
+                        .as_ref()
+                        .is_none_or(|q| tessera_core::quota::check(q, &usage, &demand).is_err())
+                {
+                    continue;
+                }
+                let request = request.for_tenant(row.tenant_id, spec.isolation.separates_tenants());
+                if snapshot.fleet.place(&request, Policy::Pack).is_ok() {
+                    fits.push(StartsNow {
+                        pool: spec.name.to_string(),
+                        label: tessera_core::slice::label(&shape),
+                        shape,
+                        demand,
+                    });
+                }
+            }
+        }
+        Ok(rank(
+            row.pool.as_str(),
+            row.slice_shape(),
+            &row.demand(),
+            fits,
+        ))
     }
 
     /// Why a queued allocation waits, and when it is expected to start,
@@ -302,6 +367,7 @@ impl Service {
                 _ => None,
             },
             replaces: row.replaces_id,
+            starts_now: Vec::new(),
             connection,
             created_at: row.created_at,
             placed_at: row.placed_at,

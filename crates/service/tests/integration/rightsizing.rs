@@ -203,3 +203,58 @@ async fn a_slice_that_used_a_tenth_is_told_a_smaller_shape_and_replaced_by_it() 
         );
     }
 }
+
+#[tokio::test]
+async fn a_waiting_request_is_offered_what_would_start_now_and_replaced_by_it() {
+    let f = fixture().await;
+    let mut agent = Agent::enrol(&f, "gpu-q", vec![h100(0, "GPU-f1")]).await;
+    let alice = actor(&f, "alice", &["vision"], "vision").await;
+    let first = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("4g.40gb"), 8))
+        .await
+        .unwrap();
+    agent.converge(&f).await;
+    assert_eq!(
+        get(&f, &alice, first.id).await.state,
+        AllocationPhase::Active
+    );
+    // A second 4g.40gb has no room on the GPU; a 3g.40gb beside the first has.
+    let waiting = f
+        .service
+        .request_allocation(&alice, &ask("h100-mig", mig("4g.40gb"), 8))
+        .await
+        .unwrap();
+    assert_eq!(waiting.state, AllocationPhase::Queued);
+    let view = get(&f, &alice, waiting.id).await;
+    let labels: Vec<&str> = view.starts_now.iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(
+        labels.first(),
+        Some(&"MIG 3g.40gb"),
+        "{:?}",
+        view.starts_now
+    );
+    assert!(!labels.contains(&"MIG 4g.40gb"), "{labels:?}");
+    assert!(labels.len() <= 3);
+    // Asked for instead, replacing the waiting request: it starts, and the
+    // waiting request is withdrawn.
+    let alt = &view.starts_now[0];
+    let now = f
+        .service
+        .request_allocation(
+            &alice,
+            &tessera_protocol::views::NewAllocation {
+                replaces: Some(waiting.id),
+                ..ask(&alt.pool, alt.shape.clone(), 8)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(now.state, AllocationPhase::Placed);
+    agent.converge(&f).await;
+    assert_eq!(f.service.tick().await.unwrap().replaced, 1);
+    let gone = get(&f, &alice, waiting.id).await;
+    assert!(gone.is_terminal(), "{gone:?}");
+    // An active slice carries no alternatives.
+    assert!(get(&f, &alice, first.id).await.starts_now.is_empty());
+}
