@@ -5,7 +5,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { startStack, newPage, signIn, hydrated, waitFor, looks, ROOT } from '../tests/harness.mjs';
+import { startStack, newPage, signIn, hydrated, waitFor, looks, ROOT } from './harness.mjs';
 
 const host = (name) => path.join(ROOT, 'end2end', 'hosts', `${name}.toml`);
 
@@ -64,6 +64,26 @@ describe('right-sizing', () => {
     // the new, unmeasured slice with a reason.
     const again = await stack.api(token, 'POST', `/allocations/${newId}/resize`);
     assert.equal(again.status, 409, JSON.stringify(again.body));
+    // A whole-GPU instance cannot start beside the new slice: its page
+    // offers what would start now, and one click asks for it instead.
+    const big = await stack.api(token, 'POST', '/allocations', {
+      pool: 'h100-mig', shape: { kind: 'mig', profile: '7g.80gb' }, lease_hours: 8, purpose: 'e2e: waits',
+    });
+    assert.equal(big.status, 201, JSON.stringify(big.body));
+    assert.equal(big.body.state, 'queued');
+    assert.ok(big.body.starts_now.length >= 1, JSON.stringify(big.body));
+    await page.goto(`${stack.appUrl}/t/vision/a/${big.body.id}`);
+    await hydrated(page);
+    const first = (await page.locator('[data-test=starts-now-option] strong').first().textContent()).trim();
+    assert.equal(first, big.body.starts_now[0].label);
+    await looks(stack, `/t/vision/a/${big.body.id}`, 'starts-now', async (p) => {
+      await p.waitForSelector('[data-test=starts-now]');
+    }, 'bob');
+    await page.locator('[data-test=request-instead]').first().click();
+    await page.waitForURL((u) => /\/t\/vision\/a\/\d+$/.test(u.pathname) && !u.pathname.endsWith(`/${big.body.id}`));
+    assert.match(await page.textContent('[data-test=replaces]'), new RegExp(`#${big.body.id}`));
+    await waitFor(async () => ['released', 'failed', 'expired'].includes((await stack.api(token, 'GET', `/allocations/${big.body.id}`)).body.state),
+      { what: 'the waiting request withdrawn' });
     await looks(stack, '/fleet/insights', 'right-sizing-fleet', async (p) => {
       await p.waitForSelector('[data-test=right-sizing-summary]');
     });
